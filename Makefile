@@ -1,0 +1,39 @@
+# hipObject: the two commands of the README are `make demo` (the main job: a real RDMA PUT/GET)
+# and `make test` (every test). Each target calls a script that its area owns.
+CARGO ?= cargo
+export CARGO_TERM_COLOR ?= never
+
+.PHONY: all build deps test unit ctest lint loom fuzz-short e2e demo clean
+
+all: build
+
+# System packages the build and tests need (idempotent, Debian packages only).
+deps:
+	scripts/install-deps
+
+build: deps
+	$(CARGO) build --release --workspace
+
+unit: deps
+	$(CARGO) test --workspace
+
+ctest: build
+	tests/c/run
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+loom:
+	loom-tests/run
+
+e2e: build
+	tests/vm/e2e
+
+test: unit ctest lint loom e2e
+
+demo: build
+	scripts/demo
+
+clean:
+	$(CARGO) clean

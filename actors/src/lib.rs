@@ -1,0 +1,1 @@
+//! hipObject concurrent core (to be written).

@@ -1,0 +1,96 @@
+//! The one error type of the core. Only `ffi` turns it into a C `hipObjError_t`.
+
+use std::borrow::Cow;
+use std::fmt;
+
+/// The operation error codes of `hipObjOpError_t`, with the header's values.
+#[repr(i32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpError {
+    Success = 0,
+    InvalidValue = 1,
+    NotInitialized = 2,
+    AlreadyInitialized = 3,
+    RdmaError = 4,
+    S3Error = 5,
+    BufNotRegistered = 6,
+    BufAlreadyRegistered = 7,
+    NicNotFound = 8,
+    DmabufNotSupported = 9,
+    SizeTooLarge = 10,
+    InternalError = 11,
+    Busy = 12,
+}
+
+impl OpError {
+    /// Every code, in enum order.
+    pub const ALL: [OpError; 13] = [
+        OpError::Success,
+        OpError::InvalidValue,
+        OpError::NotInitialized,
+        OpError::AlreadyInitialized,
+        OpError::RdmaError,
+        OpError::S3Error,
+        OpError::BufNotRegistered,
+        OpError::BufAlreadyRegistered,
+        OpError::NicNotFound,
+        OpError::DmabufNotSupported,
+        OpError::SizeTooLarge,
+        OpError::InternalError,
+        OpError::Busy,
+    ];
+
+    /// The code for a raw value, if it is one.
+    pub fn from_raw(raw: i32) -> Option<OpError> {
+        usize::try_from(raw).ok().and_then(|i| Self::ALL.get(i).copied())
+    }
+}
+
+/// A failed operation: its code, the HIP error where one caused it, and what went wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    pub code: OpError,
+    pub hip_error: i32,
+    pub detail: Cow<'static, str>,
+}
+
+impl Error {
+    pub fn new(code: OpError, detail: impl Into<Cow<'static, str>>) -> Error {
+        Error { code, hip_error: 0, detail: detail.into() }
+    }
+    pub fn with_hip(code: OpError, hip_error: i32, detail: impl Into<Cow<'static, str>>) -> Error {
+        Error { code, hip_error, detail: detail.into() }
+    }
+    pub fn invalid(detail: impl Into<Cow<'static, str>>) -> Error {
+        Error::new(OpError::InvalidValue, detail)
+    }
+    pub fn not_initialized() -> Error {
+        Error::new(OpError::NotInitialized, "hipObject is not initialized")
+    }
+    pub fn busy(detail: impl Into<Cow<'static, str>>) -> Error {
+        Error::new(OpError::Busy, detail)
+    }
+    pub fn rdma(detail: impl Into<Cow<'static, str>>) -> Error {
+        Error::new(OpError::RdmaError, detail)
+    }
+    pub fn s3(detail: impl Into<Cow<'static, str>>) -> Error {
+        Error::new(OpError::S3Error, detail)
+    }
+    pub fn internal(detail: impl Into<Cow<'static, str>>) -> Error {
+        Error::new(OpError::InternalError, detail)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}: {}", self.code, self.detail)?;
+        if self.hip_error != 0 {
+            write!(f, " (hipError {})", self.hip_error)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,1 @@
+//! The `extern "C"` layer implementing `include/hipobj.h` (to be written).

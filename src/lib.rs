@@ -6,7 +6,14 @@
 pub mod env;
 pub mod error;
 pub mod ffi;
+pub mod hip;
+mod log;
+pub mod pool;
+mod random;
+pub mod registry;
 pub mod reply;
 pub mod runtime;
+pub mod stager;
 pub mod token;
+pub mod verbs;
 pub mod version;

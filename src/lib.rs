@@ -6,6 +6,7 @@
 pub mod env;
 pub mod error;
 pub mod ffi;
+pub mod hip;
 pub mod reply;
 pub mod runtime;
 pub mod token;

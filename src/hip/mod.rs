@@ -1,0 +1,153 @@
+//! The GPU runtime: everything hipObject needs from HIP, behind one object-safe trait.
+//!
+//! HIP is loaded at run time with `libloading` and never linked (`readelf -d libhipobj.so` shows no
+//! `libamdhip64`): [`load`] opens `libamdhip64.so.7`, `.6` or `.5` and returns the real
+//! [`HipRuntime`]. With the crate feature `sim-gpu` (test builds only) [`SimGpu`] is a simulated
+//! device behind the same trait.
+//!
+//! Layout: `sys` (raw HIP/HSA types and the function-pointer table), `amd` (the real runtime),
+//! `memory_type` (the ROCm 5/6 `hipMemoryType` tables), `host_buffer` and `copy` (the RAII types
+//! the trait hands out), `error`, and `sim` (the test double).
+
+mod amd;
+mod copy;
+mod error;
+mod host_buffer;
+mod memory_type;
+#[cfg(feature = "sim-gpu")]
+mod sim;
+mod sys;
+
+use std::os::fd::OwnedFd;
+
+pub use amd::{load, HipRuntime, HIP_LIBRARY_NAMES};
+pub use copy::{CopyDirection, CopyInFlight, CopyProbe, CopyStatus};
+pub use error::{
+    HipError, HipLoadError, HIP_ERROR_INVALID_DEVICE, HIP_ERROR_INVALID_VALUE, HIP_ERROR_NOT_READY,
+    HIP_ERROR_NOT_SUPPORTED, HIP_ERROR_NO_DEVICE, HIP_ERROR_OUT_OF_MEMORY, HIP_SUCCESS,
+};
+pub use host_buffer::{HostBuffer, HostMemoryOwner};
+pub use memory_type::MemoryTypeTable;
+#[cfg(feature = "sim-gpu")]
+pub use sim::{SimCalls, SimGpu};
+
+/// What memory a pointer points into, as far as hipObject cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PointerKind {
+    /// Host memory: `malloc`, `hipHostMalloc`, or memory HIP doesn't track (ROCm 6
+    /// "unregistered").
+    Host,
+    /// Device memory of HIP device `device` (`hipMalloc`).
+    Device { device: i32 },
+    /// The attributes call failed (ROCm 5 on an untracked pointer) or the memory is managed,
+    /// unified or an array. Treated like host memory: no dmabuf export, no range check.
+    Unknown,
+}
+
+/// The HIP allocation that holds a device pointer (`hipMemGetAddressRange`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AddressRange {
+    pub base: usize,
+    pub len: usize,
+}
+
+impl AddressRange {
+    /// Whether `[ptr, ptr + len)` lies inside this allocation (overflow-safe).
+    pub fn contains(&self, ptr: usize, len: usize) -> bool {
+        ptr >= self.base && ptr - self.base < self.len && len <= self.len - (ptr - self.base)
+    }
+}
+
+/// A device range exported as a dmabuf: `ibv_reg_dmabuf_mr(pd, offset, len, iova = ptr, fd, ..)`.
+#[derive(Debug)]
+pub struct DmabufExport {
+    /// The dmabuf file descriptor; closing it (drop) ends the export. Keep it open as long as the
+    /// memory region that uses it.
+    pub fd: OwnedFd,
+    /// Where the exported range starts inside the dmabuf.
+    pub offset: u64,
+}
+
+/// Everything hipObject needs from a GPU runtime.
+///
+/// Object-safe and `Send + Sync`: the library holds one `Arc<dyn GpuRuntime>` and calls it from
+/// any thread. Every failure carries the `hipError_t` that caused it.
+pub trait GpuRuntime: Send + Sync {
+    /// The HIP runtime's `HIP_VERSION` (`hipRuntimeGetVersion`), if it reports one.
+    fn runtime_version(&self) -> Option<i32>;
+
+    /// Number of visible GPUs (`hipGetDeviceCount`). On a host without a GPU, HIP returns
+    /// `hipErrorNoDevice` (100): this returns that error, not `Ok(0)`; callers decide.
+    fn device_count(&self) -> Result<i32, HipError>;
+
+    /// The calling thread's current device (`hipGetDevice`).
+    fn current_device(&self) -> Result<i32, HipError>;
+
+    /// Make `device` the calling thread's current device (`hipSetDevice`).
+    fn set_device(&self, device: i32) -> Result<(), HipError>;
+
+    /// The PCI bus id of `device`, e.g. `0000:43:00.0` (`hipDeviceGetPCIBusId`).
+    fn pci_bus_id(&self, device: i32) -> Result<String, HipError>;
+
+    /// What `ptr` points into (`hipPointerGetAttributes`, read with the table for this runtime's
+    /// version, see [`MemoryTypeTable`]). Never fails: a failed call is `Unknown`.
+    fn classify_pointer(&self, ptr: usize) -> PointerKind;
+
+    /// The allocation holding device pointer `ptr` (`hipMemGetAddressRange`).
+    fn address_range(&self, ptr: usize) -> Result<AddressRange, HipError>;
+
+    /// Export device memory `[ptr, ptr + len)` as a dmabuf.
+    fn export_dmabuf(&self, ptr: usize, len: usize) -> Result<DmabufExport, HipError>;
+
+    /// Allocate `len` bytes of pinned host memory for staging (`hipHostMalloc`).
+    fn alloc_host(&self, len: usize) -> Result<HostBuffer, HipError>;
+
+    /// Start copying `len` bytes from `src` to `dst` on `device` (the device whose memory one
+    /// side is). Returns once the copy is queued; [`CopyInFlight::poll`] says when it finished.
+    ///
+    /// # Safety
+    /// `src` and `dst` must be valid for `len` bytes of the kinds `direction` names, must not
+    /// overlap, and must stay valid until the copy has finished, which may be after the returned
+    /// value is dropped.
+    unsafe fn start_copy(
+        &self,
+        device: i32,
+        dst: usize,
+        src: usize,
+        len: usize,
+        direction: CopyDirection,
+    ) -> Result<CopyInFlight, HipError>;
+
+    /// Make data that the NIC wrote by RDMA into directly registered (dmabuf) memory of `device`
+    /// visible to GPU work that the application starts next. Called after a GET's completion.
+    fn make_visible_after_rdma_write(&self, device: i32) -> Result<(), HipError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn address_range_contains_is_overflow_safe() {
+        let r = AddressRange {
+            base: 0x1000,
+            len: 0x100,
+        };
+        assert!(r.contains(0x1000, 0x100));
+        assert!(r.contains(0x10ff, 1));
+        assert!(r.contains(0x1080, 0x80));
+        assert!(!r.contains(0x1080, 0x81));
+        assert!(!r.contains(0x0fff, 1));
+        assert!(!r.contains(0x1100, 0));
+        assert!(!r.contains(0x1001, usize::MAX));
+    }
+
+    #[test]
+    fn gpu_runtime_is_object_safe_and_shareable() {
+        fn assert_send_sync<T: Send + Sync + ?Sized>() {}
+        assert_send_sync::<dyn GpuRuntime>();
+        assert_send_sync::<HostBuffer>();
+        fn assert_send<T: Send>() {}
+        assert_send::<CopyInFlight>();
+    }
+}

@@ -33,15 +33,3 @@ pub fn psn() -> u32 {
     fill(&mut b);
     u32::from_le_bytes(b) & 0x00ff_ffff
 }
-
-/// A random non-zero 16-bit id.
-pub fn nonzero_u16() -> u16 {
-    loop {
-        let mut b = [0u8; 2];
-        fill(&mut b);
-        let v = u16::from_le_bytes(b);
-        if v != 0 {
-            return v;
-        }
-    }
-}

@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use hipobj::runtime::S3Ops;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 

@@ -9,7 +9,7 @@
 
 use crate::error::{Error, Result};
 use crate::token::{Token, Transport};
-use crate::verbs::{Access, Device, RcQp, RtrParams, RtsParams, QpCaps};
+use crate::verbs::{Access, Device, QpCaps, RcQp, RtrParams, RtsParams};
 use hipobj_actors::answer::{answer, Answer};
 use hipobj_actors::sync::channel::{unbounded, Receiver, Sender};
 use hipobj_actors::sync::thread;
@@ -57,10 +57,18 @@ struct Connection {
 
 impl Connection {
     fn fresh(device: &Arc<Device>) -> Result<Connection> {
-        let mut qp = device.create_rc_qp(QpCaps { max_send_wr: 1, max_recv_wr: 1, cq_depth: 1 })?;
+        let mut qp = device.create_rc_qp(QpCaps {
+            max_send_wr: 1,
+            max_recv_wr: 1,
+            cq_depth: 1,
+        })?;
         qp.to_init(qp_access())?;
         LIVE_QPS.fetch_add(1, Ordering::Relaxed);
-        Ok(Connection { device: device.clone(), qp, pairing: None })
+        Ok(Connection {
+            device: device.clone(),
+            qp,
+            pairing: None,
+        })
     }
 
     fn token(&self, rkey: u32, remote_addr: u64, length: u64) -> Token {
@@ -106,21 +114,34 @@ impl Connection {
             rnr_retry: CLIENT_RNR_RETRY,
             max_rd_atomic: 1,
         })?;
-        self.pairing = Some(Pairing { server_qp_num: server.qp_num, pairing_id: server.lid });
-        tracing::debug!(qpn = self.qp.qp_num(), server_qpn = server.qp_num, pairing = server.lid, "paired");
+        self.pairing = Some(Pairing {
+            server_qp_num: server.qp_num,
+            pairing_id: server.lid,
+        });
+        tracing::debug!(
+            qpn = self.qp.qp_num(),
+            server_qpn = server.qp_num,
+            pairing = server.lid,
+            "paired"
+        );
         Ok(PairOutcome::Paired)
     }
 
     /// Rule 5.4: does a `200:<server token>` name this connection's pairing?
     fn matches(&self, server: &Token) -> bool {
-        self.pairing.is_some_and(|p| p.server_qp_num == server.qp_num && p.pairing_id == server.lid)
+        self.pairing
+            .is_some_and(|p| p.server_qp_num == server.qp_num && p.pairing_id == server.lid)
     }
 
     /// Rule 5.5: destroy the QP and create a fresh, never-paired one.
     fn replace(&mut self) -> Result<()> {
         let fresh = Connection::fresh(&self.device)?;
         let old = std::mem::replace(self, fresh);
-        tracing::debug!(old_qpn = old.qp.qp_num(), new_qpn = self.qp.qp_num(), "connection replaced");
+        tracing::debug!(
+            old_qpn = old.qp.qp_num(),
+            new_qpn = self.qp.qp_num(),
+            "connection replaced"
+        );
         Ok(())
     }
 }
@@ -132,10 +153,23 @@ impl Drop for Connection {
 }
 
 enum Msg {
-    Mint { rkey: u32, remote_addr: u64, length: u64, answer: Answer<Token> },
-    Pair { server: Token, answer: Answer<Result<PairOutcome>> },
-    Matches { server: Token, answer: Answer<bool> },
-    Replace { answer: Answer<Result<()>> },
+    Mint {
+        rkey: u32,
+        remote_addr: u64,
+        length: u64,
+        answer: Answer<Token>,
+    },
+    Pair {
+        server: Token,
+        answer: Answer<Result<PairOutcome>>,
+    },
+    Matches {
+        server: Token,
+        answer: Answer<bool>,
+    },
+    Replace {
+        answer: Answer<Result<()>>,
+    },
 }
 
 struct Worker {
@@ -146,9 +180,12 @@ impl Worker {
     fn run(mut self, inbox: Receiver<Msg>) {
         while let Ok(msg) = inbox.recv() {
             match msg {
-                Msg::Mint { rkey, remote_addr, length, answer } => {
-                    answer.send(self.conn.token(rkey, remote_addr, length))
-                }
+                Msg::Mint {
+                    rkey,
+                    remote_addr,
+                    length,
+                    answer,
+                } => answer.send(self.conn.token(rkey, remote_addr, length)),
                 Msg::Pair { server, answer } => answer.send(self.conn.pair(&server)),
                 Msg::Matches { server, answer } => answer.send(self.conn.matches(&server)),
                 Msg::Replace { answer } => answer.send(self.conn.replace()),
@@ -177,19 +214,32 @@ impl ConnectionHandle {
             .stack_size(256 * 1024)
             .spawn(move || worker.run(rx))
             .map_err(|e| Error::rdma(format!("cannot start a QP worker thread: {e}")))?;
-        Ok(ConnectionHandle { inbox: Some(tx), thread: Some(thread) })
+        Ok(ConnectionHandle {
+            inbox: Some(tx),
+            thread: Some(thread),
+        })
     }
 
     fn ask<T>(&self, make: impl FnOnce(Answer<T>) -> Msg) -> Result<T> {
         let (tx, rx) = answer();
-        let inbox = self.inbox.as_ref().ok_or_else(|| Error::internal("QP worker stopped"))?;
-        inbox.send(make(tx)).map_err(|_| Error::internal("QP worker stopped"))?;
+        let inbox = self
+            .inbox
+            .as_ref()
+            .ok_or_else(|| Error::internal("QP worker stopped"))?;
+        inbox
+            .send(make(tx))
+            .map_err(|_| Error::internal("QP worker stopped"))?;
         rx.wait().map_err(|_| Error::internal("QP worker stopped"))
     }
 
     /// A token for `length` bytes at `remote_addr` of the registration with `rkey`.
     pub fn mint(&self, rkey: u32, remote_addr: u64, length: u64) -> Result<Token> {
-        self.ask(|answer| Msg::Mint { rkey, remote_addr, length, answer })
+        self.ask(|answer| Msg::Mint {
+            rkey,
+            remote_addr,
+            length,
+            answer,
+        })
     }
 
     /// Apply a `428` reply's server token (rule 5.3).

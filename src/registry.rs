@@ -37,9 +37,21 @@ pub struct Buffer {
 }
 
 impl Buffer {
-    pub fn new(kind: BufferKind, base: usize, mr: Mr, staging: Option<HostBuffer>, dmabuf: Option<OwnedFd>) -> Buffer {
+    pub fn new(
+        kind: BufferKind,
+        base: usize,
+        mr: Mr,
+        staging: Option<HostBuffer>,
+        dmabuf: Option<OwnedFd>,
+    ) -> Buffer {
         LIVE_BUFFERS.fetch_add(1, Ordering::Relaxed);
-        Buffer { kind, base, mr, staging, _dmabuf: dmabuf }
+        Buffer {
+            kind,
+            base,
+            mr,
+            staging,
+            _dmabuf: dmabuf,
+        }
     }
 
     pub fn kind(&self) -> BufferKind {
@@ -62,7 +74,9 @@ impl Buffer {
 
     /// For a staged buffer: (device address, staging address) at `offset`.
     pub fn staging_pair(&self, offset: usize) -> Option<(usize, usize)> {
-        self.staging.as_ref().map(|s| (self.base + offset, s.addr() + offset))
+        self.staging
+            .as_ref()
+            .map(|s| (self.base + offset, s.addr() + offset))
     }
 }
 

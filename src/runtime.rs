@@ -113,12 +113,20 @@ pub fn init_with_gpu(cfg: InitConfig, gpu: Arc<dyn GpuRuntime>) -> Result<()> {
 fn init_inner(cfg: InitConfig, gpu: Option<Arc<dyn GpuRuntime>>) -> Result<()> {
     crate::log::init_from_env();
     if current().is_some() {
-        return Err(Error::new(OpError::AlreadyInitialized, "hipObject is already initialized"));
+        return Err(Error::new(
+            OpError::AlreadyInitialized,
+            "hipObject is already initialized",
+        ));
     }
     let lib = verbs::Lib::load().map_err(|e| Error::rdma(format!("libibverbs: {e}")))?;
     // The GPU is resolved on the calling thread: `-1` means this thread's current HIP device.
     let gpu = resolve_gpu(&cfg, gpu)?;
-    supervisor()?.ask(|answer| SupMsg::Init { cfg, lib, gpu, answer })?
+    supervisor()?.ask(|answer| SupMsg::Init {
+        cfg,
+        lib,
+        gpu,
+        answer,
+    })?
 }
 
 /// Shut down; a no-op when not initialised. Does not wait for calls in progress.
@@ -128,7 +136,9 @@ pub fn shutdown() {
 }
 
 fn has_hint(cfg: &InitConfig) -> bool {
-    cfg.nic_hint.as_deref().is_some_and(|h| !h.trim().is_empty())
+    cfg.nic_hint
+        .as_deref()
+        .is_some_and(|h| !h.trim().is_empty())
 }
 
 /// REFERENCE.md section 7, `gpuDevice` handling.
@@ -162,8 +172,14 @@ fn resolve_gpu(cfg: &InitConfig, injected: Option<Arc<dyn GpuRuntime>>) -> Resul
         },
     };
     match runtime {
-        Some(runtime) if cfg.gpu_device < count => Ok(Some(Gpu { runtime, device: cfg.gpu_device })),
-        _ => Err(Error::invalid(format!("gpuDevice {} does not exist ({count} GPUs)", cfg.gpu_device))),
+        Some(runtime) if cfg.gpu_device < count => Ok(Some(Gpu {
+            runtime,
+            device: cfg.gpu_device,
+        })),
+        _ => Err(Error::invalid(format!(
+            "gpuDevice {} does not exist ({count} GPUs)",
+            cfg.gpu_device
+        ))),
     }
 }
 
@@ -176,7 +192,11 @@ fn choose_nic(lib: &Arc<verbs::Lib>, cfg: &InitConfig, gpu: Option<&Gpu>) -> Res
     if let Some(bus) = gpu_bus {
         let best = candidates
             .iter()
-            .filter_map(|d| d.pci_bus_id.as_deref().map(|b| (verbs::pci_distance(&bus, b), d)))
+            .filter_map(|d| {
+                d.pci_bus_id
+                    .as_deref()
+                    .map(|b| (verbs::pci_distance(&bus, b), d))
+            })
             .min_by_key(|(dist, _)| *dist);
         if let Some((dist, d)) = best {
             tracing::info!(nic = %d.name, gpu_bus = %bus, dist, "NIC chosen by PCIe distance");
@@ -189,13 +209,22 @@ fn choose_nic(lib: &Arc<verbs::Lib>, cfg: &InitConfig, gpu: Option<&Gpu>) -> Res
             "no GPU to choose a NIC by: set nicHint to the RDMA device to use",
         ));
     };
-    let names: Vec<&str> = hint.split(',').map(|s| s.trim_start_matches([' ', '\t'])).collect();
+    let names: Vec<&str> = hint
+        .split(',')
+        .map(|s| s.trim_start_matches([' ', '\t']))
+        .collect();
     if names.len() != 1 {
-        return Err(Error::new(OpError::NicNotFound, "without a GPU, nicHint must name a single RDMA device"));
+        return Err(Error::new(
+            OpError::NicNotFound,
+            "without a GPU, nicHint must name a single RDMA device",
+        ));
     }
     match candidates.iter().find(|d| d.name == names[0]) {
         Some(d) => Ok(d.name.clone()),
-        None => Err(Error::new(OpError::NicNotFound, format!("RDMA device {:?} not found or has no active port", names[0]))),
+        None => Err(Error::new(
+            OpError::NicNotFound,
+            format!("RDMA device {:?} not found or has no active port", names[0]),
+        )),
     }
 }
 
@@ -206,7 +235,10 @@ impl Runtime {
         let n = cfg.env.max_transfers;
         let mut connections = Vec::with_capacity(n);
         for i in 0..n {
-            connections.push(ConnectionHandle::spawn(format!("hipobj-qp-{i:02}"), &device)?);
+            connections.push(ConnectionHandle::spawn(
+                format!("hipobj-qp-{i:02}"),
+                &device,
+            )?);
         }
         let app_connection = ConnectionHandle::spawn("hipobj-qp-app".into(), &device)?;
         let stager = match &gpu {
@@ -246,7 +278,11 @@ impl Runtime {
             MemoryKind::Device => self.register_device(ptr, size)?,
         };
         let entry = Entry::new(ptr, size, buffer);
-        supervisor()?.ask(|answer| SupMsg::Publish { runtime: self.clone(), entry, answer })?
+        supervisor()?.ask(|answer| SupMsg::Publish {
+            runtime: self.clone(),
+            entry,
+            answer,
+        })?
     }
 
     fn register_host(&self, ptr: usize, size: usize) -> Result<Buffer> {
@@ -265,9 +301,14 @@ impl Runtime {
             PointerKind::Device { .. } => {}
             PointerKind::Host | PointerKind::Unknown => return self.register_host(ptr, size),
         }
-        let range = gpu.runtime.address_range(ptr).map_err(|e| e.to_error(OpError::InvalidValue))?;
+        let range = gpu
+            .runtime
+            .address_range(ptr)
+            .map_err(|e| e.to_error(OpError::InvalidValue))?;
         if !range.contains(ptr, size) {
-            return Err(Error::invalid("the buffer runs past the end of its HIP allocation"));
+            return Err(Error::invalid(
+                "the buffer runs past the end of its HIP allocation",
+            ));
         }
         // Direct: dmabuf export + ibv_reg_dmabuf_mr.
         match gpu.runtime.export_dmabuf(ptr, size) {
@@ -275,9 +316,25 @@ impl Runtime {
                 use std::os::fd::AsRawFd;
                 // SAFETY: the dmabuf covers [ptr, ptr + size) of a live HIP allocation that the
                 // application keeps until it deregisters; the fd stays open while the MR lives.
-                let mr = unsafe { self.device.register_dmabuf(offset, size, ptr as u64, fd.as_raw_fd(), mr_access()) };
+                let mr = unsafe {
+                    self.device.register_dmabuf(
+                        offset,
+                        size,
+                        ptr as u64,
+                        fd.as_raw_fd(),
+                        mr_access(),
+                    )
+                };
                 match mr {
-                    Ok(mr) => return Ok(Buffer::new(BufferKind::DeviceDirect, ptr, mr, None, Some(fd))),
+                    Ok(mr) => {
+                        return Ok(Buffer::new(
+                            BufferKind::DeviceDirect,
+                            ptr,
+                            mr,
+                            None,
+                            Some(fd),
+                        ))
+                    }
                     Err(e) => tracing::debug!("ibv_reg_dmabuf_mr failed: {e}"),
                 }
             }
@@ -300,18 +357,32 @@ impl Runtime {
             .map_err(|e| e.to_error(OpError::RdmaError))?;
         // SAFETY: the staging buffer is owned by the Buffer built below, whose fields drop the MR
         // before the staging memory.
-        let mr = unsafe { self.device.register(staging.addr(), size, mr_access()) }.map_err(Error::from)?;
-        Ok(Buffer::new(BufferKind::DeviceStaged, ptr, mr, Some(staging), None))
+        let mr = unsafe { self.device.register(staging.addr(), size, mr_access()) }
+            .map_err(Error::from)?;
+        Ok(Buffer::new(
+            BufferKind::DeviceStaged,
+            ptr,
+            mr,
+            Some(staging),
+            None,
+        ))
     }
 
     /// Deregister the registration whose base is `ptr`.
     pub fn deregister(self: &Arc<Self>, ptr: usize) -> Result<()> {
-        supervisor()?.ask(|answer| SupMsg::Retire { runtime: self.clone(), base: ptr, answer })?
+        supervisor()?.ask(|answer| SupMsg::Retire {
+            runtime: self.clone(),
+            base: ptr,
+            answer,
+        })?
     }
 
     /// Find `[ptr + offset, + size)` inside a registration and start using it.
     fn use_range(&self, ptr: usize, size: usize, offset: u64) -> Result<UseGuard<Buffer>> {
-        let entry = self.registry.lookup(ptr).ok_or_else(|| not_registered(ptr))?;
+        let entry = self
+            .registry
+            .lookup(ptr)
+            .ok_or_else(|| not_registered(ptr))?;
         let fits = usize::try_from(offset)
             .ok()
             .and_then(|o| o.checked_add(size))
@@ -324,36 +395,74 @@ impl Runtime {
         }
         Entry::try_use(&entry).map_err(|e| match e {
             UseError::Retired => not_registered(ptr),
-            UseError::Pending => Error::busy("a staging copy of this buffer that timed out is still running"),
+            UseError::Pending => {
+                Error::busy("a staging copy of this buffer that timed out is still running")
+            }
         })
     }
 
-    fn stage(&self, guard: UseGuard<Buffer>, dir: CopyDirection, offset: usize, size: usize) -> Result<UseGuard<Buffer>> {
+    fn stage(
+        &self,
+        guard: UseGuard<Buffer>,
+        dir: CopyDirection,
+        offset: usize,
+        size: usize,
+    ) -> Result<UseGuard<Buffer>> {
         if guard.entry().payload().kind() != BufferKind::DeviceStaged {
             return Ok(guard);
         }
-        let stager = self.stager.as_ref().ok_or_else(|| Error::internal("staged buffer without a stager"))?;
-        stager.copy(guard, dir, offset, size, Duration::from_millis(self.env.stage_timeout_ms))
+        let stager = self
+            .stager
+            .as_ref()
+            .ok_or_else(|| Error::internal("staged buffer without a stager"))?;
+        stager.copy(
+            guard,
+            dir,
+            offset,
+            size,
+            Duration::from_millis(self.env.stage_timeout_ms),
+        )
     }
 
     /// `hipObjGet`/`hipObjPut` after the argument checks of the ffi layer.
-    pub fn transfer(&self, kind: TransferKind, ptr: usize, size: usize, offset: u64, ops: &mut dyn S3Ops) -> Result<()> {
+    pub fn transfer(
+        &self,
+        kind: TransferKind,
+        ptr: usize,
+        size: usize,
+        offset: u64,
+        ops: &mut dyn S3Ops,
+    ) -> Result<()> {
         let guard = self.use_range(ptr, size, offset)?;
         let offset = offset as usize; // fits: use_range checked offset + size <= len
         let wait = if in_callback() { Wait::No } else { Wait::Block };
         let lease = Pool::acquire(&self.pool, wait).map_err(|e| match e {
-            AcquireError::Busy => Error::busy("every RDMA connection is in use and a callback may not wait"),
+            AcquireError::Busy => {
+                Error::busy("every RDMA connection is in use and a callback may not wait")
+            }
             AcquireError::Closed => Error::not_initialized(),
         })?;
         let guard = match kind {
             TransferKind::Put => self.stage(guard, CopyDirection::ToHost, offset, size)?,
             TransferKind::Get => guard,
         };
-        let conn = self.connections.get(lease.slot()).ok_or_else(|| Error::internal("lease out of range"))?;
+        let conn = self
+            .connections
+            .get(lease.slot())
+            .ok_or_else(|| Error::internal("lease out of range"))?;
         let buffer = guard.entry().payload();
-        let outcome = exchange(conn, buffer.rkey(), buffer.remote_addr(offset), size as u64, ops);
+        let outcome = exchange(
+            conn,
+            buffer.rkey(),
+            buffer.remote_addr(offset),
+            size as u64,
+            ops,
+        );
         if let Err(e) = &outcome {
-            tracing::debug!(slot = lease.slot(), "transfer failed ({e}); replacing its QP");
+            tracing::debug!(
+                slot = lease.slot(),
+                "transfer failed ({e}); replacing its QP"
+            );
             if let Err(re) = conn.replace() {
                 tracing::warn!("could not replace a failed connection's QP: {re}");
             }
@@ -390,7 +499,9 @@ impl Runtime {
     pub fn mint_token(&self, ptr: usize, size: usize) -> Result<String> {
         let guard = self.use_range(ptr, size, 0)?;
         let buffer = guard.entry().payload();
-        let token = self.app_connection.mint(buffer.rkey(), buffer.remote_addr(0), size as u64)?;
+        let token = self
+            .app_connection
+            .mint(buffer.rkey(), buffer.remote_addr(0), size as u64)?;
         Ok(token.encode_hex())
     }
 
@@ -407,6 +518,11 @@ impl Runtime {
         self.pool.free_count()
     }
 
+    /// How the registration based at `ptr` is reached by the NIC, if there is one.
+    pub fn buffer_kind(&self, ptr: usize) -> Option<BufferKind> {
+        self.registry.lookup(ptr).map(|e| e.payload().kind())
+    }
+
     /// Registrations now.
     pub fn registrations(&self) -> usize {
         self.registry.len()
@@ -420,7 +536,13 @@ impl Drop for Runtime {
 }
 
 /// One transfer's request/reply exchange on a leased connection (PROTOCOL.md section 5).
-fn exchange(conn: &ConnectionHandle, rkey: u32, addr: u64, len: u64, ops: &mut dyn S3Ops) -> Result<()> {
+fn exchange(
+    conn: &ConnectionHandle,
+    rkey: u32,
+    addr: u64,
+    len: u64,
+    ops: &mut dyn S3Ops,
+) -> Result<()> {
     let mut paired_here = false;
     let mut reply_buf = [0u8; REPLY_BUFFER_LEN];
     for _request in 0..MAX_REQUESTS {
@@ -437,12 +559,21 @@ fn exchange(conn: &ConnectionHandle, rkey: u32, addr: u64, len: u64, ops: &mut d
             ops.recv_reply(&mut reply_buf)
         }
         .map_err(|status| Error::s3(format!("recvReply failed ({status})")))?;
-        let raw = reply_buf.get(..n).ok_or_else(|| Error::s3("recvReply reported more bytes than the buffer holds"))?;
-        let reply = Reply::parse(raw).map_err(|_| Error::s3(format!("malformed x-amz-rdma-reply {:?}", String::from_utf8_lossy(raw))))?;
+        let raw = reply_buf
+            .get(..n)
+            .ok_or_else(|| Error::s3("recvReply reported more bytes than the buffer holds"))?;
+        let reply = Reply::parse(raw).map_err(|_| {
+            Error::s3(format!(
+                "malformed x-amz-rdma-reply {:?}",
+                String::from_utf8_lossy(raw)
+            ))
+        })?;
         match reply {
             Reply::PairingNeeded(server) => {
                 if paired_here {
-                    return Err(Error::rdma("the server asked to pair again a QP it paired in this transfer"));
+                    return Err(Error::rdma(
+                        "the server asked to pair again a QP it paired in this transfer",
+                    ));
                 }
                 if conn.pair(server)? == PairOutcome::Paired {
                     paired_here = true;
@@ -463,21 +594,42 @@ fn exchange(conn: &ConnectionHandle, rkey: u32, addr: u64, len: u64, ops: &mut d
 }
 
 fn not_registered(ptr: usize) -> Error {
-    Error::new(OpError::BufNotRegistered, format!("{ptr:#x} is not the base of a registered buffer"))
+    Error::new(
+        OpError::BufNotRegistered,
+        format!("{ptr:#x} is not the base of a registered buffer"),
+    )
 }
 
 fn already_registered(ptr: usize) -> Error {
-    Error::new(OpError::BufAlreadyRegistered, format!("{ptr:#x} is already registered"))
+    Error::new(
+        OpError::BufAlreadyRegistered,
+        format!("{ptr:#x} is already registered"),
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
 // The supervisor actor.
 
 enum SupMsg {
-    Init { cfg: InitConfig, lib: Arc<verbs::Lib>, gpu: Option<Gpu>, answer: Answer<Result<()>> },
-    Shutdown { answer: Answer<()> },
-    Publish { runtime: Arc<Runtime>, entry: Arc<Entry<Buffer>>, answer: Answer<Result<()>> },
-    Retire { runtime: Arc<Runtime>, base: usize, answer: Answer<Result<()>> },
+    Init {
+        cfg: InitConfig,
+        lib: Arc<verbs::Lib>,
+        gpu: Option<Gpu>,
+        answer: Answer<Result<()>>,
+    },
+    Shutdown {
+        answer: Answer<()>,
+    },
+    Publish {
+        runtime: Arc<Runtime>,
+        entry: Arc<Entry<Buffer>>,
+        answer: Answer<Result<()>>,
+    },
+    Retire {
+        runtime: Arc<Runtime>,
+        base: usize,
+        answer: Answer<Result<()>>,
+    },
 }
 
 struct SupervisorHandle {
@@ -488,8 +640,11 @@ impl SupervisorHandle {
     fn ask<T>(&self, make: impl FnOnce(Answer<T>) -> SupMsg) -> Result<T> {
         let (tx, rx) = answer();
         let inbox = self.inbox.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        inbox.send(make(tx)).map_err(|_| Error::internal("the supervisor has stopped"))?;
-        rx.wait().map_err(|_| Error::internal("the supervisor has stopped"))
+        inbox
+            .send(make(tx))
+            .map_err(|_| Error::internal("the supervisor has stopped"))?;
+        rx.wait()
+            .map_err(|_| Error::internal("the supervisor has stopped"))
     }
 }
 
@@ -501,7 +656,9 @@ fn supervisor() -> Result<&'static SupervisorHandle> {
             std::thread::Builder::new()
                 .name("hipobj-sup".into())
                 .spawn(move || Supervisor.run(rx))
-                .map(|_| SupervisorHandle { inbox: Mutex::new(tx) })
+                .map(|_| SupervisorHandle {
+                    inbox: Mutex::new(tx),
+                })
                 .map_err(|e| e.to_string())
         })
         .as_ref()
@@ -514,31 +671,59 @@ impl Supervisor {
     fn run(self, inbox: Receiver<SupMsg>) {
         while let Ok(msg) = inbox.recv() {
             match msg {
-                SupMsg::Init { cfg, lib, gpu, answer } => {
-                    let r = LIFECYCLE.init(|| Runtime::build(cfg, lib, gpu)).map(drop).map_err(|e| match e {
-                        InitError::AlreadyInitialized => {
-                            Error::new(OpError::AlreadyInitialized, "hipObject is already initialized")
-                        }
-                        InitError::Failed(e) => e,
-                    });
+                SupMsg::Init {
+                    cfg,
+                    lib,
+                    gpu,
+                    answer,
+                } => {
+                    let r = LIFECYCLE
+                        .init(|| Runtime::build(cfg, lib, gpu))
+                        .map(drop)
+                        .map_err(|e| match e {
+                            InitError::AlreadyInitialized => Error::new(
+                                OpError::AlreadyInitialized,
+                                "hipObject is already initialized",
+                            ),
+                            InitError::Failed(e) => e,
+                        });
                     answer.send(r);
                 }
                 SupMsg::Shutdown { answer } => {
                     if let Some(old) = LIFECYCLE.shutdown() {
                         old.pool.close();
-                        tracing::info!("hipObject shut down; resources go when the last call returns");
+                        tracing::info!(
+                            "hipObject shut down; resources go when the last call returns"
+                        );
                     }
                     answer.send(());
                 }
-                SupMsg::Publish { runtime, entry, answer } => {
-                    let r = runtime.registry.insert(entry).map_err(|e| already_registered(e.base()));
+                SupMsg::Publish {
+                    runtime,
+                    entry,
+                    answer,
+                } => {
+                    let r = runtime
+                        .registry
+                        .insert(entry)
+                        .map_err(|e| already_registered(e.base()));
                     answer.send(r);
                 }
-                SupMsg::Retire { runtime, base, answer } => {
-                    let r = runtime.registry.remove(base).map(drop).map_err(|e| match e {
-                        RemoveError::NotRegistered => not_registered(base),
-                        RemoveError::Busy => Error::busy("the buffer is in use or a staging copy of it still runs"),
-                    });
+                SupMsg::Retire {
+                    runtime,
+                    base,
+                    answer,
+                } => {
+                    let r = runtime
+                        .registry
+                        .remove(base)
+                        .map(drop)
+                        .map_err(|e| match e {
+                            RemoveError::NotRegistered => not_registered(base),
+                            RemoveError::Busy => Error::busy(
+                                "the buffer is in use or a staging copy of it still runs",
+                            ),
+                        });
                     answer.send(r);
                 }
             }

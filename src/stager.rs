@@ -50,7 +50,14 @@ impl StagerHandle {
         let (tx, rx) = unbounded();
         std::thread::Builder::new()
             .name("hipobj-stager".into())
-            .spawn(move || Stager { gpu, device, running: Vec::new() }.run(rx))
+            .spawn(move || {
+                Stager {
+                    gpu,
+                    device,
+                    running: Vec::new(),
+                }
+                .run(rx)
+            })
             .map_err(|e| Error::internal(format!("cannot start the stager thread: {e}")))?;
         Ok(StagerHandle { inbox: tx })
     }
@@ -68,13 +75,21 @@ impl StagerHandle {
     ) -> Result<UseGuard<Buffer>> {
         let ticket = Ticket::new();
         let deadline = Instant::now() + timeout;
-        let job = CopyJob { entry: use_guard.entry().clone(), direction, offset, len, ticket: ticket.clone() };
-        self.inbox.send(job).map_err(|_| Error::internal("the stager has stopped"))?;
+        let job = CopyJob {
+            entry: use_guard.entry().clone(),
+            direction,
+            offset,
+            len,
+            ticket: ticket.clone(),
+        };
+        self.inbox
+            .send(job)
+            .map_err(|_| Error::internal("the stager has stopped"))?;
         match ticket.wait_until(deadline, use_guard) {
             (Outcome::Finished(Ok(())), Some(guard)) => Ok(guard),
-            (Outcome::Finished(Err(code)), _) => {
-                Err(Error::internal(format!("staging copy of {len} bytes failed (hipError {code})")))
-            }
+            (Outcome::Finished(Err(code)), _) => Err(Error::internal(format!(
+                "staging copy of {len} bytes failed (hipError {code})"
+            ))),
             (Outcome::TimedOut, _) | (Outcome::Finished(Ok(())), None) => {
                 tracing::warn!(
                     len,
@@ -126,7 +141,9 @@ impl Stager {
             Some((device_ptr, host_ptr)) => {
                 let (dst, src, dir) = match job.direction {
                     CopyDirection::ToHost => (host_ptr, device_ptr, HipCopyDirection::DeviceToHost),
-                    CopyDirection::ToDevice => (device_ptr, host_ptr, HipCopyDirection::HostToDevice),
+                    CopyDirection::ToDevice => {
+                        (device_ptr, host_ptr, HipCopyDirection::HostToDevice)
+                    }
                 };
                 // SAFETY: both ranges lie inside the registration (checked by the caller against its
                 // length, which is also the staging buffer's length); the staging memory lives in the
@@ -141,7 +158,11 @@ impl Stager {
             }
         };
         match started {
-            Ok(copy) => self.running.push(Running { copy, ticket: job.ticket, _entry: job.entry }),
+            Ok(copy) => self.running.push(Running {
+                copy,
+                ticket: job.ticket,
+                _entry: job.entry,
+            }),
             Err(e) => job.ticket.finish(Err(e.code)),
         }
     }

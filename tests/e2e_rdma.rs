@@ -50,13 +50,22 @@ impl Env {
         let server = Server::start(Some(&server_dev), server_args);
         let s3 = S3::new(server.addr);
         assert!(s3.create_bucket("b").unwrap().status < 300);
-        let env = Env { _lock: lock, server, s3, client_dev };
+        let env = Env {
+            _lock: lock,
+            server,
+            s3,
+            client_dev,
+        };
         env.init(max_transfers);
         Some(env)
     }
 
     fn init(&self, max_transfers: usize) {
-        let mut cfg = InitConfig { gpu_device: -1, nic_hint: Some(self.client_dev.clone()), ..Default::default() };
+        let mut cfg = InitConfig {
+            gpu_device: -1,
+            nic_hint: Some(self.client_dev.clone()),
+            ..Default::default()
+        };
         cfg.env.max_transfers = max_transfers;
         runtime::init(cfg).expect("hipObjInit");
     }
@@ -72,27 +81,56 @@ fn rt() -> Arc<runtime::Runtime> {
     runtime::current().expect("initialised")
 }
 
-fn put(s3: &S3, key: &str, buf: &[u8], offset: usize, len: usize) -> (hipobj::error::Result<()>, usize) {
+fn put(
+    s3: &S3,
+    key: &str,
+    buf: &[u8],
+    offset: usize,
+    len: usize,
+) -> (hipobj::error::Result<()>, usize) {
     let mut req = RdmaRequest::put(s3, "b", key);
-    let r = rt().transfer(TransferKind::Put, buf.as_ptr() as usize, len, offset as u64, &mut req);
+    let r = rt().transfer(
+        TransferKind::Put,
+        buf.as_ptr() as usize,
+        len,
+        offset as u64,
+        &mut req,
+    );
     (r, req.requests)
 }
 
-fn get(s3: &S3, key: &str, buf: &mut [u8], offset: usize, len: usize) -> (hipobj::error::Result<()>, usize) {
+fn get(
+    s3: &S3,
+    key: &str,
+    buf: &mut [u8],
+    offset: usize,
+    len: usize,
+) -> (hipobj::error::Result<()>, usize) {
     let mut req = RdmaRequest::get(s3, "b", key);
-    let r = rt().transfer(TransferKind::Get, buf.as_mut_ptr() as usize, len, offset as u64, &mut req);
+    let r = rt().transfer(
+        TransferKind::Get,
+        buf.as_mut_ptr() as usize,
+        len,
+        offset as u64,
+        &mut req,
+    );
     (r, req.requests)
 }
 
 #[test]
 fn round_trips_of_many_sizes() {
     let Some(env) = Env::new(4, &[]) else { return };
-    for (i, &size) in [1usize, 4096, 1 << 20, 64 << 20, 256 << 20].iter().enumerate() {
+    for (i, &size) in [1usize, 4096, 1 << 20, 64 << 20, 256 << 20]
+        .iter()
+        .enumerate()
+    {
         let src = pattern(size, i as u64 + 1);
         let mut dst = vec![0u8; size];
         let rt = rt();
-        rt.register(src.as_ptr() as usize, size, MemoryKind::Host).unwrap();
-        rt.register(dst.as_mut_ptr() as usize, size, MemoryKind::Host).unwrap();
+        rt.register(src.as_ptr() as usize, size, MemoryKind::Host)
+            .unwrap();
+        rt.register(dst.as_mut_ptr() as usize, size, MemoryKind::Host)
+            .unwrap();
         let key = format!("obj-{size}");
         let (r, _) = put(&env.s3, &key, &src, 0, size);
         r.unwrap_or_else(|e| panic!("PUT {size}: {e}"));
@@ -125,7 +163,8 @@ fn offsets_and_ranges_inside_a_registration() {
     assert!(buf[..300_000].iter().all(|&b| b == 0xAA) && buf[310_000..].iter().all(|&b| b == 0xAA));
     // Ranged GET: bytes 1000..=4999 of the object into offset 8.
     let mut req = RdmaRequest::get(&env.s3, "b", "ten-k").with_range(1000, 4999);
-    rt().transfer(TransferKind::Get, base, 4000, 8, &mut req).unwrap();
+    rt().transfer(TransferKind::Get, base, 4000, 8, &mut req)
+        .unwrap();
     assert_eq!(&buf[8..4008], &obj[1000..5000]);
     // PUT from an offset.
     let (r, _) = put(&env.s3, "from-offset", &buf, 300_000, 10_000);
@@ -133,7 +172,15 @@ fn offsets_and_ranges_inside_a_registration() {
     assert_eq!(env.s3.get("b", "from-offset").unwrap().body, obj);
     // A range that leaves the registration is refused before any request.
     let mut req = RdmaRequest::get(&env.s3, "b", "ten-k");
-    let e = rt().transfer(TransferKind::Get, base, 10_000, (total - 5_000) as u64, &mut req).unwrap_err();
+    let e = rt()
+        .transfer(
+            TransferKind::Get,
+            base,
+            10_000,
+            (total - 5_000) as u64,
+            &mut req,
+        )
+        .unwrap_err();
     assert_eq!(e.code, OpError::InvalidValue);
     assert_eq!(req.requests, 0);
     rt().deregister(base).unwrap();
@@ -144,10 +191,16 @@ fn pairing_takes_one_extra_round_trip_once() {
     let Some(env) = Env::new(1, &[]) else { return };
     let size = 4096;
     let src = pattern(size, 3);
-    rt().register(src.as_ptr() as usize, size, MemoryKind::Host).unwrap();
+    rt().register(src.as_ptr() as usize, size, MemoryKind::Host)
+        .unwrap();
     let mut req = RdmaRequest::put(&env.s3, "b", "p");
-    rt().transfer(TransferKind::Put, src.as_ptr() as usize, size, 0, &mut req).unwrap();
-    assert_eq!(req.requests, 2, "first transfer: 428 then 200 ({:?})", req.replies);
+    rt().transfer(TransferKind::Put, src.as_ptr() as usize, size, 0, &mut req)
+        .unwrap();
+    assert_eq!(
+        req.requests, 2,
+        "first transfer: 428 then 200 ({:?})",
+        req.replies
+    );
     assert!(req.replies[0].starts_with("428:") && req.replies[1].starts_with("200:"));
     for _ in 0..5 {
         let (r, n) = put(&env.s3, "p", &src, 0, size);
@@ -159,17 +212,28 @@ fn pairing_takes_one_extra_round_trip_once() {
 
 #[test]
 fn server_restart_means_re_pairing() {
-    let Some(mut env) = Env::new(1, &[]) else { return };
+    let Some(mut env) = Env::new(1, &[]) else {
+        return;
+    };
     let size = 64 << 10;
     let src = pattern(size, 4);
     let mut dst = vec![0u8; size];
-    rt().register(src.as_ptr() as usize, size, MemoryKind::Host).unwrap();
-    rt().register(dst.as_mut_ptr() as usize, size, MemoryKind::Host).unwrap();
+    rt().register(src.as_ptr() as usize, size, MemoryKind::Host)
+        .unwrap();
+    rt().register(dst.as_mut_ptr() as usize, size, MemoryKind::Host)
+        .unwrap();
     put(&env.s3, "r", &src, 0, size).0.unwrap();
     env.server.restart();
     // The old pairing is unknown to the new server: 428 -> fresh QP -> 428 -> paired -> 200.
     let mut req = RdmaRequest::get(&env.s3, "b", "r");
-    rt().transfer(TransferKind::Get, dst.as_mut_ptr() as usize, size, 0, &mut req).unwrap();
+    rt().transfer(
+        TransferKind::Get,
+        dst.as_mut_ptr() as usize,
+        size,
+        0,
+        &mut req,
+    )
+    .unwrap();
     assert_eq!(req.requests, 3, "replies {:?}", req.replies);
     assert_eq!(dst, src);
     let (r, n) = put(&env.s3, "r2", &src, 0, size);
@@ -184,18 +248,24 @@ fn callback_failure_is_s3_error_and_resets_the_connection() {
     let Some(env) = Env::new(1, &[]) else { return };
     let size = 4096;
     let src = pattern(size, 5);
-    rt().register(src.as_ptr() as usize, size, MemoryKind::Host).unwrap();
+    rt().register(src.as_ptr() as usize, size, MemoryKind::Host)
+        .unwrap();
     let mut ok = RdmaRequest::put(&env.s3, "b", "c");
-    rt().transfer(TransferKind::Put, src.as_ptr() as usize, size, 0, &mut ok).unwrap();
-    let first_token = hipobj::token::Token::decode_hex(ok.tokens.last().unwrap().as_bytes()).unwrap();
+    rt().transfer(TransferKind::Put, src.as_ptr() as usize, size, 0, &mut ok)
+        .unwrap();
+    let first_token =
+        hipobj::token::Token::decode_hex(ok.tokens.last().unwrap().as_bytes()).unwrap();
     assert_ne!(first_token.lid, 0, "second request carries the pairing id");
     let mut bad = RdmaRequest::put(&env.s3, "b", "c");
     bad.fail_send = true;
-    let e = rt().transfer(TransferKind::Put, src.as_ptr() as usize, size, 0, &mut bad).unwrap_err();
+    let e = rt()
+        .transfer(TransferKind::Put, src.as_ptr() as usize, size, 0, &mut bad)
+        .unwrap_err();
     assert_eq!(e.code, OpError::S3Error);
     // The only connection was reset: a new QP number, unpaired.
     let mut next = RdmaRequest::put(&env.s3, "b", "c");
-    rt().transfer(TransferKind::Put, src.as_ptr() as usize, size, 0, &mut next).unwrap();
+    rt().transfer(TransferKind::Put, src.as_ptr() as usize, size, 0, &mut next)
+        .unwrap();
     let t = hipobj::token::Token::decode_hex(next.tokens[0].as_bytes()).unwrap();
     assert_ne!(t.qp_num, first_token.qp_num);
     assert_eq!(t.lid, 0);
@@ -215,14 +285,32 @@ fn unregistered_remote_range_writes_nothing() {
     // Pair the application connection, then send a token whose address lies outside the MR.
     let tok = rt().mint_token(base, size).unwrap();
     let mut t = hipobj::token::Token::decode_hex(tok.as_bytes()).unwrap();
-    let resp = env.s3.request("GET", "/b/u", &[("x-amz-rdma-token", &tok)], &[]).unwrap();
+    let resp = env
+        .s3
+        .request("GET", "/b/u", &[("x-amz-rdma-token", &tok)], &[])
+        .unwrap();
     let reply = resp.header("x-amz-rdma-reply").unwrap().to_string();
     assert!(reply.starts_with("428:"), "{reply}");
-    rt().apply_reply(&hipobj::reply::Reply::parse(reply.as_bytes()).unwrap()).unwrap();
+    rt().apply_reply(&hipobj::reply::Reply::parse(reply.as_bytes()).unwrap())
+        .unwrap();
     let tok = rt().mint_token(base, size).unwrap();
-    t = hipobj::token::Token { remote_addr: t.remote_addr + (1 << 30), lid: hipobj::token::Token::decode_hex(tok.as_bytes()).unwrap().lid, ..t };
-    let resp = env.s3.request("GET", "/b/u", &[("x-amz-rdma-token", &t.encode_hex())], &[]).unwrap();
-    assert_eq!(resp.header("x-amz-rdma-reply"), Some("500"), "status {}", resp.status);
+    t = hipobj::token::Token {
+        remote_addr: t.remote_addr + (1 << 30),
+        lid: hipobj::token::Token::decode_hex(tok.as_bytes())
+            .unwrap()
+            .lid,
+        ..t
+    };
+    let resp = env
+        .s3
+        .request("GET", "/b/u", &[("x-amz-rdma-token", &t.encode_hex())], &[])
+        .unwrap();
+    assert_eq!(
+        resp.header("x-amz-rdma-reply"),
+        Some("500"),
+        "status {}",
+        resp.status
+    );
     assert!(buf.iter().all(|&b| b == 0x55), "nothing may be written");
     rt().deregister(base).unwrap();
 }
@@ -240,13 +328,19 @@ fn many_threads_many_transfers() {
                 let src = pattern(size, 100 + t as u64);
                 let mut dst = vec![0u8; size];
                 let rt = rt();
-                rt.register(src.as_ptr() as usize, size, MemoryKind::Host).unwrap();
-                rt.register(dst.as_mut_ptr() as usize, size, MemoryKind::Host).unwrap();
+                rt.register(src.as_ptr() as usize, size, MemoryKind::Host)
+                    .unwrap();
+                rt.register(dst.as_mut_ptr() as usize, size, MemoryKind::Host)
+                    .unwrap();
                 for i in 0..per_thread {
                     let key = format!("t{t}-{i}");
-                    put(&s3, &key, &src, 0, size).0.unwrap_or_else(|e| panic!("PUT {key}: {e}"));
+                    put(&s3, &key, &src, 0, size)
+                        .0
+                        .unwrap_or_else(|e| panic!("PUT {key}: {e}"));
                     dst.fill(0);
-                    get(&s3, &key, &mut dst, 0, size).0.unwrap_or_else(|e| panic!("GET {key}: {e}"));
+                    get(&s3, &key, &mut dst, 0, size)
+                        .0
+                        .unwrap_or_else(|e| panic!("GET {key}: {e}"));
                     assert!(dst == src, "{key} differs");
                 }
                 rt.deregister(src.as_ptr() as usize).unwrap();
@@ -267,7 +361,8 @@ fn more_threads_than_connections_wait() {
             sc.spawn(move || {
                 let src = pattern(size, 200 + t as u64);
                 let rt = rt();
-                rt.register(src.as_ptr() as usize, size, MemoryKind::Host).unwrap();
+                rt.register(src.as_ptr() as usize, size, MemoryKind::Host)
+                    .unwrap();
                 for i in 0..4 {
                     put(&s3, &format!("w{t}-{i}"), &src, 0, size).0.unwrap();
                 }
@@ -291,12 +386,17 @@ fn callbacks_re_enter_deregister_busy_and_full_pool_busy() {
         let mut req = RdmaRequest::put(&s3, "b", "re");
         req.on_send = Some(Box::new(|| {
             // The transfer's own buffer is in use: deregister says Busy and keeps it.
-            seen.borrow_mut().push(rt().deregister(base).map_err(|e| e.code));
+            seen.borrow_mut()
+                .push(rt().deregister(base).map_err(|e| e.code));
             // The only connection is ours: a nested transfer gets Busy at once.
             let mut inner = RdmaRequest::put(&s3, "b", "inner");
-            seen.borrow_mut().push(rt().transfer(TransferKind::Put, base, size, 0, &mut inner).map_err(|e| e.code));
+            seen.borrow_mut().push(
+                rt().transfer(TransferKind::Put, base, size, 0, &mut inner)
+                    .map_err(|e| e.code),
+            );
         }));
-        rt().transfer(TransferKind::Put, base, size, 0, &mut req).unwrap();
+        rt().transfer(TransferKind::Put, base, size, 0, &mut req)
+            .unwrap();
     }
     let seen = seen.into_inner();
     assert!(seen.iter().all(|r| *r == Err(OpError::Busy)), "{seen:?}");
@@ -326,29 +426,43 @@ fn shutdown_while_transfers_run_then_release() {
                             started.wait();
                         }
                     }));
-                    rt.transfer(TransferKind::Put, base, size, 0, &mut req).map_err(|e| e.code)
+                    rt.transfer(TransferKind::Put, base, size, 0, &mut req)
+                        .map_err(|e| e.code)
                 })
             })
             .collect();
         started.wait();
         runtime::shutdown();
         assert!(runtime::current().is_none());
-        hs.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+        hs.into_iter()
+            .map(|h| h.join().unwrap())
+            .collect::<Vec<_>>()
     });
     assert_eq!(results, vec![Ok(()), Ok(())]);
-    assert_eq!(hipobj::pool::LIVE_QPS.load(std::sync::atomic::Ordering::SeqCst), 0, "QPs released after the last call");
-    assert_eq!(hipobj::registry::LIVE_BUFFERS.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(
+        hipobj::pool::LIVE_QPS.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "QPs released after the last call"
+    );
+    assert_eq!(
+        hipobj::registry::LIVE_BUFFERS.load(std::sync::atomic::Ordering::SeqCst),
+        0
+    );
     // Re-init works and the object is there.
     env.init(1);
     assert_eq!(env.s3.get("b", "s0").unwrap().body.len(), size);
 }
 
 fn thread_count() -> usize {
-    std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0)
+    std::fs::read_dir("/proc/self/task")
+        .map(|d| d.count())
+        .unwrap_or(0)
 }
 
 fn fd_count() -> usize {
-    std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0)
+    std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count())
+        .unwrap_or(0)
 }
 
 #[test]
@@ -357,20 +471,28 @@ fn init_shutdown_cycles_leak_nothing() {
     let size = 4096;
     let src = pattern(size, 11);
     // Warm up once (loads libibverbs, starts the supervisor), then measure.
-    rt().register(src.as_ptr() as usize, size, MemoryKind::Host).unwrap();
+    rt().register(src.as_ptr() as usize, size, MemoryKind::Host)
+        .unwrap();
     put(&env.s3, "l", &src, 0, size).0.unwrap();
     runtime::shutdown();
     let (threads, fds) = (thread_count(), fd_count());
     for i in 0..100 {
         env.init(4);
-        rt().register(src.as_ptr() as usize, size, MemoryKind::Host).unwrap();
+        rt().register(src.as_ptr() as usize, size, MemoryKind::Host)
+            .unwrap();
         if i % 10 == 0 {
             put(&env.s3, "l", &src, 0, size).0.unwrap();
         }
         runtime::shutdown();
     }
-    assert_eq!(hipobj::pool::LIVE_QPS.load(std::sync::atomic::Ordering::SeqCst), 0);
-    assert_eq!(hipobj::registry::LIVE_BUFFERS.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(
+        hipobj::pool::LIVE_QPS.load(std::sync::atomic::Ordering::SeqCst),
+        0
+    );
+    assert_eq!(
+        hipobj::registry::LIVE_BUFFERS.load(std::sync::atomic::Ordering::SeqCst),
+        0
+    );
     assert_eq!(thread_count(), threads, "threads after 100 cycles");
     assert_eq!(fd_count(), fds, "file descriptors after 100 cycles");
     env.init(1);

@@ -18,7 +18,10 @@ pub struct Response {
 
 impl Response {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -34,7 +37,13 @@ impl S3 {
     }
 
     /// One request on a fresh connection.
-    pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> std::io::Result<Response> {
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> std::io::Result<Response> {
         let mut stream = TcpStream::connect_timeout(&self.addr, Duration::from_secs(5))?;
         stream.set_read_timeout(Some(Duration::from_secs(120)))?;
         stream.set_nodelay(true)?;
@@ -69,7 +78,11 @@ fn read_response(r: &mut impl BufRead, head_only: bool) -> std::io::Result<Respo
     let bad = |m: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, m.to_string());
     let mut line = String::new();
     r.read_line(&mut line)?;
-    let status: u16 = line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or_else(|| bad("bad status line"))?;
+    let status: u16 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| bad("bad status line"))?;
     let mut headers = Vec::new();
     loop {
         line.clear();
@@ -82,14 +95,20 @@ fn read_response(r: &mut impl BufRead, head_only: bool) -> std::io::Result<Respo
             headers.push((k.trim().to_string(), v.trim().to_string()));
         }
     }
-    let find = |n: &str| headers.iter().find(|(k, _): &&(String, String)| k.eq_ignore_ascii_case(n)).map(|(_, v)| v.clone());
+    let find = |n: &str| {
+        headers
+            .iter()
+            .find(|(k, _): &&(String, String)| k.eq_ignore_ascii_case(n))
+            .map(|(_, v)| v.clone())
+    };
     let mut body = Vec::new();
     if !head_only {
         if find("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
             loop {
                 line.clear();
                 r.read_line(&mut line)?;
-                let n = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16).map_err(|_| bad("bad chunk"))?;
+                let n = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
+                    .map_err(|_| bad("bad chunk"))?;
                 if n == 0 {
                     line.clear();
                     r.read_line(&mut line)?;
@@ -108,7 +127,11 @@ fn read_response(r: &mut impl BufRead, head_only: bool) -> std::io::Result<Respo
             r.read_to_end(&mut body)?;
         }
     }
-    Ok(Response { status, headers, body })
+    Ok(Response {
+        status,
+        headers,
+        body,
+    })
 }
 
 /// The application side of one hipObject transfer: the S3 request that carries the token.

@@ -17,7 +17,11 @@ pub fn rdma_devices() -> Vec<String> {
         }
     }
     let mut d: Vec<String> = std::fs::read_dir("/sys/class/infiniband")
-        .map(|it| it.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .map(|it| {
+            it.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
         .unwrap_or_default();
     d.sort();
     d
@@ -40,12 +44,19 @@ pub fn server_binary() -> PathBuf {
     }
     let exe = std::env::current_exe().unwrap_or_default();
     // target/<profile>/deps/<test> or target/<profile>/examples/<ex>
-    let profile_dir = exe.parent().and_then(|p| p.parent()).map(PathBuf::from).unwrap_or_default();
+    let profile_dir = exe
+        .parent()
+        .and_then(|p| p.parent())
+        .map(PathBuf::from)
+        .unwrap_or_default();
     profile_dir.join("hipobj-server")
 }
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(19000)
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(19000)
 }
 
 /// A running server; killed on drop.
@@ -60,7 +71,8 @@ pub struct Server {
 impl Server {
     /// Start on a free loopback port with a fresh data dir.
     pub fn start(device: Option<&str>, extra: &[&str]) -> Server {
-        let data_dir = std::env::temp_dir().join(format!("hipobj-e2e-{}-{}", std::process::id(), free_port()));
+        let data_dir =
+            std::env::temp_dir().join(format!("hipobj-e2e-{}-{}", std::process::id(), free_port()));
         std::fs::create_dir_all(&data_dir).expect("data dir");
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
         let mut s = Server {
@@ -76,12 +88,19 @@ impl Server {
 
     fn spawn(&mut self) {
         let mut cmd = Command::new(server_binary());
-        cmd.arg("--listen").arg(self.addr.to_string()).arg("--data-dir").arg(&self.data_dir);
+        cmd.arg("--listen")
+            .arg(self.addr.to_string())
+            .arg("--data-dir")
+            .arg(&self.data_dir);
         if let Some(d) = &self.device {
             cmd.arg("--device").arg(d);
         }
-        cmd.args(&self.extra).stdout(Stdio::piped()).stderr(Stdio::inherit());
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {:?}: {e}", server_binary()));
+        cmd.args(&self.extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {:?}: {e}", server_binary()));
         let stdout = child.stdout.take().expect("stdout");
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -98,7 +117,10 @@ impl Server {
         });
         let deadline = Instant::now() + Duration::from_secs(60);
         while rx.recv_timeout(Duration::from_millis(100)).is_err() {
-            assert!(Instant::now() < deadline, "hipobj-server did not start within 60 s");
+            assert!(
+                Instant::now() < deadline,
+                "hipobj-server did not start within 60 s"
+            );
             if let Ok(Some(st)) = child.try_wait() {
                 panic!("hipobj-server exited at start: {st}");
             }

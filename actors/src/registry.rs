@@ -147,16 +147,19 @@ impl<E> UseGuard<E> {
         &self.entry
     }
 
-    /// Turn this use into a pending staging copy, in one atomic step, so that deregistration never
-    /// sees the buffer idle in between.
+    /// Turn this use into a pending staging copy so that deregistration never sees the buffer idle
+    /// in between: the pending mark is taken before the use is given back.
     pub fn into_pending(self) -> PendingGuard<E> {
-        // uses >= 1 while this guard lives, so adding 2^32 - 1 moves one count from uses to pending.
-        self.entry
-            .state
-            .fetch_add(PENDING_ONE - 1, Ordering::AcqRel);
-        let entry = self.entry.clone();
-        std::mem::forget(self);
-        PendingGuard { entry }
+        // Fix (loom model 5): this used to add 2^32 - 1 and `mem::forget(self)`, which also forgot
+        // the guard's own `Arc<Entry>` and leaked the registration (and its staging memory) on every
+        // timed-out copy. Taking the pending mark first, then dropping the guard normally (which
+        // gives back the use) keeps the word non-zero throughout and drops the reference.
+        self.entry.state.fetch_add(PENDING_ONE, Ordering::AcqRel);
+        let pending = PendingGuard {
+            entry: self.entry.clone(),
+        };
+        drop(self);
+        pending
     }
 }
 

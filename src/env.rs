@@ -49,7 +49,9 @@ pub fn parse_strict_decimal(s: &str) -> Option<u64> {
     if s.is_empty() || !s.bytes().all(|c| c.is_ascii_digit()) {
         return None;
     }
-    s.bytes().try_fold(0u64, |acc, c| acc.checked_mul(10)?.checked_add(u64::from(c - b'0')))
+    s.bytes().try_fold(0u64, |acc, c| {
+        acc.checked_mul(10)?.checked_add(u64::from(c - b'0'))
+    })
 }
 
 /// `HIPOBJ_MAX_TRANSFERS`: a whole number 1..=1024, else the default 16.

@@ -42,7 +42,9 @@ impl OpError {
 
     /// The code for a raw value, if it is one.
     pub fn from_raw(raw: i32) -> Option<OpError> {
-        usize::try_from(raw).ok().and_then(|i| Self::ALL.get(i).copied())
+        usize::try_from(raw)
+            .ok()
+            .and_then(|i| Self::ALL.get(i).copied())
     }
 }
 
@@ -56,10 +58,18 @@ pub struct Error {
 
 impl Error {
     pub fn new(code: OpError, detail: impl Into<Cow<'static, str>>) -> Error {
-        Error { code, hip_error: 0, detail: detail.into() }
+        Error {
+            code,
+            hip_error: 0,
+            detail: detail.into(),
+        }
     }
     pub fn with_hip(code: OpError, hip_error: i32, detail: impl Into<Cow<'static, str>>) -> Error {
-        Error { code, hip_error, detail: detail.into() }
+        Error {
+            code,
+            hip_error,
+            detail: detail.into(),
+        }
     }
     pub fn invalid(detail: impl Into<Cow<'static, str>>) -> Error {
         Error::new(OpError::InvalidValue, detail)

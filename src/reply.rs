@@ -5,6 +5,9 @@
 use crate::token::{Token, TOKEN_HEX_LEN};
 use std::fmt;
 
+/// Size of the buffer a transfer gives `recvReply` (`*replyLen` = this on entry).
+pub const REPLY_BUFFER_LEN: usize = 512;
+
 /// A parsed reply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reply {

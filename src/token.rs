@@ -46,9 +46,14 @@ pub enum TokenError {
 impl fmt::Display for TokenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TokenError::Length(n) => write!(f, "token has length {n}, expected {TOKEN_HEX_LEN} hex digits"),
+            TokenError::Length(n) => write!(
+                f,
+                "token has length {n}, expected {TOKEN_HEX_LEN} hex digits"
+            ),
             TokenError::NotHex(i) => write!(f, "token character {i} is not a hex digit"),
-            TokenError::Transport(t) => write!(f, "token transport byte {t:#04x} is neither DC nor RC"),
+            TokenError::Transport(t) => {
+                write!(f, "token transport byte {t:#04x} is neither DC nor RC")
+            }
         }
     }
 }

@@ -180,10 +180,23 @@ mod tests {
         .into_iter()
         .collect();
         let cfg = EnvConfig::from_lookup(|k| env.get(k).map(|v| v.to_string()));
-        assert_eq!(cfg, EnvConfig { max_transfers: 4, stage_timeout_ms: 250, require_gpu_direct: true });
+        assert_eq!(
+            cfg,
+            EnvConfig {
+                max_transfers: 4,
+                stage_timeout_ms: 250,
+                require_gpu_direct: true
+            }
+        );
         assert_eq!(EnvConfig::from_lookup(|_| None), EnvConfig::default());
         let bad = EnvConfig::from_lookup(|_| Some("junk".to_string()));
-        assert_eq!(bad, EnvConfig { require_gpu_direct: true, ..EnvConfig::default() });
+        assert_eq!(
+            bad,
+            EnvConfig {
+                require_gpu_direct: true,
+                ..EnvConfig::default()
+            }
+        );
     }
 
     proptest! {

@@ -97,7 +97,8 @@ mod tests {
     use crate::token::Transport;
     use proptest::prelude::*;
 
-    const RC: &str = "015500000000000000000000000000ffffc0a864c83412000000100000007f00000010000000000000010000";
+    const RC: &str =
+        "015500000000000000000000000000ffffc0a864c83412000000100000007f00000010000000000000010000";
 
     fn dc() -> String {
         format!("00{}", &RC[2..])
@@ -137,7 +138,12 @@ mod tests {
             (format!("428:{RC}\0").into_bytes(), 428),
         ];
         for (input, want) in cases {
-            assert_eq!(code(&input), Ok(want), "input {:?}", String::from_utf8_lossy(&input));
+            assert_eq!(
+                code(&input),
+                Ok(want),
+                "input {:?}",
+                String::from_utf8_lossy(&input)
+            );
         }
         // Only the given length counts: "2004" with length 3 is "200".
         assert_eq!(code(&b"2004"[..3]), Ok(200));
@@ -146,8 +152,14 @@ mod tests {
     #[test]
     fn tokens_are_returned() {
         let t = Token::decode_hex(RC.as_bytes()).expect("valid");
-        assert_eq!(Reply::parse(format!("200:{RC}").as_bytes()), Ok(Reply::Done(t)));
-        assert_eq!(Reply::parse(format!("428:{RC}").as_bytes()), Ok(Reply::PairingNeeded(t)));
+        assert_eq!(
+            Reply::parse(format!("200:{RC}").as_bytes()),
+            Ok(Reply::Done(t))
+        );
+        assert_eq!(
+            Reply::parse(format!("428:{RC}").as_bytes()),
+            Ok(Reply::PairingNeeded(t))
+        );
         let d = Reply::parse(format!("200:{}", dc()).as_bytes());
         assert!(matches!(d, Ok(Reply::Done(t)) if t.transport == Transport::Dc));
         assert_eq!(Reply::parse(b"428"), Ok(Reply::Code(428)));
@@ -161,15 +173,44 @@ mod tests {
         let t = RC;
         let mut cases: Vec<Vec<u8>> = [
             // empty / whitespace
-            "", "\r\n", "\0", "ok ", " 200", "200 ", " ", "\t200",
+            "",
+            "\r\n",
+            "\0",
+            "ok ",
+            " 200",
+            "200 ",
+            " ",
+            "\t200",
             // wrong word or case
-            "okay", "OK", "Ok", "error", "abc", "ERR", "o", "k",
+            "okay",
+            "OK",
+            "Ok",
+            "error",
+            "abc",
+            "ERR",
+            "o",
+            "k",
             // malformed number
-            "20", "2000", "0200", "+200", "-200", "2x0", "2", "", "2.0", "0x1",
+            "20",
+            "2000",
+            "0200",
+            "+200",
+            "-200",
+            "2x0",
+            "2",
+            "",
+            "2.0",
+            "0x1",
             // out of range
-            "099", "600", "999", "000", "050",
+            "099",
+            "600",
+            "999",
+            "000",
+            "050",
             // repeated value
-            "200\r\n200", "okok", "ok\nok",
+            "200\r\n200",
+            "okok",
+            "ok\nok",
         ]
         .iter()
         .map(|s| s.as_bytes().to_vec())
@@ -204,7 +245,12 @@ mod tests {
             cases.push(s.into_bytes());
         }
         for input in cases {
-            assert_eq!(Reply::parse(&input), Err(ReplyError), "input {:?}", String::from_utf8_lossy(&input));
+            assert_eq!(
+                Reply::parse(&input),
+                Err(ReplyError),
+                "input {:?}",
+                String::from_utf8_lossy(&input)
+            );
         }
     }
 

@@ -161,7 +161,10 @@ pub(crate) mod tests {
         assert_eq!(EXAMPLE_HEX.len(), TOKEN_HEX_LEN);
         assert_eq!(example().encode_hex(), EXAMPLE_HEX);
         assert_eq!(Token::decode_hex(EXAMPLE_HEX.as_bytes()), Ok(example()));
-        assert_eq!(example().client_nic_ipv4(), Some(Ipv4Addr::new(192, 168, 100, 200)));
+        assert_eq!(
+            example().client_nic_ipv4(),
+            Some(Ipv4Addr::new(192, 168, 100, 200))
+        );
     }
 
     #[test]
@@ -198,11 +201,20 @@ pub(crate) mod tests {
         let mixed: String = EXAMPLE_HEX
             .chars()
             .enumerate()
-            .map(|(i, c)| if i % 2 == 0 { c.to_ascii_uppercase() } else { c })
+            .map(|(i, c)| {
+                if i % 2 == 0 {
+                    c.to_ascii_uppercase()
+                } else {
+                    c
+                }
+            })
             .collect();
         assert_eq!(Token::decode_hex(mixed.as_bytes()), Ok(example()));
         // The encoder is lowercase.
-        assert!(!example().encode_hex().bytes().any(|c| c.is_ascii_uppercase()));
+        assert!(!example()
+            .encode_hex()
+            .bytes()
+            .any(|c| c.is_ascii_uppercase()));
     }
 
     #[test]
@@ -212,28 +224,44 @@ pub(crate) mod tests {
             (String::new(), TokenError::Length(0)),
             (e[..87].to_string(), TokenError::Length(87)),
             (format!("{e}0"), TokenError::Length(89)),
-            (format!("{e}:00007f0000001000:0000000000001000"), TokenError::Length(122)),
+            (
+                format!("{e}:00007f0000001000:0000000000001000"),
+                TokenError::Length(122),
+            ),
             (format!("{e}\n"), TokenError::Length(89)),
             ("g".repeat(88), TokenError::NotHex(0)),
             (format!("{}x", &e[..87]), TokenError::NotHex(87)),
             (format!(" {}", &e[1..]), TokenError::NotHex(0)),
-            (format!("{}\0{}", &e[..10], &e[11..]), TokenError::NotHex(10)),
+            (
+                format!("{}\0{}", &e[..10], &e[11..]),
+                TokenError::NotHex(10),
+            ),
             (format!("02{}", &e[2..]), TokenError::Transport(2)),
             (format!("ff{}", &e[2..]), TokenError::Transport(0xff)),
             (format!("80{}", &e[2..]), TokenError::Transport(0x80)),
         ];
         for (input, want) in cases {
-            assert_eq!(Token::decode_hex(input.as_bytes()), Err(want), "input {input:?}");
+            assert_eq!(
+                Token::decode_hex(input.as_bytes()),
+                Err(want),
+                "input {input:?}"
+            );
         }
         // Signs and the "0x" prefix are not hex digits either.
         let plus = format!("+{}", &e[1..]);
-        assert!(matches!(Token::decode_hex(plus.as_bytes()), Err(TokenError::NotHex(0))));
+        assert!(matches!(
+            Token::decode_hex(plus.as_bytes()),
+            Err(TokenError::NotHex(0))
+        ));
     }
 
     #[test]
     fn dc_transport_is_decoded() {
         let dc = format!("00{}", &EXAMPLE_HEX[2..]);
-        assert_eq!(Token::decode_hex(dc.as_bytes()).map(|t| t.transport), Ok(Transport::Dc));
+        assert_eq!(
+            Token::decode_hex(dc.as_bytes()).map(|t| t.transport),
+            Ok(Transport::Dc)
+        );
     }
 
     #[test]
@@ -288,16 +316,18 @@ pub(crate) mod tests {
             any::<u8>(),
             any::<u16>(),
         )
-            .prop_map(|(transport, qp_num, gid, rkey, remote_addr, length, port, lid)| Token {
-                transport,
-                qp_num,
-                gid,
-                rkey,
-                remote_addr,
-                length,
-                port,
-                lid,
-            })
+            .prop_map(
+                |(transport, qp_num, gid, rkey, remote_addr, length, port, lid)| Token {
+                    transport,
+                    qp_num,
+                    gid,
+                    rkey,
+                    remote_addr,
+                    length,
+                    port,
+                    lid,
+                },
+            )
     }
 
     proptest! {

@@ -188,6 +188,48 @@ pub unsafe fn c_string_prefix<'a>(p: NonNull<c_char>, max: usize) -> &'a [u8] {
     unsafe { std::slice::from_raw_parts(base, len) }
 }
 
+/// Everything `hipObjGet`/`hipObjPut` check after initialisation, in order: `ops` NULL or a
+/// callback NULL, then devPtr NULL, size 0, offset < 0 (all `hipObjInvalidValue`).
+///
+/// # Safety
+/// `ops` is NULL or points at a readable `hipObjOps_t`.
+pub unsafe fn transfer_request(
+    ops: *const hipObjOps_t,
+    ptr: *const c_void,
+    size: usize,
+    offset: libc::off_t,
+) -> Result<(SendRequestFn, RecvReplyFn, BufferSpan)> {
+    // SAFETY: forwarded from this function's contract.
+    let (send, recv) = unsafe { callbacks(ops) }?;
+    let span = buffer_span(ptr, size, offset)?;
+    Ok((send, recv, span))
+}
+
+/// Everything `hipObjBufSync` checks after initialisation, in order: direction, then the span.
+pub fn sync_request(
+    ptr: *const c_void,
+    size: usize,
+    offset: libc::off_t,
+    direction: c_int,
+) -> Result<(BufferSpan, SyncDirection)> {
+    let dir = sync_direction(direction)?;
+    Ok((buffer_span(ptr, size, offset)?, dir))
+}
+
+/// Everything `hipObjGetRdmaToken` checks after initialisation, in order: outToken NULL or op
+/// not 0/1, then devPtr NULL or size 0 (all `hipObjInvalidValue`).
+pub fn token_request(
+    out: *mut *mut c_char,
+    op: c_int,
+    ptr: *const c_void,
+    size: usize,
+) -> Result<(NonNull<*mut c_char>, usize, usize)> {
+    let out = non_null(out, "outToken is NULL")?;
+    token_op(op)?;
+    let (ptr, size) = token_buffer(ptr, size)?;
+    Ok((out, ptr, size))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

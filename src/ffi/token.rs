@@ -25,9 +25,7 @@ pub unsafe extern "C" fn hipObjGetRdmaToken(
 ) -> hipObjError_t {
     boundary::call("hipObjGetRdmaToken", || {
         let rt = args::runtime()?;
-        let out = args::non_null(outToken, "outToken is NULL")?;
-        args::token_op(op)?;
-        let (ptr, size) = args::token_buffer(devPtr, size)?;
+        let (out, ptr, size) = args::token_request(outToken, op, devPtr, size)?;
         let token = rt.mint_token(ptr, size)?;
         let token =
             CString::new(token).map_err(|_| Error::internal("minted token contains a NUL"))?;

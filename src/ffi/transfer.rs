@@ -83,8 +83,7 @@ unsafe fn transfer(
     boundary::call(name, || {
         let rt = args::runtime()?;
         // SAFETY: forwarded from this function's contract.
-        let (send, recv) = unsafe { args::callbacks(ops) }?;
-        let span = args::buffer_span(devPtr, size, offset)?;
+        let (send, recv, span) = unsafe { args::transfer_request(ops, devPtr, size, offset) }?;
         // SAFETY: the application hands over these callbacks and ctx for this call.
         let mut callbacks = unsafe { CallbackOps::new(send, recv, ctx) };
         rt.transfer(kind, span.ptr, span.size, span.offset, &mut callbacks)
@@ -159,8 +158,7 @@ pub extern "C" fn hipObjBufSync(
 ) -> hipObjError_t {
     boundary::call("hipObjBufSync", || {
         let rt = args::runtime()?;
-        let dir = args::sync_direction(direction)?;
-        let span = args::buffer_span(devPtr, size, offset)?;
+        let (span, dir) = args::sync_request(devPtr, size, offset, direction)?;
         rt.sync(span.ptr, span.size, span.offset, dir)
     })
 }

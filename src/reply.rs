@@ -216,7 +216,7 @@ mod tests {
         .map(|s| s.as_bytes().to_vec())
         .collect();
         cases.push(b"2\0 00".to_vec());
-        cases.push(b"20\00".to_vec());
+        cases.push(b"20\x000".to_vec());
         // bad token part
         for s in [
             "200:".to_string(),

@@ -29,11 +29,13 @@ impl Response {
 #[derive(Clone, Copy, Debug)]
 pub struct S3 {
     pub addr: SocketAddr,
+    /// Limit on waiting for a response.
+    pub timeout: Duration,
 }
 
 impl S3 {
     pub fn new(addr: SocketAddr) -> S3 {
-        S3 { addr }
+        S3 { addr, timeout: Duration::from_secs(120) }
     }
 
     /// One request on a fresh connection.
@@ -45,7 +47,8 @@ impl S3 {
         body: &[u8],
     ) -> std::io::Result<Response> {
         let mut stream = TcpStream::connect_timeout(&self.addr, Duration::from_secs(5))?;
-        stream.set_read_timeout(Some(Duration::from_secs(120)))?;
+        stream.set_read_timeout(Some(self.timeout))?;
+        stream.set_write_timeout(Some(self.timeout))?;
         stream.set_nodelay(true)?;
         let mut head = format!(
             "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",

@@ -141,6 +141,15 @@ impl Server {
         }
     }
 
+    /// Freeze the server process (SIGSTOP) / let it run again (SIGCONT): a stalled peer.
+    pub fn pause(&self, stop: bool) {
+        if let Some(c) = &self.child {
+            let sig = if stop { libc::SIGSTOP } else { libc::SIGCONT };
+            // SAFETY: kill(2) on our own child's pid; no memory is involved.
+            unsafe { libc::kill(c.id() as libc::pid_t, sig) };
+        }
+    }
+
     /// The server's counters (`GET /_hipobj/stats`), as text.
     pub fn stats(&self) -> String {
         crate::s3::S3::new(self.addr)

@@ -1,0 +1,198 @@
+//! Stress under faults, over real RDMA in the Soft-RoCE lane: several threads doing random PUT, GET,
+//! register and deregister with checksums while a fault thread restarts the server (dropping every
+//! pairing), freezes it for a while, and lets idle pairings expire. Every call must return a
+//! documented code, no data may be corrupted, no call may hang past the timeouts, and nothing may
+//! leak. Budget: `HIPOBJ_STRESS_SECS` (default 45). Without an RDMA device it prints "skipped".
+
+#[path = "support/s3.rs"]
+mod s3;
+#[path = "support/server.rs"]
+mod server;
+
+use hipobj::error::OpError;
+use hipobj::runtime::{self, InitConfig, MemoryKind, TransferKind};
+use s3::{RdmaRequest, S3};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn checksum(b: &[u8]) -> u64 {
+    // FNV-1a, enough to tell versions apart.
+    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| (h ^ x as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+#[derive(Default)]
+struct Tally {
+    ops: AtomicU64,
+    by_code: Mutex<BTreeMap<String, u64>>,
+}
+
+impl Tally {
+    fn record(&self, what: &str, r: &hipobj::error::Result<()>) {
+        self.ops.fetch_add(1, Ordering::Relaxed);
+        let key = match r {
+            Ok(()) => format!("{what} ok"),
+            Err(e) => format!("{what} {:?}", e.code),
+        };
+        *self.by_code.lock().unwrap().entry(key).or_default() += 1;
+    }
+}
+
+const DOCUMENTED: [OpError; 6] =
+    [OpError::S3Error, OpError::RdmaError, OpError::Busy, OpError::InternalError, OpError::NotInitialized, OpError::BufNotRegistered];
+
+#[test]
+fn stress_under_faults() {
+    let Some((client_dev, server_dev)) = server::device_pair() else {
+        eprintln!("skipped: no RDMA device");
+        return;
+    };
+    let secs: u64 = std::env::var("HIPOBJ_STRESS_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(45);
+    let threads = 6;
+    let max_transfers = 4;
+    let mut srv = server::Server::start(Some(&server_dev), &["--pairing-idle-secs", "3"]);
+    let mut s3 = S3::new(srv.addr);
+    s3.timeout = Duration::from_secs(20);
+    assert!(s3.create_bucket("s").unwrap().status < 300);
+    let mut cfg = InitConfig { gpu_device: -1, nic_hint: Some(client_dev), ..Default::default() };
+    cfg.env.max_transfers = max_transfers;
+    runtime::init(cfg).unwrap();
+    let tally = Tally::default();
+    let stop = AtomicBool::new(false);
+    let faults = Mutex::new(BTreeMap::<&str, u64>::new());
+    let corrupt = AtomicU64::new(0);
+    let longest = Mutex::new(Duration::ZERO);
+    let t_end = Instant::now() + Duration::from_secs(secs);
+    let srv_ref = &mut srv;
+    std::thread::scope(|sc| {
+        // The fault thread.
+        let stop_ref = &stop;
+        let faults_ref = &faults;
+        sc.spawn(move || {
+            let mut rng = Rng(0x5eed);
+            while Instant::now() < t_end {
+                std::thread::sleep(Duration::from_millis(1500 + rng.below(2500)));
+                if Instant::now() >= t_end {
+                    break;
+                }
+                let kind = match rng.below(3) {
+                    0 => {
+                        srv_ref.restart();
+                        "server restart"
+                    }
+                    1 => {
+                        srv_ref.pause(true);
+                        std::thread::sleep(Duration::from_millis(300 + rng.below(1200)));
+                        srv_ref.pause(false);
+                        "server frozen"
+                    }
+                    _ => {
+                        // Let the server's 3 s idle expiry drop pairings.
+                        std::thread::sleep(Duration::from_millis(3500));
+                        "idle expiry"
+                    }
+                };
+                *faults_ref.lock().unwrap().entry(kind).or_default() += 1;
+            }
+            stop_ref.store(true, Ordering::SeqCst);
+        });
+        for t in 0..threads {
+            let (tally, stop, corrupt, longest) = (&tally, &stop, &corrupt, &longest);
+            sc.spawn(move || {
+                let mut rng = Rng(0x1234_5678 + t as u64 * 7919);
+                let size = 1 << 20;
+                let mut buf = vec![0u8; size];
+                let base = buf.as_mut_ptr() as usize;
+                let mut registered = false;
+                // key -> checksum of what the server must hold (None: unknown after a failed PUT)
+                let mut expect: HashMap<String, u64> = HashMap::new();
+                while !stop.load(Ordering::SeqCst) {
+                    let rt = runtime::current().expect("initialised");
+                    let op = rng.below(10);
+                    let t0 = Instant::now();
+                    if !registered || op == 0 {
+                        let r = if registered { rt.deregister(base) } else { rt.register(base, size, MemoryKind::Host) };
+                        if r.is_ok() {
+                            registered = !registered;
+                        }
+                        tally.record(if registered { "register" } else { "deregister" }, &r);
+                        assert!(r.is_ok(), "register/deregister on an idle private buffer: {r:?}");
+                        continue;
+                    }
+                    let key = format!("k{t}-{}", rng.below(4));
+                    let len = 1 + rng.below(size as u64) as usize;
+                    if op < 5 {
+                        for (i, b) in buf[..len].iter_mut().enumerate() {
+                            *b = (i as u64 ^ rng.0) as u8;
+                        }
+                        let sum = checksum(&buf[..len]);
+                        let mut req = RdmaRequest::put(&s3, "s", &key);
+                        let r = rt.transfer(TransferKind::Put, base, len, 0, &mut req);
+                        tally.record("put", &r);
+                        match &r {
+                            Ok(()) => {
+                                expect.insert(key, sum);
+                            }
+                            Err(e) => {
+                                assert!(DOCUMENTED.contains(&e.code), "PUT: undocumented {e}");
+                                expect.remove(&key);
+                            }
+                        }
+                    } else if let Some(&want) = expect.get(&key) {
+                        buf.fill(0xEE);
+                        let mut req = RdmaRequest::get(&s3, "s", &key);
+                        let r = rt.transfer(TransferKind::Get, base, size, 0, &mut req);
+                        tally.record("get", &r);
+                        match &r {
+                            Ok(()) => {
+                                // The server reports the object's length; find it by the checksum.
+                                let ok = (1..=size).rev().any(|n| checksum(&buf[..n]) == want);
+                                if !ok {
+                                    corrupt.fetch_add(1, Ordering::SeqCst);
+                                }
+                            }
+                            Err(e) => assert!(DOCUMENTED.contains(&e.code), "GET: undocumented {e}"),
+                        }
+                    }
+                    let took = t0.elapsed();
+                    let mut l = longest.lock().unwrap();
+                    if took > *l {
+                        *l = took;
+                    }
+                }
+                if registered {
+                    runtime::current().unwrap().deregister(base).unwrap();
+                }
+            });
+        }
+    });
+    let rt = runtime::current().unwrap();
+    assert_eq!(rt.free_connections(), max_transfers, "every connection came back");
+    assert_eq!(rt.registrations(), 0);
+    drop(rt);
+    runtime::shutdown();
+    let qps = hipobj::pool::LIVE_QPS.load(Ordering::SeqCst);
+    let bufs = hipobj::registry::LIVE_BUFFERS.load(Ordering::SeqCst);
+    println!("stress: {} s, {} operations, {} threads, {} connections", secs, tally.ops.load(Ordering::SeqCst), threads, max_transfers);
+    println!("stress: faults injected: {:?}", faults.lock().unwrap());
+    println!("stress: results by code: {:?}", tally.by_code.lock().unwrap());
+    println!("stress: longest call {:?}; corrupt GETs {}; live QPs after shutdown {qps}, live MRs {bufs}", longest.lock().unwrap(), corrupt.load(Ordering::SeqCst));
+    assert_eq!(corrupt.load(Ordering::SeqCst), 0, "corrupted data");
+    assert!(*longest.lock().unwrap() < Duration::from_secs(60), "a call hung");
+    assert_eq!(qps, 0);
+    assert_eq!(bufs, 0);
+}

@@ -3,8 +3,9 @@
 //! passes; `loading_bogus_names_fails_cleanly` runs everywhere.
 
 use hipobj::hip::{
-    self, CopyDirection, GpuRuntime, HipLoadError, HipRuntime, MemoryTypeTable, PointerKind,
-    HIP_ERROR_INVALID_DEVICE, HIP_ERROR_NOT_SUPPORTED, HIP_ERROR_NO_DEVICE, HIP_LIBRARY_NAMES,
+    self, CopyDirection, GpuRuntime, GpuSelectError, GpuSelection, HipLoadError, HipRuntime,
+    MemoryTypeTable, PointerKind, HIP_ERROR_INVALID_DEVICE, HIP_ERROR_NOT_SUPPORTED,
+    HIP_ERROR_NO_DEVICE, HIP_LIBRARY_NAMES,
 };
 use std::path::Path;
 use std::sync::Arc;
@@ -146,6 +147,18 @@ fn without_a_gpu_device_queries_fail_with_hip_errors() {
     );
     assert_eq!(runtime.classify_pointer(0), PointerKind::Unknown);
     assert!(runtime.address_range(local.as_ptr() as usize).is_err());
+
+    // hipObjInit's gpuDevice rules on this host: -1 means "no GPU", 0 names a GPU that isn't there.
+    assert!(
+        matches!(hip::select_gpu(Some(runtime.as_ref()), -1), Ok(GpuSelection::NoGpu { hip_error }) if hip_error != 0)
+    );
+    assert_eq!(
+        hip::select_gpu(Some(runtime.as_ref()), 0),
+        Err(GpuSelectError::NoSuchDevice {
+            requested: 0,
+            count: 0
+        })
+    );
 
     let mut dst = [0u8; 16];
     // SAFETY: both are live 16-byte host arrays that outlive the call; with no device nothing is

@@ -95,8 +95,18 @@ fn loader_finds_the_installed_runtime() {
 }
 
 #[test]
-fn load_caches_the_runtime() {
-    require_hip!();
+fn load_caches_only_a_success() {
+    if installed_hip_soname().is_none() {
+        // Nothing to load: both calls try again and fail with the typed error.
+        for _ in 0..2 {
+            assert!(matches!(
+                hip::load().err(),
+                Some(HipLoadError::LibraryNotFound { .. })
+            ));
+        }
+        eprintln!("skipped: libamdhip64 not installed (checked that load fails cleanly)");
+        return;
+    }
     let (Ok(first), Ok(second)) = (hip::load(), hip::load()) else {
         panic!("load failed with HIP installed")
     };

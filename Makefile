@@ -23,16 +23,19 @@ ctest: build
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy -p hipobj --features sim-gpu --all-targets -- -D warnings
 
 loom:
 	loom-tests/run
 
 e2e: build
+	scripts/build-e2e
 	tests/vm/e2e
 
 test: unit ctest lint loom e2e
 
 demo: build
+	scripts/build-e2e
 	scripts/demo
 
 clean:

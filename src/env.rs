@@ -72,3 +72,154 @@ pub fn parse_stage_timeout_ms(v: Option<&str>) -> u64 {
 pub fn parse_flag(v: Option<&str>) -> bool {
     matches!(v.and_then(|s| s.bytes().next()), Some(c) if !matches!(c, b'0' | b'n' | b'N'))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn strict_decimal() {
+        let cases: [(&str, Option<u64>); 16] = [
+            ("0", Some(0)),
+            ("7", Some(7)),
+            ("007", Some(7)),
+            ("18446744073709551615", Some(u64::MAX)),
+            ("18446744073709551616", None),
+            ("99999999999999999999999", None),
+            ("", None),
+            ("+20", None),
+            ("-1", None),
+            (" 5", None),
+            ("5 ", None),
+            ("0x10", None),
+            ("1e3", None),
+            ("1_000", None),
+            ("١٢", None),
+            ("5\n", None),
+        ];
+        for (s, want) in cases {
+            assert_eq!(parse_strict_decimal(s), want, "input {s:?}");
+        }
+    }
+
+    #[test]
+    fn max_transfers() {
+        let cases: [(Option<&str>, usize); 14] = [
+            (None, 16),
+            (Some(""), 16),
+            (Some("0"), 16),
+            (Some("1"), 1),
+            (Some("2"), 2),
+            (Some("16"), 16),
+            (Some("1024"), 1024),
+            (Some("01024"), 1024),
+            (Some("1025"), 16),
+            (Some("-1"), 16),
+            (Some("+8"), 16),
+            (Some(" 8"), 16),
+            (Some("8abc"), 16),
+            (Some("99999999999999999999999"), 16),
+        ];
+        for (v, want) in cases {
+            assert_eq!(parse_max_transfers(v), want, "input {v:?}");
+        }
+    }
+
+    #[test]
+    fn stage_timeout() {
+        let cases: [(Option<&str>, u64); 11] = [
+            (None, 30_000),
+            (Some(""), 30_000),
+            (Some("0"), 30_000),
+            (Some("1"), 1),
+            (Some("20"), 20),
+            (Some("+20"), 30_000),
+            (Some("0x20"), 30_000),
+            (Some("20 "), 30_000),
+            (Some("86400000"), 86_400_000),
+            (Some("86400001"), 30_000),
+            (Some("-5"), 30_000),
+        ];
+        for (v, want) in cases {
+            assert_eq!(parse_stage_timeout_ms(v), want, "input {v:?}");
+        }
+    }
+
+    #[test]
+    fn flags() {
+        let cases: [(Option<&str>, bool); 14] = [
+            (None, false),
+            (Some(""), false),
+            (Some("0"), false),
+            (Some("00"), false),
+            (Some("n"), false),
+            (Some("N"), false),
+            (Some("no"), false),
+            (Some("No"), false),
+            (Some("1"), true),
+            (Some("y"), true),
+            (Some("yes"), true),
+            (Some("true"), true),
+            (Some(" 0"), true),
+            (Some("false"), true),
+        ];
+        for (v, want) in cases {
+            assert_eq!(parse_flag(v), want, "input {v:?}");
+        }
+    }
+
+    #[test]
+    fn from_lookup_reads_the_three_variables() {
+        let env: HashMap<&str, &str> = [
+            ("HIPOBJ_MAX_TRANSFERS", "4"),
+            ("HIPOBJ_STAGE_TIMEOUT_MS", "250"),
+            ("HIPOBJ_REQUIRE_GPU_DIRECT", "1"),
+        ]
+        .into_iter()
+        .collect();
+        let cfg = EnvConfig::from_lookup(|k| env.get(k).map(|v| v.to_string()));
+        assert_eq!(
+            cfg,
+            EnvConfig {
+                max_transfers: 4,
+                stage_timeout_ms: 250,
+                require_gpu_direct: true
+            }
+        );
+        assert_eq!(EnvConfig::from_lookup(|_| None), EnvConfig::default());
+        let bad = EnvConfig::from_lookup(|_| Some("junk".to_string()));
+        assert_eq!(
+            bad,
+            EnvConfig {
+                require_gpu_direct: true,
+                ..EnvConfig::default()
+            }
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn decimal_round_trip(n in any::<u64>()) {
+            prop_assert_eq!(parse_strict_decimal(&n.to_string()), Some(n));
+        }
+
+        #[test]
+        fn parsers_never_panic_and_stay_in_range(s in any::<String>()) {
+            let m = parse_max_transfers(Some(&s));
+            prop_assert!((1..=MAX_MAX_TRANSFERS).contains(&m));
+            let t = parse_stage_timeout_ms(Some(&s));
+            prop_assert!((1..=MAX_STAGE_TIMEOUT_MS).contains(&t));
+            let _ = parse_flag(Some(&s));
+            if parse_strict_decimal(&s).is_some() {
+                prop_assert!(!s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()));
+            }
+        }
+
+        #[test]
+        fn max_transfers_in_range_is_taken(n in 1usize..=1024) {
+            prop_assert_eq!(parse_max_transfers(Some(&n.to_string())), n);
+        }
+    }
+}

@@ -129,3 +129,241 @@ pub fn gid_ipv4(gid: &[u8; 16]) -> Option<Ipv4Addr> {
         None
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// REFERENCE.md 2.2's worked example.
+    const EXAMPLE_HEX: &str =
+        "015500000000000000000000000000ffffc0a864c83412000000100000007f00000010000000000000010000";
+
+    fn example() -> Token {
+        let mut gid = [0u8; 16];
+        gid[10] = 0xff;
+        gid[11] = 0xff;
+        gid[12..].copy_from_slice(&[192, 168, 100, 200]);
+        Token {
+            transport: Transport::Rc,
+            qp_num: 0x55,
+            gid,
+            rkey: 0x1234,
+            remote_addr: 0x7f00_0000_1000,
+            length: 4096,
+            port: 1,
+            lid: 0,
+        }
+    }
+
+    #[test]
+    fn worked_example_encodes_exactly() {
+        assert_eq!(EXAMPLE_HEX.len(), TOKEN_HEX_LEN);
+        assert_eq!(example().encode_hex(), EXAMPLE_HEX);
+        assert_eq!(Token::decode_hex(EXAMPLE_HEX.as_bytes()), Ok(example()));
+        assert_eq!(
+            example().client_nic_ipv4(),
+            Some(Ipv4Addr::new(192, 168, 100, 200))
+        );
+    }
+
+    #[test]
+    fn field_offsets_are_little_endian() {
+        let t = Token {
+            transport: Transport::Dc,
+            qp_num: 0x0403_0201,
+            gid: core::array::from_fn(|i| 0x10 + i as u8),
+            rkey: 0x2423_2221,
+            remote_addr: 0x3837_3635_3433_3231,
+            length: 0x4847_4645_4443_4241,
+            port: 0x51,
+            lid: 0x6261,
+        };
+        let b = t.to_bytes();
+        assert_eq!(b[0], 0);
+        assert_eq!(&b[1..5], &[1, 2, 3, 4]);
+        assert_eq!(b[5], 0x10);
+        assert_eq!(b[20], 0x1f);
+        assert_eq!(&b[21..25], &[0x21, 0x22, 0x23, 0x24]);
+        assert_eq!(b[25], 0x31);
+        assert_eq!(b[32], 0x38);
+        assert_eq!(b[33], 0x41);
+        assert_eq!(b[40], 0x48);
+        assert_eq!(b[41], 0x51);
+        assert_eq!(&b[42..44], &[0x61, 0x62]);
+        assert_eq!(Token::from_bytes(&b), Ok(t));
+    }
+
+    #[test]
+    fn accepts_upper_and_mixed_case() {
+        let upper = EXAMPLE_HEX.to_ascii_uppercase();
+        assert_eq!(Token::decode_hex(upper.as_bytes()), Ok(example()));
+        let mixed: String = EXAMPLE_HEX
+            .chars()
+            .enumerate()
+            .map(|(i, c)| {
+                if i % 2 == 0 {
+                    c.to_ascii_uppercase()
+                } else {
+                    c
+                }
+            })
+            .collect();
+        assert_eq!(Token::decode_hex(mixed.as_bytes()), Ok(example()));
+        // The encoder is lowercase.
+        assert!(!example()
+            .encode_hex()
+            .bytes()
+            .any(|c| c.is_ascii_uppercase()));
+    }
+
+    #[test]
+    fn rejects_malformed_hex() {
+        let e = EXAMPLE_HEX;
+        let cases: Vec<(String, TokenError)> = vec![
+            (String::new(), TokenError::Length(0)),
+            (e[..87].to_string(), TokenError::Length(87)),
+            (format!("{e}0"), TokenError::Length(89)),
+            (
+                format!("{e}:00007f0000001000:0000000000001000"),
+                TokenError::Length(122),
+            ),
+            (format!("{e}\n"), TokenError::Length(89)),
+            ("g".repeat(88), TokenError::NotHex(0)),
+            (format!("{}x", &e[..87]), TokenError::NotHex(87)),
+            (format!(" {}", &e[1..]), TokenError::NotHex(0)),
+            (
+                format!("{}\0{}", &e[..10], &e[11..]),
+                TokenError::NotHex(10),
+            ),
+            (format!("02{}", &e[2..]), TokenError::Transport(2)),
+            (format!("ff{}", &e[2..]), TokenError::Transport(0xff)),
+            (format!("80{}", &e[2..]), TokenError::Transport(0x80)),
+        ];
+        for (input, want) in cases {
+            assert_eq!(
+                Token::decode_hex(input.as_bytes()),
+                Err(want),
+                "input {input:?}"
+            );
+        }
+        // Signs and the "0x" prefix are not hex digits either.
+        let plus = format!("+{}", &e[1..]);
+        assert!(matches!(
+            Token::decode_hex(plus.as_bytes()),
+            Err(TokenError::NotHex(0))
+        ));
+    }
+
+    #[test]
+    fn dc_transport_is_decoded() {
+        let dc = format!("00{}", &EXAMPLE_HEX[2..]);
+        assert_eq!(
+            Token::decode_hex(dc.as_bytes()).map(|t| t.transport),
+            Ok(Transport::Dc)
+        );
+    }
+
+    #[test]
+    fn rejects_wrong_binary_lengths() {
+        let b = example().to_bytes();
+        assert_eq!(Token::from_bytes(&b[..43]), Err(TokenError::Length(43)));
+        let mut long = b.to_vec();
+        long.push(0);
+        assert_eq!(Token::from_bytes(&long), Err(TokenError::Length(45)));
+        assert_eq!(Token::from_bytes(&[]), Err(TokenError::Length(0)));
+    }
+
+    #[test]
+    fn ipv4_mapped_gid_needs_all_of_bytes_0_to_11() {
+        let mut gid = example().gid;
+        assert_eq!(gid_ipv4(&gid), Some(Ipv4Addr::new(192, 168, 100, 200)));
+        for i in 0..10 {
+            let mut g = gid;
+            g[i] = 1;
+            assert_eq!(gid_ipv4(&g), None, "byte {i} set");
+        }
+        for i in [10, 11] {
+            let mut g = gid;
+            g[i] = 0xfe;
+            assert_eq!(gid_ipv4(&g), None, "byte {i} not 0xff");
+        }
+        gid[12..].copy_from_slice(&[0, 0, 0, 0]);
+        assert_eq!(gid_ipv4(&gid), Some(Ipv4Addr::UNSPECIFIED));
+        // A link-local RoCE v1/v2 IPv6 GID.
+        let mut ll = [0u8; 16];
+        ll[0] = 0xfe;
+        ll[1] = 0x80;
+        ll[15] = 1;
+        assert_eq!(gid_ipv4(&ll), None);
+    }
+
+    #[test]
+    fn errors_display() {
+        assert!(TokenError::Length(3).to_string().contains('3'));
+        assert!(TokenError::NotHex(5).to_string().contains('5'));
+        assert!(TokenError::Transport(2).to_string().contains("0x02"));
+    }
+
+    pub(crate) fn any_token() -> impl Strategy<Value = Token> {
+        (
+            prop_oneof![Just(Transport::Dc), Just(Transport::Rc)],
+            any::<u32>(),
+            any::<[u8; 16]>(),
+            any::<u32>(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u8>(),
+            any::<u16>(),
+        )
+            .prop_map(
+                |(transport, qp_num, gid, rkey, remote_addr, length, port, lid)| Token {
+                    transport,
+                    qp_num,
+                    gid,
+                    rkey,
+                    remote_addr,
+                    length,
+                    port,
+                    lid,
+                },
+            )
+    }
+
+    proptest! {
+        #[test]
+        fn hex_round_trip(t in any_token()) {
+            let hex = t.encode_hex();
+            prop_assert_eq!(hex.len(), TOKEN_HEX_LEN);
+            prop_assert_eq!(Token::decode_hex(hex.as_bytes()), Ok(t));
+            prop_assert_eq!(Token::decode_hex(hex.to_ascii_uppercase().as_bytes()), Ok(t));
+        }
+
+        #[test]
+        fn bytes_round_trip(t in any_token()) {
+            prop_assert_eq!(Token::from_bytes(&t.to_bytes()), Ok(t));
+        }
+
+        #[test]
+        fn valid_binary_round_trips(mut b in any::<[u8; TOKEN_LEN]>(), rc in any::<bool>()) {
+            b[0] = u8::from(rc);
+            let t = Token::from_bytes(&b);
+            prop_assert!(t.is_ok());
+            prop_assert_eq!(t.map(|t| t.to_bytes()), Ok(b));
+        }
+
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = Token::decode_hex(&bytes);
+            let _ = Token::from_bytes(&bytes);
+        }
+
+        #[test]
+        fn decode_of_88_hexlike_chars_never_panics(s in "[0-9a-fA-Fg]{88}") {
+            match Token::decode_hex(s.as_bytes()) {
+                Ok(t) => prop_assert_eq!(t.encode_hex(), s.to_ascii_lowercase()),
+                Err(e) => prop_assert!(matches!(e, TokenError::NotHex(_) | TokenError::Transport(_))),
+            }
+        }
+    }
+}

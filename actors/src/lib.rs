@@ -1,1 +1,18 @@
-//! hipObject concurrent core (to be written).
+//! hipObject's concurrent core, free of RDMA and GPU code so that it runs under loom.
+//!
+//! Everything here imports its primitives from [`sync`], which switches to loom under
+//! `--cfg hipobj_loom`. The pieces:
+//! - [`lifecycle`]: the current instance, published lock-free; init and shutdown serialised.
+//! - [`pool`]: connection leases; waiting for a free one, or `Busy` from a callback.
+//! - [`registry`]: the snapshot of registered buffers and each buffer's use/pending/retired word.
+//! - [`staging`]: the ticket shared by a staging copy and the call that waits for it.
+//! - [`callback`]: the per-thread "inside a callback" depth.
+//! - [`answer`]: one-shot answers to actor requests.
+
+pub mod answer;
+pub mod callback;
+pub mod lifecycle;
+pub mod pool;
+pub mod registry;
+pub mod staging;
+pub mod sync;

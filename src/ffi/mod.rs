@@ -1,1 +1,52 @@
-//! The `extern "C"` layer implementing `include/hipobj.h` (to be written).
+//! The `extern "C"` layer implementing `include/hipobj.h`, in the rustls-ffi shape:
+//!
+//! * [`boundary`] wraps every export, so a panic becomes `{hipObjInternalError, 0}` (or a static
+//!   string) instead of unwinding into C;
+//! * [`args`] holds every argument check, in the order REFERENCE.md section 7 gives;
+//! * [`error`] is the only conversion from the core's [`Error`](crate::error::Error) to
+//!   [`hipObjError_t`], and the error strings;
+//! * [`types`] has `#[repr(C)]` copies of the header's types;
+//! * the other files hold the exports, one file per area. Each checks its arguments, makes one
+//!   core call, and maps the result once.
+//!
+//! This is the only module with `#[no_mangle]`. Parameter and field names follow the header.
+#![allow(non_snake_case)]
+
+pub mod args;
+pub mod boundary;
+pub mod buffer;
+pub mod error;
+pub mod lifecycle;
+pub mod token;
+pub mod transfer;
+pub mod types;
+pub mod version;
+
+pub use buffer::{hipObjBufDeregister, hipObjBufRegister, hipObjBufRegisterHost};
+pub use error::hipObjGetErrorString;
+pub use lifecycle::{hipObjInit, hipObjShutdown};
+pub use token::{
+    hipObjGetRdmaToken, hipObjParseRdmaReply, hipObjPutRdmaToken, hipObjTokenClientNic,
+};
+pub use transfer::{hipObjBufSync, hipObjGet, hipObjPut};
+pub use types::{hipObjConfig_t, hipObjError_t, hipObjOps_t};
+pub use version::{hipObjGetVersion, hipObjGetVersionString};
+
+/// The names of all exported functions, in header order (tests compare them with `nm -D`).
+pub const EXPORTED_FUNCTIONS: [&str; 15] = [
+    "hipObjGetErrorString",
+    "hipObjInit",
+    "hipObjShutdown",
+    "hipObjBufRegister",
+    "hipObjBufRegisterHost",
+    "hipObjBufDeregister",
+    "hipObjGet",
+    "hipObjPut",
+    "hipObjBufSync",
+    "hipObjGetRdmaToken",
+    "hipObjPutRdmaToken",
+    "hipObjParseRdmaReply",
+    "hipObjTokenClientNic",
+    "hipObjGetVersionString",
+    "hipObjGetVersion",
+];

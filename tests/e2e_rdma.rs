@@ -1,0 +1,499 @@
+//! End-to-end transfers over real RDMA verbs against `hipobj-server`, inside the Soft-RoCE lane
+//! (`make e2e`). Without an RDMA device each test prints "skipped: no RDMA device" and passes.
+//!
+//! The library has one global state, so the tests take a lock and run one at a time.
+
+#[path = "support/s3.rs"]
+mod s3;
+#[path = "support/server.rs"]
+mod server;
+
+use hipobj::error::OpError;
+use hipobj::runtime::{self, InitConfig, MemoryKind, TransferKind};
+use s3::{RdmaRequest, S3};
+use server::{device_pair, Server};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Deterministic bytes for an object.
+fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+struct Env {
+    _lock: MutexGuard<'static, ()>,
+    server: Server,
+    s3: S3,
+    client_dev: String,
+}
+
+impl Env {
+    fn new(max_transfers: usize, server_args: &[&str]) -> Option<Env> {
+        let lock = serial();
+        let Some((client_dev, server_dev)) = device_pair() else {
+            eprintln!("skipped: no RDMA device");
+            return None;
+        };
+        let server = Server::start(Some(&server_dev), server_args);
+        let s3 = S3::new(server.addr);
+        assert!(s3.create_bucket("b").unwrap().status < 300);
+        let env = Env {
+            _lock: lock,
+            server,
+            s3,
+            client_dev,
+        };
+        env.init(max_transfers);
+        Some(env)
+    }
+
+    fn init(&self, max_transfers: usize) {
+        let mut cfg = InitConfig {
+            gpu_device: -1,
+            nic_hint: Some(self.client_dev.clone()),
+            ..Default::default()
+        };
+        cfg.env.max_transfers = max_transfers;
+        runtime::init(cfg).expect("hipObjInit");
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        runtime::shutdown();
+    }
+}
+
+fn rt() -> Arc<runtime::Runtime> {
+    runtime::current().expect("initialised")
+}
+
+fn put(
+    s3: &S3,
+    key: &str,
+    buf: &[u8],
+    offset: usize,
+    len: usize,
+) -> (hipobj::error::Result<()>, usize) {
+    let mut req = RdmaRequest::put(s3, "b", key);
+    let r = rt().transfer(
+        TransferKind::Put,
+        buf.as_ptr() as usize,
+        len,
+        offset as u64,
+        &mut req,
+    );
+    (r, req.requests)
+}
+
+fn get(
+    s3: &S3,
+    key: &str,
+    buf: &mut [u8],
+    offset: usize,
+    len: usize,
+) -> (hipobj::error::Result<()>, usize) {
+    let mut req = RdmaRequest::get(s3, "b", key);
+    let r = rt().transfer(
+        TransferKind::Get,
+        buf.as_mut_ptr() as usize,
+        len,
+        offset as u64,
+        &mut req,
+    );
+    (r, req.requests)
+}
+
+#[test]
+fn round_trips_of_many_sizes() {
+    let Some(env) = Env::new(4, &[]) else { return };
+    for (i, &size) in [1usize, 4096, 1 << 20, 64 << 20, 256 << 20]
+        .iter()
+        .enumerate()
+    {
+        let src = pattern(size, i as u64 + 1);
+        let mut dst = vec![0u8; size];
+        let rt = rt();
+        rt.register(src.as_ptr() as usize, size, MemoryKind::Host)
+            .unwrap();
+        rt.register(dst.as_mut_ptr() as usize, size, MemoryKind::Host)
+            .unwrap();
+        let key = format!("obj-{size}");
+        let (r, _) = put(&env.s3, &key, &src, 0, size);
+        r.unwrap_or_else(|e| panic!("PUT {size}: {e}"));
+        // The object really is on the server, byte for byte.
+        let plain = env.s3.get("b", &key).unwrap();
+        assert_eq!(plain.status, 200);
+        assert!(plain.body == src, "server copy of {size} bytes differs");
+        let (r, _) = get(&env.s3, &key, &mut dst, 0, size);
+        r.unwrap_or_else(|e| panic!("GET {size}: {e}"));
+        assert!(dst == src, "GET of {size} bytes differs");
+        rt.deregister(src.as_ptr() as usize).unwrap();
+        rt.deregister(dst.as_mut_ptr() as usize).unwrap();
+        println!("round trip {size} bytes: ok");
+    }
+}
+
+#[test]
+fn offsets_and_ranges_inside_a_registration() {
+    let Some(env) = Env::new(2, &[]) else { return };
+    let total = 1 << 20;
+    let mut buf = vec![0xAAu8; total];
+    let base = buf.as_mut_ptr() as usize;
+    rt().register(base, total, MemoryKind::Host).unwrap();
+    let obj = pattern(10_000, 7);
+    assert_eq!(env.s3.put("b", "ten-k", &obj).unwrap().status, 200);
+    // GET into the middle of the registration: only those bytes change.
+    let (r, _) = get(&env.s3, "ten-k", &mut buf, 300_000, 10_000);
+    r.unwrap();
+    assert_eq!(&buf[300_000..310_000], &obj[..]);
+    assert!(buf[..300_000].iter().all(|&b| b == 0xAA) && buf[310_000..].iter().all(|&b| b == 0xAA));
+    // Ranged GET: bytes 1000..=4999 of the object into offset 8.
+    let mut req = RdmaRequest::get(&env.s3, "b", "ten-k").with_range(1000, 4999);
+    rt().transfer(TransferKind::Get, base, 4000, 8, &mut req)
+        .unwrap();
+    assert_eq!(&buf[8..4008], &obj[1000..5000]);
+    // PUT from an offset.
+    let (r, _) = put(&env.s3, "from-offset", &buf, 300_000, 10_000);
+    r.unwrap();
+    assert_eq!(env.s3.get("b", "from-offset").unwrap().body, obj);
+    // A range that leaves the registration is refused before any request.
+    let mut req = RdmaRequest::get(&env.s3, "b", "ten-k");
+    let e = rt()
+        .transfer(
+            TransferKind::Get,
+            base,
+            10_000,
+            (total - 5_000) as u64,
+            &mut req,
+        )
+        .unwrap_err();
+    assert_eq!(e.code, OpError::InvalidValue);
+    assert_eq!(req.requests, 0);
+    rt().deregister(base).unwrap();
+}
+
+#[test]
+fn pairing_takes_one_extra_round_trip_once() {
+    let Some(env) = Env::new(1, &[]) else { return };
+    let size = 4096;
+    let src = pattern(size, 3);
+    rt().register(src.as_ptr() as usize, size, MemoryKind::Host)
+        .unwrap();
+    let mut req = RdmaRequest::put(&env.s3, "b", "p");
+    rt().transfer(TransferKind::Put, src.as_ptr() as usize, size, 0, &mut req)
+        .unwrap();
+    assert_eq!(
+        req.requests, 2,
+        "first transfer: 428 then 200 ({:?})",
+        req.replies
+    );
+    assert!(req.replies[0].starts_with("428:") && req.replies[1].starts_with("200:"));
+    for _ in 0..5 {
+        let (r, n) = put(&env.s3, "p", &src, 0, size);
+        r.unwrap();
+        assert_eq!(n, 1, "a paired connection takes one round trip");
+    }
+    rt().deregister(src.as_ptr() as usize).unwrap();
+}
+
+#[test]
+fn server_restart_means_re_pairing() {
+    let Some(mut env) = Env::new(1, &[]) else {
+        return;
+    };
+    let size = 64 << 10;
+    let src = pattern(size, 4);
+    let mut dst = vec![0u8; size];
+    rt().register(src.as_ptr() as usize, size, MemoryKind::Host)
+        .unwrap();
+    rt().register(dst.as_mut_ptr() as usize, size, MemoryKind::Host)
+        .unwrap();
+    put(&env.s3, "r", &src, 0, size).0.unwrap();
+    env.server.restart();
+    // The old pairing is unknown to the new server: 428 -> fresh QP -> 428 -> paired -> 200.
+    let mut req = RdmaRequest::get(&env.s3, "b", "r");
+    rt().transfer(
+        TransferKind::Get,
+        dst.as_mut_ptr() as usize,
+        size,
+        0,
+        &mut req,
+    )
+    .unwrap();
+    assert_eq!(req.requests, 3, "replies {:?}", req.replies);
+    assert_eq!(dst, src);
+    let (r, n) = put(&env.s3, "r2", &src, 0, size);
+    r.unwrap();
+    assert_eq!(n, 1);
+    rt().deregister(src.as_ptr() as usize).unwrap();
+    rt().deregister(dst.as_mut_ptr() as usize).unwrap();
+}
+
+#[test]
+fn callback_failure_is_s3_error_and_resets_the_connection() {
+    let Some(env) = Env::new(1, &[]) else { return };
+    let size = 4096;
+    let src = pattern(size, 5);
+    rt().register(src.as_ptr() as usize, size, MemoryKind::Host)
+        .unwrap();
+    let mut ok = RdmaRequest::put(&env.s3, "b", "c");
+    rt().transfer(TransferKind::Put, src.as_ptr() as usize, size, 0, &mut ok)
+        .unwrap();
+    let first_token =
+        hipobj::token::Token::decode_hex(ok.tokens.last().unwrap().as_bytes()).unwrap();
+    assert_ne!(first_token.lid, 0, "second request carries the pairing id");
+    let mut bad = RdmaRequest::put(&env.s3, "b", "c");
+    bad.fail_send = true;
+    let e = rt()
+        .transfer(TransferKind::Put, src.as_ptr() as usize, size, 0, &mut bad)
+        .unwrap_err();
+    assert_eq!(e.code, OpError::S3Error);
+    // The only connection was reset: a new QP number, unpaired.
+    let mut next = RdmaRequest::put(&env.s3, "b", "c");
+    rt().transfer(TransferKind::Put, src.as_ptr() as usize, size, 0, &mut next)
+        .unwrap();
+    let t = hipobj::token::Token::decode_hex(next.tokens[0].as_bytes()).unwrap();
+    assert_ne!(t.qp_num, first_token.qp_num);
+    assert_eq!(t.lid, 0);
+    assert_eq!(next.requests, 2);
+    rt().deregister(src.as_ptr() as usize).unwrap();
+}
+
+#[test]
+fn unregistered_remote_range_writes_nothing() {
+    let Some(env) = Env::new(1, &[]) else { return };
+    let size = 8192;
+    let mut buf = vec![0x55u8; size];
+    let base = buf.as_mut_ptr() as usize;
+    rt().register(base, size, MemoryKind::Host).unwrap();
+    let obj = pattern(size, 6);
+    assert_eq!(env.s3.put("b", "u", &obj).unwrap().status, 200);
+    // Pair the application connection, then send a token whose address lies outside the MR.
+    let tok = rt().mint_token(base, size).unwrap();
+    let mut t = hipobj::token::Token::decode_hex(tok.as_bytes()).unwrap();
+    let resp = env
+        .s3
+        .request("GET", "/b/u", &[("x-amz-rdma-token", &tok)], &[])
+        .unwrap();
+    let reply = resp.header("x-amz-rdma-reply").unwrap().to_string();
+    assert!(reply.starts_with("428:"), "{reply}");
+    rt().apply_reply(&hipobj::reply::Reply::parse(reply.as_bytes()).unwrap())
+        .unwrap();
+    let tok = rt().mint_token(base, size).unwrap();
+    t = hipobj::token::Token {
+        remote_addr: t.remote_addr + (1 << 30),
+        lid: hipobj::token::Token::decode_hex(tok.as_bytes())
+            .unwrap()
+            .lid,
+        ..t
+    };
+    let resp = env
+        .s3
+        .request("GET", "/b/u", &[("x-amz-rdma-token", &t.encode_hex())], &[])
+        .unwrap();
+    assert_eq!(
+        resp.header("x-amz-rdma-reply"),
+        Some("500"),
+        "status {}",
+        resp.status
+    );
+    assert!(buf.iter().all(|&b| b == 0x55), "nothing may be written");
+    rt().deregister(base).unwrap();
+}
+
+#[test]
+fn many_threads_many_transfers() {
+    let Some(env) = Env::new(16, &[]) else { return };
+    let threads = 16;
+    let per_thread = 16;
+    let size = 256 << 10;
+    let s3 = env.s3;
+    std::thread::scope(|sc| {
+        for t in 0..threads {
+            sc.spawn(move || {
+                let src = pattern(size, 100 + t as u64);
+                let mut dst = vec![0u8; size];
+                let rt = rt();
+                rt.register(src.as_ptr() as usize, size, MemoryKind::Host)
+                    .unwrap();
+                rt.register(dst.as_mut_ptr() as usize, size, MemoryKind::Host)
+                    .unwrap();
+                for i in 0..per_thread {
+                    let key = format!("t{t}-{i}");
+                    put(&s3, &key, &src, 0, size)
+                        .0
+                        .unwrap_or_else(|e| panic!("PUT {key}: {e}"));
+                    dst.fill(0);
+                    get(&s3, &key, &mut dst, 0, size)
+                        .0
+                        .unwrap_or_else(|e| panic!("GET {key}: {e}"));
+                    assert!(dst == src, "{key} differs");
+                }
+                rt.deregister(src.as_ptr() as usize).unwrap();
+                rt.deregister(dst.as_mut_ptr() as usize).unwrap();
+            });
+        }
+    });
+    assert_eq!(rt().free_connections(), 16);
+}
+
+#[test]
+fn more_threads_than_connections_wait() {
+    let Some(env) = Env::new(2, &[]) else { return };
+    let size = 64 << 10;
+    let s3 = env.s3;
+    std::thread::scope(|sc| {
+        for t in 0..8 {
+            sc.spawn(move || {
+                let src = pattern(size, 200 + t as u64);
+                let rt = rt();
+                rt.register(src.as_ptr() as usize, size, MemoryKind::Host)
+                    .unwrap();
+                for i in 0..4 {
+                    put(&s3, &format!("w{t}-{i}"), &src, 0, size).0.unwrap();
+                }
+                rt.deregister(src.as_ptr() as usize).unwrap();
+            });
+        }
+    });
+    assert_eq!(rt().free_connections(), 2);
+}
+
+#[test]
+fn callbacks_re_enter_deregister_busy_and_full_pool_busy() {
+    let Some(env) = Env::new(1, &[]) else { return };
+    let size = 4096;
+    let src = pattern(size, 9);
+    let base = src.as_ptr() as usize;
+    rt().register(base, size, MemoryKind::Host).unwrap();
+    let seen = std::cell::RefCell::new(Vec::new());
+    let s3 = env.s3;
+    {
+        let mut req = RdmaRequest::put(&s3, "b", "re");
+        req.on_send = Some(Box::new(|| {
+            // The transfer's own buffer is in use: deregister says Busy and keeps it.
+            seen.borrow_mut()
+                .push(rt().deregister(base).map_err(|e| e.code));
+            // The only connection is ours: a nested transfer gets Busy at once.
+            let mut inner = RdmaRequest::put(&s3, "b", "inner");
+            seen.borrow_mut().push(
+                rt().transfer(TransferKind::Put, base, size, 0, &mut inner)
+                    .map_err(|e| e.code),
+            );
+        }));
+        rt().transfer(TransferKind::Put, base, size, 0, &mut req)
+            .unwrap();
+    }
+    let seen = seen.into_inner();
+    assert!(seen.iter().all(|r| *r == Err(OpError::Busy)), "{seen:?}");
+    assert_eq!(rt().registrations(), 1);
+    rt().deregister(base).unwrap();
+}
+
+#[test]
+fn shutdown_while_transfers_run_then_release() {
+    let Some(env) = Env::new(2, &[]) else { return };
+    let size = 8 << 20;
+    let src = pattern(size, 10);
+    let base = src.as_ptr() as usize;
+    rt().register(base, size, MemoryKind::Host).unwrap();
+    let s3 = env.s3;
+    let started = std::sync::Barrier::new(3);
+    let results = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..2)
+            .map(|t| {
+                let started = &started;
+                sc.spawn(move || {
+                    let rt = rt();
+                    let mut req = RdmaRequest::put(&s3, "b", &format!("s{t}"));
+                    let mut once = Some(());
+                    req.on_send = Some(Box::new(move || {
+                        if once.take().is_some() {
+                            started.wait();
+                        }
+                    }));
+                    rt.transfer(TransferKind::Put, base, size, 0, &mut req)
+                        .map_err(|e| e.code)
+                })
+            })
+            .collect();
+        started.wait();
+        runtime::shutdown();
+        assert!(runtime::current().is_none());
+        hs.into_iter()
+            .map(|h| h.join().unwrap())
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(results, vec![Ok(()), Ok(())]);
+    assert_eq!(
+        hipobj::pool::LIVE_QPS.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "QPs released after the last call"
+    );
+    assert_eq!(
+        hipobj::registry::LIVE_BUFFERS.load(std::sync::atomic::Ordering::SeqCst),
+        0
+    );
+    // Re-init works and the object is there.
+    env.init(1);
+    assert_eq!(env.s3.get("b", "s0").unwrap().body.len(), size);
+}
+
+fn thread_count() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+fn fd_count() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+#[test]
+fn init_shutdown_cycles_leak_nothing() {
+    let Some(env) = Env::new(4, &[]) else { return };
+    let size = 4096;
+    let src = pattern(size, 11);
+    // Warm up once (loads libibverbs, starts the supervisor), then measure.
+    rt().register(src.as_ptr() as usize, size, MemoryKind::Host)
+        .unwrap();
+    put(&env.s3, "l", &src, 0, size).0.unwrap();
+    runtime::shutdown();
+    let (threads, fds) = (thread_count(), fd_count());
+    for i in 0..100 {
+        env.init(4);
+        rt().register(src.as_ptr() as usize, size, MemoryKind::Host)
+            .unwrap();
+        if i % 10 == 0 {
+            put(&env.s3, "l", &src, 0, size).0.unwrap();
+        }
+        runtime::shutdown();
+    }
+    assert_eq!(
+        hipobj::pool::LIVE_QPS.load(std::sync::atomic::Ordering::SeqCst),
+        0
+    );
+    assert_eq!(
+        hipobj::registry::LIVE_BUFFERS.load(std::sync::atomic::Ordering::SeqCst),
+        0
+    );
+    assert_eq!(thread_count(), threads, "threads after 100 cycles");
+    assert_eq!(fd_count(), fds, "file descriptors after 100 cycles");
+    env.init(1);
+}

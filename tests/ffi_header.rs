@@ -1,0 +1,89 @@
+//! `include/hipobj.h` agrees with the Rust side: the functions it declares are the ones
+//! `hipobj::ffi` exports, its version macros are the crate version, and its enum lists the codes
+//! in `OpError`'s order.
+
+use hipobj::error::OpError;
+use std::collections::BTreeSet;
+
+const HEADER: &str = include_str!("../include/hipobj.h");
+
+fn macro_value(name: &str) -> Option<u32> {
+    HEADER
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("#define {name} ")))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[test]
+fn declared_functions_are_the_exports() {
+    let declared: BTreeSet<&str> = HEADER
+        .split("\nHIPOBJ_API ")
+        .skip(1)
+        .filter_map(|decl| decl.split('(').next())
+        .filter_map(|head| {
+            head.split(|c: char| c.is_whitespace() || c == '*')
+                .next_back()
+        })
+        .collect();
+    let exported: BTreeSet<&str> = hipobj::ffi::EXPORTED_FUNCTIONS.iter().copied().collect();
+    assert_eq!(declared, exported);
+}
+
+#[test]
+fn version_macros_are_the_crate_version() {
+    assert_eq!(
+        macro_value("HIPOBJ_VERSION_MAJOR"),
+        Some(hipobj::version::MAJOR)
+    );
+    assert_eq!(
+        macro_value("HIPOBJ_VERSION_MINOR"),
+        Some(hipobj::version::MINOR)
+    );
+    assert_eq!(
+        macro_value("HIPOBJ_VERSION_PATCH"),
+        Some(hipobj::version::PATCH)
+    );
+    let joined = format!(
+        "{}.{}.{}",
+        hipobj::version::MAJOR,
+        hipobj::version::MINOR,
+        hipobj::version::PATCH
+    );
+    assert_eq!(joined, env!("CARGO_PKG_VERSION"));
+}
+
+#[test]
+fn other_macros() {
+    assert_eq!(macro_value("HIPOBJ_BASE_ERR"), Some(6000));
+    assert_eq!(macro_value("HIPOBJ_RDMA_OP_PUT"), Some(0));
+    assert_eq!(macro_value("HIPOBJ_RDMA_OP_GET"), Some(1));
+    assert_eq!(macro_value("HIPOBJ_RDMA_REPLY_NOT_IMPLEMENTED"), Some(501));
+    assert_eq!(macro_value("HIPOBJ_SYNC_TO_HOST"), Some(0));
+    assert_eq!(macro_value("HIPOBJ_SYNC_TO_DEVICE"), Some(1));
+}
+
+#[test]
+fn enum_order_matches_op_error() {
+    let body = HEADER
+        .split("typedef enum {")
+        .nth(1)
+        .and_then(|s| s.split("} hipObjOpError_t;").next())
+        .expect("enum");
+    let names: Vec<&str> = body
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("hipObj"))
+        .map(|l| l.trim_end_matches(',').split(" =").next().unwrap_or(l))
+        .collect();
+    let rust: Vec<String> = OpError::ALL
+        .iter()
+        .map(|c| format!("hipObj{c:?}"))
+        .collect();
+    assert_eq!(names, rust);
+    assert!(body.contains("hipObjSuccess = 0,"));
+}
+
+#[test]
+fn tokens_are_documented_as_not_for_free() {
+    assert!(HEADER.contains("never with free()"));
+}

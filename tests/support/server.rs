@@ -1,0 +1,158 @@
+//! Start and stop `hipobj-server` for end-to-end tests and the demo.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The RDMA devices the tests may use: `$HIPOBJ_VM_DEVICES` (set by tests/vm/run), else the devices
+/// in /sys/class/infiniband. Empty = no RDMA here.
+pub fn rdma_devices() -> Vec<String> {
+    if let Ok(v) = std::env::var("HIPOBJ_VM_DEVICES") {
+        let d: Vec<String> = v.split_whitespace().map(str::to_string).collect();
+        if !d.is_empty() {
+            return d;
+        }
+    }
+    let mut d: Vec<String> = std::fs::read_dir("/sys/class/infiniband")
+        .map(|it| {
+            it.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    d.sort();
+    d
+}
+
+/// (client device, server device): two devices when there are two, else both on the one.
+pub fn device_pair() -> Option<(String, String)> {
+    let d = rdma_devices();
+    match d.len() {
+        0 => None,
+        1 => Some((d[0].clone(), d[0].clone())),
+        _ => Some((d[0].clone(), d[1].clone())),
+    }
+}
+
+/// Path of the server binary next to the test binary's target directory.
+pub fn server_binary() -> PathBuf {
+    if let Ok(p) = std::env::var("HIPOBJ_SERVER_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().unwrap_or_default();
+    // target/<profile>/deps/<test> or target/<profile>/examples/<ex>
+    let profile_dir = exe
+        .parent()
+        .and_then(|p| p.parent())
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    profile_dir.join("hipobj-server")
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(19000)
+}
+
+/// A running server; killed on drop.
+pub struct Server {
+    child: Option<Child>,
+    pub addr: SocketAddr,
+    pub data_dir: PathBuf,
+    device: Option<String>,
+    extra: Vec<String>,
+}
+
+impl Server {
+    /// Start on a free loopback port with a fresh data dir.
+    pub fn start(device: Option<&str>, extra: &[&str]) -> Server {
+        let data_dir =
+            std::env::temp_dir().join(format!("hipobj-e2e-{}-{}", std::process::id(), free_port()));
+        std::fs::create_dir_all(&data_dir).expect("data dir");
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+        let mut s = Server {
+            child: None,
+            addr,
+            data_dir,
+            device: device.map(str::to_string),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        s.spawn();
+        s
+    }
+
+    fn spawn(&mut self) {
+        let mut cmd = Command::new(server_binary());
+        cmd.arg("--listen")
+            .arg(self.addr.to_string())
+            .arg("--data-dir")
+            .arg(&self.data_dir);
+        if let Some(d) = &self.device {
+            cmd.arg("--device").arg(d);
+        }
+        cmd.args(&self.extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {:?}: {e}", server_binary()));
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(stdout);
+            let mut line = String::new();
+            let mut sent = false;
+            while r.read_line(&mut line).unwrap_or(0) > 0 {
+                if !sent && line.contains("listening on") {
+                    let _ = tx.send(());
+                    sent = true;
+                }
+                line.clear();
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while rx.recv_timeout(Duration::from_millis(100)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "hipobj-server did not start within 60 s"
+            );
+            if let Ok(Some(st)) = child.try_wait() {
+                panic!("hipobj-server exited at start: {st}");
+            }
+        }
+        self.child = Some(child);
+    }
+
+    /// Kill and start again on the same address and data dir (its pairings are gone).
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// The server's counters (`GET /_hipobj/stats`), as text.
+    pub fn stats(&self) -> String {
+        crate::s3::S3::new(self.addr)
+            .request("GET", "/_hipobj/stats", &[], &[])
+            .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.data_dir);
+    }
+}

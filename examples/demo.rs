@@ -18,15 +18,24 @@ fn main() {
     let size: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(64 << 20);
     let rounds: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(3);
     let Some((client_dev, server_dev)) = server::device_pair() else {
-        eprintln!("demo: no RDMA device (run it through `make demo`, which uses the Soft-RoCE lane)");
+        eprintln!(
+            "demo: no RDMA device (run it through `make demo`, which uses the Soft-RoCE lane)"
+        );
         std::process::exit(2);
     };
     let srv = server::Server::start(Some(&server_dev), &[]);
     let s3 = S3::new(srv.addr);
     assert!(s3.create_bucket("demo").expect("create bucket").status < 300);
-    println!("demo: client NIC {client_dev}, server NIC {server_dev}, object {} MiB, {rounds} rounds", size >> 20);
+    println!(
+        "demo: client NIC {client_dev}, server NIC {server_dev}, object {} MiB, {rounds} rounds",
+        size >> 20
+    );
 
-    let cfg = InitConfig { gpu_device: -1, nic_hint: Some(client_dev), ..Default::default() };
+    let cfg = InitConfig {
+        gpu_device: -1,
+        nic_hint: Some(client_dev),
+        ..Default::default()
+    };
     runtime::init(cfg).unwrap_or_else(|e| panic!("hipObjInit: {e}"));
     let rt = runtime::current().expect("initialised");
     let mut x = 0x2545_f491_4f6c_dd1du64;
@@ -39,13 +48,20 @@ fn main() {
         })
         .collect();
     let mut dst = vec![0u8; size];
-    rt.register(src.as_ptr() as usize, size, MemoryKind::Host).expect("register src");
-    rt.register(dst.as_mut_ptr() as usize, size, MemoryKind::Host).expect("register dst");
+    rt.register(src.as_ptr() as usize, size, MemoryKind::Host)
+        .expect("register src");
+    rt.register(dst.as_mut_ptr() as usize, size, MemoryKind::Host)
+        .expect("register dst");
 
     // The first transfer on a connection pairs it (one extra round trip); do it once up front.
     let mut warm = RdmaRequest::put(&s3, "demo", "warm-up");
-    rt.transfer(TransferKind::Put, src.as_ptr() as usize, 4096, 0, &mut warm).expect("warm-up PUT");
-    println!("demo: connection paired ({} requests, first reply {:?})", warm.requests, warm.replies.first().map(|r| &r[..4]));
+    rt.transfer(TransferKind::Put, src.as_ptr() as usize, 4096, 0, &mut warm)
+        .expect("warm-up PUT");
+    println!(
+        "demo: connection paired ({} requests, first reply {:?})",
+        warm.requests,
+        warm.replies.first().map(|r| &r[..4])
+    );
 
     let mut put_mbs = Vec::new();
     let mut get_mbs = Vec::new();
@@ -53,12 +69,20 @@ fn main() {
         let key = format!("object-{round}");
         let mut req = RdmaRequest::put(&s3, "demo", &key);
         let t = Instant::now();
-        rt.transfer(TransferKind::Put, src.as_ptr() as usize, size, 0, &mut req).expect("PUT");
+        rt.transfer(TransferKind::Put, src.as_ptr() as usize, size, 0, &mut req)
+            .expect("PUT");
         put_mbs.push(size as f64 / t.elapsed().as_secs_f64() / 1e6);
         dst.fill(0);
         let mut req = RdmaRequest::get(&s3, "demo", &key);
         let t = Instant::now();
-        rt.transfer(TransferKind::Get, dst.as_mut_ptr() as usize, size, 0, &mut req).expect("GET");
+        rt.transfer(
+            TransferKind::Get,
+            dst.as_mut_ptr() as usize,
+            size,
+            0,
+            &mut req,
+        )
+        .expect("GET");
         get_mbs.push(size as f64 / t.elapsed().as_secs_f64() / 1e6);
         assert!(dst == src, "GET returned different bytes");
         println!(
@@ -77,7 +101,8 @@ fn main() {
         median(&mut get_mbs)
     );
     rt.deregister(src.as_ptr() as usize).expect("deregister");
-    rt.deregister(dst.as_mut_ptr() as usize).expect("deregister");
+    rt.deregister(dst.as_mut_ptr() as usize)
+        .expect("deregister");
     drop(rt);
     runtime::shutdown();
 }

@@ -11,7 +11,7 @@ use crate::error::{Error, OpError, Result};
 use crate::hip::{self, GpuRuntime, PointerKind};
 use crate::pool::{AcquireError, ConnectionHandle, PairOutcome, Pool, Wait};
 use crate::registry::{mr_access, Buffer, BufferKind};
-use crate::reply::Reply;
+use crate::reply::{Reply, REPLY_BUFFER_LEN};
 use crate::stager::{CopyDirection, StagerHandle};
 use crate::verbs::{self, Device};
 use hipobj_actors::answer::{answer, Answer};
@@ -68,8 +68,6 @@ pub trait S3Ops {
 
 /// Largest registration (4 GiB, inclusive).
 pub const MAX_REGISTRATION: usize = 4 << 30;
-/// Reply buffer handed to `recvReply`.
-pub const REPLY_BUFFER_LEN: usize = 512;
 /// A transfer never sends more than this many requests (PROTOCOL.md rule 5.3).
 const MAX_REQUESTS: usize = 3;
 

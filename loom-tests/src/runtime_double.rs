@@ -239,7 +239,10 @@ impl Transfer {
             assert!(!entry.is_retired(), "a transfer runs on a retired buffer");
             runtime.connections[lease.slot()].write();
             entry.payload().mr.read();
-            assert!(!entry.is_retired(), "the buffer was retired under a transfer");
+            assert!(
+                !entry.is_retired(),
+                "the buffer was retired under a transfer"
+            );
         }
     }
 

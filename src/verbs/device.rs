@@ -76,10 +76,11 @@ pub struct DeviceCaps {
     pub vendor_id: u32,
 }
 
-/// The result of `ibv_get_device_list`, freed on drop.
+/// The result of `ibv_get_device_list`, freed on drop. `list` is `None` when the kernel has no
+/// RDMA support (`ENOSYS`): that is a machine with no devices, not an error.
 struct DeviceList<'a> {
     lib: &'a Lib,
-    list: NonNull<*mut sys::ibv_device>,
+    list: Option<NonNull<*mut sys::ibv_device>>,
     len: usize,
 }
 
@@ -89,24 +90,33 @@ impl<'a> DeviceList<'a> {
         // SAFETY: `num` is a valid out-pointer; the list is freed by `Drop`.
         let list = unsafe { (lib.get_device_list)(&mut num) };
         let Some(list) = NonNull::new(list) else {
-            return Err(VerbsError::last_os(
-                "ibv_get_device_list",
-                "cannot list RDMA devices",
-            ));
+            let e = VerbsError::last_os("ibv_get_device_list", "cannot list RDMA devices");
+            if e.errno == libc::ENOSYS {
+                tracing::debug!("no kernel RDMA support (ibv_get_device_list: ENOSYS): no devices");
+                return Ok(DeviceList {
+                    lib,
+                    list: None,
+                    len: 0,
+                });
+            }
+            return Err(e);
         };
         Ok(DeviceList {
             lib,
-            list,
+            list: Some(list),
             len: usize::try_from(num).unwrap_or(0),
         })
     }
 
     /// (name, device) pairs.
     fn devices(&self) -> Vec<(String, NonNull<sys::ibv_device>)> {
+        let Some(list) = self.list else {
+            return Vec::new();
+        };
         let mut out = Vec::with_capacity(self.len);
         for i in 0..self.len {
             // SAFETY: the list holds `len` device pointers and lives as long as `self`.
-            let dev = unsafe { *self.list.as_ptr().add(i) };
+            let dev = unsafe { *list.as_ptr().add(i) };
             let Some(dev) = NonNull::new(dev) else {
                 continue;
             };
@@ -128,8 +138,10 @@ impl<'a> DeviceList<'a> {
 
 impl Drop for DeviceList<'_> {
     fn drop(&mut self) {
-        // SAFETY: the list came from ibv_get_device_list and is freed exactly once.
-        unsafe { (self.lib.free_device_list)(self.list.as_ptr()) }
+        if let Some(list) = self.list {
+            // SAFETY: the list came from ibv_get_device_list and is freed exactly once.
+            unsafe { (self.lib.free_device_list)(list.as_ptr()) }
+        }
     }
 }
 
@@ -474,6 +486,39 @@ mod tests {
         }
         assert_eq!(Mtu::from_raw(0), None);
         assert_eq!(Mtu::from_raw(6), None);
+    }
+
+    /// The device hint when an RDMA device is present (see tests/verbs_rxe.rs), else `None`.
+    fn rdma_device_hint() -> Option<Option<String>> {
+        let env = std::env::var("HIPOBJ_VM_DEVICES")
+            .ok()
+            .filter(|v| !v.trim().is_empty());
+        if env.is_some() {
+            return Some(env);
+        }
+        let present = std::fs::read_dir(SYSFS_INFINIBAND)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(false);
+        present.then_some(None)
+    }
+
+    #[test]
+    fn sysfs_gid_type_fallback_picks_the_same_gid_as_query_gid_ex() {
+        let Some(hint) = rdma_device_hint() else {
+            println!("skipped: no RDMA device");
+            return;
+        };
+        let with_ex = Arc::new(Lib::load_from(&["libibverbs.so.1"]).expect("libibverbs loads"));
+        assert!(with_ex.query_gid_ex.is_some());
+        let mut without_ex = Lib::load_from(&["libibverbs.so.1"]).expect("libibverbs loads");
+        without_ex.query_gid_ex = None;
+        let without_ex = Arc::new(without_ex);
+        let devices = list_devices(&with_ex, hint.as_deref()).expect("list_devices");
+        let name = &devices.first().expect("a device with an active port").name;
+        let a = Device::open(&with_ex, name).expect("open with ibv_query_gid_ex");
+        let b = Device::open(&without_ex, name).expect("open with the sysfs fallback");
+        assert_eq!(a.port(), b.port());
+        assert_eq!(a.caps(), b.caps());
     }
 
     #[test]

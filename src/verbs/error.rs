@@ -58,12 +58,8 @@ impl fmt::Display for VerbsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} failed", self.verb)?;
         if self.errno != 0 {
-            write!(
-                f,
-                ": {} (errno {})",
-                std::io::Error::from_raw_os_error(self.errno),
-                self.errno
-            )?;
+            // io::Error's text ends in "(os error N)", which names the errno.
+            write!(f, ": {}", std::io::Error::from_raw_os_error(self.errno))?;
         }
         if !self.detail.is_empty() {
             write!(f, ": {}", self.detail)?;
@@ -94,7 +90,7 @@ mod tests {
         let e = VerbsError::new("ibv_modify_qp", libc::EINVAL, "to RTR");
         let s = e.to_string();
         assert!(s.starts_with("ibv_modify_qp failed: "), "{s}");
-        assert!(s.contains("errno 22"), "{s}");
+        assert!(s.contains("os error 22"), "{s}");
         assert!(s.ends_with(": to RTR"), "{s}");
         assert_eq!(VerbsError::new("x", 0, "").to_string(), "x failed");
     }

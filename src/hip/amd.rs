@@ -1,29 +1,4 @@
-//! `HipRuntime`: the real GPU runtime, over `libamdhip64` loaded at run time.
-//!
-//! # Staging copies
-//! Copies run with `hipMemcpyAsync` on a non-blocking stream of our own per device (created on
-//! first use), followed by `hipEventRecord` on that stream; `CopyInFlight::poll` is
-//! `hipEventQuery`. If any of those entry points is missing, or the stream or event can't be
-//! created, the copy falls back to a blocking `hipMemcpy` that has finished when `start_copy`
-//! returns (and so can't be timed out).
-//!
-//! # Visibility after an RDMA write
-//! The reference calls `hipDeviceSynchronize` after every transfer into a direct buffer, which
-//! waits for every stream of the application on that device (REFERENCE.md 13, item 6). The spec
-//! header makes the application responsible for having no GPU work on the buffer during a GET, so
-//! nothing of the application's needs waiting for: what is needed is that GPU work started after
-//! `hipObjGet` returns doesn't read stale cache lines for the bytes the NIC wrote to VRAM. We get
-//! that by recording an event on our own stream and waiting for it (`hipEventRecord` +
-//! `hipEventSynchronize`): the marker packet this submits carries a system-scope acquire fence,
-//! which invalidates the GPU caches, and it waits for nothing but our own (idle) stream. Only if
-//! those entry points are missing, or that path fails, do we fall back to `hipDeviceSynchronize`.
-//! (No GPU exists on the development machine, so this choice is reasoned from the HIP/HSA memory
-//! model, not measured.)
-//!
-//! # Current device
-//! HIP's current device is per thread, and the caller's thread is the application's. Calls that
-//! must run on a given device (stream and event creation, copies, the visibility marker) switch to
-//! it with `hipSetDevice` and switch back before returning.
+//! `HipRuntime`: the real GPU runtime, over `libamdhip64` loaded at run time, and [`load`].
 
 use super::copy::{CopyDirection, CopyInFlight, CopyProbe, CopyStatus};
 use super::error::{
@@ -81,6 +56,31 @@ fn check(call: &'static str, status: HipStatus) -> Result<(), HipError> {
 }
 
 /// The real GPU runtime.
+///
+/// # Staging copies
+/// Copies run with `hipMemcpyAsync` on a non-blocking stream of our own per device (created on
+/// first use), followed by `hipEventRecord` on that stream; `CopyInFlight::poll` is
+/// `hipEventQuery`. If any of those entry points is missing, or the stream or event can't be
+/// created, the copy falls back to a blocking `hipMemcpy` that has finished when `start_copy`
+/// returns (and so can't be timed out).
+///
+/// # Visibility after an RDMA write
+/// The reference calls `hipDeviceSynchronize` after every transfer into a direct buffer, which
+/// waits for every stream of the application on that device (REFERENCE.md 13, item 6). The spec
+/// header makes the application responsible for having no GPU work on the buffer during a GET, so
+/// nothing of the application's needs waiting for: what is needed is that GPU work started after
+/// `hipObjGet` returns doesn't read stale cache lines for the bytes the NIC wrote to VRAM. We get
+/// that by recording an event on our own stream and waiting for it (`hipEventRecord` +
+/// `hipEventSynchronize`): the marker packet this submits carries a system-scope acquire fence,
+/// which invalidates the GPU caches, and it waits for nothing but our own (idle) stream. Only if
+/// those entry points are missing, or that path fails, do we fall back to `hipDeviceSynchronize`.
+/// (No GPU exists on the development machine, so this choice is reasoned from the HIP/HSA memory
+/// model, not measured.)
+///
+/// # Current device
+/// HIP's current device is per thread, and the caller's thread is the application's. Calls that
+/// must run on a given device (stream and event creation, copies, the visibility marker) switch to
+/// it with `hipSetDevice` and switch back before returning.
 pub struct HipRuntime {
     lib: Arc<HipLib>,
     hsa: Option<HsaLib>,
@@ -204,7 +204,11 @@ impl HipRuntime {
         check("hipStreamCreateWithFlags", unsafe {
             create(&mut raw, sys::HIP_STREAM_NON_BLOCKING)
         })?;
-        let created = Arc::new(OwnedStream { raw, destroy });
+        let created = Arc::new(OwnedStream {
+            raw,
+            destroy,
+            _lib: self.lib.clone(),
+        });
         // Another thread may have created one meanwhile: keep the first, drop (destroy) ours.
         Ok(lock(&self.streams).entry(device).or_insert(created).clone())
     }
@@ -224,7 +228,11 @@ impl HipRuntime {
         check("hipEventCreateWithFlags", unsafe {
             create(&mut raw, sys::HIP_EVENT_DISABLE_TIMING)
         })?;
-        Ok(OwnedEvent { raw, destroy })
+        Ok(OwnedEvent {
+            raw,
+            destroy,
+            _lib: self.lib.clone(),
+        })
     }
 
     fn async_fns(&self) -> Option<AsyncFns> {
@@ -319,10 +327,12 @@ struct AsyncFns {
     _have_stream_lifecycle: (sys::FnCreateWithFlags, sys::FnPtrIn),
 }
 
-/// A stream of ours, destroyed on drop.
+/// A stream of ours, destroyed on drop. It holds the library, so `hipStreamDestroy` is still
+/// loaded when it runs, however the runtime and its copies are dropped.
 struct OwnedStream {
     raw: RawStream,
     destroy: sys::FnPtrIn,
+    _lib: Arc<HipLib>,
 }
 
 // SAFETY: a hipStream_t is a handle into the HIP runtime, whose API is thread-safe: any thread may
@@ -342,10 +352,12 @@ impl Drop for OwnedStream {
     }
 }
 
-/// An event of ours, destroyed on drop.
+/// An event of ours, destroyed on drop. It holds the library: a `CopyInFlight` can outlive the
+/// `HipRuntime` that started it.
 struct OwnedEvent {
     raw: RawEvent,
     destroy: sys::FnPtrIn,
+    _lib: Arc<HipLib>,
 }
 
 // SAFETY: a hipEvent_t is a handle into the thread-safe HIP runtime; moving it to another thread

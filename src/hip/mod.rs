@@ -6,7 +6,7 @@
 //! device behind the same trait.
 //!
 //! Layout: `sys` (raw HIP/HSA types and the function-pointer table), `amd` (the real runtime),
-//! `memory_type` (the ROCm 5/6 `hipMemoryType` tables), `host_buffer` and `copy` (the RAII types
+//! `memory_type` (the ROCm 5/6 `hipMemoryType` tables), `select` (`hipObjInit`'s `gpuDevice` rules), `host_buffer` and `copy` (the RAII types
 //! the trait hands out), `error`, and `sim` (the test double).
 
 mod amd;
@@ -14,6 +14,7 @@ mod copy;
 mod error;
 mod host_buffer;
 mod memory_type;
+mod select;
 #[cfg(feature = "sim-gpu")]
 mod sim;
 mod sys;
@@ -28,6 +29,7 @@ pub use error::{
 };
 pub use host_buffer::{HostBuffer, HostMemoryOwner};
 pub use memory_type::MemoryTypeTable;
+pub use select::{select_gpu, GpuSelectError, GpuSelection};
 #[cfg(feature = "sim-gpu")]
 pub use sim::{SimCalls, SimGpu};
 
@@ -120,6 +122,9 @@ pub trait GpuRuntime: Send + Sync {
 
     /// Make data that the NIC wrote by RDMA into directly registered (dmabuf) memory of `device`
     /// visible to GPU work that the application starts next. Called after a GET's completion.
+    /// The real runtime uses the narrowest sync there is, a marker on hipObject's own stream,
+    /// never waiting for the application's streams; `hipDeviceSynchronize` is its last resort
+    /// (see [`HipRuntime`]).
     fn make_visible_after_rdma_write(&self, device: i32) -> Result<(), HipError>;
 }
 

@@ -8,7 +8,7 @@
 
 use crate::env::EnvConfig;
 use crate::error::{Error, OpError, Result};
-use crate::hip::{self, GpuRuntime, PointerKind};
+use crate::hip::{self, GpuRuntime, GpuSelection, PointerKind};
 use crate::pool::{AcquireError, ConnectionHandle, PairOutcome, Pool, Wait};
 use crate::registry::{mr_access, Buffer, BufferKind};
 use crate::reply::{Reply, REPLY_BUFFER_LEN};
@@ -75,6 +75,7 @@ const MAX_REQUESTS: usize = 3;
 struct Gpu {
     runtime: Arc<dyn GpuRuntime>,
     device: i32,
+    pci_bus_id: Option<String>,
 }
 
 /// One initialised library instance.
@@ -139,7 +140,7 @@ fn has_hint(cfg: &InitConfig) -> bool {
         .is_some_and(|h| !h.trim().is_empty())
 }
 
-/// REFERENCE.md section 7, `gpuDevice` handling.
+/// REFERENCE.md section 7, `gpuDevice` handling (the rules live in `hip::select_gpu`).
 fn resolve_gpu(cfg: &InitConfig, injected: Option<Arc<dyn GpuRuntime>>) -> Result<Option<Gpu>> {
     let runtime = match injected {
         Some(r) => Some(r),
@@ -151,33 +152,25 @@ fn resolve_gpu(cfg: &InitConfig, injected: Option<Arc<dyn GpuRuntime>>) -> Resul
             }
         },
     };
-    if cfg.gpu_device == -1 {
-        let Some(runtime) = runtime else {
-            return Ok(None);
-        };
-        return match runtime.current_device() {
-            Ok(device) => Ok(Some(Gpu { runtime, device })),
-            Err(e) if e.code == hip::HIP_ERROR_NO_DEVICE && has_hint(cfg) => Ok(None),
-            Err(e) => Err(e.to_error(OpError::RdmaError)),
-        };
-    }
-    let count = match &runtime {
-        None => 0,
-        Some(r) => match r.device_count() {
-            Ok(n) => n,
-            Err(e) if e.code == hip::HIP_ERROR_NO_DEVICE => 0,
-            Err(e) => return Err(e.to_error(OpError::RdmaError)),
+    match hip::select_gpu(runtime.as_deref(), cfg.gpu_device).map_err(|e| e.into_error())? {
+        GpuSelection::Gpu { device, pci_bus_id } => match runtime {
+            Some(runtime) => Ok(Some(Gpu {
+                runtime,
+                device,
+                pci_bus_id,
+            })),
+            None => Err(Error::internal("a GPU was selected without a GPU runtime")),
         },
-    };
-    match runtime {
-        Some(runtime) if cfg.gpu_device < count => Ok(Some(Gpu {
-            runtime,
-            device: cfg.gpu_device,
-        })),
-        _ => Err(Error::invalid(format!(
-            "gpuDevice {} does not exist ({count} GPUs)",
-            cfg.gpu_device
-        ))),
+        GpuSelection::NoGpu { .. } if has_hint(cfg) => Ok(None),
+        GpuSelection::NoGpu { hip_error: 0 } => Err(Error::new(
+            OpError::NicNotFound,
+            "no GPU to choose a NIC by: set nicHint to the RDMA device to use",
+        )),
+        GpuSelection::NoGpu { hip_error } => Err(Error::with_hip(
+            OpError::RdmaError,
+            hip_error,
+            "no usable GPU (hipGetDevice failed) and no nicHint",
+        )),
     }
 }
 
@@ -186,7 +179,7 @@ fn resolve_gpu(cfg: &InitConfig, injected: Option<Arc<dyn GpuRuntime>>) -> Resul
 fn choose_nic(lib: &Arc<verbs::Lib>, cfg: &InitConfig, gpu: Option<&Gpu>) -> Result<String> {
     let hint = cfg.nic_hint.as_deref().filter(|h| !h.trim().is_empty());
     let candidates = verbs::list_devices(lib, hint).map_err(Error::from)?;
-    let gpu_bus = gpu.and_then(|g| g.runtime.pci_bus_id(g.device).ok());
+    let gpu_bus = gpu.and_then(|g| g.pci_bus_id.clone());
     if let Some(bus) = gpu_bus {
         let best = candidates
             .iter()

@@ -32,7 +32,9 @@ impl Rng {
 
 fn checksum(b: &[u8]) -> u64 {
     // FNV-1a, enough to tell versions apart.
-    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| (h ^ x as u64).wrapping_mul(0x100_0000_01b3))
+    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| {
+        (h ^ x as u64).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 #[derive(Default)]
@@ -52,8 +54,14 @@ impl Tally {
     }
 }
 
-const DOCUMENTED: [OpError; 6] =
-    [OpError::S3Error, OpError::RdmaError, OpError::Busy, OpError::InternalError, OpError::NotInitialized, OpError::BufNotRegistered];
+const DOCUMENTED: [OpError; 6] = [
+    OpError::S3Error,
+    OpError::RdmaError,
+    OpError::Busy,
+    OpError::InternalError,
+    OpError::NotInitialized,
+    OpError::BufNotRegistered,
+];
 
 #[test]
 fn stress_under_faults() {
@@ -61,14 +69,21 @@ fn stress_under_faults() {
         eprintln!("skipped: no RDMA device");
         return;
     };
-    let secs: u64 = std::env::var("HIPOBJ_STRESS_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(45);
+    let secs: u64 = std::env::var("HIPOBJ_STRESS_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(45);
     let threads = 6;
     let max_transfers = 4;
     let mut srv = server::Server::start(Some(&server_dev), &["--pairing-idle-secs", "3"]);
     let mut s3 = S3::new(srv.addr);
     s3.timeout = Duration::from_secs(20);
     assert!(s3.create_bucket("s").unwrap().status < 300);
-    let mut cfg = InitConfig { gpu_device: -1, nic_hint: Some(client_dev), ..Default::default() };
+    let mut cfg = InitConfig {
+        gpu_device: -1,
+        nic_hint: Some(client_dev),
+        ..Default::default()
+    };
     cfg.env.max_transfers = max_transfers;
     runtime::init(cfg).unwrap();
     let tally = Tally::default();
@@ -125,12 +140,19 @@ fn stress_under_faults() {
                     let op = rng.below(10);
                     let t0 = Instant::now();
                     if !registered || op == 0 {
-                        let r = if registered { rt.deregister(base) } else { rt.register(base, size, MemoryKind::Host) };
+                        let r = if registered {
+                            rt.deregister(base)
+                        } else {
+                            rt.register(base, size, MemoryKind::Host)
+                        };
                         if r.is_ok() {
                             registered = !registered;
                         }
                         tally.record(if registered { "register" } else { "deregister" }, &r);
-                        assert!(r.is_ok(), "register/deregister on an idle private buffer: {r:?}");
+                        assert!(
+                            r.is_ok(),
+                            "register/deregister on an idle private buffer: {r:?}"
+                        );
                         continue;
                     }
                     let key = format!("k{t}-{}", rng.below(4));
@@ -165,7 +187,9 @@ fn stress_under_faults() {
                                     corrupt.fetch_add(1, Ordering::SeqCst);
                                 }
                             }
-                            Err(e) => assert!(DOCUMENTED.contains(&e.code), "GET: undocumented {e}"),
+                            Err(e) => {
+                                assert!(DOCUMENTED.contains(&e.code), "GET: undocumented {e}")
+                            }
                         }
                     }
                     let took = t0.elapsed();
@@ -181,18 +205,34 @@ fn stress_under_faults() {
         }
     });
     let rt = runtime::current().unwrap();
-    assert_eq!(rt.free_connections(), max_transfers, "every connection came back");
+    assert_eq!(
+        rt.free_connections(),
+        max_transfers,
+        "every connection came back"
+    );
     assert_eq!(rt.registrations(), 0);
     drop(rt);
     runtime::shutdown();
     let qps = hipobj::pool::LIVE_QPS.load(Ordering::SeqCst);
     let bufs = hipobj::registry::LIVE_BUFFERS.load(Ordering::SeqCst);
-    println!("stress: {} s, {} operations, {} threads, {} connections", secs, tally.ops.load(Ordering::SeqCst), threads, max_transfers);
+    println!(
+        "stress: {} s, {} operations, {} threads, {} connections",
+        secs,
+        tally.ops.load(Ordering::SeqCst),
+        threads,
+        max_transfers
+    );
     println!("stress: faults injected: {:?}", faults.lock().unwrap());
-    println!("stress: results by code: {:?}", tally.by_code.lock().unwrap());
+    println!(
+        "stress: results by code: {:?}",
+        tally.by_code.lock().unwrap()
+    );
     println!("stress: longest call {:?}; corrupt GETs {}; live QPs after shutdown {qps}, live MRs {bufs}", longest.lock().unwrap(), corrupt.load(Ordering::SeqCst));
     assert_eq!(corrupt.load(Ordering::SeqCst), 0, "corrupted data");
-    assert!(*longest.lock().unwrap() < Duration::from_secs(60), "a call hung");
+    assert!(
+        *longest.lock().unwrap() < Duration::from_secs(60),
+        "a call hung"
+    );
     assert_eq!(qps, 0);
     assert_eq!(bufs, 0);
 }

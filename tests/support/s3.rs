@@ -35,7 +35,10 @@ pub struct S3 {
 
 impl S3 {
     pub fn new(addr: SocketAddr) -> S3 {
-        S3 { addr, timeout: Duration::from_secs(120) }
+        S3 {
+            addr,
+            timeout: Duration::from_secs(120),
+        }
     }
 
     /// One request on a fresh connection.

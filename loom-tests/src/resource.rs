@@ -51,7 +51,8 @@ impl Resource {
     pub fn write(&self) {
         self.assert_live();
         // SAFETY: loom's cell checks that no other access runs concurrently with this write.
-        self.bytes.with_mut(|p| unsafe { *p = (*p).wrapping_add(1) });
+        self.bytes
+            .with_mut(|p| unsafe { *p = (*p).wrapping_add(1) });
         self.assert_live();
     }
 

@@ -42,6 +42,30 @@ pub enum ApiError {
     Internal,
 }
 
+/// Which step of a call refused it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// No published instance.
+    Instance,
+    /// The registry: not registered, retired or pending.
+    Buffer,
+    /// The pool: busy or closed.
+    Connection,
+}
+
+/// A refused call: the API's answer and the step that gave it (for the models' coverage).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Refused {
+    pub answer: ApiError,
+    pub stage: Stage,
+}
+
+impl Refused {
+    fn at(stage: Stage) -> impl FnOnce(ApiError) -> Refused {
+        move |answer| Refused { answer, stage }
+    }
+}
+
 /// A registration's payload.
 pub struct Buffer {
     /// The NIC registration: released by deregister, or by the runtime's drop (shutdown).
@@ -212,18 +236,20 @@ pub struct Transfer {
 
 impl Transfer {
     /// Start a transfer on the buffer based at `base`, as `hipObjGet`/`hipObjPut` do.
-    pub fn begin(lib: &Library, base: usize) -> Result<Transfer, ApiError> {
-        let scope = CallScope::enter(lib)?;
-        let use_guard = scope.use_buffer(base)?;
+    pub fn begin(lib: &Library, base: usize) -> Result<Transfer, Refused> {
+        let scope = CallScope::enter(lib).map_err(Refused::at(Stage::Instance))?;
+        let use_guard = scope.use_buffer(base).map_err(Refused::at(Stage::Buffer))?;
         let wait = if callback::in_callback() {
             Wait::No
         } else {
             Wait::Block
         };
-        let lease = Pool::acquire(&scope.runtime.pool, wait).map_err(|e| match e {
-            AcquireError::Busy => ApiError::Busy,
-            AcquireError::Closed => ApiError::NotInitialized,
-        })?;
+        let lease = Pool::acquire(&scope.runtime.pool, wait)
+            .map_err(|e| match e {
+                AcquireError::Busy => ApiError::Busy,
+                AcquireError::Closed => ApiError::NotInitialized,
+            })
+            .map_err(Refused::at(Stage::Connection))?;
         Ok(Transfer {
             lease: Some(lease),
             use_guard: Some(use_guard),
@@ -239,7 +265,10 @@ impl Transfer {
             assert!(!entry.is_retired(), "a transfer runs on a retired buffer");
             runtime.connections[lease.slot()].write();
             entry.payload().mr.read();
-            assert!(!entry.is_retired(), "the buffer was retired under a transfer");
+            assert!(
+                !entry.is_retired(),
+                "the buffer was retired under a transfer"
+            );
         }
     }
 
@@ -262,6 +291,11 @@ impl Drop for Transfer {
 
 /// A whole `hipObjGet`/`hipObjPut`: the instance's generation on success.
 pub fn transfer(lib: &Library, base: usize) -> Result<u32, ApiError> {
+    transfer_explained(lib, base).map_err(|r| r.answer)
+}
+
+/// [`transfer`], saying which step refused it.
+pub fn transfer_explained(lib: &Library, base: usize) -> Result<u32, Refused> {
     let call = Transfer::begin(lib, base)?;
     call.run();
     Ok(call.generation())
@@ -290,7 +324,17 @@ pub struct CopyJob {
 impl CopyJob {
     /// The copier: write the staging memory, then report the end of the copy.
     pub fn run(self) {
+        self.copy();
+        self.finish();
+    }
+
+    /// The copy itself: writes the staging memory.
+    pub fn copy(&self) {
         self.staging.write();
+    }
+
+    /// Report the end of the copy (after which the staging memory may go).
+    pub fn finish(self) {
         self.ticket.finish(Ok(()));
     }
 }

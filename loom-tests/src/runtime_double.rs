@@ -23,6 +23,7 @@ use hipobj_actors::sync::channel::Sender;
 use hipobj_actors::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc as StdArc;
+use std::time::{Duration, Instant};
 
 use crate::resource::Resource;
 
@@ -339,9 +340,23 @@ impl CopyJob {
     }
 }
 
-/// `hipObjBufSync` on a staged buffer, whose deadline passes at an arbitrary point: the copy has
-/// either finished by then (`Ok`) or not (`StagingTimedOut`, and the copy keeps running).
-pub fn buf_sync(lib: &Library, base: usize, copier: &Sender<CopyJob>) -> Result<(), ApiError> {
+/// When a staging call's deadline passes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deadline {
+    /// At an arbitrary point (loom picks): the copy may or may not have finished by then.
+    AnyTime,
+    /// Not before the copy finishes: the call waits in [`Ticket::wait_until`].
+    AfterTheCopy,
+}
+
+/// `hipObjBufSync` on a staged buffer: `Ok` if the copy finished by the deadline, else
+/// `StagingTimedOut` and the copy keeps running.
+pub fn buf_sync(
+    lib: &Library,
+    base: usize,
+    copier: &Sender<CopyJob>,
+    deadline: Deadline,
+) -> Result<(), ApiError> {
     let scope = CallScope::enter(lib)?;
     let use_guard = scope.use_buffer(base)?;
     let ticket = Ticket::new();
@@ -352,10 +367,31 @@ pub fn buf_sync(lib: &Library, base: usize, copier: &Sender<CopyJob>) -> Result<
     if copier.send(job).is_err() {
         return Err(ApiError::Internal);
     }
-    let (outcome, _use_guard_back) = ticket.abandon(use_guard);
+    let (outcome, _use_guard_back) = match deadline {
+        Deadline::AnyTime => ticket.abandon(use_guard),
+        Deadline::AfterTheCopy => {
+            // Far enough that it never passes in a model; loom has no time, so the wait ends only
+            // when `finish` notifies.
+            let far = Instant::now() + Duration::from_secs(3600);
+            ticket.wait_until(far, use_guard)
+        }
+    };
     match outcome {
         Outcome::Finished(Ok(())) => Ok(()),
         Outcome::Finished(Err(_)) => Err(ApiError::Internal),
         Outcome::TimedOut => Err(ApiError::StagingTimedOut),
     }
+}
+
+/// loom's `thread::spawn` does not require `Send`, so the compiler checks here what the models
+/// move between threads and share.
+#[allow(dead_code)]
+fn shared_between_threads() {
+    fn send<T: Send>() {}
+    fn send_sync<T: Send + Sync>() {}
+    send::<Transfer>();
+    send::<CopyJob>();
+    send::<Refused>();
+    send_sync::<Runtime>();
+    send_sync::<Library>();
 }

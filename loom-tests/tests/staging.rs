@@ -4,7 +4,7 @@
 use hipobj_actors::sync::channel::unbounded;
 use hipobj_actors::sync::{thread, Arc};
 use hipobj_loom_tests::harness::check;
-use hipobj_loom_tests::runtime_double::{self as api, ApiError, CopyJob, Library, Spec};
+use hipobj_loom_tests::runtime_double::{self as api, ApiError, CopyJob, Deadline, Library, Spec};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc as StdArc;
 
@@ -23,6 +23,7 @@ fn spec() -> Spec {
 fn start_sync(
     lib: &Arc<Library>,
     finishing: &StdArc<AtomicBool>,
+    deadline: Deadline,
 ) -> (
     thread::JoinHandle<Result<(), ApiError>>,
     thread::JoinHandle<()>,
@@ -37,7 +38,7 @@ fn start_sync(
         }
     });
     let call_lib = lib.clone();
-    let call = thread::spawn(move || api::buf_sync(&call_lib, BUF, &jobs));
+    let call = thread::spawn(move || api::buf_sync(&call_lib, BUF, &jobs, deadline));
     (call, copier)
 }
 
@@ -61,7 +62,7 @@ fn timed_out_copy_keeps_deregister_busy_until_it_finishes() {
             let lib = Arc::new(Library::new());
             let probe = api::init(&lib, &spec()).unwrap();
             let finishing = StdArc::new(AtomicBool::new(false));
-            let (call, copier) = start_sync(&lib, &finishing);
+            let (call, copier) = start_sync(&lib, &finishing, Deadline::AnyTime);
 
             let removed = api::deregister(&lib, BUF);
             let finishing_when_removed = finishing.load(Ordering::SeqCst);
@@ -117,7 +118,7 @@ fn timed_out_copy_outlives_shutdown() {
             let lib = Arc::new(Library::new());
             let probe = api::init(&lib, &spec()).unwrap();
             let finishing = StdArc::new(AtomicBool::new(false));
-            let (call, copier) = start_sync(&lib, &finishing);
+            let (call, copier) = start_sync(&lib, &finishing, Deadline::AnyTime);
 
             assert!(api::shutdown(&lib));
             let synced = call.join().unwrap();
@@ -128,6 +129,38 @@ fn timed_out_copy_outlives_shutdown() {
                 other => panic!("sync: {other:?}"),
             });
             copier.join().unwrap();
+            probe.assert_all_released_once();
+        },
+    );
+}
+
+/// A call that waits for its copy (the deadline never passes) is woken by `finish` (loom reports
+/// a deadlock if it is not), gets `Ok`, and keeps deregister Busy until it returns.
+#[test]
+fn finished_copy_wakes_the_waiting_call() {
+    check(
+        "finished_copy_wakes_the_waiting_call",
+        2,
+        &["removed first", "busy, sync finished"],
+        |seen| {
+            let lib = Arc::new(Library::new());
+            let probe = api::init(&lib, &spec()).unwrap();
+            let finishing = StdArc::new(AtomicBool::new(false));
+            let (call, copier) = start_sync(&lib, &finishing, Deadline::AfterTheCopy);
+
+            let removed = api::deregister(&lib, BUF);
+            let synced = call.join().unwrap();
+            copier.join().unwrap();
+            match (removed, synced) {
+                (Ok(()), Err(ApiError::BufNotRegistered)) => seen.record("removed first"),
+                (Ok(()), Ok(())) => seen.record("removed after the sync"),
+                (Err(ApiError::Busy), Ok(())) => {
+                    seen.record("busy, sync finished");
+                    assert_eq!(api::deregister(&lib, BUF), Ok(()));
+                }
+                other => panic!("unexpected outcome {other:?}"),
+            }
+            assert!(api::shutdown(&lib));
             probe.assert_all_released_once();
         },
     );

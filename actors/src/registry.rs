@@ -285,4 +285,15 @@ mod tests {
         assert_eq!(reg.remove(0x1000).err(), Some(RemoveError::NotRegistered));
         assert!(reg.is_empty());
     }
+
+    #[test]
+    fn pending_guard_keeps_exactly_one_reference() {
+        let e = Entry::new(0x2000, 8, ());
+        let pending = Entry::try_use(&e).unwrap().into_pending();
+        assert_eq!(Arc::strong_count(&e), 2);
+        assert_eq!((e.uses(), e.pending()), (0, 1));
+        drop(pending);
+        assert_eq!(Arc::strong_count(&e), 1, "the registration leaked");
+        assert_eq!((e.uses(), e.pending()), (0, 0));
+    }
 }

@@ -20,6 +20,11 @@ pub struct Resource {
     frees: AtomicUsize,
 }
 
+// SAFETY: `bytes` is only reached through loom's `UnsafeCell::with`/`with_mut`, which loom checks
+// for conflicting concurrent access (that is the point of the double); the rest are atomics. The
+// real resources are shared between threads the same way, so the double must be `Sync` too.
+unsafe impl Sync for Resource {}
+
 impl Resource {
     pub fn new(what: &'static str) -> StdArc<Resource> {
         StdArc::new(Resource {

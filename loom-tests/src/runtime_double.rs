@@ -23,6 +23,7 @@ use hipobj_actors::sync::channel::Sender;
 use hipobj_actors::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc as StdArc;
+use std::time::{Duration, Instant};
 
 use crate::resource::Resource;
 
@@ -40,6 +41,30 @@ pub enum ApiError {
     StagingTimedOut,
     /// The copier is gone or the copy failed (hipObjInternalError).
     Internal,
+}
+
+/// Which step of a call refused it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// No published instance.
+    Instance,
+    /// The registry: not registered, retired or pending.
+    Buffer,
+    /// The pool: busy or closed.
+    Connection,
+}
+
+/// A refused call: the API's answer and the step that gave it (for the models' coverage).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Refused {
+    pub answer: ApiError,
+    pub stage: Stage,
+}
+
+impl Refused {
+    fn at(stage: Stage) -> impl FnOnce(ApiError) -> Refused {
+        move |answer| Refused { answer, stage }
+    }
 }
 
 /// A registration's payload.
@@ -212,18 +237,20 @@ pub struct Transfer {
 
 impl Transfer {
     /// Start a transfer on the buffer based at `base`, as `hipObjGet`/`hipObjPut` do.
-    pub fn begin(lib: &Library, base: usize) -> Result<Transfer, ApiError> {
-        let scope = CallScope::enter(lib)?;
-        let use_guard = scope.use_buffer(base)?;
+    pub fn begin(lib: &Library, base: usize) -> Result<Transfer, Refused> {
+        let scope = CallScope::enter(lib).map_err(Refused::at(Stage::Instance))?;
+        let use_guard = scope.use_buffer(base).map_err(Refused::at(Stage::Buffer))?;
         let wait = if callback::in_callback() {
             Wait::No
         } else {
             Wait::Block
         };
-        let lease = Pool::acquire(&scope.runtime.pool, wait).map_err(|e| match e {
-            AcquireError::Busy => ApiError::Busy,
-            AcquireError::Closed => ApiError::NotInitialized,
-        })?;
+        let lease = Pool::acquire(&scope.runtime.pool, wait)
+            .map_err(|e| match e {
+                AcquireError::Busy => ApiError::Busy,
+                AcquireError::Closed => ApiError::NotInitialized,
+            })
+            .map_err(Refused::at(Stage::Connection))?;
         Ok(Transfer {
             lease: Some(lease),
             use_guard: Some(use_guard),
@@ -265,6 +292,11 @@ impl Drop for Transfer {
 
 /// A whole `hipObjGet`/`hipObjPut`: the instance's generation on success.
 pub fn transfer(lib: &Library, base: usize) -> Result<u32, ApiError> {
+    transfer_explained(lib, base).map_err(|r| r.answer)
+}
+
+/// [`transfer`], saying which step refused it.
+pub fn transfer_explained(lib: &Library, base: usize) -> Result<u32, Refused> {
     let call = Transfer::begin(lib, base)?;
     call.run();
     Ok(call.generation())
@@ -293,14 +325,38 @@ pub struct CopyJob {
 impl CopyJob {
     /// The copier: write the staging memory, then report the end of the copy.
     pub fn run(self) {
+        self.copy();
+        self.finish();
+    }
+
+    /// The copy itself: writes the staging memory.
+    pub fn copy(&self) {
         self.staging.write();
+    }
+
+    /// Report the end of the copy (after which the staging memory may go).
+    pub fn finish(self) {
         self.ticket.finish(Ok(()));
     }
 }
 
-/// `hipObjBufSync` on a staged buffer, whose deadline passes at an arbitrary point: the copy has
-/// either finished by then (`Ok`) or not (`StagingTimedOut`, and the copy keeps running).
-pub fn buf_sync(lib: &Library, base: usize, copier: &Sender<CopyJob>) -> Result<(), ApiError> {
+/// When a staging call's deadline passes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deadline {
+    /// At an arbitrary point (loom picks): the copy may or may not have finished by then.
+    AnyTime,
+    /// Not before the copy finishes: the call waits in [`Ticket::wait_until`].
+    AfterTheCopy,
+}
+
+/// `hipObjBufSync` on a staged buffer: `Ok` if the copy finished by the deadline, else
+/// `StagingTimedOut` and the copy keeps running.
+pub fn buf_sync(
+    lib: &Library,
+    base: usize,
+    copier: &Sender<CopyJob>,
+    deadline: Deadline,
+) -> Result<(), ApiError> {
     let scope = CallScope::enter(lib)?;
     let use_guard = scope.use_buffer(base)?;
     let ticket = Ticket::new();
@@ -311,10 +367,31 @@ pub fn buf_sync(lib: &Library, base: usize, copier: &Sender<CopyJob>) -> Result<
     if copier.send(job).is_err() {
         return Err(ApiError::Internal);
     }
-    let (outcome, _use_guard_back) = ticket.abandon(use_guard);
+    let (outcome, _use_guard_back) = match deadline {
+        Deadline::AnyTime => ticket.abandon(use_guard),
+        Deadline::AfterTheCopy => {
+            // Far enough that it never passes in a model; loom has no time, so the wait ends only
+            // when `finish` notifies.
+            let far = Instant::now() + Duration::from_secs(3600);
+            ticket.wait_until(far, use_guard)
+        }
+    };
     match outcome {
         Outcome::Finished(Ok(())) => Ok(()),
         Outcome::Finished(Err(_)) => Err(ApiError::Internal),
         Outcome::TimedOut => Err(ApiError::StagingTimedOut),
     }
+}
+
+/// loom's `thread::spawn` does not require `Send`, so the compiler checks here what the models
+/// move between threads and share.
+#[allow(dead_code)]
+fn shared_between_threads() {
+    fn send<T: Send>() {}
+    fn send_sync<T: Send + Sync>() {}
+    send::<Transfer>();
+    send::<CopyJob>();
+    send::<Refused>();
+    send_sync::<Runtime>();
+    send_sync::<Library>();
 }

@@ -1,1 +1,3 @@
-fn main() {}
+fn main() {
+    let _ = s3s::service::S3ServiceBuilder::new;
+}

@@ -9,4 +9,5 @@ pub mod ffi;
 pub mod reply;
 pub mod runtime;
 pub mod token;
+pub mod verbs;
 pub mod version;

@@ -1,0 +1,31 @@
+//! RDMA verbs over a run-time loaded libibverbs (`libibverbs.so.1`, never linked).
+//!
+//! - [`Lib`]: the function-pointer table (`loader`), loaded once, cached only on success.
+//! - [`list_devices`], [`pci_distance`]: NIC candidates and their distance to a GPU.
+//! - [`Device`]: an opened context + PD, its first ACTIVE port and best GID (`select`).
+//! - [`Mr`], [`RcQp`]: registrations and RC queue pairs, which hold their `Arc<Device>`; each
+//!   `Drop` calls one destroy verb, so teardown order follows from reference counts.
+//!
+//! `sys` holds the hand-written `#[repr(C)]` verbs.h types; a unit test checks their layout
+//! against the installed header.
+
+mod device;
+mod error;
+mod loader;
+mod mr;
+mod qp;
+mod select;
+mod sys;
+
+#[cfg(test)]
+mod layout_tests;
+
+pub use device::{list_devices, Device, DeviceCaps, DeviceInfo, Mtu, PortInfo};
+pub use error::VerbsError;
+pub use loader::Lib;
+pub use mr::{Access, Mr};
+pub use qp::{
+    wc_status_name, Completion, QpCaps, RcQp, RdmaOp, RtrParams, RtsParams, MAX_PSN, WC_RDMA_READ,
+    WC_RDMA_WRITE, WC_RETRY_EXC_ERR, WC_SUCCESS, WC_WR_FLUSH_ERR,
+};
+pub use select::{pci_distance, GidKind};

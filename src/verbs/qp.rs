@@ -1,0 +1,563 @@
+//! RC queue pairs: `RcQp` (one QP with its own CQ), its state transitions, RDMA WRITE/READ posts
+//! and completion polling. `ibv_post_send` and `ibv_poll_cq` are `static inline` in verbs.h, so
+//! they are called through `ibv_context->ops`, as the header does.
+
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use super::device::{Device, Mtu};
+use super::error::VerbsError;
+use super::mr::{Access, Mr};
+use super::sys;
+
+/// Largest packet sequence number (24 bits).
+pub const MAX_PSN: u32 = 0x00ff_ffff;
+
+/// `IBV_WC_RDMA_WRITE` and `IBV_WC_RDMA_READ`, the `Completion::opcode` of this module's posts.
+pub const WC_RDMA_WRITE: u32 = 1;
+pub const WC_RDMA_READ: u32 = 2;
+/// `IBV_WC_SUCCESS`, `IBV_WC_WR_FLUSH_ERR`, `IBV_WC_RETRY_EXC_ERR`.
+pub const WC_SUCCESS: u32 = 0;
+pub const WC_WR_FLUSH_ERR: u32 = 5;
+pub const WC_RETRY_EXC_ERR: u32 = 12;
+
+/// Work-request and completion-queue sizes of a new QP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpCaps {
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    /// CQ entries; keep it >= the signaled work requests that can be outstanding.
+    pub cq_depth: u32,
+}
+
+/// RTR attributes. The address vector is always global (GRH): `dgid = dest_gid`, `sgid_index` =
+/// the device's GID index, `hop_limit` 64, `port_num` = the device's port, `dlid` 0, `sl` 0.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RtrParams {
+    pub dest_qp_num: u32,
+    pub dest_gid: [u8; 16],
+    /// Expected first PSN from the peer (24 bits).
+    pub rq_psn: u32,
+    pub path_mtu: Mtu,
+    pub max_dest_rd_atomic: u8,
+    pub min_rnr_timer: u8,
+}
+
+/// RTS attributes. There is no default: `retry_cnt` 7 means "retry forever" on rxe
+/// (PAIRING-FINDINGS.md) and is rejected.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RtsParams {
+    /// First PSN sent (24 bits).
+    pub sq_psn: u32,
+    /// Local ACK timeout exponent: 4.096 µs * 2^timeout (0..=31).
+    pub timeout: u8,
+    /// Transport retries, 0..=6.
+    pub retry_cnt: u8,
+    /// RNR retries, 0..=7 (7 = infinite, per the IBA spec).
+    pub rnr_retry: u8,
+    pub max_rd_atomic: u8,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum RdmaOp {
+    /// Local memory -> remote memory.
+    Write,
+    /// Remote memory -> local memory.
+    Read,
+}
+
+/// One work completion.
+#[derive(Clone, Copy, Debug)]
+pub struct Completion {
+    pub wr_id: u64,
+    /// `enum ibv_wc_status`; 0 = success (see [`wc_status_name`]).
+    pub status: u32,
+    /// `enum ibv_wc_opcode` (valid only for successful completions).
+    pub opcode: u32,
+    pub byte_len: u32,
+    pub vendor_err: u32,
+}
+
+impl Completion {
+    pub fn is_success(&self) -> bool {
+        self.status == WC_SUCCESS
+    }
+}
+
+/// The name of an `ibv_wc_status` value (as `ibv_wc_status_str` would give, for logs).
+pub fn wc_status_name(status: u32) -> &'static str {
+    const NAMES: [&str; 24] = [
+        "success",
+        "local length error",
+        "local QP operation error",
+        "local EE context operation error",
+        "local protection error",
+        "Work Request Flushed Error",
+        "memory management operation error",
+        "bad response error",
+        "local access error",
+        "remote invalid request error",
+        "remote access error",
+        "remote operation error",
+        "transport retry counter exceeded",
+        "RNR retry counter exceeded",
+        "local RDD violation error",
+        "remote invalid RD request",
+        "aborted error",
+        "invalid EE context number",
+        "invalid EE context state",
+        "fatal error",
+        "response timeout error",
+        "general error",
+        "TM error",
+        "TM rendezvous incomplete",
+    ];
+    usize::try_from(status)
+        .ok()
+        .and_then(|i| NAMES.get(i))
+        .copied()
+        .unwrap_or("unknown")
+}
+
+/// A completion queue; `Drop` destroys it (after the QP using it, see `RcQp`).
+struct Cq {
+    cq: NonNull<sys::ibv_cq>,
+    device: Arc<Device>,
+}
+
+impl Drop for Cq {
+    fn drop(&mut self) {
+        // SAFETY: created in `create_rc_qp`, destroyed once, after its QP (field order in RcQp).
+        let rc = unsafe { (self.device.lib().destroy_cq)(self.cq.as_ptr()) };
+        if rc != 0 {
+            let e = VerbsError::from_rc("ibv_destroy_cq", rc, "");
+            tracing::warn!(error = %e, "destroying a completion queue failed");
+        }
+    }
+}
+
+/// An RC queue pair with its own CQ (used for send and receive completions). Holds its
+/// `Device`. `Drop` destroys the QP, then the CQ.
+pub struct RcQp {
+    qp: NonNull<sys::ibv_qp>,
+    qp_num: u32,
+    // Dropped after `RcQp::drop` has destroyed the QP.
+    cq: Cq,
+    device: Arc<Device>,
+}
+
+// SAFETY: libibverbs lets any thread use a QP and CQ (verbs(7), thread safety), so moving the
+// owner to another thread is sound. `RcQp` is deliberately not `Sync`: posting and polling take
+// `&mut self`, so only the thread that owns it (its worker) touches it.
+unsafe impl Send for RcQp {}
+
+impl std::fmt::Debug for RcQp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RcQp")
+            .field("qp_num", &format_args!("{:#x}", self.qp_num))
+            .finish()
+    }
+}
+
+impl Device {
+    /// Creates an RC QP (one SGE per work request, no inline data, completions only for
+    /// signaled work requests) with its own CQ of `caps.cq_depth` entries, in RESET.
+    pub fn create_rc_qp(self: &Arc<Self>, caps: QpCaps) -> Result<RcQp, VerbsError> {
+        let Ok(cqe) = libc::c_int::try_from(caps.cq_depth) else {
+            return Err(VerbsError::invalid(
+                "ibv_create_cq",
+                "cq_depth out of range",
+            ));
+        };
+        if cqe < 1 {
+            return Err(VerbsError::invalid(
+                "ibv_create_cq",
+                "cq_depth must be at least 1",
+            ));
+        }
+        let lib = self.lib();
+        // SAFETY: live context; no completion channel, no CQ context.
+        let cq = unsafe {
+            (lib.create_cq)(
+                self.ctx.ctx.as_ptr(),
+                cqe,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        let Some(cq) = NonNull::new(cq) else {
+            return Err(VerbsError::last_os(
+                "ibv_create_cq",
+                format!("{cqe} entries"),
+            ));
+        };
+        let cq = Cq {
+            cq,
+            device: Arc::clone(self),
+        };
+        let mut init = sys::ibv_qp_init_attr {
+            qp_context: std::ptr::null_mut(),
+            send_cq: cq.cq.as_ptr(),
+            recv_cq: cq.cq.as_ptr(),
+            srq: std::ptr::null_mut(),
+            cap: sys::ibv_qp_cap {
+                max_send_wr: caps.max_send_wr,
+                max_recv_wr: caps.max_recv_wr,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+            },
+            qp_type: sys::IBV_QPT_RC,
+            sq_sig_all: 0,
+        };
+        // SAFETY: live PD and CQ; `init` is a valid ibv_qp_init_attr.
+        let qp = unsafe { (lib.create_qp)(self.pd.as_ptr(), &mut init) };
+        let Some(qp) = NonNull::new(qp) else {
+            return Err(VerbsError::last_os(
+                "ibv_create_qp",
+                format!(
+                    "RC, {} send / {} recv work requests",
+                    caps.max_send_wr, caps.max_recv_wr
+                ),
+            ));
+        };
+        // SAFETY: the QP was just created; qp_num is set by libibverbs and never changes.
+        let qp_num = unsafe { (*qp.as_ptr()).qp_num };
+        tracing::debug!(device = %self.name(), qp_num, "RC QP created");
+        Ok(RcQp {
+            qp,
+            qp_num,
+            cq,
+            device: Arc::clone(self),
+        })
+    }
+}
+
+fn check_psn(verb_step: &'static str, what: &str, psn: u32) -> Result<(), VerbsError> {
+    if psn > MAX_PSN {
+        return Err(VerbsError::invalid(
+            verb_step,
+            format!("{what} {psn:#x} exceeds 24 bits"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_max(verb_step: &'static str, what: &str, value: u8, max: u8) -> Result<(), VerbsError> {
+    if value > max {
+        return Err(VerbsError::invalid(
+            verb_step,
+            format!("{what} {value} exceeds {max}"),
+        ));
+    }
+    Ok(())
+}
+
+impl RcQp {
+    pub fn qp_num(&self) -> u32 {
+        self.qp_num
+    }
+
+    /// The device the QP was created on.
+    pub fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+
+    fn modify(
+        &mut self,
+        attr: &mut sys::ibv_qp_attr,
+        mask: libc::c_int,
+        step: &str,
+    ) -> Result<(), VerbsError> {
+        // SAFETY: live QP; `attr` is a valid ibv_qp_attr whose masked fields are set.
+        let rc = unsafe { (self.device.lib().modify_qp)(self.qp.as_ptr(), attr, mask) };
+        if rc != 0 {
+            return Err(VerbsError::from_rc(
+                "ibv_modify_qp",
+                rc,
+                format!("QP {:#x} to {step}", self.qp_num),
+            ));
+        }
+        Ok(())
+    }
+
+    /// RESET -> INIT: pkey index 0, the device's port, remote `access`.
+    pub fn to_init(&mut self, access: Access) -> Result<(), VerbsError> {
+        let mut attr = sys::ibv_qp_attr {
+            qp_state: sys::IBV_QPS_INIT,
+            pkey_index: 0,
+            port_num: self.device.port().port,
+            qp_access_flags: access.bits(),
+            ..Default::default()
+        };
+        let mask = sys::IBV_QP_STATE
+            | sys::IBV_QP_PKEY_INDEX
+            | sys::IBV_QP_PORT
+            | sys::IBV_QP_ACCESS_FLAGS;
+        self.modify(&mut attr, mask, "INIT")
+    }
+
+    /// INIT -> RTR, aimed at `p.dest_qp_num` / `p.dest_gid` (global address vector, hop limit 64).
+    pub fn to_rtr(&mut self, p: &RtrParams) -> Result<(), VerbsError> {
+        check_psn("ibv_modify_qp", "rq_psn", p.rq_psn)?;
+        check_max("ibv_modify_qp", "min_rnr_timer", p.min_rnr_timer, 31)?;
+        if p.dest_qp_num > MAX_PSN {
+            return Err(VerbsError::invalid(
+                "ibv_modify_qp",
+                format!("dest_qp_num {:#x} exceeds 24 bits", p.dest_qp_num),
+            ));
+        }
+        let port = self.device.port();
+        let mut attr = sys::ibv_qp_attr {
+            qp_state: sys::IBV_QPS_RTR,
+            path_mtu: p.path_mtu as u32,
+            dest_qp_num: p.dest_qp_num,
+            rq_psn: p.rq_psn,
+            max_dest_rd_atomic: p.max_dest_rd_atomic,
+            min_rnr_timer: p.min_rnr_timer,
+            ah_attr: sys::ibv_ah_attr {
+                grh: sys::ibv_global_route {
+                    dgid: sys::ibv_gid { raw: p.dest_gid },
+                    flow_label: 0,
+                    sgid_index: port.gid_index,
+                    hop_limit: 64,
+                    traffic_class: 0,
+                },
+                dlid: 0,
+                sl: 0,
+                src_path_bits: 0,
+                static_rate: 0,
+                is_global: 1,
+                port_num: port.port,
+            },
+            ..Default::default()
+        };
+        let mask = sys::IBV_QP_STATE
+            | sys::IBV_QP_AV
+            | sys::IBV_QP_PATH_MTU
+            | sys::IBV_QP_DEST_QPN
+            | sys::IBV_QP_RQ_PSN
+            | sys::IBV_QP_MAX_DEST_RD_ATOMIC
+            | sys::IBV_QP_MIN_RNR_TIMER;
+        self.modify(&mut attr, mask, "RTR")
+    }
+
+    /// RTR -> RTS. `retry_cnt` must be 0..=6 (7 retries forever on rxe).
+    pub fn to_rts(&mut self, p: &RtsParams) -> Result<(), VerbsError> {
+        check_psn("ibv_modify_qp", "sq_psn", p.sq_psn)?;
+        check_max("ibv_modify_qp", "timeout", p.timeout, 31)?;
+        check_max(
+            "ibv_modify_qp",
+            "retry_cnt (7 retries forever on rxe)",
+            p.retry_cnt,
+            6,
+        )?;
+        check_max("ibv_modify_qp", "rnr_retry", p.rnr_retry, 7)?;
+        let mut attr = sys::ibv_qp_attr {
+            qp_state: sys::IBV_QPS_RTS,
+            sq_psn: p.sq_psn,
+            timeout: p.timeout,
+            retry_cnt: p.retry_cnt,
+            rnr_retry: p.rnr_retry,
+            max_rd_atomic: p.max_rd_atomic,
+            ..Default::default()
+        };
+        let mask = sys::IBV_QP_STATE
+            | sys::IBV_QP_SQ_PSN
+            | sys::IBV_QP_TIMEOUT
+            | sys::IBV_QP_RETRY_CNT
+            | sys::IBV_QP_RNR_RETRY
+            | sys::IBV_QP_MAX_QP_RD_ATOMIC;
+        self.modify(&mut attr, mask, "RTS")
+    }
+
+    /// Any state -> ERR: outstanding work requests complete with `WC_WR_FLUSH_ERR`.
+    pub fn to_error(&mut self) -> Result<(), VerbsError> {
+        let mut attr = sys::ibv_qp_attr {
+            qp_state: sys::IBV_QPS_ERR,
+            ..Default::default()
+        };
+        self.modify(&mut attr, sys::IBV_QP_STATE, "ERR")
+    }
+
+    /// Posts one RDMA WRITE (`local` -> remote) or READ (remote -> `local`) of `len` bytes at
+    /// `local_offset` of `local`. `local` must be registered on this QP's device, the range must
+    /// lie inside it, and `len` must not exceed the port's `max_msg_sz`.
+    #[allow(clippy::too_many_arguments)] // the contract's signature
+    pub fn post_rdma(
+        &mut self,
+        op: RdmaOp,
+        wr_id: u64,
+        local: &Mr,
+        local_offset: usize,
+        len: u32,
+        remote_addr: u64,
+        rkey: u32,
+        signaled: bool,
+    ) -> Result<(), VerbsError> {
+        const VERB: &str = "ibv_post_send";
+        if !Arc::ptr_eq(&local.device, &self.device) {
+            return Err(VerbsError::invalid(
+                VERB,
+                "local MR is registered on another device",
+            ));
+        }
+        let len_usize = usize::try_from(len).unwrap_or(usize::MAX);
+        let in_range =
+            matches!(local_offset.checked_add(len_usize), Some(end) if end <= local.len());
+        if !in_range {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!(
+                    "{len} bytes at offset {local_offset} exceed the {}-byte MR",
+                    local.len()
+                ),
+            ));
+        }
+        let max_msg_sz = self.device.port().max_msg_sz;
+        if len > max_msg_sz {
+            return Err(VerbsError::new(
+                VERB,
+                libc::EMSGSIZE,
+                format!("{len} bytes > max_msg_sz {max_msg_sz}"),
+            ));
+        }
+        let Some(local_addr) = local.addr().checked_add(local_offset) else {
+            return Err(VerbsError::invalid(VERB, "local address overflows"));
+        };
+        let mut sge = sys::ibv_sge {
+            addr: local_addr as u64,
+            length: len,
+            lkey: local.lkey(),
+        };
+        let mut wr = sys::ibv_send_wr {
+            wr_id,
+            next: std::ptr::null_mut(),
+            sg_list: &mut sge,
+            num_sge: 1,
+            opcode: match op {
+                RdmaOp::Write => sys::IBV_WR_RDMA_WRITE,
+                RdmaOp::Read => sys::IBV_WR_RDMA_READ,
+            },
+            send_flags: if signaled { sys::IBV_SEND_SIGNALED } else { 0 },
+            imm_data: 0,
+            wr: sys::ibv_send_wr_wr {
+                rdma: sys::ibv_send_wr_rdma { remote_addr, rkey },
+            },
+            qp_type: 0,
+            _bind_mw_or_tso: [0; 6],
+        };
+        let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
+        let qp = self.qp.as_ptr();
+        // SAFETY: live QP; its context pointer is set by libibverbs at creation and stays valid
+        // while the device is open (we hold it). `ops.post_send` is what verbs.h's inline
+        // ibv_post_send calls.
+        let post_send = unsafe { (*(*qp).context).ops.post_send };
+        let Some(post_send) = post_send else {
+            return Err(VerbsError::new(
+                VERB,
+                libc::ENOSYS,
+                "provider has no post_send",
+            ));
+        };
+        // SAFETY: `wr` and `sge` are valid for the call (the provider copies them into its send
+        // queue); the local range lies inside a live MR of this device (checked above).
+        let rc = unsafe { post_send(qp, &mut wr, &mut bad) };
+        if rc != 0 {
+            return Err(VerbsError::from_rc(
+                VERB,
+                rc,
+                format!("{op:?} of {len} bytes on QP {:#x}", self.qp_num),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Non-blocking poll: appends up to `max` completions to `out` and returns how many.
+    pub fn poll(&mut self, max: usize, out: &mut Vec<Completion>) -> Result<usize, VerbsError> {
+        const BATCH: usize = 16;
+        let mut wc = [sys::ibv_wc::default(); BATCH];
+        let cq = self.cq.cq.as_ptr();
+        // SAFETY: live CQ; its context pointer is valid while the device is open. `ops.poll_cq`
+        // is what verbs.h's inline ibv_poll_cq calls.
+        let poll_cq = unsafe { (*(*cq).context).ops.poll_cq };
+        let Some(poll_cq) = poll_cq else {
+            return Err(VerbsError::new(
+                "ibv_poll_cq",
+                libc::ENOSYS,
+                "provider has no poll_cq",
+            ));
+        };
+        let mut total = 0;
+        while total < max {
+            let want = (max - total).min(BATCH);
+            // SAFETY: `wc` has room for `want` (<= BATCH) entries.
+            let n = unsafe { poll_cq(cq, want as libc::c_int, wc.as_mut_ptr()) };
+            if n < 0 {
+                return Err(VerbsError::from_rc(
+                    "ibv_poll_cq",
+                    n,
+                    format!("QP {:#x}", self.qp_num),
+                ));
+            }
+            let n = usize::try_from(n).unwrap_or(0).min(want);
+            out.extend(wc[..n].iter().map(|w| Completion {
+                wr_id: w.wr_id,
+                status: w.status,
+                opcode: w.opcode,
+                byte_len: w.byte_len,
+                vendor_err: w.vendor_err,
+            }));
+            total += n;
+            if n < want {
+                break;
+            }
+        }
+        Ok(total)
+    }
+}
+
+impl Drop for RcQp {
+    fn drop(&mut self) {
+        // SAFETY: created in `create_rc_qp`, destroyed exactly once; the CQ is destroyed after
+        // (field drop order).
+        let rc = unsafe { (self.device.lib().destroy_qp)(self.qp.as_ptr()) };
+        if rc != 0 {
+            let e = VerbsError::from_rc("ibv_destroy_qp", rc, "");
+            tracing::warn!(qp_num = self.qp_num, error = %e, "destroying a queue pair failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wc_status_names() {
+        assert_eq!(wc_status_name(WC_SUCCESS), "success");
+        assert_eq!(
+            wc_status_name(WC_WR_FLUSH_ERR),
+            "Work Request Flushed Error"
+        );
+        assert_eq!(
+            wc_status_name(WC_RETRY_EXC_ERR),
+            "transport retry counter exceeded"
+        );
+        assert_eq!(wc_status_name(23), "TM rendezvous incomplete");
+        assert_eq!(wc_status_name(24), "unknown");
+        assert_eq!(wc_status_name(u32::MAX), "unknown");
+    }
+
+    #[test]
+    fn parameter_checks() {
+        assert!(check_psn("v", "psn", MAX_PSN).is_ok());
+        assert_eq!(
+            check_psn("v", "psn", MAX_PSN + 1).map_err(|e| e.errno),
+            Err(libc::EINVAL)
+        );
+        assert!(check_max("v", "retry_cnt", 6, 6).is_ok());
+        assert!(check_max("v", "retry_cnt", 7, 6).is_err());
+    }
+}

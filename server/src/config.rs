@@ -72,7 +72,9 @@ impl fmt::Display for ConfigError {
             ConfigError::NeedsValue(flag) => write!(f, "flag {flag} needs a value"),
             ConfigError::BadValue { flag, value } => write!(f, "bad value {value:?} for {flag}"),
             ConfigError::Unknown(arg) => write!(f, "unknown argument {arg:?}\n\n{USAGE}"),
-            ConfigError::HalfCredentials => f.write_str("--access-key and --secret-key go together"),
+            ConfigError::HalfCredentials => {
+                f.write_str("--access-key and --secret-key go together")
+            }
         }
     }
 }
@@ -121,7 +123,9 @@ impl Config {
             let mut value = || -> Result<String, ConfigError> {
                 match &inline {
                     Some(v) => Ok(v.clone()),
-                    None => it.next().ok_or_else(|| ConfigError::NeedsValue(flag.clone())),
+                    None => it
+                        .next()
+                        .ok_or_else(|| ConfigError::NeedsValue(flag.clone())),
                 }
             };
             match flag.as_str() {
@@ -159,13 +163,19 @@ impl Config {
 }
 
 fn parse_value<T: std::str::FromStr>(flag: &str, value: String) -> Result<T, ConfigError> {
-    value.parse::<T>().map_err(|_| ConfigError::BadValue { flag: flag.to_string(), value })
+    value.parse::<T>().map_err(|_| ConfigError::BadValue {
+        flag: flag.to_string(),
+        value,
+    })
 }
 
 fn positive(flag: &str, value: String) -> Result<usize, ConfigError> {
     match value.parse::<usize>() {
         Ok(n) if n > 0 => Ok(n),
-        _ => Err(ConfigError::BadValue { flag: flag.to_string(), value }),
+        _ => Err(ConfigError::BadValue {
+            flag: flag.to_string(),
+            value,
+        }),
     }
 }
 
@@ -210,7 +220,13 @@ mod tests {
             Config::parse(args("--listen 127.0.0.1:1 --data-dir /x --access-key a")).unwrap_err(),
             ConfigError::HalfCredentials
         );
-        assert!(matches!(Config::parse(args("--bogus 1")), Err(ConfigError::Unknown(_))));
-        assert_eq!(Config::parse(args("--listen")).unwrap_err(), ConfigError::NeedsValue("--listen".into()));
+        assert!(matches!(
+            Config::parse(args("--bogus 1")),
+            Err(ConfigError::Unknown(_))
+        ));
+        assert_eq!(
+            Config::parse(args("--listen")).unwrap_err(),
+            ConfigError::NeedsValue("--listen".into())
+        );
     }
 }

@@ -75,7 +75,10 @@ fn with_reply(mut err: S3Error, status: u16, reply: &Reply, stats: &Stats) -> S3
         err.set_status_code(status);
     }
     let mut headers = http::HeaderMap::new();
-    headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/xml"));
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/xml"),
+    );
     // The encoded reply is ASCII (digits, ':' and hex) by construction.
     if let Ok(v) = http::HeaderValue::from_str(&reply.encode()) {
         headers.insert(RDMA_REPLY, v);
@@ -102,9 +105,15 @@ mod tests {
         ] {
             let e = rejected(code, &stats);
             assert_eq!(e.status_code().map(|s| s.as_u16()), Some(n));
-            let reply = e.headers().and_then(|h| h.get(RDMA_REPLY)).expect("reply header");
+            let reply = e
+                .headers()
+                .and_then(|h| h.get(RDMA_REPLY))
+                .expect("reply header");
             assert_eq!(reply.as_bytes(), format!("{n}").as_bytes());
-            assert_eq!(Reply::parse(reply.as_bytes()), Ok(Reply::Code(i32::from(n))));
+            assert_eq!(
+                Reply::parse(reply.as_bytes()),
+                Ok(Reply::Code(i32::from(n)))
+            );
         }
         assert!(stats.to_json().contains("\"replies_503\":1"));
     }
@@ -123,7 +132,10 @@ mod tests {
         };
         let e = pairing_needed(t, &Stats::default());
         assert_eq!(e.status_code().map(|s| s.as_u16()), Some(428));
-        let reply = e.headers().and_then(|h| h.get(RDMA_REPLY)).expect("reply header");
+        let reply = e
+            .headers()
+            .and_then(|h| h.get(RDMA_REPLY))
+            .expect("reply header");
         assert_eq!(Reply::parse(reply.as_bytes()), Ok(Reply::PairingNeeded(t)));
     }
 }

@@ -34,7 +34,11 @@ pub struct HipobjS3 {
 
 impl HipobjS3 {
     pub fn new(storage: Arc<Storage>, rdma: Option<Arc<RdmaWorkers>>, stats: Arc<Stats>) -> Self {
-        HipobjS3 { storage, rdma, stats }
+        HipobjS3 {
+            storage,
+            rdma,
+            stats,
+        }
     }
 
     /// Run a blocking storage call off the executor.
@@ -51,7 +55,7 @@ impl HipobjS3 {
     }
 
     /// `Some(job result)` when the request carries a token; `None` for plain S3.
-    async fn token_request<T>(
+    async fn token_request(
         &self,
         headers: &http::HeaderMap,
         bucket: &str,
@@ -68,12 +72,23 @@ impl HipobjS3 {
             }
         };
         if token.transport != Transport::Rc {
-            return Some(Err(error::rejected(RejectCode::NotImplemented, &self.stats)));
+            return Some(Err(error::rejected(
+                RejectCode::NotImplemented,
+                &self.stats,
+            )));
         }
         let Some(rdma) = &self.rdma else {
-            return Some(Err(error::rejected(RejectCode::NotImplemented, &self.stats)));
+            return Some(Err(error::rejected(
+                RejectCode::NotImplemented,
+                &self.stats,
+            )));
         };
-        let job = RdmaJob { token, bucket: bucket.to_string(), key: key.to_string(), kind };
+        let job = RdmaJob {
+            token,
+            bucket: bucket.to_string(),
+            key: key.to_string(),
+            kind,
+        };
         Some(Ok(rdma.submit(job).await))
     }
 }
@@ -91,7 +106,12 @@ fn etag(info: &ObjectInfo) -> ETag {
 }
 
 fn content_range(range: &std::ops::Range<u64>, size: u64) -> String {
-    format!("bytes {}-{}/{}", range.start, range.end.saturating_sub(1), size)
+    format!(
+        "bytes {}-{}/{}",
+        range.start,
+        range.end.saturating_sub(1),
+        size
+    )
 }
 
 /// A plain-HTTP GET body: a blocking task reads the file and feeds a small channel.
@@ -137,25 +157,37 @@ fn timestamp(info: &ObjectInfo) -> Timestamp {
 
 #[async_trait::async_trait]
 impl S3 for HipobjS3 {
-    async fn create_bucket(&self, req: S3Request<CreateBucketInput>) -> S3Result<S3Response<CreateBucketOutput>> {
+    async fn create_bucket(
+        &self,
+        req: S3Request<CreateBucketInput>,
+    ) -> S3Result<S3Response<CreateBucketOutput>> {
         let bucket = req.input.bucket;
         self.blocking(move |s| s.create_bucket(&bucket)).await?;
         Ok(S3Response::new(CreateBucketOutput::default()))
     }
 
-    async fn delete_bucket(&self, req: S3Request<DeleteBucketInput>) -> S3Result<S3Response<DeleteBucketOutput>> {
+    async fn delete_bucket(
+        &self,
+        req: S3Request<DeleteBucketInput>,
+    ) -> S3Result<S3Response<DeleteBucketOutput>> {
         let bucket = req.input.bucket;
         self.blocking(move |s| s.delete_bucket(&bucket)).await?;
         Ok(S3Response::new(DeleteBucketOutput::default()))
     }
 
-    async fn head_bucket(&self, req: S3Request<HeadBucketInput>) -> S3Result<S3Response<HeadBucketOutput>> {
+    async fn head_bucket(
+        &self,
+        req: S3Request<HeadBucketInput>,
+    ) -> S3Result<S3Response<HeadBucketOutput>> {
         let bucket = req.input.bucket;
         self.blocking(move |s| s.head_bucket(&bucket)).await?;
         Ok(S3Response::new(HeadBucketOutput::default()))
     }
 
-    async fn list_buckets(&self, _req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
+    async fn list_buckets(
+        &self,
+        _req: S3Request<ListBucketsInput>,
+    ) -> S3Result<S3Response<ListBucketsOutput>> {
         let buckets = self.blocking(|s| s.list_buckets()).await?;
         let buckets = buckets
             .into_iter()
@@ -165,15 +197,28 @@ impl S3 for HipobjS3 {
                 ..Default::default()
             })
             .collect();
-        Ok(S3Response::new(ListBucketsOutput { buckets: Some(buckets), ..Default::default() }))
+        Ok(S3Response::new(ListBucketsOutput {
+            buckets: Some(buckets),
+            ..Default::default()
+        }))
     }
 
-    async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
-        let GetObjectInput { bucket, key, range, .. } = req.input;
+    async fn get_object(
+        &self,
+        req: S3Request<GetObjectInput>,
+    ) -> S3Result<S3Response<GetObjectOutput>> {
+        let GetObjectInput {
+            bucket, key, range, ..
+        } = req.input;
         let kind = JobKind::Get { range };
-        if let Some(result) = self.token_request::<()>(&req.headers, &bucket, &key, kind).await {
+        if let Some(result) = self.token_request(&req.headers, &bucket, &key, kind).await {
             return match result? {
-                RdmaOutcome::Fetched { server, bytes, info, range } => {
+                RdmaOutcome::Fetched {
+                    server,
+                    bytes,
+                    info,
+                    range,
+                } => {
                     let mut headers = reply_headers(&Reply::Done(server));
                     headers.insert(RDMA_BYTES, http::HeaderValue::from(bytes));
                     let output = GetObjectOutput {
@@ -185,7 +230,9 @@ impl S3 for HipobjS3 {
                     };
                     Ok(S3Response::with_headers(output, headers))
                 }
-                RdmaOutcome::PairingNeeded { server } => Err(error::pairing_needed(server, &self.stats)),
+                RdmaOutcome::PairingNeeded { server } => {
+                    Err(error::pairing_needed(server, &self.stats))
+                }
                 RdmaOutcome::Rejected(code) => Err(error::rejected(code, &self.stats)),
                 RdmaOutcome::Stored { .. } => Err(error::rejected(RejectCode::Failed, &self.stats)),
             };
@@ -196,7 +243,9 @@ impl S3 for HipobjS3 {
         let size = object.info.size;
         let selected = match &range {
             None => 0..size,
-            Some(r) => r.check(size).map_err(|_| S3Error::new(S3ErrorCode::InvalidRange))?,
+            Some(r) => r
+                .check(size)
+                .map_err(|_| S3Error::new(S3ErrorCode::InvalidRange))?,
         };
         let len = selected.end - selected.start;
         Stats::bump(&self.stats.http_gets);
@@ -212,9 +261,17 @@ impl S3 for HipobjS3 {
         Ok(S3Response::new(output))
     }
 
-    async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
-        let PutObjectInput { bucket, key, body, .. } = req.input;
-        if let Some(result) = self.token_request::<()>(&req.headers, &bucket, &key, JobKind::Put).await {
+    async fn put_object(
+        &self,
+        req: S3Request<PutObjectInput>,
+    ) -> S3Result<S3Response<PutObjectOutput>> {
+        let PutObjectInput {
+            bucket, key, body, ..
+        } = req.input;
+        if let Some(result) = self
+            .token_request(&req.headers, &bucket, &key, JobKind::Put)
+            .await
+        {
             return match result? {
                 RdmaOutcome::Stored { server, info } => {
                     let output = PutObjectOutput {
@@ -222,11 +279,18 @@ impl S3 for HipobjS3 {
                         size: Some(info.size as i64),
                         ..Default::default()
                     };
-                    Ok(S3Response::with_headers(output, reply_headers(&Reply::Done(server))))
+                    Ok(S3Response::with_headers(
+                        output,
+                        reply_headers(&Reply::Done(server)),
+                    ))
                 }
-                RdmaOutcome::PairingNeeded { server } => Err(error::pairing_needed(server, &self.stats)),
+                RdmaOutcome::PairingNeeded { server } => {
+                    Err(error::pairing_needed(server, &self.stats))
+                }
                 RdmaOutcome::Rejected(code) => Err(error::rejected(code, &self.stats)),
-                RdmaOutcome::Fetched { .. } => Err(error::rejected(RejectCode::Failed, &self.stats)),
+                RdmaOutcome::Fetched { .. } => {
+                    Err(error::rejected(RejectCode::Failed, &self.stats))
+                }
             };
         }
 
@@ -234,11 +298,13 @@ impl S3 for HipobjS3 {
         let mut writer = self.blocking(move |s| s.begin_put(&b, &k)).await?;
         if let Some(mut body) = body {
             while let Some(chunk) = body.next().await {
-                let chunk = chunk.map_err(|e| S3Error::with_source(S3ErrorCode::IncompleteBody, e))?;
-                writer = tokio::task::spawn_blocking(move || writer.write_all(&chunk).map(|()| writer))
-                    .await
-                    .map_err(error::internal)?
-                    .map_err(|e| error::storage_error(StorageError::Io(e)))?;
+                let chunk =
+                    chunk.map_err(|e| S3Error::with_source(S3ErrorCode::IncompleteBody, e))?;
+                writer =
+                    tokio::task::spawn_blocking(move || writer.write_all(&chunk).map(|()| writer))
+                        .await
+                        .map_err(error::internal)?
+                        .map_err(|e| error::storage_error(StorageError::Io(e)))?;
             }
         }
         let info = tokio::task::spawn_blocking(move || writer.commit())
@@ -246,11 +312,18 @@ impl S3 for HipobjS3 {
             .map_err(error::internal)?
             .map_err(error::storage_error)?;
         Stats::bump(&self.stats.http_puts);
-        let output = PutObjectOutput { e_tag: Some(etag(&info)), size: Some(info.size as i64), ..Default::default() };
+        let output = PutObjectOutput {
+            e_tag: Some(etag(&info)),
+            size: Some(info.size as i64),
+            ..Default::default()
+        };
         Ok(S3Response::new(output))
     }
 
-    async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
+    async fn head_object(
+        &self,
+        req: S3Request<HeadObjectInput>,
+    ) -> S3Result<S3Response<HeadObjectOutput>> {
         let HeadObjectInput { bucket, key, .. } = req.input;
         let info = self.blocking(move |s| s.object_info(&bucket, &key)).await?;
         let output = HeadObjectOutput {
@@ -263,26 +336,42 @@ impl S3 for HipobjS3 {
         Ok(S3Response::new(output))
     }
 
-    async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
+    async fn delete_object(
+        &self,
+        req: S3Request<DeleteObjectInput>,
+    ) -> S3Result<S3Response<DeleteObjectOutput>> {
         let DeleteObjectInput { bucket, key, .. } = req.input;
-        self.blocking(move |s| s.delete_object(&bucket, &key)).await?;
+        self.blocking(move |s| s.delete_object(&bucket, &key))
+            .await?;
         Ok(S3Response::new(DeleteObjectOutput::default()))
     }
 
-    async fn list_objects_v2(&self, req: S3Request<ListObjectsV2Input>) -> S3Result<S3Response<ListObjectsV2Output>> {
+    async fn list_objects_v2(
+        &self,
+        req: S3Request<ListObjectsV2Input>,
+    ) -> S3Result<S3Response<ListObjectsV2Output>> {
         let input = req.input;
         let prefix = input.prefix.clone().unwrap_or_default();
         let max_keys = input.max_keys.unwrap_or(1000).clamp(0, 1000) as usize;
         let after = match &input.continuation_token {
             Some(t) => {
                 let raw = hex::decode(t).map_err(|_| S3Error::new(S3ErrorCode::InvalidArgument))?;
-                Some(String::from_utf8(raw).map_err(|_| S3Error::new(S3ErrorCode::InvalidArgument))?)
+                Some(
+                    String::from_utf8(raw)
+                        .map_err(|_| S3Error::new(S3ErrorCode::InvalidArgument))?,
+                )
             }
             None => input.start_after.clone(),
         };
         let (bucket, p) = (input.bucket.clone(), prefix.clone());
         let all = self.blocking(move |s| s.list_objects(&bucket, &p)).await?;
-        let page = paginate(all, &prefix, input.delimiter.as_deref(), after.as_deref(), max_keys);
+        let page = paginate(
+            all,
+            &prefix,
+            input.delimiter.as_deref(),
+            after.as_deref(),
+            max_keys,
+        );
         let key_count = (page.objects.len() + page.common_prefixes.len()) as i32;
         let contents: Vec<Object> = page
             .objects
@@ -295,8 +384,11 @@ impl S3 for HipobjS3 {
                 ..Default::default()
             })
             .collect();
-        let common_prefixes: Vec<CommonPrefix> =
-            page.common_prefixes.into_iter().map(|p| CommonPrefix { prefix: Some(p) }).collect();
+        let common_prefixes: Vec<CommonPrefix> = page
+            .common_prefixes
+            .into_iter()
+            .map(|p| CommonPrefix { prefix: Some(p) })
+            .collect();
         let output = ListObjectsV2Output {
             name: Some(input.bucket),
             prefix: Some(prefix),

@@ -87,7 +87,10 @@ impl Storage {
     /// Use `root` (created if missing) as the data directory.
     pub fn open(root: &Path) -> io::Result<Storage> {
         fs::create_dir_all(root.join(TMP_DIR))?;
-        Ok(Storage { root: root.to_path_buf(), tmp_seq: AtomicU64::new(0) })
+        Ok(Storage {
+            root: root.to_path_buf(),
+            tmp_seq: AtomicU64::new(0),
+        })
     }
 
     fn bucket_dir(&self, bucket: &str) -> StorageResult<PathBuf> {
@@ -187,7 +190,10 @@ impl Storage {
         let dir = self.existing_bucket_dir(bucket)?;
         let name = encode_key(key)?;
         let seq = self.tmp_seq.fetch_add(1, Ordering::Relaxed);
-        let tmp = self.root.join(TMP_DIR).join(format!("{}-{seq}", std::process::id()));
+        let tmp = self
+            .root
+            .join(TMP_DIR)
+            .join(format!("{}-{seq}", std::process::id()));
         let file = File::create(&tmp)?;
         Ok(ObjectWriter {
             file,
@@ -284,7 +290,10 @@ impl ObjectWriter {
         self.file.flush()?;
         let meta = self.file.metadata()?;
         let etag = hex::encode(self.md5.clone().finalize());
-        let tmp = self.tmp.take().ok_or(StorageError::Io(io::Error::other("already committed")))?;
+        let tmp = self
+            .tmp
+            .take()
+            .ok_or(StorageError::Io(io::Error::other("already committed")))?;
         // Meta first: a reader that sees the new meta with the old file notices the inode differs.
         let meta_tmp = tmp.with_extension("meta");
         fs::write(&meta_tmp, format!("{} {} {}", meta.ino(), meta.len(), etag))?;
@@ -404,7 +413,8 @@ pub fn paginate(
         }
         let group = delimiter.filter(|d| !d.is_empty()).and_then(|d| {
             let rest = obj.key.get(prefix.len()..)?;
-            rest.find(d).map(|pos| obj.key[..prefix.len() + pos + d.len()].to_string())
+            rest.find(d)
+                .map(|pos| obj.key[..prefix.len() + pos + d.len()].to_string())
         });
         if let Some(group) = group {
             if page.common_prefixes.last() == Some(&group) {
@@ -441,7 +451,12 @@ mod tests {
     use super::*;
 
     fn info(key: &str) -> ObjectInfo {
-        ObjectInfo { key: key.into(), size: 0, etag: String::new(), last_modified: SystemTime::UNIX_EPOCH }
+        ObjectInfo {
+            key: key.into(),
+            size: 0,
+            etag: String::new(),
+            last_modified: SystemTime::UNIX_EPOCH,
+        }
     }
 
     #[test]
@@ -453,16 +468,25 @@ mod tests {
             assert_eq!(decode_key(&name).as_deref(), Some(key));
         }
         assert!(matches!(encode_key(""), Err(StorageError::InvalidKey)));
-        assert!(matches!(encode_key(&"/".repeat(100)), Err(StorageError::InvalidKey)));
+        assert!(matches!(
+            encode_key(&"/".repeat(100)),
+            Err(StorageError::InvalidKey)
+        ));
     }
 
     #[test]
     fn put_get_delete_round_trip() {
         let dir = tempfile::tempdir().expect("tempdir");
         let s = Storage::open(dir.path()).expect("open");
-        assert!(matches!(s.begin_put("b", "k"), Err(StorageError::NoSuchBucket)));
+        assert!(matches!(
+            s.begin_put("b", "k"),
+            Err(StorageError::NoSuchBucket)
+        ));
         s.create_bucket("b").expect("create");
-        assert!(matches!(s.create_bucket("b"), Err(StorageError::BucketAlreadyExists)));
+        assert!(matches!(
+            s.create_bucket("b"),
+            Err(StorageError::BucketAlreadyExists)
+        ));
         let mut w = s.begin_put("b", "dir/k").expect("put");
         w.write_all(b"hello ").expect("write");
         w.write_all(b"world").expect("write");
@@ -478,12 +502,24 @@ mod tests {
         let mut w = s.begin_put("b", "gone").expect("put");
         w.write_all(b"x").expect("write");
         drop(w);
-        assert!(matches!(s.open_object("b", "gone"), Err(StorageError::NoSuchKey)));
-        assert_eq!(fs::read_dir(dir.path().join(TMP_DIR)).expect("tmp").count(), 0);
-        assert!(matches!(s.delete_bucket("b"), Err(StorageError::BucketNotEmpty)));
+        assert!(matches!(
+            s.open_object("b", "gone"),
+            Err(StorageError::NoSuchKey)
+        ));
+        assert_eq!(
+            fs::read_dir(dir.path().join(TMP_DIR)).expect("tmp").count(),
+            0
+        );
+        assert!(matches!(
+            s.delete_bucket("b"),
+            Err(StorageError::BucketNotEmpty)
+        ));
         s.delete_object("b", "dir/k").expect("delete");
         s.delete_object("b", "dir/k").expect("delete twice is fine");
-        assert!(matches!(s.open_object("b", "dir/k"), Err(StorageError::NoSuchKey)));
+        assert!(matches!(
+            s.open_object("b", "dir/k"),
+            Err(StorageError::NoSuchKey)
+        ));
         s.delete_bucket("b").expect("empty bucket deletes");
     }
 
@@ -510,7 +546,10 @@ mod tests {
         let all: Vec<ObjectInfo> = keys.iter().map(|k| info(k)).collect();
         let p = paginate(all.clone(), "", Some("/"), None, 1000);
         assert_eq!(p.common_prefixes, vec!["a/", "c/"]);
-        assert_eq!(p.objects.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(), ["b", "d"]);
+        assert_eq!(
+            p.objects.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(),
+            ["b", "d"]
+        );
         assert!(!p.is_truncated);
 
         let p1 = paginate(all.clone(), "", Some("/"), None, 2);
@@ -520,14 +559,23 @@ mod tests {
         assert_eq!(p1.next_after.as_deref(), Some("b"));
         let p2 = paginate(all.clone(), "", Some("/"), p1.next_after.as_deref(), 2);
         assert_eq!(p2.common_prefixes, vec!["c/"]);
-        assert_eq!(p2.objects.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(), ["d"]);
+        assert_eq!(
+            p2.objects
+                .iter()
+                .map(|o| o.key.as_str())
+                .collect::<Vec<_>>(),
+            ["d"]
+        );
         assert!(!p2.is_truncated);
 
         // Continuing right after a common prefix skips the rest of its group.
         let p3 = paginate(all.clone(), "", Some("/"), Some("a/"), 10);
         assert_eq!(p3.common_prefixes, vec!["c/"]);
 
-        let under_c: Vec<ObjectInfo> = all.into_iter().filter(|o| o.key.starts_with("c/")).collect();
+        let under_c: Vec<ObjectInfo> = all
+            .into_iter()
+            .filter(|o| o.key.starts_with("c/"))
+            .collect();
         let p4 = paginate(under_c, "c/", Some("/"), None, 10);
         assert_eq!(p4.common_prefixes, vec!["c/x/"]);
     }

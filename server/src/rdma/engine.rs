@@ -53,12 +53,27 @@ pub struct Engine<P: RdmaPort> {
 }
 
 impl<P: RdmaPort> Engine<P> {
-    pub fn new(port: P, settings: &EngineSettings, storage: Arc<Storage>, stats: Arc<Stats>) -> Self {
+    pub fn new(
+        port: P,
+        settings: &EngineSettings,
+        storage: Arc<Storage>,
+        stats: Arc<Stats>,
+    ) -> Self {
         let info = port.info().clone();
-        let write_shape =
-            Shape::new(RdmaOp::Write, settings.chunk_bytes, info.max_msg_sz, settings.wr_depth, info.max_rd_atomic);
-        let read_shape =
-            Shape::new(RdmaOp::Read, settings.chunk_bytes, info.max_msg_sz, settings.wr_depth, info.max_rd_atomic);
+        let write_shape = Shape::new(
+            RdmaOp::Write,
+            settings.chunk_bytes,
+            info.max_msg_sz,
+            settings.wr_depth,
+            info.max_rd_atomic,
+        );
+        let read_shape = Shape::new(
+            RdmaOp::Read,
+            settings.chunk_bytes,
+            info.max_msg_sz,
+            settings.wr_depth,
+            info.max_rd_atomic,
+        );
         info!(
             device = %info.device,
             chunk = write_shape.chunk,
@@ -67,11 +82,18 @@ impl<P: RdmaPort> Engine<P> {
             "RDMA engine ready"
         );
         Engine {
-            table: PairingTable::new(settings.max_pairings, settings.pairing_idle, Arc::clone(&stats)),
+            table: PairingTable::new(
+                settings.max_pairings,
+                settings.pairing_idle,
+                Arc::clone(&stats),
+            ),
             staging: StagingPool::new(write_shape.staging_len().max(read_shape.staging_len())),
             write_shape,
             read_shape,
-            deadlines: Deadlines { watchdog: settings.watchdog, flush_wait: settings.flush_wait },
+            deadlines: Deadlines {
+                watchdog: settings.watchdog,
+                flush_wait: settings.flush_wait,
+            },
             port,
             storage,
             stats,
@@ -98,7 +120,13 @@ impl<P: RdmaPort> Engine<P> {
         }
     }
 
-    fn get(&self, token: &Token, bucket: &str, key: &str, range: Option<s3s::dto::Range>) -> RdmaOutcome {
+    fn get(
+        &self,
+        token: &Token,
+        bucket: &str,
+        key: &str,
+        range: Option<s3s::dto::Range>,
+    ) -> RdmaOutcome {
         let object = match self.storage.open_object(bucket, key) {
             Ok(o) => o,
             Err(e) => return reject_storage(e),
@@ -113,7 +141,11 @@ impl<P: RdmaPort> Engine<P> {
         };
         let len = selected.end - selected.start;
         if len > token.length {
-            debug!(len, buffer = token.length, "client buffer smaller than the selected bytes");
+            debug!(
+                len,
+                buffer = token.length,
+                "client buffer smaller than the selected bytes"
+            );
             return RdmaOutcome::Rejected(RejectCode::BadRequest);
         }
         let mut lease = match self.lease_pairing(token) {
@@ -130,7 +162,12 @@ impl<P: RdmaPort> Engine<P> {
             Some(server) => {
                 Stats::bump(&self.stats.rdma_gets);
                 Stats::add(&self.stats.rdma_bytes_written, len);
-                RdmaOutcome::Fetched { server, bytes: len, info: object.info, range: range.map(|_| selected) }
+                RdmaOutcome::Fetched {
+                    server,
+                    bytes: len,
+                    info: object.info,
+                    range: range.map(|_| selected),
+                }
             }
             None => RdmaOutcome::Rejected(RejectCode::Failed),
         }
@@ -145,7 +182,12 @@ impl<P: RdmaPort> Engine<P> {
             Ok(lease) => lease,
             Err(outcome) => return outcome,
         };
-        let Some(server) = self.move_bytes(&mut lease, Direction::Read(&mut writer), token.length, token) else {
+        let Some(server) = self.move_bytes(
+            &mut lease,
+            Direction::Read(&mut writer),
+            token.length,
+            token,
+        ) else {
             return RdmaOutcome::Rejected(RejectCode::Failed);
         };
         match writer.commit() {
@@ -165,7 +207,10 @@ impl<P: RdmaPort> Engine<P> {
     /// The lease of the token's key when its pairing matches; otherwise silence any old QP,
     /// create and store a new pairing and answer `Err(PairingNeeded)` (rule 3).
     fn lease_pairing(&self, token: &Token) -> Result<KeyLease<'_, P::Qp>, RdmaOutcome> {
-        let peer = Peer { gid: token.gid, qp_num: token.qp_num };
+        let peer = Peer {
+            gid: token.gid,
+            qp_num: token.qp_num,
+        };
         let mut lease = self
             .table
             .checkout(peer, Instant::now())
@@ -187,7 +232,11 @@ impl<P: RdmaPort> Engine<P> {
             }
         };
         let depth = self.write_shape.depth.max(self.read_shape.depth) as u32;
-        let setup = QpSetup { peer, start_psn, max_send_wr: depth + 1 };
+        let setup = QpSetup {
+            peer,
+            start_psn,
+            max_send_wr: depth + 1,
+        };
         let qp = match self.port.connect_qp(&setup) {
             Ok(qp) => qp,
             Err(e) => {
@@ -196,14 +245,25 @@ impl<P: RdmaPort> Engine<P> {
             }
         };
         let server = self.server_token(qp_num_of(&qp), start_psn, id);
-        debug!(client_qpn = peer.qp_num, server_qpn = server.qp_num, pairing = id, "new pairing");
+        debug!(
+            client_qpn = peer.qp_num,
+            server_qpn = server.qp_num,
+            pairing = id,
+            "new pairing"
+        );
         lease.install(Pairing { id, start_psn, qp });
         Stats::bump(&self.stats.pairings_created);
         Err(RdmaOutcome::PairingNeeded { server })
     }
 
     /// Run the transfer on the lease's pairing; `None` after a failure (pairing destroyed).
-    fn move_bytes(&self, lease: &mut KeyLease<'_, P::Qp>, dir: Direction<'_>, len: u64, token: &Token) -> Option<Token> {
+    fn move_bytes(
+        &self,
+        lease: &mut KeyLease<'_, P::Qp>,
+        dir: Direction<'_>,
+        len: u64,
+        token: &Token,
+    ) -> Option<Token> {
         let shape = match dir {
             Direction::Write(_) => self.write_shape,
             Direction::Read(_) => self.read_shape,
@@ -218,10 +278,24 @@ impl<P: RdmaPort> Engine<P> {
             }
         };
         let pairing = lease.pairing_mut()?;
-        let remote = Remote { addr: token.remote_addr, rkey: token.rkey };
-        let result = transfer::run(&mut pairing.qp, &mut staging, shape, dir, len, remote, self.deadlines, &self.stats);
+        let remote = Remote {
+            addr: token.remote_addr,
+            rkey: token.rkey,
+        };
+        let result = transfer::run(
+            &mut pairing.qp,
+            &mut staging,
+            shape,
+            dir,
+            len,
+            remote,
+            self.deadlines,
+            &self.stats,
+        );
         match result {
-            Ok(()) => Some(self.server_token(qp_num_of(&pairing.qp), pairing.start_psn, pairing.id)),
+            Ok(()) => {
+                Some(self.server_token(qp_num_of(&pairing.qp), pairing.start_psn, pairing.id))
+            }
             Err(e) => {
                 warn!(error = %e, client_qpn = token.qp_num, len, "RDMA transfer failed; pairing destroyed");
                 // Destroyed while the staging buffer is still held: no request can touch it later.

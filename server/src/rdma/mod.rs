@@ -73,10 +73,20 @@ impl RejectCode {
 #[derive(Debug, PartialEq, Eq)]
 pub enum RdmaOutcome {
     /// 428: a new pairing was created; no data moved.
-    PairingNeeded { server: Token },
+    PairingNeeded {
+        server: Token,
+    },
     /// 200/206: the selected bytes are in the client's memory.
-    Fetched { server: Token, bytes: u64, info: ObjectInfo, range: Option<std::ops::Range<u64>> },
+    Fetched {
+        server: Token,
+        bytes: u64,
+        info: ObjectInfo,
+        range: Option<std::ops::Range<u64>>,
+    },
     /// 200: the object was read from the client and stored.
-    Stored { server: Token, info: ObjectInfo },
+    Stored {
+        server: Token,
+        info: ObjectInfo,
+    },
     Rejected(RejectCode),
 }

@@ -131,7 +131,12 @@ impl<Q: RdmaQp> PairingTable<Q> {
             state.busy = true;
             let pairing = state.pairing.take();
             drop(state);
-            return Ok(KeyLease { table: self, peer, slot, pairing });
+            return Ok(KeyLease {
+                table: self,
+                peer,
+                slot,
+                pairing,
+            });
         }
     }
 
@@ -146,7 +151,11 @@ impl<Q: RdmaQp> PairingTable<Q> {
         n
     }
 
-    fn expire_locked(&self, slots: &mut HashMap<Peer, Arc<Slot<Q>>>, now: Instant) -> Vec<Pairing<Q>> {
+    fn expire_locked(
+        &self,
+        slots: &mut HashMap<Peer, Arc<Slot<Q>>>,
+        now: Instant,
+    ) -> Vec<Pairing<Q>> {
         let mut out = Vec::new();
         slots.retain(|peer, slot| {
             let mut state = lock(&slot.state);
@@ -157,7 +166,12 @@ impl<Q: RdmaQp> PairingTable<Q> {
             state.retired = true;
             slot.released.notify_all();
             if let Some(p) = state.pairing.take() {
-                debug!(qpn = peer.qp_num, pairing = p.id, ?idle_for, "pairing expired");
+                debug!(
+                    qpn = peer.qp_num,
+                    pairing = p.id,
+                    ?idle_for,
+                    "pairing expired"
+                );
                 Stats::bump(&self.stats.pairings_expired);
                 out.push(p);
             }
@@ -184,7 +198,11 @@ impl<Q: RdmaQp> PairingTable<Q> {
         slot.released.notify_all();
         let pairing = state.pairing.take();
         if let Some(p) = &pairing {
-            debug!(qpn = peer.qp_num, pairing = p.id, "pairing evicted (table full)");
+            debug!(
+                qpn = peer.qp_num,
+                pairing = p.id,
+                "pairing evicted (table full)"
+            );
             Stats::bump(&self.stats.pairings_evicted);
         }
         pairing
@@ -202,7 +220,12 @@ impl<Q: RdmaQp> PairingTable<Q> {
         if let Err(e) = p.qp.to_error() {
             warn!(qpn = p.qp.qp_num(), error = %e, "moving a retired QP to ERR failed; destroying it");
         }
-        debug!(qpn = p.qp.qp_num(), pairing = p.id, why, "server QP destroyed");
+        debug!(
+            qpn = p.qp.qp_num(),
+            pairing = p.id,
+            why,
+            "server QP destroyed"
+        );
         Stats::sub(&self.stats.pairings_live, 1);
         drop(p);
     }
@@ -264,7 +287,10 @@ impl<Q: RdmaQp> Drop for KeyLease<'_, Q> {
                 state.busy = false;
                 state.retired = true;
                 self.slot.released.notify_all();
-                if slots.get(&self.peer).is_some_and(|s| Arc::ptr_eq(s, &self.slot)) {
+                if slots
+                    .get(&self.peer)
+                    .is_some_and(|s| Arc::ptr_eq(s, &self.slot))
+                {
                     slots.remove(&self.peer);
                 }
             }
@@ -275,20 +301,36 @@ impl<Q: RdmaQp> Drop for KeyLease<'_, Q> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rdma::test_double::{DoublePort, QpLog};
     use crate::rdma::port::{QpSetup, RdmaPort};
+    use crate::rdma::test_double::{DoublePort, QpLog};
     use std::sync::atomic::AtomicUsize;
 
     fn peer(n: u32) -> Peer {
-        Peer { gid: [7; 16], qp_num: n }
+        Peer {
+            gid: [7; 16],
+            qp_num: n,
+        }
     }
 
-    fn pair(port: &DoublePort, table: &PairingTable<<DoublePort as RdmaPort>::Qp>, n: u32, id: u16) {
+    fn pair(
+        port: &DoublePort,
+        table: &PairingTable<<DoublePort as RdmaPort>::Qp>,
+        n: u32,
+        id: u16,
+    ) {
         let mut lease = table.checkout(peer(n), Instant::now()).expect("room");
         let qp = port
-            .connect_qp(&QpSetup { peer: peer(n), start_psn: 1, max_send_wr: 4 })
+            .connect_qp(&QpSetup {
+                peer: peer(n),
+                start_psn: 1,
+                max_send_wr: 4,
+            })
             .expect("qp");
-        lease.install(Pairing { id, start_psn: 1, qp });
+        lease.install(Pairing {
+            id,
+            start_psn: 1,
+            qp,
+        });
     }
 
     #[test]
@@ -327,10 +369,18 @@ mod tests {
         assert!(log.contains(&QpLog::ToError(old_qpn)));
         assert!(log.contains(&QpLog::Destroyed(old_qpn)));
         let qp = port
-            .connect_qp(&QpSetup { peer: peer(1), start_psn: 2, max_send_wr: 4 })
+            .connect_qp(&QpSetup {
+                peer: peer(1),
+                start_psn: 2,
+                max_send_wr: 4,
+            })
             .expect("qp");
         let new_qpn = qp.qp_num();
-        lease.install(Pairing { id: 12, start_psn: 2, qp });
+        lease.install(Pairing {
+            id: 12,
+            start_psn: 2,
+            qp,
+        });
         let log = port.log();
         let destroyed_at = log.iter().position(|e| *e == QpLog::Destroyed(old_qpn));
         let created_at = log.iter().position(|e| *e == QpLog::Created(new_qpn));
@@ -343,7 +393,11 @@ mod tests {
         let stats = Arc::new(Stats::default());
         let table = PairingTable::new(8, Duration::from_secs(10), stats.clone());
         pair(&port, &table, 1, 11);
-        let qpn = table.checkout(peer(1), Instant::now()).expect("room").pairing().map(|p| p.qp.qp_num());
+        let qpn = table
+            .checkout(peer(1), Instant::now())
+            .expect("room")
+            .pairing()
+            .map(|p| p.qp.qp_num());
         let qpn = qpn.expect("paired");
         assert_eq!(table.expire(Instant::now()), 0);
         assert_eq!(table.expire(Instant::now() + Duration::from_secs(11)), 1);
@@ -352,7 +406,11 @@ mod tests {
         assert_eq!(stats.pairings_expired.load(Ordering::Relaxed), 1);
         assert_eq!(stats.pairings_live.load(Ordering::Relaxed), 0);
         // The client's next request finds no pairing.
-        assert!(table.checkout(peer(1), Instant::now()).expect("room").pairing().is_none());
+        assert!(table
+            .checkout(peer(1), Instant::now())
+            .expect("room")
+            .pairing()
+            .is_none());
     }
 
     #[test]
@@ -375,14 +433,24 @@ mod tests {
         pair(&port, &table, 2, 12);
         // Touch 1, so 2 is the least recently used.
         drop(table.checkout(peer(1), Instant::now()).expect("room"));
-        let qpn2 = table.checkout(peer(2), Instant::now()).expect("room").pairing().map(|p| p.qp.qp_num());
+        let qpn2 = table
+            .checkout(peer(2), Instant::now())
+            .expect("room")
+            .pairing()
+            .map(|p| p.qp.qp_num());
         // ... and touch 1 again after 2.
         drop(table.checkout(peer(1), Instant::now()).expect("room"));
         pair(&port, &table, 3, 13);
         assert_eq!(table.len(), 2);
         assert_eq!(stats.pairings_evicted.load(Ordering::Relaxed), 1);
-        assert!(port.log().contains(&QpLog::Destroyed(qpn2.expect("paired"))));
-        assert!(table.checkout(peer(1), Instant::now()).expect("room").pairing().is_some());
+        assert!(port
+            .log()
+            .contains(&QpLog::Destroyed(qpn2.expect("paired"))));
+        assert!(table
+            .checkout(peer(1), Instant::now())
+            .expect("room")
+            .pairing()
+            .is_some());
     }
 
     #[test]
@@ -391,7 +459,10 @@ mod tests {
         let table = PairingTable::new(1, Duration::from_secs(600), Arc::new(Stats::default()));
         pair(&port, &table, 1, 11);
         let _busy = table.checkout(peer(1), Instant::now()).expect("room");
-        assert_eq!(table.checkout(peer(2), Instant::now()).err(), Some(TableFull));
+        assert_eq!(
+            table.checkout(peer(2), Instant::now()).err(),
+            Some(TableFull)
+        );
     }
 
     #[test]

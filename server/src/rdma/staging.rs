@@ -14,7 +14,10 @@ pub struct StagingPool<B: StagingBuffer> {
 impl<B: StagingBuffer> StagingPool<B> {
     /// Buffers of `buf_len` bytes, allocated (and registered) on first use.
     pub fn new(buf_len: usize) -> Self {
-        StagingPool { free: Mutex::new(Vec::new()), buf_len }
+        StagingPool {
+            free: Mutex::new(Vec::new()),
+            buf_len,
+        }
     }
 
     pub fn buf_len(&self) -> usize {
@@ -28,7 +31,10 @@ impl<B: StagingBuffer> StagingPool<B> {
             Some(b) => b,
             None => port.alloc_staging(self.buf_len)?,
         };
-        Ok(Staged { pool: self, buf: ManuallyDrop::new(buf) })
+        Ok(Staged {
+            pool: self,
+            buf: ManuallyDrop::new(buf),
+        })
     }
 
     /// Buffers waiting for reuse.
@@ -60,7 +66,11 @@ impl<B: StagingBuffer> Drop for Staged<'_, B> {
     fn drop(&mut self) {
         // SAFETY: `buf` is taken exactly once, here, and never used afterwards.
         let buf = unsafe { ManuallyDrop::take(&mut self.buf) };
-        self.pool.free.lock().unwrap_or_else(|e| e.into_inner()).push(buf);
+        self.pool
+            .free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(buf);
     }
 }
 

@@ -11,7 +11,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::port::{
-    PortError, PortInfo, QpSetup, RdmaOp, RdmaPort, RdmaQp, StagingBuffer, WorkCompletion, WorkRequest,
+    PortError, PortInfo, QpSetup, RdmaOp, RdmaPort, RdmaQp, StagingBuffer, WorkCompletion,
+    WorkRequest,
 };
 
 /// ibv_wc_status values the double reports.
@@ -102,7 +103,11 @@ impl DoublePort {
     }
 
     pub fn region(&self, rkey: u32) -> Vec<u8> {
-        lock(&self.shared).memory.get(&rkey).map(|(_, b)| b.clone()).unwrap_or_default()
+        lock(&self.shared)
+            .memory
+            .get(&rkey)
+            .map(|(_, b)| b.clone())
+            .unwrap_or_default()
     }
 
     /// Most work requests any QP had outstanding at once.
@@ -181,16 +186,22 @@ impl RdmaPort for DoublePort {
     }
 
     fn alloc_staging(&self, len: usize) -> Result<DoubleBuffer, PortError> {
-        Ok(DoubleBuffer { bytes: vec![0u8; len].into_boxed_slice() })
+        Ok(DoubleBuffer {
+            bytes: vec![0u8; len].into_boxed_slice(),
+        })
     }
 }
 
 impl DoubleQp {
     /// Move the bytes of a finished request; false when the remote region does not cover it.
     fn execute(shared: &mut Shared, f: &InFlight) -> bool {
-        let Some((base, mem)) = shared.memory.get_mut(&f.wr.rkey) else { return false };
+        let Some((base, mem)) = shared.memory.get_mut(&f.wr.rkey) else {
+            return false;
+        };
         let len = f.wr.len as usize;
-        let Some(start) = f.wr.remote_addr.checked_sub(*base) else { return false };
+        let Some(start) = f.wr.remote_addr.checked_sub(*base) else {
+            return false;
+        };
         let start = start as usize;
         if start + len > mem.len() {
             return false;
@@ -229,7 +240,9 @@ impl RdmaQp for DoubleQp {
         if self.behaviour == Behaviour::Hang && !self.errored {
             return Ok(());
         }
-        let Some(f) = self.outstanding.pop_front() else { return Ok(()) };
+        let Some(f) = self.outstanding.pop_front() else {
+            return Ok(());
+        };
         let index = self.completed;
         self.completed += 1;
         let status = if self.errored {
@@ -244,7 +257,11 @@ impl RdmaQp for DoubleQp {
         if status != 0 {
             self.errored = true;
         }
-        out.push(WorkCompletion { wr_id: f.wr.wr_id, status, vendor_err: 0 });
+        out.push(WorkCompletion {
+            wr_id: f.wr.wr_id,
+            status,
+            vendor_err: 0,
+        });
         Ok(())
     }
 

@@ -10,7 +10,9 @@ pub struct MalformedToken(pub &'static str);
 
 pub fn parse_token_header(value: &[u8]) -> Result<Token, MalformedToken> {
     let value = value.trim_ascii();
-    let hex = value.get(..TOKEN_HEX_LEN).ok_or(MalformedToken("shorter than 88 hex digits"))?;
+    let hex = value
+        .get(..TOKEN_HEX_LEN)
+        .ok_or(MalformedToken("shorter than 88 hex digits"))?;
     let token = Token::decode_hex(hex).map_err(|_| MalformedToken("not a token"))?;
     let suffix = &value[TOKEN_HEX_LEN..];
     if suffix.is_empty() {
@@ -18,10 +20,14 @@ pub fn parse_token_header(value: &[u8]) -> Result<Token, MalformedToken> {
     }
     // ":" + 16 hex + ":" + 16 hex
     if suffix.len() != 34 || suffix[0] != b':' || suffix[17] != b':' {
-        return Err(MalformedToken("trailing bytes that are not a :addr:size suffix"));
+        return Err(MalformedToken(
+            "trailing bytes that are not a :addr:size suffix",
+        ));
     }
-    let addr = hex_u64(&suffix[1..17]).ok_or(MalformedToken("suffix address is not 16 hex digits"))?;
-    let size = hex_u64(&suffix[18..34]).ok_or(MalformedToken("suffix size is not 16 hex digits"))?;
+    let addr =
+        hex_u64(&suffix[1..17]).ok_or(MalformedToken("suffix address is not 16 hex digits"))?;
+    let size =
+        hex_u64(&suffix[18..34]).ok_or(MalformedToken("suffix size is not 16 hex digits"))?;
     if addr != token.remote_addr || size != token.length {
         return Err(MalformedToken("suffix disagrees with the token"));
     }
@@ -57,7 +63,10 @@ mod tests {
     fn plain_and_suffixed_tokens() {
         let hex = token().encode_hex();
         assert_eq!(parse_token_header(hex.as_bytes()), Ok(token()));
-        assert_eq!(parse_token_header(hex.to_uppercase().as_bytes()), Ok(token()));
+        assert_eq!(
+            parse_token_header(hex.to_uppercase().as_bytes()),
+            Ok(token())
+        );
         let suffixed = format!("{hex}:{:016x}:{:016x}", 0x7f00_0000_1000u64, 4096u64);
         assert_eq!(parse_token_header(suffixed.as_bytes()), Ok(token()));
     }

@@ -25,13 +25,24 @@ pub struct Shape {
 
 impl Shape {
     /// The shape for `op` given the settings and the port's limits.
-    pub fn new(op: RdmaOp, chunk_bytes: usize, max_msg_sz: u32, wr_depth: usize, max_rd_atomic: u8) -> Shape {
-        let chunk = (chunk_bytes.min(u32::MAX as usize) as u32).min(max_msg_sz).max(1);
+    pub fn new(
+        op: RdmaOp,
+        chunk_bytes: usize,
+        max_msg_sz: u32,
+        wr_depth: usize,
+        max_rd_atomic: u8,
+    ) -> Shape {
+        let chunk = (chunk_bytes.min(u32::MAX as usize) as u32)
+            .min(max_msg_sz)
+            .max(1);
         let depth = match op {
             RdmaOp::Write => wr_depth,
             RdmaOp::Read => wr_depth.min(usize::from(max_rd_atomic)),
         };
-        Shape { chunk, depth: depth.max(1) }
+        Shape {
+            chunk,
+            depth: depth.max(1),
+        }
     }
 
     /// Staging bytes this shape needs.
@@ -103,7 +114,11 @@ pub struct Deadlines {
 pub enum TransferError {
     Post(PortError),
     Poll(PortError),
-    Completion { wr_id: u64, status: u32, vendor_err: u32 },
+    Completion {
+        wr_id: u64,
+        status: u32,
+        vendor_err: u32,
+    },
     Watchdog,
     LocalIo(io::Error),
     /// Staging buffer smaller than the shape needs (a bug).
@@ -115,8 +130,15 @@ impl std::fmt::Display for TransferError {
         match self {
             TransferError::Post(e) => write!(f, "post failed: {e}"),
             TransferError::Poll(e) => write!(f, "poll failed: {e}"),
-            TransferError::Completion { wr_id, status, vendor_err } => {
-                write!(f, "work request {wr_id} completed with status {status} (vendor {vendor_err:#x})")
+            TransferError::Completion {
+                wr_id,
+                status,
+                vendor_err,
+            } => {
+                write!(
+                    f,
+                    "work request {wr_id} completed with status {status} (vendor {vendor_err:#x})"
+                )
             }
             TransferError::Watchdog => f.write_str("watchdog fired: no completion in time"),
             TransferError::LocalIo(e) => write!(f, "local i/o failed: {e}"),
@@ -202,7 +224,10 @@ pub fn run<Q: RdmaQp>(
                 });
             }
             if wc.wr_id < next_retire || wc.wr_id >= next_post {
-                warn!(wr_id = wc.wr_id, "completion for a work request not in flight; ignored");
+                warn!(
+                    wr_id = wc.wr_id,
+                    "completion for a work request not in flight; ignored"
+                );
                 continue;
             }
             done[(wc.wr_id % depth) as usize] = true;
@@ -215,7 +240,6 @@ pub fn run<Q: RdmaQp>(
                 let offset = slot * shape.chunk as usize;
                 let len = shape.chunk_len(total, next_retire) as usize;
                 if let Err(e) = sink.drain(&staging.bytes()[offset..offset + len]) {
-                    next_retire += 1;
                     break 'transfer Err(TransferError::LocalIo(e));
                 }
             }
@@ -243,14 +267,22 @@ pub fn run<Q: RdmaQp>(
         }
         let outstanding = next_post - completions;
         if !drain_flushes(qp, outstanding, deadlines.flush_wait, &mut polled) {
-            warn!(outstanding, "flushes did not all arrive in time; the QP will be destroyed");
+            warn!(
+                outstanding,
+                "flushes did not all arrive in time; the QP will be destroyed"
+            );
         }
     }
     result
 }
 
 /// Poll until `outstanding` more completions (flushes) arrived; false if the wait ran out.
-fn drain_flushes<Q: RdmaQp>(qp: &mut Q, mut outstanding: u64, wait: Duration, polled: &mut Vec<WorkCompletion>) -> bool {
+fn drain_flushes<Q: RdmaQp>(
+    qp: &mut Q,
+    mut outstanding: u64,
+    wait: Duration,
+    polled: &mut Vec<WorkCompletion>,
+) -> bool {
     let started = Instant::now();
     let mut empty_polls = 0u32;
     while outstanding > 0 {
@@ -292,11 +324,20 @@ mod tests {
         }
     }
 
-    const DEADLINES: Deadlines =
-        Deadlines { watchdog: Duration::from_millis(200), flush_wait: Duration::from_millis(200) };
+    const DEADLINES: Deadlines = Deadlines {
+        watchdog: Duration::from_millis(200),
+        flush_wait: Duration::from_millis(200),
+    };
 
     fn qp(port: &DoublePort) -> <DoublePort as RdmaPort>::Qp {
-        let setup = QpSetup { peer: Peer { gid: [1; 16], qp_num: 9 }, start_psn: 5, max_send_wr: 8 };
+        let setup = QpSetup {
+            peer: Peer {
+                gid: [1; 16],
+                qp_num: 9,
+            },
+            start_psn: 5,
+            max_send_wr: 8,
+        };
         port.connect_qp(&setup).expect("qp")
     }
 
@@ -307,9 +348,21 @@ mod tests {
     #[test]
     fn shape_respects_limits() {
         let s = Shape::new(RdmaOp::Write, 1 << 20, 1 << 23, 8, 4);
-        assert_eq!(s, Shape { chunk: 1 << 20, depth: 8 });
+        assert_eq!(
+            s,
+            Shape {
+                chunk: 1 << 20,
+                depth: 8
+            }
+        );
         let s = Shape::new(RdmaOp::Read, 1 << 24, 1 << 23, 8, 4);
-        assert_eq!(s, Shape { chunk: 1 << 23, depth: 4 });
+        assert_eq!(
+            s,
+            Shape {
+                chunk: 1 << 23,
+                depth: 4
+            }
+        );
         let s = Shape::new(RdmaOp::Write, 1000, 4096, 3, 0);
         assert_eq!(s.chunks(0), 0);
         assert_eq!(s.chunks(1), 1);
@@ -325,21 +378,43 @@ mod tests {
         let port = DoublePort::new();
         let data = pattern(10_000);
         port.add_region(77, 0x1000, vec![0; 12_000]);
-        let shape = Shape { chunk: 1024, depth: 3 };
+        let shape = Shape {
+            chunk: 1024,
+            depth: 3,
+        };
         let mut staging = port.alloc_staging(shape.staging_len()).expect("staging");
         let mut q = qp(&port);
         let mut src: &[u8] = &data;
         let stats = Stats::default();
-        run(&mut q, &mut staging, shape, Direction::Write(&mut src), 10_000, Remote { addr: 0x1000 + 100, rkey: 77 }, DEADLINES, &stats)
-            .expect("transfer");
+        run(
+            &mut q,
+            &mut staging,
+            shape,
+            Direction::Write(&mut src),
+            10_000,
+            Remote {
+                addr: 0x1000 + 100,
+                rkey: 77,
+            },
+            DEADLINES,
+            &stats,
+        )
+        .expect("transfer");
         let mem = port.region(77);
         assert_eq!(&mem[100..10_100], &data[..]);
         assert!(mem[..100].iter().all(|&b| b == 0) && mem[10_100..].iter().all(|&b| b == 0));
         let posted = port.posted();
         assert_eq!(posted.len(), 10);
-        assert!(posted.iter().all(|wr| wr.len <= 1024 && wr.op == RdmaOp::Write));
+        assert!(posted
+            .iter()
+            .all(|wr| wr.len <= 1024 && wr.op == RdmaOp::Write));
         assert_eq!(port.max_outstanding(), 3);
-        assert_eq!(stats.work_requests.load(std::sync::atomic::Ordering::Relaxed), 10);
+        assert_eq!(
+            stats
+                .work_requests
+                .load(std::sync::atomic::Ordering::Relaxed),
+            10
+        );
     }
 
     #[test]
@@ -347,13 +422,28 @@ mod tests {
         let port = DoublePort::new();
         let data = pattern(5000);
         port.add_region(5, 0x9000, data.clone());
-        let shape = Shape { chunk: 700, depth: 4 };
+        let shape = Shape {
+            chunk: 700,
+            depth: 4,
+        };
         let mut staging = port.alloc_staging(shape.staging_len()).expect("staging");
         let mut q = qp(&port);
         let mut sink = VecSink(Vec::new());
         let stats = Stats::default();
-        run(&mut q, &mut staging, shape, Direction::Read(&mut sink), 5000, Remote { addr: 0x9000, rkey: 5 }, DEADLINES, &stats)
-            .expect("transfer");
+        run(
+            &mut q,
+            &mut staging,
+            shape,
+            Direction::Read(&mut sink),
+            5000,
+            Remote {
+                addr: 0x9000,
+                rkey: 5,
+            },
+            DEADLINES,
+            &stats,
+        )
+        .expect("transfer");
         assert_eq!(sink.0, data);
         assert!(port.max_outstanding() <= 4);
     }
@@ -361,12 +451,24 @@ mod tests {
     #[test]
     fn zero_bytes_posts_nothing() {
         let port = DoublePort::new();
-        let shape = Shape { chunk: 64, depth: 2 };
+        let shape = Shape {
+            chunk: 64,
+            depth: 2,
+        };
         let mut staging = port.alloc_staging(shape.staging_len()).expect("staging");
         let mut q = qp(&port);
         let mut src: &[u8] = &[];
-        run(&mut q, &mut staging, shape, Direction::Write(&mut src), 0, Remote { addr: 0, rkey: 0 }, DEADLINES, &Stats::default())
-            .expect("empty transfer");
+        run(
+            &mut q,
+            &mut staging,
+            shape,
+            Direction::Write(&mut src),
+            0,
+            Remote { addr: 0, rkey: 0 },
+            DEADLINES,
+            &Stats::default(),
+        )
+        .expect("empty transfer");
         assert!(port.posted().is_empty());
     }
 
@@ -375,17 +477,44 @@ mod tests {
         let port = DoublePort::new();
         port.set_behaviour(Behaviour::FailWr(2));
         port.add_region(1, 0, vec![0; 8192]);
-        let shape = Shape { chunk: 512, depth: 4 };
+        let shape = Shape {
+            chunk: 512,
+            depth: 4,
+        };
         let mut staging = port.alloc_staging(shape.staging_len()).expect("staging");
         let mut q = qp(&port);
         let data = pattern(8192);
         let mut src: &[u8] = &data;
         let stats = Stats::default();
-        let err = run(&mut q, &mut staging, shape, Direction::Write(&mut src), 8192, Remote { addr: 0, rkey: 1 }, DEADLINES, &stats)
-            .expect_err("must fail");
-        assert!(matches!(err, TransferError::Completion { wr_id: 2, status: WC_RETRY_EXC_ERR, .. }), "{err:?}");
+        let err = run(
+            &mut q,
+            &mut staging,
+            shape,
+            Direction::Write(&mut src),
+            8192,
+            Remote { addr: 0, rkey: 1 },
+            DEADLINES,
+            &stats,
+        )
+        .expect_err("must fail");
+        assert!(
+            matches!(
+                err,
+                TransferError::Completion {
+                    wr_id: 2,
+                    status: WC_RETRY_EXC_ERR,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
         assert!(port.log().contains(&QpLog::ToError(q.qp_num())));
-        assert_eq!(stats.completion_errors.load(std::sync::atomic::Ordering::Relaxed), 1);
+        assert_eq!(
+            stats
+                .completion_errors
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
         // Every posted request was accounted for: nothing outstanding is left on the QP.
         let mut rest = Vec::new();
         q.poll(&mut rest).expect("poll");
@@ -397,17 +526,37 @@ mod tests {
         let port = DoublePort::new();
         port.set_behaviour(Behaviour::Hang);
         port.add_region(1, 0, vec![0; 4096]);
-        let shape = Shape { chunk: 1024, depth: 2 };
+        let shape = Shape {
+            chunk: 1024,
+            depth: 2,
+        };
         let mut staging = port.alloc_staging(shape.staging_len()).expect("staging");
         let mut q = qp(&port);
         let data = pattern(4096);
         let mut src: &[u8] = &data;
         let stats = Stats::default();
-        let deadlines = Deadlines { watchdog: Duration::from_millis(30), flush_wait: Duration::from_secs(5) };
-        let err = run(&mut q, &mut staging, shape, Direction::Write(&mut src), 4096, Remote { addr: 0, rkey: 1 }, deadlines, &stats)
-            .expect_err("must fail");
+        let deadlines = Deadlines {
+            watchdog: Duration::from_millis(30),
+            flush_wait: Duration::from_secs(5),
+        };
+        let err = run(
+            &mut q,
+            &mut staging,
+            shape,
+            Direction::Write(&mut src),
+            4096,
+            Remote { addr: 0, rkey: 1 },
+            deadlines,
+            &stats,
+        )
+        .expect_err("must fail");
         assert!(matches!(err, TransferError::Watchdog));
-        assert_eq!(stats.watchdog_fired.load(std::sync::atomic::Ordering::Relaxed), 1);
+        assert_eq!(
+            stats
+                .watchdog_fired
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
         assert!(port.log().contains(&QpLog::ToError(q.qp_num())));
         // Both posted requests flushed before `run` returned.
         let mut rest = Vec::new();
@@ -424,11 +573,23 @@ mod tests {
             }
         }
         let port = DoublePort::new();
-        let shape = Shape { chunk: 64, depth: 2 };
+        let shape = Shape {
+            chunk: 64,
+            depth: 2,
+        };
         let mut staging = port.alloc_staging(shape.staging_len()).expect("staging");
         let mut q = qp(&port);
-        let err = run(&mut q, &mut staging, shape, Direction::Write(&mut Broken), 100, Remote { addr: 0, rkey: 1 }, DEADLINES, &Stats::default())
-            .expect_err("must fail");
+        let err = run(
+            &mut q,
+            &mut staging,
+            shape,
+            Direction::Write(&mut Broken),
+            100,
+            Remote { addr: 0, rkey: 1 },
+            DEADLINES,
+            &Stats::default(),
+        )
+        .expect_err("must fail");
         assert!(matches!(err, TransferError::LocalIo(_)));
     }
 }

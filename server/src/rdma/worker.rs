@@ -42,7 +42,10 @@ pub struct Permit(Arc<Limiter>);
 
 impl Limiter {
     pub fn new(max: usize) -> Arc<Limiter> {
-        Arc::new(Limiter { running: AtomicUsize::new(0), max })
+        Arc::new(Limiter {
+            running: AtomicUsize::new(0),
+            max,
+        })
     }
 
     pub fn try_acquire(self: &Arc<Self>) -> Option<Permit> {
@@ -51,7 +54,12 @@ impl Limiter {
             if now >= self.max {
                 return None;
             }
-            match self.running.compare_exchange_weak(now, now + 1, Ordering::AcqRel, Ordering::Relaxed) {
+            match self.running.compare_exchange_weak(
+                now,
+                now + 1,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => return Some(Permit(Arc::clone(self))),
                 Err(seen) => now = seen,
             }
@@ -110,7 +118,12 @@ impl RdmaWorkers {
                 .name("hipobj-janitor".into())
                 .spawn(move || janitor_loop(&*runner, janitor_rx, sweep_every))?,
         );
-        Ok(RdmaWorkers { jobs: Some(jobs_tx), janitor: Some(janitor_tx), limiter: Limiter::new(max_transfers), threads })
+        Ok(RdmaWorkers {
+            jobs: Some(jobs_tx),
+            janitor: Some(janitor_tx),
+            limiter: Limiter::new(max_transfers),
+            threads,
+        })
     }
 
     pub fn limiter(&self) -> &Arc<Limiter> {
@@ -127,16 +140,29 @@ impl RdmaWorkers {
         let Some(jobs) = &self.jobs else {
             return RdmaOutcome::Rejected(RejectCode::Failed);
         };
-        if jobs.send(Job { job, _permit: permit, answer: tx }).is_err() {
+        if jobs
+            .send(Job {
+                job,
+                _permit: permit,
+                answer: tx,
+            })
+            .is_err()
+        {
             warn!("RDMA workers are gone");
             return RdmaOutcome::Rejected(RejectCode::Failed);
         }
-        rx.await.unwrap_or(RdmaOutcome::Rejected(RejectCode::Failed))
+        rx.await
+            .unwrap_or(RdmaOutcome::Rejected(RejectCode::Failed))
     }
 }
 
 fn worker_loop(runner: &dyn JobRunner, jobs: Receiver<Job>) {
-    while let Ok(Job { job, _permit, answer }) = jobs.recv() {
+    while let Ok(Job {
+        job,
+        _permit,
+        answer,
+    }) = jobs.recv()
+    {
         let outcome = runner.run(job);
         // The requester may have left (client hung up); nothing to do then.
         let _ = answer.send(outcome);
@@ -212,14 +238,22 @@ mod tests {
             port: 1,
             lid: 0,
         };
-        RdmaJob { token, bucket: "b".into(), key: "k".into(), kind: JobKind::Put }
+        RdmaJob {
+            token,
+            bucket: "b".into(),
+            key: "k".into(),
+            kind: JobKind::Put,
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn third_request_over_a_limit_of_two_gets_503() {
         let (open_tx, open_rx) = crossbeam_channel::unbounded();
-        let runner = Arc::new(Gate { open: Mutex::new(open_rx) });
-        let pool = Arc::new(RdmaWorkers::start(runner, 2, 2, Duration::from_secs(60)).expect("start"));
+        let runner = Arc::new(Gate {
+            open: Mutex::new(open_rx),
+        });
+        let pool =
+            Arc::new(RdmaWorkers::start(runner, 2, 2, Duration::from_secs(60)).expect("start"));
         let p1 = Arc::clone(&pool);
         let first = tokio::spawn(async move { p1.submit(job()).await });
         let p2 = Arc::clone(&pool);
@@ -227,13 +261,25 @@ mod tests {
         while pool.limiter().running() < 2 {
             tokio::task::yield_now().await;
         }
-        assert_eq!(pool.submit(job()).await, RdmaOutcome::Rejected(RejectCode::Busy));
+        assert_eq!(
+            pool.submit(job()).await,
+            RdmaOutcome::Rejected(RejectCode::Busy)
+        );
         open_tx.send(()).expect("open");
         open_tx.send(()).expect("open");
-        assert_eq!(first.await.expect("join"), RdmaOutcome::Rejected(RejectCode::NotFound));
-        assert_eq!(second.await.expect("join"), RdmaOutcome::Rejected(RejectCode::NotFound));
+        assert_eq!(
+            first.await.expect("join"),
+            RdmaOutcome::Rejected(RejectCode::NotFound)
+        );
+        assert_eq!(
+            second.await.expect("join"),
+            RdmaOutcome::Rejected(RejectCode::NotFound)
+        );
         // Places are free again.
         open_tx.send(()).expect("open");
-        assert_eq!(pool.submit(job()).await, RdmaOutcome::Rejected(RejectCode::NotFound));
+        assert_eq!(
+            pool.submit(job()).await,
+            RdmaOutcome::Rejected(RejectCode::NotFound)
+        );
     }
 }

@@ -406,3 +406,189 @@ impl S3 for HipobjS3 {
         Ok(S3Response::new(output))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The whole token flow through s3s (status codes, reply headers), with the in-memory RDMA
+    //! double behind real worker threads.
+    use super::*;
+    use crate::rdma::engine::{Engine, EngineSettings};
+    use crate::rdma::test_double::DoublePort;
+    use hipobj::token::Token;
+    use s3s::service::{S3Service, S3ServiceBuilder};
+    use s3s::Body;
+    use std::time::Duration;
+
+    const RKEY: u32 = 0x31;
+    const BASE: u64 = 0x5000_0000;
+
+    struct Harness {
+        _dir: tempfile::TempDir,
+        service: S3Service,
+        port: DoublePort,
+        stats: Arc<Stats>,
+    }
+
+    fn harness() -> Harness {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let storage = Arc::new(Storage::open(dir.path()).expect("storage"));
+        let stats = Arc::new(Stats::default());
+        let port = DoublePort::new();
+        let settings = EngineSettings {
+            chunk_bytes: 4096,
+            wr_depth: 4,
+            watchdog: Duration::from_secs(2),
+            flush_wait: Duration::from_secs(1),
+            max_pairings: 8,
+            pairing_idle: Duration::from_secs(600),
+        };
+        let engine = Arc::new(Engine::new(
+            port.clone(),
+            &settings,
+            Arc::clone(&storage),
+            Arc::clone(&stats),
+        ));
+        let workers =
+            Arc::new(RdmaWorkers::start(engine, 2, 4, Duration::from_secs(60)).expect("workers"));
+        let service =
+            S3ServiceBuilder::new(HipobjS3::new(storage, Some(workers), Arc::clone(&stats)))
+                .build();
+        Harness {
+            _dir: dir,
+            service,
+            port,
+            stats,
+        }
+    }
+
+    fn token(len: u64, lid: u16) -> String {
+        Token {
+            transport: Transport::Rc,
+            qp_num: 0x4242,
+            gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 1, 2, 3],
+            rkey: RKEY,
+            remote_addr: BASE,
+            length: len,
+            port: 1,
+            lid,
+        }
+        .encode_hex()
+    }
+
+    async fn call(
+        h: &Harness,
+        method: &str,
+        uri: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> (u16, http::HeaderMap, Bytes) {
+        let mut req = http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("host", "localhost");
+        for (n, v) in headers {
+            req = req.header(*n, *v);
+        }
+        let req = req.body(Body::from(body.to_vec())).expect("request");
+        let resp = h.service.call(req).await.expect("response");
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let mut body = resp.into_body();
+        let bytes = body.store_all_limited(1 << 24).await.expect("body");
+        (status, headers, bytes)
+    }
+
+    fn reply(headers: &http::HeaderMap) -> Reply {
+        let v = headers.get(RDMA_REPLY).expect("x-amz-rdma-reply");
+        Reply::parse(v.as_bytes()).expect("valid reply")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn token_get_and_put_through_s3s() {
+        let h = harness();
+        let data: Vec<u8> = (0..20_000u32).map(|i| (i % 241) as u8).collect();
+        let created = call(&h, "PUT", "/bkt", &[], b"").await;
+        assert_eq!(created.0, 200, "{:?}", created.2);
+        assert_eq!(call(&h, "PUT", "/bkt/obj", &[], &data).await.0, 200);
+        h.port.add_region(RKEY, BASE, vec![0; 32_768]);
+
+        // First request of an unpaired connection: 428 with the server token.
+        let t0 = token(32_768, 0);
+        let (status, headers, _) =
+            call(&h, "GET", "/bkt/obj", &[("x-amz-rdma-token", &t0)], b"").await;
+        assert_eq!(status, 428);
+        let Reply::PairingNeeded(server) = reply(&headers) else {
+            panic!("expected 428:<token>")
+        };
+        assert!(
+            h.port.region(RKEY).iter().all(|&b| b == 0),
+            "428 moves no data"
+        );
+
+        // Paired: 200 + 200:<token> + bytes transferred, no body.
+        let t1 = token(32_768, server.lid);
+        let (status, headers, body) =
+            call(&h, "GET", "/bkt/obj", &[("x-amz-rdma-token", &t1)], b"").await;
+        assert_eq!(status, 200);
+        assert_eq!(reply(&headers), Reply::Done(server));
+        assert_eq!(
+            headers.get(RDMA_BYTES).map(|v| v.as_bytes()),
+            Some(&b"20000"[..])
+        );
+        assert!(body.is_empty());
+        assert_eq!(&h.port.region(RKEY)[..20_000], &data[..]);
+
+        // Ranged: 206.
+        let (status, headers, _) = call(
+            &h,
+            "GET",
+            "/bkt/obj",
+            &[("x-amz-rdma-token", &t1), ("range", "bytes=100-199")],
+            b"",
+        )
+        .await;
+        assert_eq!(status, 206);
+        assert_eq!(
+            headers.get(RDMA_BYTES).map(|v| v.as_bytes()),
+            Some(&b"100"[..])
+        );
+        assert_eq!(&h.port.region(RKEY)[..100], &data[100..200]);
+
+        // Missing object with a token: 404 + reply 404.
+        let (status, headers, _) =
+            call(&h, "GET", "/bkt/missing", &[("x-amz-rdma-token", &t1)], b"").await;
+        assert_eq!(status, 404);
+        assert_eq!(reply(&headers), Reply::Code(404));
+
+        // Buffer too small: 400.
+        let small = token(10, server.lid);
+        let (status, headers, _) =
+            call(&h, "GET", "/bkt/obj", &[("x-amz-rdma-token", &small)], b"").await;
+        assert_eq!(status, 400);
+        assert_eq!(reply(&headers), Reply::Code(400));
+
+        // PUT over the same pairing: the client's buffer becomes the object.
+        let upload: Vec<u8> = (0..32_768u32).map(|i| (i * 3 % 256) as u8).collect();
+        h.port.add_region(RKEY, BASE, upload.clone());
+        let (status, headers, _) =
+            call(&h, "PUT", "/bkt/up", &[("x-amz-rdma-token", &t1)], b"").await;
+        assert_eq!(status, 200);
+        assert_eq!(reply(&headers), Reply::Done(server));
+        assert!(headers.get("etag").is_some());
+        let (status, _, body) = call(&h, "GET", "/bkt/up", &[], b"").await;
+        assert_eq!(status, 200);
+        assert_eq!(&body[..], &upload[..]);
+
+        let json = h.stats.to_json();
+        for want in [
+            "\"replies_428\":1",
+            "\"pairings_created\":1",
+            "\"rdma_gets\":2",
+            "\"rdma_puts\":1",
+            "\"replies_404\":1",
+            "\"replies_400\":1",
+        ] {
+            assert!(json.contains(want), "{want} in {json}");
+        }
+    }
+}

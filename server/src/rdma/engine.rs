@@ -150,7 +150,7 @@ impl<P: RdmaPort> Engine<P> {
         }
         let mut lease = match self.lease_pairing(token) {
             Ok(lease) => lease,
-            Err(outcome) => return outcome,
+            Err(unpaired) => return unpaired.into(),
         };
         let mut file = &object.file;
         if let Err(e) = file.seek(SeekFrom::Start(selected.start)) {
@@ -180,7 +180,7 @@ impl<P: RdmaPort> Engine<P> {
         };
         let mut lease = match self.lease_pairing(token) {
             Ok(lease) => lease,
-            Err(outcome) => return outcome,
+            Err(unpaired) => return unpaired.into(),
         };
         let Some(server) = self.move_bytes(
             &mut lease,
@@ -206,7 +206,7 @@ impl<P: RdmaPort> Engine<P> {
 
     /// The lease of the token's key when its pairing matches; otherwise silence any old QP,
     /// create and store a new pairing and answer `Err(PairingNeeded)` (rule 3).
-    fn lease_pairing(&self, token: &Token) -> Result<KeyLease<'_, P::Qp>, RdmaOutcome> {
+    fn lease_pairing(&self, token: &Token) -> Result<KeyLease<'_, P::Qp>, Unpaired> {
         let peer = Peer {
             gid: token.gid,
             qp_num: token.qp_num,
@@ -214,7 +214,7 @@ impl<P: RdmaPort> Engine<P> {
         let mut lease = self
             .table
             .checkout(peer, Instant::now())
-            .map_err(|_| RdmaOutcome::Rejected(RejectCode::Busy))?;
+            .map_err(|_| Unpaired::Rejected(RejectCode::Busy))?;
         let old_id = lease.pairing().map(|p| p.id);
         if token.lid != 0 && old_id == Some(token.lid) {
             return Ok(lease);
@@ -241,7 +241,7 @@ impl<P: RdmaPort> Engine<P> {
             Ok(qp) => qp,
             Err(e) => {
                 warn!(error = %e, client_qpn = peer.qp_num, "creating a server QP failed");
-                return Err(RdmaOutcome::Rejected(RejectCode::Failed));
+                return Err(Unpaired::Rejected(RejectCode::Failed));
             }
         };
         let server = self.server_token(qp_num_of(&qp), start_psn, id);
@@ -253,7 +253,7 @@ impl<P: RdmaPort> Engine<P> {
         );
         lease.install(Pairing { id, start_psn, qp });
         Stats::bump(&self.stats.pairings_created);
-        Err(RdmaOutcome::PairingNeeded { server })
+        Err(Unpaired::PairingCreated(server))
     }
 
     /// Run the transfer on the lease's pairing; `None` after a failure (pairing destroyed).
@@ -318,6 +318,22 @@ impl<P: RdmaPort> Engine<P> {
             length: 0,
             port: info.port,
             lid: id,
+        }
+    }
+}
+
+/// Why a request did not get a matching pairing.
+enum Unpaired {
+    /// A new pairing was created (428) and carries this server token.
+    PairingCreated(Token),
+    Rejected(RejectCode),
+}
+
+impl From<Unpaired> for RdmaOutcome {
+    fn from(u: Unpaired) -> Self {
+        match u {
+            Unpaired::PairingCreated(server) => RdmaOutcome::PairingNeeded { server },
+            Unpaired::Rejected(code) => RdmaOutcome::Rejected(code),
         }
     }
 }
@@ -392,8 +408,19 @@ mod tests {
         let storage = Arc::new(Storage::open(dir.path()).expect("storage"));
         storage.create_bucket("b").expect("bucket");
         let stats = Arc::new(Stats::default());
-        let engine = Engine::new(port.clone(), &settings, Arc::clone(&storage), Arc::clone(&stats));
-        Fixture { _dir: dir, port, engine, stats, storage }
+        let engine = Engine::new(
+            port.clone(),
+            &settings,
+            Arc::clone(&storage),
+            Arc::clone(&stats),
+        );
+        Fixture {
+            _dir: dir,
+            port,
+            engine,
+            stats,
+            storage,
+        }
     }
 
     fn fixture() -> Fixture {
@@ -424,11 +451,21 @@ mod tests {
     }
 
     fn get(f: &Fixture, t: Token, key: &str, range: Option<s3s::dto::Range>) -> RdmaOutcome {
-        f.engine.run(RdmaJob { token: t, bucket: "b".into(), key: key.into(), kind: JobKind::Get { range } })
+        f.engine.run(RdmaJob {
+            token: t,
+            bucket: "b".into(),
+            key: key.into(),
+            kind: JobKind::Get { range },
+        })
     }
 
     fn put(f: &Fixture, t: Token, key: &str) -> RdmaOutcome {
-        f.engine.run(RdmaJob { token: t, bucket: "b".into(), key: key.into(), kind: JobKind::Put })
+        f.engine.run(RdmaJob {
+            token: t,
+            bucket: "b".into(),
+            key: key.into(),
+            kind: JobKind::Put,
+        })
     }
 
     /// Send with pairing 0, check the 428, return the pairing id.
@@ -456,7 +493,13 @@ mod tests {
             _ => None,
         });
         let setup = setup.expect("a QP was set up");
-        assert_eq!(setup.peer, Peer { gid: CLIENT_GID, qp_num: 0x77 });
+        assert_eq!(
+            setup.peer,
+            Peer {
+                gid: CLIENT_GID,
+                qp_num: 0x77
+            }
+        );
         assert_eq!(setup.start_psn, server.rkey);
         assert!(f.port.posted().is_empty());
         assert!(f.port.region(RKEY).iter().all(|&b| b == 0));
@@ -471,7 +514,12 @@ mod tests {
         f.port.add_region(RKEY, BASE, vec![0; 6000]);
         let server = pair(&f, 0x77, 6000, "k");
         match get(&f, token(0x77, 6000, server.lid), "k", None) {
-            RdmaOutcome::Fetched { server: s2, bytes, info, range } => {
+            RdmaOutcome::Fetched {
+                server: s2,
+                bytes,
+                info,
+                range,
+            } => {
                 assert_eq!(s2, server);
                 assert_eq!(bytes, 5000);
                 assert_eq!(info.size, 5000);
@@ -482,10 +530,15 @@ mod tests {
         assert_eq!(&f.port.region(RKEY)[..5000], &data[..]);
         let posted = f.port.posted();
         assert_eq!(posted.len(), 5);
-        assert!(posted.iter().all(|wr| wr.len <= 1000 && wr.op == RdmaOp::Write && wr.rkey == RKEY));
+        assert!(posted
+            .iter()
+            .all(|wr| wr.len <= 1000 && wr.op == RdmaOp::Write && wr.rkey == RKEY));
         assert_eq!(f.stats.rdma_bytes_written.load(Ordering::Relaxed), 5000);
         // Later requests reuse the pairing: no new QP.
-        assert!(matches!(get(&f, token(0x77, 6000, server.lid), "k", None), RdmaOutcome::Fetched { .. }));
+        assert!(matches!(
+            get(&f, token(0x77, 6000, server.lid), "k", None),
+            RdmaOutcome::Fetched { .. }
+        ));
         assert_eq!(f.stats.pairings_created.load(Ordering::Relaxed), 1);
     }
 
@@ -496,7 +549,10 @@ mod tests {
         object(&f, "k", &data);
         f.port.add_region(RKEY, BASE, vec![0; 100]);
         let server = pair(&f, 1, 5000, "k");
-        let range = s3s::dto::Range::Int { first: 1234, last: Some(1333) };
+        let range = s3s::dto::Range::Int {
+            first: 1234,
+            last: Some(1333),
+        };
         match get(&f, token(1, 100, server.lid), "k", Some(range)) {
             RdmaOutcome::Fetched { bytes, range, .. } => {
                 assert_eq!(bytes, 100);
@@ -506,7 +562,10 @@ mod tests {
         }
         assert_eq!(f.port.region(RKEY), data[1234..1334].to_vec());
         let suffix = s3s::dto::Range::Suffix { length: 10 };
-        assert!(matches!(get(&f, token(1, 100, server.lid), "k", Some(suffix)), RdmaOutcome::Fetched { bytes: 10, .. }));
+        assert!(matches!(
+            get(&f, token(1, 100, server.lid), "k", Some(suffix)),
+            RdmaOutcome::Fetched { bytes: 10, .. }
+        ));
         assert_eq!(&f.port.region(RKEY)[..10], &data[4990..]);
     }
 
@@ -515,18 +574,41 @@ mod tests {
         let f = fixture();
         object(&f, "k", &pattern(5000));
         // Buffer too small for the object: 400, and no pairing was created.
-        assert_eq!(get(&f, token(1, 4999, 0), "k", None), RdmaOutcome::Rejected(RejectCode::BadRequest));
+        assert_eq!(
+            get(&f, token(1, 4999, 0), "k", None),
+            RdmaOutcome::Rejected(RejectCode::BadRequest)
+        );
         // Missing object or bucket: 404.
-        assert_eq!(get(&f, token(1, 9999, 0), "nope", None), RdmaOutcome::Rejected(RejectCode::NotFound));
-        let job = RdmaJob { token: token(1, 10, 0), bucket: "nob".into(), key: "k".into(), kind: JobKind::Put };
-        assert_eq!(f.engine.run(job), RdmaOutcome::Rejected(RejectCode::NotFound));
+        assert_eq!(
+            get(&f, token(1, 9999, 0), "nope", None),
+            RdmaOutcome::Rejected(RejectCode::NotFound)
+        );
+        let job = RdmaJob {
+            token: token(1, 10, 0),
+            bucket: "nob".into(),
+            key: "k".into(),
+            kind: JobKind::Put,
+        };
+        assert_eq!(
+            f.engine.run(job),
+            RdmaOutcome::Rejected(RejectCode::NotFound)
+        );
         // Range beyond the end: 416.
-        let r = s3s::dto::Range::Int { first: 6000, last: None };
-        assert_eq!(get(&f, token(1, 9999, 0), "k", Some(r)), RdmaOutcome::Rejected(RejectCode::RangeNotSatisfiable));
+        let r = s3s::dto::Range::Int {
+            first: 6000,
+            last: None,
+        };
+        assert_eq!(
+            get(&f, token(1, 9999, 0), "k", Some(r)),
+            RdmaOutcome::Rejected(RejectCode::RangeNotSatisfiable)
+        );
         // DC token: 501.
         let mut dc = token(1, 9999, 0);
         dc.transport = Transport::Dc;
-        assert_eq!(get(&f, dc, "k", None), RdmaOutcome::Rejected(RejectCode::NotImplemented));
+        assert_eq!(
+            get(&f, dc, "k", None),
+            RdmaOutcome::Rejected(RejectCode::NotImplemented)
+        );
         assert_eq!(f.stats.pairings_created.load(Ordering::Relaxed), 0);
         assert!(f.port.log().is_empty());
     }
@@ -541,7 +623,10 @@ mod tests {
             other => panic!("expected 428, got {other:?}"),
         };
         // A 428 stores nothing.
-        assert!(matches!(f.storage.object_info("b", "new"), Err(StorageError::NoSuchKey)));
+        assert!(matches!(
+            f.storage.object_info("b", "new"),
+            Err(StorageError::NoSuchKey)
+        ));
         match put(&f, token(9, 4321, server.lid), "new") {
             RdmaOutcome::Stored { server: s2, info } => {
                 assert_eq!(s2, server);
@@ -551,7 +636,12 @@ mod tests {
             other => panic!("expected 200, got {other:?}"),
         }
         let mut stored = Vec::new();
-        f.storage.open_object("b", "new").expect("stored").file.read_to_end(&mut stored).expect("read");
+        f.storage
+            .open_object("b", "new")
+            .expect("stored")
+            .file
+            .read_to_end(&mut stored)
+            .expect("read");
         assert_eq!(stored, data);
         // READs in flight never exceed the port's max_rd_atomic (16 on the double) nor the depth.
         assert!(f.port.max_outstanding() <= 4);
@@ -576,7 +666,10 @@ mod tests {
             let to_err = log.iter().position(|e| *e == QpLog::ToError(live.qp_num));
             let destroyed = log.iter().position(|e| *e == QpLog::Destroyed(live.qp_num));
             let created = log.iter().position(|e| *e == QpLog::Created(again.qp_num));
-            assert!(to_err.is_some() && destroyed.is_some() && created.is_some(), "{log:?}");
+            assert!(
+                to_err.is_some() && destroyed.is_some() && created.is_some(),
+                "{log:?}"
+            );
             assert!(to_err < destroyed && destroyed < created, "{log:?}");
             live = again;
         }
@@ -591,13 +684,19 @@ mod tests {
         f.port.add_region(RKEY, BASE, vec![0; 3000]);
         f.port.set_behaviour(Behaviour::FailWr(1));
         let server = pair(&f, 3, 3000, "k");
-        assert_eq!(get(&f, token(3, 3000, server.lid), "k", None), RdmaOutcome::Rejected(RejectCode::Failed));
+        assert_eq!(
+            get(&f, token(3, 3000, server.lid), "k", None),
+            RdmaOutcome::Rejected(RejectCode::Failed)
+        );
         assert!(f.port.log().contains(&QpLog::Destroyed(server.qp_num)));
         assert_eq!(f.stats.pairings_failed.load(Ordering::Relaxed), 1);
         assert_eq!(f.stats.completion_errors.load(Ordering::Relaxed), 1);
         // The client's next request with the old pairing id gets a fresh pairing.
         f.port.set_behaviour(Behaviour::Normal);
-        assert!(matches!(get(&f, token(3, 3000, server.lid), "k", None), RdmaOutcome::PairingNeeded { .. }));
+        assert!(matches!(
+            get(&f, token(3, 3000, server.lid), "k", None),
+            RdmaOutcome::PairingNeeded { .. }
+        ));
     }
 
     #[test]
@@ -607,11 +706,16 @@ mod tests {
         f.port.add_region(RKEY, BASE, vec![0; 3000]);
         f.port.set_behaviour(Behaviour::Hang);
         let server = pair(&f, 3, 3000, "k");
-        assert_eq!(get(&f, token(3, 3000, server.lid), "k", None), RdmaOutcome::Rejected(RejectCode::Failed));
+        assert_eq!(
+            get(&f, token(3, 3000, server.lid), "k", None),
+            RdmaOutcome::Rejected(RejectCode::Failed)
+        );
         assert_eq!(f.stats.watchdog_fired.load(Ordering::Relaxed), 1);
         let log = f.port.log();
         let to_err = log.iter().position(|e| *e == QpLog::ToError(server.qp_num));
-        let destroyed = log.iter().position(|e| *e == QpLog::Destroyed(server.qp_num));
+        let destroyed = log
+            .iter()
+            .position(|e| *e == QpLog::Destroyed(server.qp_num));
         assert!(to_err.is_some() && to_err < destroyed, "{log:?}");
     }
 
@@ -624,8 +728,14 @@ mod tests {
             RdmaOutcome::PairingNeeded { server } => server,
             other => panic!("expected 428, got {other:?}"),
         };
-        assert_eq!(put(&f, token(4, 3000, server.lid), "p"), RdmaOutcome::Rejected(RejectCode::Failed));
-        assert!(matches!(f.storage.object_info("b", "p"), Err(StorageError::NoSuchKey)));
+        assert_eq!(
+            put(&f, token(4, 3000, server.lid), "p"),
+            RdmaOutcome::Rejected(RejectCode::Failed)
+        );
+        assert!(matches!(
+            f.storage.object_info("b", "p"),
+            Err(StorageError::NoSuchKey)
+        ));
     }
 
     #[test]
@@ -633,7 +743,10 @@ mod tests {
         let f = fixture();
         object(&f, "k", &pattern(10));
         f.port.set_fail_connect(true);
-        assert_eq!(get(&f, token(1, 10, 0), "k", None), RdmaOutcome::Rejected(RejectCode::Failed));
+        assert_eq!(
+            get(&f, token(1, 10, 0), "k", None),
+            RdmaOutcome::Rejected(RejectCode::Failed)
+        );
         assert_eq!(f.stats.pairings_live.load(Ordering::Relaxed), 0);
     }
 
@@ -654,7 +767,10 @@ mod tests {
             other => panic!("expected 428, got {other:?}"),
         };
         assert_eq!(server.port, 2);
-        assert!(matches!(put(&f, token(6, 3000, server.lid), "x"), RdmaOutcome::Stored { .. }));
+        assert!(matches!(
+            put(&f, token(6, 3000, server.lid), "x"),
+            RdmaOutcome::Stored { .. }
+        ));
         let posted = f.port.posted();
         assert_eq!(posted.len(), 12);
         assert!(posted.iter().all(|wr| wr.len <= 256));
@@ -669,8 +785,21 @@ mod tests {
         object(&f, "k", &pattern(10));
         pair(&f, 1, 10, "k");
         // Hold key 1 as a running transfer would.
-        let _busy = f.engine.table.checkout(Peer { gid: CLIENT_GID, qp_num: 1 }, Instant::now()).expect("room");
-        assert_eq!(get(&f, token(2, 10, 0), "k", None), RdmaOutcome::Rejected(RejectCode::Busy));
+        let _busy = f
+            .engine
+            .table
+            .checkout(
+                Peer {
+                    gid: CLIENT_GID,
+                    qp_num: 1,
+                },
+                Instant::now(),
+            )
+            .expect("room");
+        assert_eq!(
+            get(&f, token(2, 10, 0), "k", None),
+            RdmaOutcome::Rejected(RejectCode::Busy)
+        );
     }
 
     #[test]
@@ -678,7 +807,17 @@ mod tests {
         let f = fixture();
         object(&f, "k", &pattern(10));
         let server = pair(&f, 0xabc, 10, "k");
-        let mut lease = f.engine.table.checkout(Peer { gid: CLIENT_GID, qp_num: 0xabc }, Instant::now()).expect("room");
+        let mut lease = f
+            .engine
+            .table
+            .checkout(
+                Peer {
+                    gid: CLIENT_GID,
+                    qp_num: 0xabc,
+                },
+                Instant::now(),
+            )
+            .expect("room");
         let p = lease.pairing_mut().expect("paired");
         assert_eq!(p.qp.qp_num(), server.qp_num);
         assert_eq!(p.id, server.lid);

@@ -60,6 +60,12 @@ fn lock(m: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+impl Default for DoublePort {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl DoublePort {
     pub fn new() -> Self {
         Self::with_info(PortInfo {

@@ -14,31 +14,36 @@
 set -u
 CTL=/run/hipobj-vm
 ADDR0=169.254.77.1 ADDR1=169.254.77.2
-log() { echo "setup-rdma: [$(cut -d" " -f1 /proc/uptime)] $*"; }
+log() { local u; read -r u _ </proc/uptime; echo "setup-rdma: [$u] $*"; }
 fail() { echo "setup-rdma: FAILED: $*"; exit 1; }
 run() { "$@" || fail "$*"; }
 
-run ip link set lo up
-run ip link add hvm0 type veth peer name hvm1
-for i in 0 1; do
-  echo 1 > /proc/sys/net/ipv6/conf/hvm$i/disable_ipv6
-  run ip link set hvm$i mtu 9000 up
-done
-run ip addr add $ADDR0/32 dev hvm0
-run ip addr add $ADDR1/32 dev hvm1
+# one 'ip -batch' (every program start costs a 9p lookup under TCG)
+ip -batch - <<IP || fail "network setup (ip -batch)"
+link set lo up
+link add hvm0 type veth peer name hvm1
+IP
+for i in 0 1; do echo 1 > /proc/sys/net/ipv6/conf/hvm$i/disable_ipv6; done
 # packets from a local source address arrive on the peer veth: accept them
 for c in all default hvm0 hvm1; do
   echo 1 > /proc/sys/net/ipv4/conf/$c/accept_local
   echo 0 > /proc/sys/net/ipv4/conf/$c/rp_filter
 done
-run ip route add $ADDR1/32 dev hvm0 table 77 src $ADDR0
-run ip route add $ADDR0/32 dev hvm1 table 78 src $ADDR1
-run ip rule add pref 10 oif hvm0 to $ADDR1/32 lookup 77
-run ip rule add pref 11 oif hvm1 to $ADDR0/32 lookup 78
-run ip rule add pref 100 lookup local
-run ip rule del pref 0 lookup local
-run ip neigh replace $ADDR1 lladdr "$(cat /sys/class/net/hvm1/address)" dev hvm0 nud permanent
-run ip neigh replace $ADDR0 lladdr "$(cat /sys/class/net/hvm0/address)" dev hvm1 nud permanent
+MAC0=$(</sys/class/net/hvm0/address) MAC1=$(</sys/class/net/hvm1/address)
+ip -batch - <<IP || fail "network setup (ip -batch)"
+link set hvm0 mtu 9000 up
+link set hvm1 mtu 9000 up
+addr add $ADDR0/32 dev hvm0
+addr add $ADDR1/32 dev hvm1
+route add $ADDR1/32 dev hvm0 table 77 src $ADDR0
+route add $ADDR0/32 dev hvm1 table 78 src $ADDR1
+rule add pref 10 oif hvm0 to $ADDR1/32 lookup 77
+rule add pref 11 oif hvm1 to $ADDR0/32 lookup 78
+rule add pref 100 lookup local
+rule del pref 0 lookup local
+neigh replace $ADDR1 lladdr $MAC1 dev hvm0 nud permanent
+neigh replace $ADDR0 lladdr $MAC0 dev hvm1 nud permanent
+IP
 
 run rdma link add rxe0 type rxe netdev hvm0
 run rdma link add rxe1 type rxe netdev hvm1
@@ -49,8 +54,8 @@ gid_index() { # dev addr
   want=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' ${2//./ })
   for f in /sys/class/infiniband/$1/ports/1/gids/*; do
     i=${f##*/}
-    [ "$(cat "$f" 2>/dev/null)" = "$want" ] || continue
-    [ "$(cat /sys/class/infiniband/$1/ports/1/gid_attrs/types/$i 2>/dev/null)" = "RoCE v2" ] || continue
+    [ "$(<"$f")" = "$want" ] || continue
+    [ "$(</sys/class/infiniband/$1/ports/1/gid_attrs/types/$i)" = "RoCE v2" ] 2>/dev/null || continue
     echo "$i"; return 0
   done
   return 1
@@ -58,21 +63,22 @@ gid_index() { # dev addr
 declare -A GIDX
 for d in rxe0:$ADDR0 rxe1:$ADDR1; do
   dev=${d%%:*} addr=${d#*:}
-  for _ in $(seq 100); do
-    grep -q ACTIVE /sys/class/infiniband/$dev/ports/1/state 2>/dev/null && GIDX[$dev]=$(gid_index $dev $addr) && break
+  state=/sys/class/infiniband/$dev/ports/1/state
+  for ((i = 0; i < 100; i++)); do
+    [[ $(<$state) == *ACTIVE* ]] 2>/dev/null && GIDX[$dev]=$(gid_index $dev $addr) && break
     sleep 0.1
   done
-  [ -n "${GIDX[$dev]:-}" ] || fail "$dev: port not ACTIVE or no RoCE v2 GID ::ffff:$addr ($(cat /sys/class/infiniband/$dev/ports/1/state 2>/dev/null))"
-  log "$dev on hvm${dev#rxe} $addr: $(cat /sys/class/infiniband/$dev/ports/1/state), GID[${GIDX[$dev]}] ::ffff:$addr RoCE v2, active_mtu $(ibv_devinfo -d $dev | awk '/active_mtu/{print $2; exit}')"
+  [ -n "${GIDX[$dev]:-}" ] || fail "$dev: port not ACTIVE or no RoCE v2 GID ::ffff:$addr ($(<$state))"
+  log "$dev on hvm${dev#rxe} $addr: $(<$state), GID[${GIDX[$dev]}] ::ffff:$addr RoCE v2"
 done
 
 # RC traffic between two processes: on one device, and across rxe0 <-> rxe1
 wait_tcp_listen() { # port
   local hex i
   hex=$(printf ':%04X' "$1")
-  for i in $(seq 200); do
+  for ((i = 0; i < 200; i++)); do
     # LISTEN (0A) on 0.0.0.0 or :: (ibv_rc_pingpong binds whatever getaddrinfo lists first)
-    grep -qE "^ *[0-9]+: 0+$hex 0+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null && return 0
+    [[ $(</proc/net/tcp)$(</proc/net/tcp6) =~ :\ 0+$hex\ 0+:0000\ 0A ]] && return 0
     sleep 0.05
   done
   return 1

@@ -1,0 +1,105 @@
+#!/bin/bash
+# Runs inside the guest, in 'chroot /host' (the host's bash, iproute2 and rdma-core on the guest
+# kernel). Creates the two Soft-RoCE devices, checks RC traffic, and writes guest.env for COMMAND.
+#
+#   rxe0 on veth 'hvm0' 169.254.77.1/32   GID ::ffff:169.254.77.1 (RoCE v2)
+#   rxe1 on veth 'hvm1' 169.254.77.2/32   GID ::ffff:169.254.77.2 (RoCE v2)
+#
+# Why veth and policy routing: both addresses are local to the guest, so by default the kernel
+# routes rxe0 -> 169.254.77.2 through 'lo', and rxe's UDP receive path finds no rxe device on 'lo'
+# and drops the packet. Routes looked up with the outgoing device set to hvm0 (rxe and ib_core
+# always set it) are sent out of hvm0 instead, arrive on hvm1, and reach rxe1; traffic between two
+# QPs of one device keeps rxe's internal loopback path. Ordinary sockets (no oif) are unaffected.
+# Nothing leaves the guest: it has no NIC.
+set -u
+CTL=/run/hipobj-vm
+ADDR0=169.254.77.1 ADDR1=169.254.77.2
+log() { local u; read -r u _ </proc/uptime; echo "setup-rdma: [$u] $*"; }
+fail() { echo "setup-rdma: FAILED: $*"; exit 1; }
+run() { "$@" || fail "$*"; }
+
+# one 'ip -batch' (every program start costs a 9p lookup under TCG)
+ip -batch - <<IP || fail "network setup (ip -batch)"
+link set lo up
+link add hvm0 type veth peer name hvm1
+IP
+for i in 0 1; do echo 1 > /proc/sys/net/ipv6/conf/hvm$i/disable_ipv6; done
+# packets from a local source address arrive on the peer veth: accept them
+for c in all default hvm0 hvm1; do
+  echo 1 > /proc/sys/net/ipv4/conf/$c/accept_local
+  echo 0 > /proc/sys/net/ipv4/conf/$c/rp_filter
+done
+MAC0=$(</sys/class/net/hvm0/address) MAC1=$(</sys/class/net/hvm1/address)
+ip -batch - <<IP || fail "network setup (ip -batch)"
+link set hvm0 mtu 9000 up
+link set hvm1 mtu 9000 up
+addr add $ADDR0/32 dev hvm0
+addr add $ADDR1/32 dev hvm1
+route add $ADDR1/32 dev hvm0 table 77 src $ADDR0
+route add $ADDR0/32 dev hvm1 table 78 src $ADDR1
+rule add pref 10 oif hvm0 to $ADDR1/32 lookup 77
+rule add pref 11 oif hvm1 to $ADDR0/32 lookup 78
+rule add pref 100 lookup local
+rule del pref 0 lookup local
+neigh replace $ADDR1 lladdr $MAC1 dev hvm0 nud permanent
+neigh replace $ADDR0 lladdr $MAC0 dev hvm1 nud permanent
+IP
+
+run rdma link add rxe0 type rxe netdev hvm0
+run rdma link add rxe1 type rxe netdev hvm1
+
+# port ACTIVE, and the index of the RoCE v2 GID that maps the device's IPv4 address
+gid_index() { # dev addr
+  local f i want
+  want=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' ${2//./ })
+  for f in /sys/class/infiniband/$1/ports/1/gids/*; do
+    i=${f##*/}
+    [ "$(<"$f")" = "$want" ] || continue
+    [ "$(</sys/class/infiniband/$1/ports/1/gid_attrs/types/$i)" = "RoCE v2" ] 2>/dev/null || continue
+    echo "$i"; return 0
+  done
+  return 1
+}
+declare -A GIDX
+for d in rxe0:$ADDR0 rxe1:$ADDR1; do
+  dev=${d%%:*} addr=${d#*:}
+  state=/sys/class/infiniband/$dev/ports/1/state
+  for ((i = 0; i < 100; i++)); do
+    [[ $(<$state) == *ACTIVE* ]] 2>/dev/null && GIDX[$dev]=$(gid_index $dev $addr) && break
+    sleep 0.1
+  done
+  [ -n "${GIDX[$dev]:-}" ] || fail "$dev: port not ACTIVE or no RoCE v2 GID ::ffff:$addr ($(<$state))"
+  log "$dev on hvm${dev#rxe} $addr: $(<$state), GID[${GIDX[$dev]}] ::ffff:$addr RoCE v2"
+done
+
+# RC traffic between two processes: on one device, and across rxe0 <-> rxe1
+wait_tcp_listen() { # port
+  local hex i
+  hex=$(printf ':%04X' "$1")
+  for ((i = 0; i < 200; i++)); do
+    # LISTEN (0A) on 0.0.0.0 or :: (ibv_rc_pingpong binds whatever getaddrinfo lists first)
+    [[ $(</proc/net/tcp)$(</proc/net/tcp6) =~ :\ 0+$hex\ 0+:0000\ 0A ]] && return 0
+    sleep 0.05
+  done
+  return 1
+}
+pingpong() { # server-dev client-dev port
+  local spid rc
+  timeout 60 ibv_rc_pingpong -d "$1" -g "${GIDX[$1]}" -p "$3" -n 100 -s 4096 >/tmp/pp-srv.log 2>&1 &
+  spid=$!
+  wait_tcp_listen "$3" || { kill $spid 2>/dev/null; fail "ibv_rc_pingpong server on $1 did not listen"; }
+  timeout 60 ibv_rc_pingpong -d "$2" -g "${GIDX[$2]}" -p "$3" -n 100 -s 4096 127.0.0.1 >/tmp/pp-cli.log 2>&1
+  rc=$?
+  wait $spid || rc=1
+  if [ $rc != 0 ]; then cat /tmp/pp-srv.log /tmp/pp-cli.log; fail "ibv_rc_pingpong $1 <- $2"; fi
+  log "ibv_rc_pingpong $1 <- $2 ok: $(grep -m1 usec/iter /tmp/pp-cli.log | sed 's/^ *//')"
+}
+pingpong rxe0 rxe0 18701
+pingpong rxe1 rxe0 18702
+
+cat > $CTL/guest.env <<ENV
+export HIPOBJ_VM=1
+export HIPOBJ_VM_DEVICES="rxe0 rxe1"
+export HIPOBJ_VM_ADDRS="rxe0=$ADDR0 rxe1=$ADDR1"
+export HIPOBJ_VM_GID_INDEX="rxe0=${GIDX[rxe0]} rxe1=${GIDX[rxe1]}"
+ENV

@@ -49,7 +49,7 @@ impl Env {
         };
         let server = Server::start(Some(&server_dev), server_args);
         let s3 = S3::new(server.addr);
-        assert!(s3.create_bucket("b").unwrap().status < 300);
+        assert!(s3.create_bucket("bkt").unwrap().status < 300);
         let env = Env {
             _lock: lock,
             server,
@@ -88,7 +88,7 @@ fn put(
     offset: usize,
     len: usize,
 ) -> (hipobj::error::Result<()>, usize) {
-    let mut req = RdmaRequest::put(s3, "b", key);
+    let mut req = RdmaRequest::put(s3, "bkt", key);
     let r = rt().transfer(
         TransferKind::Put,
         buf.as_ptr() as usize,
@@ -106,7 +106,7 @@ fn get(
     offset: usize,
     len: usize,
 ) -> (hipobj::error::Result<()>, usize) {
-    let mut req = RdmaRequest::get(s3, "b", key);
+    let mut req = RdmaRequest::get(s3, "bkt", key);
     let r = rt().transfer(
         TransferKind::Get,
         buf.as_mut_ptr() as usize,
@@ -135,7 +135,7 @@ fn round_trips_of_many_sizes() {
         let (r, _) = put(&env.s3, &key, &src, 0, size);
         r.unwrap_or_else(|e| panic!("PUT {size}: {e}"));
         // The object really is on the server, byte for byte.
-        let plain = env.s3.get("b", &key).unwrap();
+        let plain = env.s3.get("bkt", &key).unwrap();
         assert_eq!(plain.status, 200);
         assert!(plain.body == src, "server copy of {size} bytes differs");
         let (r, _) = get(&env.s3, &key, &mut dst, 0, size);
@@ -155,23 +155,23 @@ fn offsets_and_ranges_inside_a_registration() {
     let base = buf.as_mut_ptr() as usize;
     rt().register(base, total, MemoryKind::Host).unwrap();
     let obj = pattern(10_000, 7);
-    assert_eq!(env.s3.put("b", "ten-k", &obj).unwrap().status, 200);
+    assert_eq!(env.s3.put("bkt", "ten-k", &obj).unwrap().status, 200);
     // GET into the middle of the registration: only those bytes change.
     let (r, _) = get(&env.s3, "ten-k", &mut buf, 300_000, 10_000);
     r.unwrap();
     assert_eq!(&buf[300_000..310_000], &obj[..]);
     assert!(buf[..300_000].iter().all(|&b| b == 0xAA) && buf[310_000..].iter().all(|&b| b == 0xAA));
     // Ranged GET: bytes 1000..=4999 of the object into offset 8.
-    let mut req = RdmaRequest::get(&env.s3, "b", "ten-k").with_range(1000, 4999);
+    let mut req = RdmaRequest::get(&env.s3, "bkt", "ten-k").with_range(1000, 4999);
     rt().transfer(TransferKind::Get, base, 4000, 8, &mut req)
         .unwrap();
     assert_eq!(&buf[8..4008], &obj[1000..5000]);
     // PUT from an offset.
     let (r, _) = put(&env.s3, "from-offset", &buf, 300_000, 10_000);
     r.unwrap();
-    assert_eq!(env.s3.get("b", "from-offset").unwrap().body, obj);
+    assert_eq!(env.s3.get("bkt", "from-offset").unwrap().body, obj);
     // A range that leaves the registration is refused before any request.
-    let mut req = RdmaRequest::get(&env.s3, "b", "ten-k");
+    let mut req = RdmaRequest::get(&env.s3, "bkt", "ten-k");
     let e = rt()
         .transfer(
             TransferKind::Get,
@@ -193,7 +193,7 @@ fn pairing_takes_one_extra_round_trip_once() {
     let src = pattern(size, 3);
     rt().register(src.as_ptr() as usize, size, MemoryKind::Host)
         .unwrap();
-    let mut req = RdmaRequest::put(&env.s3, "b", "p");
+    let mut req = RdmaRequest::put(&env.s3, "bkt", "p");
     rt().transfer(TransferKind::Put, src.as_ptr() as usize, size, 0, &mut req)
         .unwrap();
     assert_eq!(
@@ -225,7 +225,7 @@ fn server_restart_means_re_pairing() {
     put(&env.s3, "r", &src, 0, size).0.unwrap();
     env.server.restart();
     // The old pairing is unknown to the new server: 428 -> fresh QP -> 428 -> paired -> 200.
-    let mut req = RdmaRequest::get(&env.s3, "b", "r");
+    let mut req = RdmaRequest::get(&env.s3, "bkt", "r");
     rt().transfer(
         TransferKind::Get,
         dst.as_mut_ptr() as usize,
@@ -250,20 +250,20 @@ fn callback_failure_is_s3_error_and_resets_the_connection() {
     let src = pattern(size, 5);
     rt().register(src.as_ptr() as usize, size, MemoryKind::Host)
         .unwrap();
-    let mut ok = RdmaRequest::put(&env.s3, "b", "c");
+    let mut ok = RdmaRequest::put(&env.s3, "bkt", "c");
     rt().transfer(TransferKind::Put, src.as_ptr() as usize, size, 0, &mut ok)
         .unwrap();
     let first_token =
         hipobj::token::Token::decode_hex(ok.tokens.last().unwrap().as_bytes()).unwrap();
     assert_ne!(first_token.lid, 0, "second request carries the pairing id");
-    let mut bad = RdmaRequest::put(&env.s3, "b", "c");
+    let mut bad = RdmaRequest::put(&env.s3, "bkt", "c");
     bad.fail_send = true;
     let e = rt()
         .transfer(TransferKind::Put, src.as_ptr() as usize, size, 0, &mut bad)
         .unwrap_err();
     assert_eq!(e.code, OpError::S3Error);
     // The only connection was reset: a new QP number, unpaired.
-    let mut next = RdmaRequest::put(&env.s3, "b", "c");
+    let mut next = RdmaRequest::put(&env.s3, "bkt", "c");
     rt().transfer(TransferKind::Put, src.as_ptr() as usize, size, 0, &mut next)
         .unwrap();
     let t = hipobj::token::Token::decode_hex(next.tokens[0].as_bytes()).unwrap();
@@ -281,13 +281,13 @@ fn unregistered_remote_range_writes_nothing() {
     let base = buf.as_mut_ptr() as usize;
     rt().register(base, size, MemoryKind::Host).unwrap();
     let obj = pattern(size, 6);
-    assert_eq!(env.s3.put("b", "u", &obj).unwrap().status, 200);
+    assert_eq!(env.s3.put("bkt", "u", &obj).unwrap().status, 200);
     // Pair the application connection, then send a token whose address lies outside the MR.
     let tok = rt().mint_token(base, size).unwrap();
     let mut t = hipobj::token::Token::decode_hex(tok.as_bytes()).unwrap();
     let resp = env
         .s3
-        .request("GET", "/b/u", &[("x-amz-rdma-token", &tok)], &[])
+        .request("GET", "/bkt/u", &[("x-amz-rdma-token", &tok)], &[])
         .unwrap();
     let reply = resp.header("x-amz-rdma-reply").unwrap().to_string();
     assert!(reply.starts_with("428:"), "{reply}");
@@ -303,7 +303,7 @@ fn unregistered_remote_range_writes_nothing() {
     };
     let resp = env
         .s3
-        .request("GET", "/b/u", &[("x-amz-rdma-token", &t.encode_hex())], &[])
+        .request("GET", "/bkt/u", &[("x-amz-rdma-token", &t.encode_hex())], &[])
         .unwrap();
     assert_eq!(
         resp.header("x-amz-rdma-reply"),
@@ -383,13 +383,13 @@ fn callbacks_re_enter_deregister_busy_and_full_pool_busy() {
     let seen = std::cell::RefCell::new(Vec::new());
     let s3 = env.s3;
     {
-        let mut req = RdmaRequest::put(&s3, "b", "re");
+        let mut req = RdmaRequest::put(&s3, "bkt", "re");
         req.on_send = Some(Box::new(|| {
             // The transfer's own buffer is in use: deregister says Busy and keeps it.
             seen.borrow_mut()
                 .push(rt().deregister(base).map_err(|e| e.code));
             // The only connection is ours: a nested transfer gets Busy at once.
-            let mut inner = RdmaRequest::put(&s3, "b", "inner");
+            let mut inner = RdmaRequest::put(&s3, "bkt", "inner");
             seen.borrow_mut().push(
                 rt().transfer(TransferKind::Put, base, size, 0, &mut inner)
                     .map_err(|e| e.code),
@@ -419,7 +419,7 @@ fn shutdown_while_transfers_run_then_release() {
                 let started = &started;
                 sc.spawn(move || {
                     let rt = rt();
-                    let mut req = RdmaRequest::put(&s3, "b", &format!("s{t}"));
+                    let mut req = RdmaRequest::put(&s3, "bkt", &format!("s{t}"));
                     let mut once = Some(());
                     req.on_send = Some(Box::new(move || {
                         if once.take().is_some() {
@@ -450,7 +450,7 @@ fn shutdown_while_transfers_run_then_release() {
     );
     // Re-init works and the object is there.
     env.init(1);
-    assert_eq!(env.s3.get("b", "s0").unwrap().body.len(), size);
+    assert_eq!(env.s3.get("bkt", "s0").unwrap().body.len(), size);
 }
 
 fn thread_count() -> usize {

@@ -48,7 +48,7 @@ impl Env {
         };
         let server = Server::start(Some(&server_dev), &[]);
         let s3 = S3::new(server.addr);
-        assert!(s3.create_bucket("g").unwrap().status < 300);
+        assert!(s3.create_bucket("gpu").unwrap().status < 300);
         let sim = SimGpu::new(1);
         let mut cfg = InitConfig {
             gpu_device: 0,
@@ -95,15 +95,15 @@ fn staged_device_buffers_round_trip() {
         Some(BufferKind::DeviceStaged),
         "dmabuf fails on the sim: staged"
     );
-    let mut put = RdmaRequest::put(&env.s3, "g", "dev");
+    let mut put = RdmaRequest::put(&env.s3, "gpu", "dev");
     rt().transfer(TransferKind::Put, src, size, 0, &mut put)
         .unwrap();
     assert_eq!(
-        env.s3.get("g", "dev").unwrap().body,
+        env.s3.get("gpu", "dev").unwrap().body,
         data,
         "PUT staged device -> host -> server"
     );
-    let mut get = RdmaRequest::get(&env.s3, "g", "dev");
+    let mut get = RdmaRequest::get(&env.s3, "gpu", "dev");
     rt().transfer(TransferKind::Get, dst, size, 0, &mut get)
         .unwrap();
     assert_eq!(
@@ -112,7 +112,7 @@ fn staged_device_buffers_round_trip() {
         "GET lands in device memory"
     );
     // Part of the buffer, at an offset.
-    let mut get = RdmaRequest::get(&env.s3, "g", "dev").with_range(0, 4095);
+    let mut get = RdmaRequest::get(&env.s3, "gpu", "dev").with_range(0, 4095);
     env.sim.write(dst, &vec![0u8; size]).unwrap();
     rt().transfer(TransferKind::Get, dst, 4096, 65536, &mut get)
         .unwrap();
@@ -135,7 +135,7 @@ fn stalled_copy_times_out_then_busy_until_released() {
     rt().register(buf, size, MemoryKind::Device).unwrap();
     env.sim.stall_copies();
     let t0 = Instant::now();
-    let mut put = RdmaRequest::put(&env.s3, "g", "stall");
+    let mut put = RdmaRequest::put(&env.s3, "gpu", "stall");
     let e = rt()
         .transfer(TransferKind::Put, buf, size, 0, &mut put)
         .unwrap_err();
@@ -143,7 +143,7 @@ fn stalled_copy_times_out_then_busy_until_released() {
     assert!(t0.elapsed() >= Duration::from_millis(300));
     assert_eq!(put.requests, 0, "no request after a failed staging copy");
     // Until the copy ends: every call on the buffer is Busy, deregister too.
-    let mut put = RdmaRequest::put(&env.s3, "g", "stall");
+    let mut put = RdmaRequest::put(&env.s3, "gpu", "stall");
     assert_eq!(
         rt().transfer(TransferKind::Put, buf, size, 0, &mut put)
             .unwrap_err()
@@ -256,7 +256,7 @@ fn application_driven_transfers_with_sync() {
         for _ in 0..3 {
             let token = rt().mint_token(ptr, size).unwrap();
             let resp = s3
-                .request(method, "/g/app", &[("x-amz-rdma-token", &token)], &[])
+                .request(method, "/gpu/app", &[("x-amz-rdma-token", &token)], &[])
                 .unwrap();
             let reply = Reply::parse(resp.header("x-amz-rdma-reply").unwrap().as_bytes()).unwrap();
             if reply.http_code() == 428 {
@@ -274,7 +274,7 @@ fn application_driven_transfers_with_sync() {
             rt().register(host.as_ptr() as usize, host.len(), MemoryKind::Host)
                 .unwrap();
             for i in 0..8 {
-                let mut r = RdmaRequest::put(&s3, "g", &format!("bg{i}"));
+                let mut r = RdmaRequest::put(&s3, "gpu", &format!("bg{i}"));
                 rt().transfer(
                     TransferKind::Put,
                     host.as_ptr() as usize,
@@ -288,7 +288,7 @@ fn application_driven_transfers_with_sync() {
         });
         rt().sync(src, size, 0, SyncDirection::ToHost).unwrap();
         assert_eq!(app_request("PUT", src), 200);
-        assert_eq!(s3.get("g", "app").unwrap().body, data);
+        assert_eq!(s3.get("gpu", "app").unwrap().body, data);
         assert_eq!(app_request("GET", dst), 200);
         // Before the sync the device memory has not changed; after it, it holds the object.
         assert!(env.sim.read(dst, size).unwrap().iter().all(|&b| b == 0));

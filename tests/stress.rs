@@ -78,7 +78,7 @@ fn stress_under_faults() {
     let mut srv = server::Server::start(Some(&server_dev), &["--pairing-idle-secs", "3"]);
     let mut s3 = S3::new(srv.addr);
     s3.timeout = Duration::from_secs(20);
-    assert!(s3.create_bucket("s").unwrap().status < 300);
+    assert!(s3.create_bucket("stress").unwrap().status < 300);
     let mut cfg = InitConfig {
         gpu_device: -1,
         nic_hint: Some(client_dev),
@@ -162,7 +162,7 @@ fn stress_under_faults() {
                             *b = (i as u64 ^ rng.0) as u8;
                         }
                         let sum = checksum(&buf[..len]);
-                        let mut req = RdmaRequest::put(&s3, "s", &key);
+                        let mut req = RdmaRequest::put(&s3, "stress", &key);
                         let r = rt.transfer(TransferKind::Put, base, len, 0, &mut req);
                         tally.record("put", &r);
                         match &r {
@@ -176,7 +176,7 @@ fn stress_under_faults() {
                         }
                     } else if let Some(&want) = expect.get(&key) {
                         buf.fill(0xEE);
-                        let mut req = RdmaRequest::get(&s3, "s", &key);
+                        let mut req = RdmaRequest::get(&s3, "stress", &key);
                         let r = rt.transfer(TransferKind::Get, base, size, 0, &mut req);
                         tally.record("get", &r);
                         match &r {

@@ -1,6 +1,6 @@
 /* End-to-end PUT and GET through hipobj-server with libcurl as the application's S3 client.
  * Runs in the Soft-RoCE lane: curl_e2e ENDPOINT NIC SIZE
- * (e.g. curl_e2e http://127.0.0.1:9000 rxe0 1048576). The bucket "c" must exist. */
+ * (e.g. curl_e2e http://127.0.0.1:9000 rxe0 1048576). The bucket "cbkt" must exist. */
 #include "hipobj.h"
 
 #include <curl/curl.h>
@@ -121,7 +121,7 @@ int main(int argc, char **argv) {
     CHECK(hipObjBufRegisterHost(src, size).opError == hipObjSuccess, "register src");
     CHECK(hipObjBufRegisterHost(dst, size).opError == hipObjSuccess, "register dst");
 
-    snprintf(url, sizeof url, "%s/c/from-c", argv[1]);
+    snprintf(url, sizeof url, "%s/cbkt/from-c", argv[1]);
     memset(&req, 0, sizeof req);
     req.url = url;
     req.method = "PUT";

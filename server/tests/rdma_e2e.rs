@@ -143,11 +143,17 @@ fn get_and_put_over_real_rdma() {
     c.pair(&st);
 
     // Paired GET: the object lands in our buffer.
+    let t = std::time::Instant::now();
     let r = server.request(
         "GET",
         "/bkt/big",
         &[("x-amz-rdma-token", c.token(len))],
         b"",
+    );
+    eprintln!(
+        "RDMA GET of {} bytes (incl. HTTP): {:?}",
+        data.len(),
+        t.elapsed()
     );
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(reply(&r), Reply::Done(st));
@@ -179,11 +185,17 @@ fn get_and_put_over_real_rdma() {
         .map(|b| b ^ 0x5a)
         .collect::<Vec<u8>>();
     c.buf[..upload.len()].copy_from_slice(&upload);
+    let t = std::time::Instant::now();
     let r = server.request(
         "PUT",
         "/bkt/up",
         &[("x-amz-rdma-token", c.token(upload.len() as u64))],
         b"",
+    );
+    eprintln!(
+        "RDMA PUT of {} bytes (incl. HTTP): {:?}",
+        upload.len(),
+        t.elapsed()
     );
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(reply(&r), Reply::Done(st));

@@ -143,11 +143,17 @@ fn get_and_put_over_real_rdma() {
     c.pair(&st);
 
     // Paired GET: the object lands in our buffer.
+    let t = std::time::Instant::now();
     let r = server.request(
         "GET",
         "/bkt/big",
         &[("x-amz-rdma-token", c.token(len))],
         b"",
+    );
+    eprintln!(
+        "RDMA GET of {} bytes (incl. HTTP): {:?}",
+        data.len(),
+        t.elapsed()
     );
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(reply(&r), Reply::Done(st));
@@ -179,11 +185,17 @@ fn get_and_put_over_real_rdma() {
         .map(|b| b ^ 0x5a)
         .collect::<Vec<u8>>();
     c.buf[..upload.len()].copy_from_slice(&upload);
+    let t = std::time::Instant::now();
     let r = server.request(
         "PUT",
         "/bkt/up",
         &[("x-amz-rdma-token", c.token(upload.len() as u64))],
         b"",
+    );
+    eprintln!(
+        "RDMA PUT of {} bytes (incl. HTTP): {:?}",
+        upload.len(),
+        t.elapsed()
     );
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(reply(&r), Reply::Done(st));
@@ -273,5 +285,88 @@ fn transfer_into_a_destroyed_client_qp_fails_with_500() {
     assert_eq!(r.status, 428);
     let stats = server.stats();
     assert!(stats.contains("\"pairings_failed\":1"), "{stats}");
+    assert!(server.stop().success());
+}
+
+#[test]
+#[ignore = "needs an RDMA device: set HIPOBJ_TEST_RDMA_DEVICE (e.g. rxe0) and pass --ignored"]
+fn parallel_connections_each_pair_once_and_move_correct_bytes() {
+    let name = std::env::var("HIPOBJ_TEST_RDMA_DEVICE").expect("HIPOBJ_TEST_RDMA_DEVICE");
+    let lib = Lib::load().expect("libibverbs");
+    let dev = Device::open(&lib, &name).expect("device");
+    let server = Server::start(&[
+        "--device",
+        &name,
+        "--chunk-bytes",
+        "262144",
+        "--rdma-workers",
+        "3",
+    ]);
+    assert_eq!(server.request("PUT", "/bkt", &[], b"").status, 200);
+    const CONNS: usize = 4;
+    const ROUNDS: usize = 5;
+    const SIZE: usize = 1 << 20;
+    std::thread::scope(|s| {
+        for conn in 0..CONNS {
+            let (server, dev) = (&server, &dev);
+            s.spawn(move || {
+                let mut c = Client::new(dev, SIZE);
+                for round in 0..ROUNDS {
+                    let key = format!("/bkt/c{conn}-r{round}");
+                    let content: Vec<u8> = pattern(SIZE)
+                        .iter()
+                        .map(|b| b.wrapping_add((conn * 31 + round) as u8))
+                        .collect();
+                    c.buf.copy_from_slice(&content);
+                    let mut r = server.request(
+                        "PUT",
+                        &key,
+                        &[("x-amz-rdma-token", c.token(SIZE as u64))],
+                        b"",
+                    );
+                    if r.status == 428 {
+                        assert_eq!(round, 0, "a connection pairs once");
+                        let Reply::PairingNeeded(st) = reply(&r) else {
+                            panic!("expected 428:<token>")
+                        };
+                        c.pair(&st);
+                        r = server.request(
+                            "PUT",
+                            &key,
+                            &[("x-amz-rdma-token", c.token(SIZE as u64))],
+                            b"",
+                        );
+                    }
+                    assert_eq!(r.status, 200, "{}", r.text());
+                    c.buf.fill(0);
+                    let r = server.request(
+                        "GET",
+                        &key,
+                        &[("x-amz-rdma-token", c.token(SIZE as u64))],
+                        b"",
+                    );
+                    assert_eq!(r.status, 200, "{}", r.text());
+                    assert!(
+                        c.buf[..] == content[..],
+                        "conn {conn} round {round}: data differs"
+                    );
+                }
+            });
+        }
+    });
+    let stats = server.stats();
+    assert!(
+        stats.contains(&format!("\"pairings_created\":{CONNS}")),
+        "{stats}"
+    );
+    assert!(
+        stats.contains(&format!("\"rdma_puts\":{}", CONNS * ROUNDS)),
+        "{stats}"
+    );
+    assert!(
+        stats.contains(&format!("\"rdma_gets\":{}", CONNS * ROUNDS)),
+        "{stats}"
+    );
+    assert!(stats.contains("\"replies_500\":0"), "{stats}");
     assert!(server.stop().success());
 }

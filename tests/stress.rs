@@ -98,6 +98,14 @@ fn stress_under_faults() {
         let stop_ref = &stop;
         let faults_ref = &faults;
         sc.spawn(move || {
+            // Whatever happens here (a panic included), the workers must stop.
+            struct StopOnExit<'a>(&'a AtomicBool);
+            impl Drop for StopOnExit<'_> {
+                fn drop(&mut self) {
+                    self.0.store(true, Ordering::SeqCst);
+                }
+            }
+            let _stop = StopOnExit(stop_ref);
             let mut rng = Rng(0x5eed);
             while Instant::now() < t_end {
                 std::thread::sleep(Duration::from_millis(1500 + rng.below(2500)));
@@ -122,8 +130,16 @@ fn stress_under_faults() {
                     }
                 };
                 *faults_ref.lock().unwrap().entry(kind).or_default() += 1;
+                eprintln!("stress: fault injected: {kind}");
             }
             stop_ref.store(true, Ordering::SeqCst);
+        });
+        let (tally_ref, stop_ref2) = (&tally, &stop);
+        sc.spawn(move || {
+            while !stop_ref2.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_secs(5));
+                eprintln!("stress: {} operations so far", tally_ref.ops.load(Ordering::Relaxed));
+            }
         });
         for t in 0..threads {
             let (tally, stop, corrupt, longest) = (&tally, &stop, &corrupt, &longest);
@@ -135,7 +151,7 @@ fn stress_under_faults() {
                 let mut registered = false;
                 // key -> checksum of what the server must hold (None: unknown after a failed PUT)
                 let mut expect: HashMap<String, u64> = HashMap::new();
-                while !stop.load(Ordering::SeqCst) {
+                while !stop.load(Ordering::SeqCst) && Instant::now() < t_end + Duration::from_secs(5) {
                     let rt = runtime::current().expect("initialised");
                     let op = rng.below(10);
                     let t0 = Instant::now();
@@ -193,6 +209,9 @@ fn stress_under_faults() {
                         }
                     }
                     let took = t0.elapsed();
+                    if took > Duration::from_secs(10) {
+                        eprintln!("stress: slow call: {took:?} (op {op})");
+                    }
                     let mut l = longest.lock().unwrap();
                     if took > *l {
                         *l = took;

@@ -7,7 +7,7 @@
 
 # Packages on the host. The guest runs the host's own userland through a 9p mount of /, so the
 # RDMA userland (libibverbs + rxe provider, ibverbs-utils, perftest) must be installed here.
-VM_PACKAGES=(qemu-system-x86 rdma-core ibverbs-providers ibverbs-utils libibverbs-dev perftest
+VM_PACKAGES=(qemu-system-x86 rdma-core ibverbs-providers ibverbs-utils libibverbs-dev perftest rdmacm-utils
              busybox-static cpio iproute2 kmod gzip)
 
 # Kernel modules the guest loads (their dependencies are resolved with modprobe --show-depends).

@@ -86,7 +86,7 @@ vm_fetch_kernel() {
 # Sets VM_INITRAMFS. Inputs hashed: this file, guest/init, the kernel version and the versions of
 # the host packages copied into the image.
 vm_build_initramfs() {
-  local hash root out md m ko rel a lib
+  local hash root md m ko rel a lib
   hash=$( { cat "$VM_HERE/lib/prepare.sh" "$VM_HERE/guest/init"; echo "$VM_KVER";
             dpkg-query -W -f='${Package}=${Version}\n' busybox-static kmod libc6 2>/dev/null; } |
           sha256sum | cut -c1-16)

@@ -17,12 +17,13 @@ VM_MODULES=(virtio_pci virtio_console 9pnet_virtio 9p ib_core ib_uverbs rdma_ucm
             crc32_generic)
 
 vm_log() { printf 'hipobj-vm: %s\n' "$*" >&2; }
+vm_info() { [ "${VM_QUIET:-0}" = 1 ] || vm_log "$@"; }   # progress lines (silenced by --quiet)
 vm_die() { printf 'hipobj-vm: error: %s\n' "$*" >&2; exit 125; }
 
 VM_APT_UPDATED=0
 vm_apt_update() {
   [ "$VM_APT_UPDATED" = 1 ] && return 0
-  vm_log "apt-get update"
+  vm_info "apt-get update"
   DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 || vm_die "apt-get update failed"
   VM_APT_UPDATED=1
 }
@@ -35,7 +36,7 @@ vm_install_packages() {
   [ ${#missing[@]} = 0 ] && return 0
   [ "$(id -u)" = 0 ] || vm_die "missing packages (${missing[*]}); run once as root to install them"
   vm_apt_update
-  vm_log "installing: ${missing[*]}"
+  vm_info "installing: ${missing[*]}"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 \
     || vm_die "apt-get install ${missing[*]} failed"
 }
@@ -63,7 +64,7 @@ vm_fetch_kernel() {
   VM_KVER=${pkg#linux-image-}
   VM_KDIR=$VM_CACHE/kernel/$VM_KVER
   if [ ! -f "$VM_KDIR/boot/vmlinuz-$VM_KVER" ] || [ ! -f "$VM_KDIR/lib/modules/$VM_KVER/modules.dep" ]; then
-    vm_log "fetching guest kernel $pkg (apt-get download, not installed on the host)"
+    vm_info "fetching guest kernel $pkg (apt-get download, not installed on the host)"
     tmp=$(mktemp -d "$VM_CACHE/kernel/.fetch.XXXXXX")
     # -o APT::Sandbox::User=root: the _apt user cannot write into this root-owned directory
     if ! (cd "$tmp" && apt-get download -qq -o APT::Sandbox::User=root "$pkg" >&2); then
@@ -92,7 +93,7 @@ vm_build_initramfs() {
           sha256sum | cut -c1-16)
   VM_INITRAMFS=$VM_CACHE/initramfs-$VM_KVER-$hash.cpio.gz
   [ -s "$VM_INITRAMFS" ] && return 0
-  vm_log "building initramfs ($VM_KVER, inputs $hash)"
+  vm_info "building initramfs ($VM_KVER, inputs $hash)"
   root=$(mktemp -d "$VM_CACHE/.rootfs.XXXXXX")
   mkdir -p "$root"/{usr/bin,usr/sbin,usr/lib,etc,proc,sys,dev,tmp,run,host}
   for a in bin sbin lib lib64; do ln -s "usr/$a" "$root/$a"; done
@@ -140,5 +141,5 @@ vm_build_initramfs() {
   rm -rf "$root"
   # drop images built from older inputs
   find "$VM_CACHE" -maxdepth 1 -name 'initramfs-*.cpio.gz' ! -path "$VM_INITRAMFS" -delete
-  vm_log "initramfs: $VM_INITRAMFS ($(du -h "$VM_INITRAMFS" | cut -f1))"
+  vm_info "initramfs: $VM_INITRAMFS ($(du -h "$VM_INITRAMFS" | cut -f1))"
 }

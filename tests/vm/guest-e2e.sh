@@ -102,7 +102,8 @@ if [ -n "${GIDX[$CLI_DEV]:-}" ] && [ -n "${GIDX[$SRV_DEV]:-}" ]; then
   }
   for tool in ib_write_bw ib_read_bw; do
     for size in 1048576 8388608; do
-      mib=$((size >> 20)); iters=$((size == 1048576 ? 200 : 32)); t0=$(uptime_s)
+      # 100 MiB and 128 MiB per figure
+      mib=$((size >> 20)); iters=$((size == 1048576 ? 100 : 16)); t0=$(uptime_s)
       if perf_try $tool $size $iters || { RETRIES=$((RETRIES + 1)); echo "RETRY: $tool ${mib}MiB"; show_logs; perf_try $tool $size $iters; }; then
         echo "BW $tool ${mib}MiB: $BW MB/s"
         pass "$tool ${mib} MiB x $iters $CLI_DEV -> $SRV_DEV: $BW MB/s ($(elapsed "$t0") s)"

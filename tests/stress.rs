@@ -41,14 +41,20 @@ fn checksum(b: &[u8]) -> u64 {
 struct Tally {
     ops: AtomicU64,
     by_code: Mutex<BTreeMap<String, u64>>,
+    failures: Mutex<BTreeMap<String, u64>>,
 }
 
 impl Tally {
+    fn failure(&self, what: &str) {
+        let key: String = what.chars().take(120).collect();
+        *self.failures.lock().unwrap().entry(key).or_default() += 1;
+    }
+
     fn record(&self, what: &str, r: &hipobj::error::Result<()>) {
         self.ops.fetch_add(1, Ordering::Relaxed);
         let key = match r {
             Ok(()) => format!("{what} ok"),
-            Err(e) => format!("{what} {:?}", e.code),
+            Err(e) => format!("{what} {:?} ({})", e.code, e.detail.chars().take(48).collect::<String>()),
         };
         *self.by_code.lock().unwrap().entry(key).or_default() += 1;
     }
@@ -149,8 +155,9 @@ fn stress_under_faults() {
                 let mut buf = vec![0u8; size];
                 let base = buf.as_mut_ptr() as usize;
                 let mut registered = false;
-                // key -> checksum of what the server must hold (None: unknown after a failed PUT)
-                let mut expect: HashMap<String, u64> = HashMap::new();
+                // key -> (length, checksum) of what the server must hold; a key whose PUT failed is
+                // dropped until a PUT of it succeeds again
+                let mut expect: HashMap<String, (usize, u64)> = HashMap::new();
                 while !stop.load(Ordering::SeqCst) && Instant::now() < t_end + Duration::from_secs(5) {
                     let rt = runtime::current().expect("initialised");
                     let op = rng.below(10);
@@ -181,24 +188,30 @@ fn stress_under_faults() {
                         let mut req = RdmaRequest::put(&s3, "stress", &key);
                         let r = rt.transfer(TransferKind::Put, base, len, 0, &mut req);
                         tally.record("put", &r);
+                        if let Some(f) = &req.failure {
+                            tally.failure(f);
+                        }
                         match &r {
                             Ok(()) => {
-                                expect.insert(key, sum);
+                                expect.insert(key, (len, sum));
                             }
                             Err(e) => {
                                 assert!(DOCUMENTED.contains(&e.code), "PUT: undocumented {e}");
                                 expect.remove(&key);
                             }
                         }
-                    } else if let Some(&want) = expect.get(&key) {
+                    } else if let Some(&(want_len, want)) = expect.get(&key) {
                         buf.fill(0xEE);
                         let mut req = RdmaRequest::get(&s3, "stress", &key);
                         let r = rt.transfer(TransferKind::Get, base, size, 0, &mut req);
                         tally.record("get", &r);
+                        if let Some(f) = &req.failure {
+                            tally.failure(f);
+                        }
                         match &r {
                             Ok(()) => {
-                                // The server reports the object's length; find it by the checksum.
-                                let ok = (1..=size).rev().any(|n| checksum(&buf[..n]) == want);
+                                // The object's bytes, and nothing written past its end.
+                                let ok = checksum(&buf[..want_len]) == want && buf[want_len..].iter().all(|&b| b == 0xEE);
                                 if !ok {
                                     corrupt.fetch_add(1, Ordering::SeqCst);
                                 }
@@ -246,6 +259,7 @@ fn stress_under_faults() {
         "stress: results by code: {:?}",
         tally.by_code.lock().unwrap()
     );
+    println!("stress: S3 client failures: {:?}", tally.failures.lock().unwrap());
     println!("stress: longest call {:?}; corrupt GETs {}; live QPs after shutdown {qps}, live MRs {bufs}", longest.lock().unwrap(), corrupt.load(Ordering::SeqCst));
     assert_eq!(corrupt.load(Ordering::SeqCst), 0, "corrupted data");
     assert!(

@@ -157,6 +157,8 @@ pub struct RdmaRequest<'a> {
     pub tokens: Vec<String>,
     /// Make the next `send_request` fail (tests of callback failures).
     pub fail_send: bool,
+    /// Why the last `send_request` failed (HTTP status and body, or the I/O error).
+    pub failure: Option<String>,
     /// Run this inside `send_request` before the HTTP request (tests of re-entry).
     pub on_send: Option<Box<dyn FnMut() + 'a>>,
 }
@@ -182,6 +184,7 @@ impl<'a> RdmaRequest<'a> {
             last_status: 0,
             tokens: Vec::new(),
             fail_send: false,
+            failure: None,
             on_send: None,
         }
     }
@@ -217,10 +220,15 @@ impl S3Ops for RdmaRequest<'_> {
                 if self.reply.is_some() {
                     0
                 } else {
+                    let body = String::from_utf8_lossy(&resp.body[..resp.body.len().min(160)]).into_owned();
+                    self.failure = Some(format!("HTTP {} without x-amz-rdma-reply: {body}", resp.status));
                     -1
                 }
             }
-            Err(_) => -1,
+            Err(e) => {
+                self.failure = Some(format!("I/O: {e}"));
+                -1
+            }
         }
     }
 

@@ -303,7 +303,12 @@ fn unregistered_remote_range_writes_nothing() {
     };
     let resp = env
         .s3
-        .request("GET", "/bkt/u", &[("x-amz-rdma-token", &t.encode_hex())], &[])
+        .request(
+            "GET",
+            "/bkt/u",
+            &[("x-amz-rdma-token", &t.encode_hex())],
+            &[],
+        )
         .unwrap();
     assert_eq!(
         resp.header("x-amz-rdma-reply"),

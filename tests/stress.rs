@@ -54,7 +54,11 @@ impl Tally {
         self.ops.fetch_add(1, Ordering::Relaxed);
         let key = match r {
             Ok(()) => format!("{what} ok"),
-            Err(e) => format!("{what} {:?} ({})", e.code, e.detail.chars().take(48).collect::<String>()),
+            Err(e) => format!(
+                "{what} {:?} ({})",
+                e.code,
+                e.detail.chars().take(48).collect::<String>()
+            ),
         };
         *self.by_code.lock().unwrap().entry(key).or_default() += 1;
     }
@@ -144,7 +148,10 @@ fn stress_under_faults() {
         sc.spawn(move || {
             while !stop_ref2.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_secs(5));
-                eprintln!("stress: {} operations so far", tally_ref.ops.load(Ordering::Relaxed));
+                eprintln!(
+                    "stress: {} operations so far",
+                    tally_ref.ops.load(Ordering::Relaxed)
+                );
             }
         });
         for t in 0..threads {
@@ -158,7 +165,9 @@ fn stress_under_faults() {
                 // key -> (length, checksum) of what the server must hold; a key whose PUT failed is
                 // dropped until a PUT of it succeeds again
                 let mut expect: HashMap<String, (usize, u64)> = HashMap::new();
-                while !stop.load(Ordering::SeqCst) && Instant::now() < t_end + Duration::from_secs(5) {
+                while !stop.load(Ordering::SeqCst)
+                    && Instant::now() < t_end + Duration::from_secs(5)
+                {
                     let rt = runtime::current().expect("initialised");
                     let op = rng.below(10);
                     let t0 = Instant::now();
@@ -211,7 +220,8 @@ fn stress_under_faults() {
                         match &r {
                             Ok(()) => {
                                 // The object's bytes, and nothing written past its end.
-                                let ok = checksum(&buf[..want_len]) == want && buf[want_len..].iter().all(|&b| b == 0xEE);
+                                let ok = checksum(&buf[..want_len]) == want
+                                    && buf[want_len..].iter().all(|&b| b == 0xEE);
                                 if !ok {
                                     corrupt.fetch_add(1, Ordering::SeqCst);
                                 }
@@ -259,7 +269,10 @@ fn stress_under_faults() {
         "stress: results by code: {:?}",
         tally.by_code.lock().unwrap()
     );
-    println!("stress: S3 client failures: {:?}", tally.failures.lock().unwrap());
+    println!(
+        "stress: S3 client failures: {:?}",
+        tally.failures.lock().unwrap()
+    );
     println!("stress: longest call {:?}; corrupt GETs {}; live QPs after shutdown {qps}, live MRs {bufs}", longest.lock().unwrap(), corrupt.load(Ordering::SeqCst));
     assert_eq!(corrupt.load(Ordering::SeqCst), 0, "corrupted data");
     assert!(

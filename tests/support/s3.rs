@@ -220,8 +220,12 @@ impl S3Ops for RdmaRequest<'_> {
                 if self.reply.is_some() {
                     0
                 } else {
-                    let body = String::from_utf8_lossy(&resp.body[..resp.body.len().min(160)]).into_owned();
-                    self.failure = Some(format!("HTTP {} without x-amz-rdma-reply: {body}", resp.status));
+                    let body = String::from_utf8_lossy(&resp.body[..resp.body.len().min(160)])
+                        .into_owned();
+                    self.failure = Some(format!(
+                        "HTTP {} without x-amz-rdma-reply: {body}",
+                        resp.status
+                    ));
                     -1
                 }
             }

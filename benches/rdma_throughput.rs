@@ -1,8 +1,10 @@
-//! The main job: a real RDMA PUT and GET of a 64 MiB object through hipobj-server, byte-checked,
-//! with throughput. `make demo` runs it in the Soft-RoCE lane next to perftest's ib_write_bw and
-//! ib_read_bw measured in the same boot.
+//! The main job and its benchmark: real RDMA PUTs and GETs of a 64 MiB object through
+//! hipobj-server, byte-checked, with throughput. `make demo` runs it in the Soft-RoCE lane right
+//! after perftest's ib_write_bw and ib_read_bw in the same boot, and it reports its throughput as a
+//! ratio to them (`HIPOBJ_BASELINE_WRITE_MBS`, `HIPOBJ_BASELINE_READ_MBS`): GET is the server's RDMA
+//! WRITE, PUT its RDMA READ, plus an HTTP round trip and the server's file I/O.
 //!
-//! Usage: demo [SIZE_BYTES] [ROUNDS]   (defaults 67108864, 3)
+//! Usage: rdma_throughput [SIZE_BYTES] [ROUNDS]   (defaults 67108864, 3)
 
 #[path = "../tests/support/s3.rs"]
 mod s3;
@@ -14,7 +16,8 @@ use s3::{RdmaRequest, S3};
 use std::time::Instant;
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
+    // `cargo bench` passes --bench; skip flags.
+    let args: Vec<String> = std::env::args().filter(|a| !a.starts_with("--")).collect();
     let size: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(64 << 20);
     let rounds: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(3);
     let Some((client_dev, server_dev)) = server::device_pair() else {
@@ -100,6 +103,25 @@ fn main() {
         median(&mut put_mbs),
         median(&mut get_mbs)
     );
+    let baseline = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|v| *v > 0.0)
+    };
+    let (put, get) = (median(&mut put_mbs), median(&mut get_mbs));
+    if let Some(w) = baseline("HIPOBJ_BASELINE_WRITE_MBS") {
+        println!(
+            "RATIO GET / ib_write_bw: {:.2} ({get:.1} / {w:.1} MB/s, same boot)",
+            get / w
+        );
+    }
+    if let Some(r) = baseline("HIPOBJ_BASELINE_READ_MBS") {
+        println!(
+            "RATIO PUT / ib_read_bw: {:.2} ({put:.1} / {r:.1} MB/s, same boot)",
+            put / r
+        );
+    }
     rt.deregister(src.as_ptr() as usize).expect("deregister");
     rt.deregister(dst.as_mut_ptr() as usize)
         .expect("deregister");

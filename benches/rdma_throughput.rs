@@ -6,6 +6,8 @@
 //!
 //! Usage: rdma_throughput [SIZE_BYTES] [ROUNDS]   (defaults 67108864, 3)
 
+#[path = "../tests/support/data.rs"]
+mod data;
 #[path = "../tests/support/s3.rs"]
 mod s3;
 #[path = "../tests/support/server.rs"]
@@ -41,15 +43,7 @@ fn main() {
     };
     runtime::init(cfg).unwrap_or_else(|e| panic!("hipObjInit: {e}"));
     let rt = runtime::current().expect("initialised");
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    let src: Vec<u8> = (0..size)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
+    let src = data::pattern(size, 0x2545_f491_4f6c_dd1d);
     let mut dst = vec![0u8; size];
     rt.register(src.as_ptr() as usize, size, MemoryKind::Host)
         .expect("register src");

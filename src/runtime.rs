@@ -19,7 +19,7 @@ use hipobj_actors::callback::{in_callback, CallbackGuard};
 use hipobj_actors::lifecycle::{InitError, Lifecycle};
 use hipobj_actors::registry::{Entry, Registry, RemoveError, UseError, UseGuard};
 use hipobj_actors::sync::channel::{unbounded, Receiver, Sender};
-use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::Duration;
 
 /// What `hipObjInit` passes to the core after validating `hipObjConfig_t`.
@@ -624,7 +624,7 @@ enum SupMsg {
 }
 
 struct SupervisorHandle {
-    inbox: Mutex<Sender<SupMsg>>,
+    inbox: Sender<SupMsg>,
 }
 
 impl SupervisorHandle {

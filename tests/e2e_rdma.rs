@@ -3,11 +3,14 @@
 //!
 //! The library has one global state, so the tests take a lock and run one at a time.
 
+#[path = "support/data.rs"]
+mod data;
 #[path = "support/s3.rs"]
 mod s3;
 #[path = "support/server.rs"]
 mod server;
 
+use data::pattern;
 use hipobj::error::OpError;
 use hipobj::runtime::{self, InitConfig, MemoryKind, TransferKind};
 use s3::{RdmaRequest, S3};
@@ -18,19 +21,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Deterministic bytes for an object.
-fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 struct Env {

@@ -3,11 +3,14 @@
 //! against `hipobj-server` in the Soft-RoCE lane. Nothing here is a real GPU result. Without an RDMA
 //! device each test prints "skipped: no RDMA device" and passes.
 
+#[path = "support/data.rs"]
+mod data;
 #[path = "support/s3.rs"]
 mod s3;
 #[path = "support/server.rs"]
 mod server;
 
+use data::pattern;
 use hipobj::error::OpError;
 use hipobj::hip::SimGpu;
 use hipobj::registry::BufferKind;
@@ -19,18 +22,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 struct Env {
     _lock: MutexGuard<'static, ()>,

@@ -630,8 +630,7 @@ struct SupervisorHandle {
 impl SupervisorHandle {
     fn ask<T>(&self, make: impl FnOnce(Answer<T>) -> SupMsg) -> Result<T> {
         let (tx, rx) = answer();
-        let inbox = self.inbox.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        inbox
+        self.inbox
             .send(make(tx))
             .map_err(|_| Error::internal("the supervisor has stopped"))?;
         rx.wait()
@@ -647,9 +646,7 @@ fn supervisor() -> Result<&'static SupervisorHandle> {
             std::thread::Builder::new()
                 .name("hipobj-sup".into())
                 .spawn(move || Supervisor.run(rx))
-                .map(|_| SupervisorHandle {
-                    inbox: Mutex::new(tx),
-                })
+                .map(|_| SupervisorHandle { inbox: tx })
                 .map_err(|e| e.to_string())
         })
         .as_ref()

@@ -1,0 +1,141 @@
+//! The one place where failures become S3 errors.
+//!
+//! How a reply header travels with a non-2xx status through s3s: the `S3` method returns an
+//! [`S3Error`] on which we call `set_status_code` (400/404/416/428/500/501/503) and
+//! `set_headers` (`x-amz-rdma-reply`, plus `Content-Type` for the XML error body). s3s's
+//! `serialize_error` uses that status and replaces the response headers by ours, so the client
+//! sees e.g. `HTTP 428` + `x-amz-rdma-reply: 428:<server token>` + a small `<Error>` XML body.
+//! No fork of s3s and no custom route is needed. A 428 is not a failure, but it is the only
+//! non-2xx answer carrying a token, and it goes the same way.
+
+use hipobj::reply::Reply;
+use hipobj::token::Token;
+use s3s::{S3Error, S3ErrorCode};
+use tracing::warn;
+
+use crate::rdma::RejectCode;
+use crate::stats::Stats;
+use crate::storage::StorageError;
+
+pub const RDMA_TOKEN: &str = "x-amz-rdma-token";
+pub const RDMA_REPLY: &str = "x-amz-rdma-reply";
+pub const RDMA_BYTES: &str = "x-amz-rdma-bytes-transferred";
+
+/// A storage failure on the plain-HTTP path.
+#[track_caller]
+pub fn storage_error(e: StorageError) -> S3Error {
+    match e {
+        StorageError::NoSuchBucket => S3Error::new(S3ErrorCode::NoSuchBucket),
+        StorageError::NoSuchKey => S3Error::new(S3ErrorCode::NoSuchKey),
+        StorageError::BucketAlreadyExists => S3Error::new(S3ErrorCode::BucketAlreadyOwnedByYou),
+        StorageError::BucketNotEmpty => S3Error::new(S3ErrorCode::BucketNotEmpty),
+        StorageError::InvalidKey => S3Error::new(S3ErrorCode::KeyTooLongError),
+        StorageError::Io(io) => {
+            let at = std::panic::Location::caller();
+            warn!(error = %io, %at, "storage i/o failed");
+            S3Error::with_source(S3ErrorCode::InternalError, Box::new(io))
+        }
+    }
+}
+
+/// Any other internal failure (a blocking task that died, ...).
+#[track_caller]
+pub fn internal<E: std::error::Error + Send + Sync + 'static>(e: E) -> S3Error {
+    let at = std::panic::Location::caller();
+    warn!(error = %e, %at, "internal error");
+    S3Error::with_source(S3ErrorCode::InternalError, Box::new(e))
+}
+
+/// A token request answered with a bare code: status = code, `x-amz-rdma-reply: <code>`.
+pub fn rejected(code: RejectCode, stats: &Stats) -> S3Error {
+    let n = code.http_code();
+    let s3_code = match code {
+        RejectCode::BadRequest => S3ErrorCode::InvalidArgument,
+        RejectCode::NotFound => S3ErrorCode::NoSuchKey,
+        RejectCode::RangeNotSatisfiable => S3ErrorCode::InvalidRange,
+        RejectCode::Failed => S3ErrorCode::InternalError,
+        RejectCode::NotImplemented => S3ErrorCode::NotImplemented,
+        RejectCode::Busy => S3ErrorCode::SlowDown,
+    };
+    with_reply(S3Error::new(s3_code), n, &Reply::Code(i32::from(n)), stats)
+}
+
+/// 428 + `x-amz-rdma-reply: 428:<server token>`.
+pub fn pairing_needed(server: Token, stats: &Stats) -> S3Error {
+    let err = S3Error::with_message(
+        S3ErrorCode::Custom("RdmaPairingNeeded".into()),
+        "connect your QP to the server QP in x-amz-rdma-reply, then send the request again",
+    );
+    with_reply(err, 428, &Reply::PairingNeeded(server), stats)
+}
+
+fn with_reply(mut err: S3Error, status: u16, reply: &Reply, stats: &Stats) -> S3Error {
+    stats.count_reply(status);
+    if let Ok(status) = http::StatusCode::from_u16(status) {
+        err.set_status_code(status);
+    }
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/xml"),
+    );
+    // The encoded reply is ASCII (digits, ':' and hex) by construction.
+    if let Ok(v) = http::HeaderValue::from_str(&reply.encode()) {
+        headers.insert(RDMA_REPLY, v);
+    }
+    err.set_headers(headers);
+    err
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hipobj::token::Transport;
+
+    #[test]
+    fn rejections_carry_status_and_reply() {
+        let stats = Stats::default();
+        for (code, n) in [
+            (RejectCode::BadRequest, 400),
+            (RejectCode::NotFound, 404),
+            (RejectCode::RangeNotSatisfiable, 416),
+            (RejectCode::Failed, 500),
+            (RejectCode::NotImplemented, 501),
+            (RejectCode::Busy, 503),
+        ] {
+            let e = rejected(code, &stats);
+            assert_eq!(e.status_code().map(|s| s.as_u16()), Some(n));
+            let reply = e
+                .headers()
+                .and_then(|h| h.get(RDMA_REPLY))
+                .expect("reply header");
+            assert_eq!(reply.as_bytes(), format!("{n}").as_bytes());
+            assert_eq!(
+                Reply::parse(reply.as_bytes()),
+                Ok(Reply::Code(i32::from(n)))
+            );
+        }
+        assert!(stats.to_json().contains("\"replies_503\":1"));
+    }
+
+    #[test]
+    fn pairing_needed_carries_the_server_token() {
+        let t = Token {
+            transport: Transport::Rc,
+            qp_num: 0x42,
+            gid: [9; 16],
+            rkey: 0xabcdef,
+            remote_addr: 0,
+            length: 0,
+            port: 1,
+            lid: 77,
+        };
+        let e = pairing_needed(t, &Stats::default());
+        assert_eq!(e.status_code().map(|s| s.as_u16()), Some(428));
+        let reply = e
+            .headers()
+            .and_then(|h| h.get(RDMA_REPLY))
+            .expect("reply header");
+        assert_eq!(Reply::parse(reply.as_bytes()), Ok(Reply::PairingNeeded(t)));
+    }
+}

@@ -1,0 +1,826 @@
+//! What one token request does on an RDMA worker thread (PROTOCOL.md section 4, rules 2-5):
+//! check the object or bucket, then pair or transfer, then build the outcome.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hipobj::token::{Token, Transport};
+use tracing::{debug, info, warn};
+
+use super::pairing::{KeyLease, Pairing, PairingTable};
+use super::port::{Peer, QpSetup, RdmaOp, RdmaPort};
+use super::staging::StagingPool;
+use super::transfer::{self, ChunkSink, Deadlines, Direction, Remote, Shape};
+use super::{JobKind, RdmaJob, RdmaOutcome, RejectCode};
+use crate::stats::Stats;
+use crate::storage::{ObjectWriter, Storage, StorageError};
+
+/// The RDMA knobs the engine uses.
+#[derive(Clone, Debug)]
+pub struct EngineSettings {
+    pub chunk_bytes: usize,
+    pub wr_depth: usize,
+    pub watchdog: Duration,
+    pub flush_wait: Duration,
+    pub max_pairings: usize,
+    pub pairing_idle: Duration,
+}
+
+impl From<&crate::config::RdmaSettings> for EngineSettings {
+    fn from(s: &crate::config::RdmaSettings) -> Self {
+        EngineSettings {
+            chunk_bytes: s.chunk_bytes,
+            wr_depth: s.wr_depth,
+            watchdog: s.watchdog,
+            flush_wait: Duration::from_secs(1),
+            max_pairings: s.max_pairings,
+            pairing_idle: s.pairing_idle,
+        }
+    }
+}
+
+/// Pairing table, staging pool and port: everything RDMA workers share.
+pub struct Engine<P: RdmaPort> {
+    port: P,
+    table: PairingTable<P::Qp>,
+    staging: StagingPool<P::Buffer>,
+    write_shape: Shape,
+    read_shape: Shape,
+    deadlines: Deadlines,
+    storage: Arc<Storage>,
+    stats: Arc<Stats>,
+}
+
+impl<P: RdmaPort> Engine<P> {
+    pub fn new(
+        port: P,
+        settings: &EngineSettings,
+        storage: Arc<Storage>,
+        stats: Arc<Stats>,
+    ) -> Self {
+        let info = port.info().clone();
+        let write_shape = Shape::new(
+            RdmaOp::Write,
+            settings.chunk_bytes,
+            info.max_msg_sz,
+            settings.wr_depth,
+            info.max_rd_atomic,
+        );
+        let read_shape = Shape::new(
+            RdmaOp::Read,
+            settings.chunk_bytes,
+            info.max_msg_sz,
+            settings.wr_depth,
+            info.max_rd_atomic,
+        );
+        info!(
+            device = %info.device,
+            chunk = write_shape.chunk,
+            write_depth = write_shape.depth,
+            read_depth = read_shape.depth,
+            "RDMA engine ready"
+        );
+        Engine {
+            table: PairingTable::new(
+                settings.max_pairings,
+                settings.pairing_idle,
+                Arc::clone(&stats),
+            ),
+            staging: StagingPool::new(write_shape.staging_len().max(read_shape.staging_len())),
+            write_shape,
+            read_shape,
+            deadlines: Deadlines {
+                watchdog: settings.watchdog,
+                flush_wait: settings.flush_wait,
+            },
+            port,
+            storage,
+            stats,
+        }
+    }
+
+    pub fn port(&self) -> &P {
+        &self.port
+    }
+
+    /// Destroy pairings idle too long.
+    pub fn expire(&self, now: Instant) -> usize {
+        self.table.expire(now)
+    }
+
+    /// Handle one token request.
+    pub fn run(&self, job: RdmaJob) -> RdmaOutcome {
+        if job.token.transport != Transport::Rc {
+            return RdmaOutcome::Rejected(RejectCode::NotImplemented);
+        }
+        match job.kind {
+            JobKind::Get { range } => self.get(&job.token, &job.bucket, &job.key, range),
+            JobKind::Put => self.put(&job.token, &job.bucket, &job.key),
+        }
+    }
+
+    fn get(
+        &self,
+        token: &Token,
+        bucket: &str,
+        key: &str,
+        range: Option<s3s::dto::Range>,
+    ) -> RdmaOutcome {
+        let object = match self.storage.open_object(bucket, key) {
+            Ok(o) => o,
+            Err(e) => return reject_storage(e),
+        };
+        let size = object.info.size;
+        let selected = match range {
+            None => 0..size,
+            Some(r) => match r.check(size) {
+                Ok(sel) => sel,
+                Err(_) => return RdmaOutcome::Rejected(RejectCode::RangeNotSatisfiable),
+            },
+        };
+        let len = selected.end - selected.start;
+        if len > token.length {
+            debug!(
+                len,
+                buffer = token.length,
+                "client buffer smaller than the selected bytes"
+            );
+            return RdmaOutcome::Rejected(RejectCode::BadRequest);
+        }
+        let mut lease = match self.lease_pairing(token) {
+            Ok(lease) => lease,
+            Err(unpaired) => return unpaired.into(),
+        };
+        let mut file = &object.file;
+        if let Err(e) = file.seek(SeekFrom::Start(selected.start)) {
+            warn!(error = %e, "seek failed");
+            return RdmaOutcome::Rejected(RejectCode::Failed);
+        }
+        let mut source = file.take(len);
+        match self.move_bytes(&mut lease, Direction::Write(&mut source), len, token) {
+            Some(server) => {
+                Stats::bump(&self.stats.rdma_gets);
+                Stats::add(&self.stats.rdma_bytes_written, len);
+                RdmaOutcome::Fetched {
+                    server,
+                    bytes: len,
+                    info: object.info,
+                    range: range.map(|_| selected),
+                }
+            }
+            None => RdmaOutcome::Rejected(RejectCode::Failed),
+        }
+    }
+
+    fn put(&self, token: &Token, bucket: &str, key: &str) -> RdmaOutcome {
+        let mut writer = match self.storage.begin_put(bucket, key) {
+            Ok(w) => w,
+            Err(e) => return reject_storage(e),
+        };
+        let mut lease = match self.lease_pairing(token) {
+            Ok(lease) => lease,
+            Err(unpaired) => return unpaired.into(),
+        };
+        let Some(server) = self.move_bytes(
+            &mut lease,
+            Direction::Read(&mut writer),
+            token.length,
+            token,
+        ) else {
+            return RdmaOutcome::Rejected(RejectCode::Failed);
+        };
+        match writer.commit() {
+            Ok(info) => {
+                Stats::bump(&self.stats.rdma_puts);
+                Stats::add(&self.stats.rdma_bytes_read, info.size);
+                RdmaOutcome::Stored { server, info }
+            }
+            Err(e) => {
+                warn!(error = %e, "storing an RDMA PUT failed");
+                lease.destroy_pairing("object not stored");
+                RdmaOutcome::Rejected(RejectCode::Failed)
+            }
+        }
+    }
+
+    /// The lease of the token's key when its pairing matches; otherwise silence any old QP,
+    /// create and store a new pairing and answer `Err(PairingNeeded)` (rule 3).
+    fn lease_pairing(&self, token: &Token) -> Result<KeyLease<'_, P::Qp>, Unpaired> {
+        let peer = Peer {
+            gid: token.gid,
+            qp_num: token.qp_num,
+        };
+        let mut lease = self
+            .table
+            .checkout(peer, Instant::now())
+            .map_err(|_| Unpaired::Rejected(RejectCode::Busy))?;
+        let old_id = lease.pairing().map(|p| p.id);
+        if token.lid != 0 && old_id == Some(token.lid) {
+            return Ok(lease);
+        }
+        if old_id.is_some() {
+            Stats::bump(&self.stats.pairings_replaced);
+        }
+        // Silence the superseded QP before anything else (PAIRING-FINDINGS section 5, item 2).
+        lease.destroy_pairing("superseded by a new pairing");
+        let start_psn = random_u32() & 0x00ff_ffff;
+        let id = loop {
+            let id = random_u32() as u16;
+            if id != 0 && Some(id) != old_id && id != token.lid {
+                break id;
+            }
+        };
+        let depth = self.write_shape.depth.max(self.read_shape.depth) as u32;
+        let setup = QpSetup {
+            peer,
+            start_psn,
+            max_send_wr: depth + 1,
+        };
+        let qp = match self.port.connect_qp(&setup) {
+            Ok(qp) => qp,
+            Err(e) => {
+                warn!(error = %e, client_qpn = peer.qp_num, "creating a server QP failed");
+                return Err(Unpaired::Rejected(RejectCode::Failed));
+            }
+        };
+        let server = self.server_token(qp_num_of(&qp), start_psn, id);
+        debug!(
+            client_qpn = peer.qp_num,
+            server_qpn = server.qp_num,
+            pairing = id,
+            "new pairing"
+        );
+        lease.install(Pairing { id, start_psn, qp });
+        Stats::bump(&self.stats.pairings_created);
+        Err(Unpaired::PairingCreated(server))
+    }
+
+    /// Run the transfer on the lease's pairing; `None` after a failure (pairing destroyed).
+    fn move_bytes(
+        &self,
+        lease: &mut KeyLease<'_, P::Qp>,
+        dir: Direction<'_>,
+        len: u64,
+        token: &Token,
+    ) -> Option<Token> {
+        let shape = match dir {
+            Direction::Write(_) => self.write_shape,
+            Direction::Read(_) => self.read_shape,
+        };
+        let mut staging = match self.staging.acquire(&self.port) {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(error = %e, "no staging buffer");
+                lease.destroy_pairing("no staging buffer");
+                Stats::bump(&self.stats.pairings_failed);
+                return None;
+            }
+        };
+        let pairing = lease.pairing_mut()?;
+        let remote = Remote {
+            addr: token.remote_addr,
+            rkey: token.rkey,
+        };
+        let result = transfer::run(
+            &mut pairing.qp,
+            &mut staging,
+            shape,
+            dir,
+            len,
+            remote,
+            self.deadlines,
+            &self.stats,
+        );
+        match result {
+            Ok(()) => {
+                Some(self.server_token(qp_num_of(&pairing.qp), pairing.start_psn, pairing.id))
+            }
+            Err(e) => {
+                warn!(error = %e, client_qpn = token.qp_num, len, "RDMA transfer failed; pairing destroyed");
+                // Destroyed while the staging buffer is still held: no request can touch it later.
+                lease.destroy_pairing("transfer failed");
+                Stats::bump(&self.stats.pairings_failed);
+                drop(staging);
+                None
+            }
+        }
+    }
+
+    fn server_token(&self, qp_num: u32, start_psn: u32, id: u16) -> Token {
+        let info = self.port.info();
+        Token {
+            transport: Transport::Rc,
+            qp_num,
+            gid: info.gid,
+            rkey: start_psn,
+            remote_addr: 0,
+            length: 0,
+            port: info.port,
+            lid: id,
+        }
+    }
+}
+
+/// Why a request did not get a matching pairing.
+enum Unpaired {
+    /// A new pairing was created (428) and carries this server token.
+    PairingCreated(Token),
+    Rejected(RejectCode),
+}
+
+impl From<Unpaired> for RdmaOutcome {
+    fn from(u: Unpaired) -> Self {
+        match u {
+            Unpaired::PairingCreated(server) => RdmaOutcome::PairingNeeded { server },
+            Unpaired::Rejected(code) => RdmaOutcome::Rejected(code),
+        }
+    }
+}
+
+fn qp_num_of<Q: super::port::RdmaQp>(qp: &Q) -> u32 {
+    qp.qp_num()
+}
+
+impl ChunkSink for ObjectWriter {
+    fn drain(&mut self, data: &[u8]) -> std::io::Result<()> {
+        self.write_all(data)
+    }
+}
+
+fn reject_storage(e: StorageError) -> RdmaOutcome {
+    RdmaOutcome::Rejected(match e {
+        StorageError::NoSuchBucket | StorageError::NoSuchKey => RejectCode::NotFound,
+        StorageError::InvalidKey => RejectCode::BadRequest,
+        other => {
+            warn!(error = %other, "storage failed");
+            RejectCode::Failed
+        }
+    })
+}
+
+/// Random bits from the OS, with a per-process hashed counter as fallback.
+pub fn random_u32() -> u32 {
+    let mut b = [0u8; 4];
+    if getrandom::fill(&mut b).is_ok() {
+        return u32::from_le_bytes(b);
+    }
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    h.finish() as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rdma::port::{PortInfo, RdmaOp, RdmaQp};
+    use crate::rdma::test_double::{Behaviour, DoublePort, QpLog};
+    use md5::{Digest, Md5};
+    use std::sync::atomic::Ordering;
+
+    const CLIENT_GID: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2];
+    const RKEY: u32 = 0x55;
+    const BASE: u64 = 0x7f00_0000_0000;
+
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        port: DoublePort,
+        engine: Engine<DoublePort>,
+        stats: Arc<Stats>,
+        storage: Arc<Storage>,
+    }
+
+    fn settings() -> EngineSettings {
+        EngineSettings {
+            chunk_bytes: 1000,
+            wr_depth: 4,
+            watchdog: Duration::from_millis(50),
+            flush_wait: Duration::from_secs(2),
+            max_pairings: 16,
+            pairing_idle: Duration::from_secs(600),
+        }
+    }
+
+    fn fixture_with(port: DoublePort, settings: EngineSettings) -> Fixture {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let storage = Arc::new(Storage::open(dir.path()).expect("storage"));
+        storage.create_bucket("b").expect("bucket");
+        let stats = Arc::new(Stats::default());
+        let engine = Engine::new(
+            port.clone(),
+            &settings,
+            Arc::clone(&storage),
+            Arc::clone(&stats),
+        );
+        Fixture {
+            _dir: dir,
+            port,
+            engine,
+            stats,
+            storage,
+        }
+    }
+
+    fn fixture() -> Fixture {
+        fixture_with(DoublePort::new(), settings())
+    }
+
+    fn object(f: &Fixture, key: &str, data: &[u8]) {
+        let mut w = f.storage.begin_put("b", key).expect("put");
+        w.write_all(data).expect("write");
+        w.commit().expect("commit");
+    }
+
+    fn pattern(n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i % 253) as u8 ^ (i >> 8) as u8).collect()
+    }
+
+    fn token(qpn: u32, length: u64, lid: u16) -> Token {
+        Token {
+            transport: Transport::Rc,
+            qp_num: qpn,
+            gid: CLIENT_GID,
+            rkey: RKEY,
+            remote_addr: BASE,
+            length,
+            port: 1,
+            lid,
+        }
+    }
+
+    fn get(f: &Fixture, t: Token, key: &str, range: Option<s3s::dto::Range>) -> RdmaOutcome {
+        f.engine.run(RdmaJob {
+            token: t,
+            bucket: "b".into(),
+            key: key.into(),
+            kind: JobKind::Get { range },
+        })
+    }
+
+    fn put(f: &Fixture, t: Token, key: &str) -> RdmaOutcome {
+        f.engine.run(RdmaJob {
+            token: t,
+            bucket: "b".into(),
+            key: key.into(),
+            kind: JobKind::Put,
+        })
+    }
+
+    /// Send with pairing 0, check the 428, return the pairing id.
+    fn pair(f: &Fixture, qpn: u32, len: u64, key: &str) -> Token {
+        match get(f, token(qpn, len, 0), key, None) {
+            RdmaOutcome::PairingNeeded { server } => server,
+            other => panic!("expected 428, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn unpaired_get_creates_a_pairing_and_moves_nothing() {
+        let f = fixture();
+        object(&f, "k", &pattern(5000));
+        f.port.add_region(RKEY, BASE, vec![0; 5000]);
+        let server = pair(&f, 0x77, 5000, "k");
+        assert_eq!(server.transport, Transport::Rc);
+        assert_eq!(server.gid, f.port.info().gid);
+        assert_eq!(server.port, 1);
+        assert_ne!(server.lid, 0);
+        assert!(server.rkey <= 0x00ff_ffff, "starting PSN is 24 bits");
+        assert_eq!((server.remote_addr, server.length), (0, 0));
+        let setup = f.port.log().into_iter().find_map(|e| match e {
+            QpLog::Setup(s) => Some(s),
+            _ => None,
+        });
+        let setup = setup.expect("a QP was set up");
+        assert_eq!(
+            setup.peer,
+            Peer {
+                gid: CLIENT_GID,
+                qp_num: 0x77
+            }
+        );
+        assert_eq!(setup.start_psn, server.rkey);
+        assert!(f.port.posted().is_empty());
+        assert!(f.port.region(RKEY).iter().all(|&b| b == 0));
+        assert_eq!(f.stats.pairings_created.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn paired_get_writes_the_object_and_answers_with_the_pairing() {
+        let f = fixture();
+        let data = pattern(5000);
+        object(&f, "k", &data);
+        f.port.add_region(RKEY, BASE, vec![0; 6000]);
+        let server = pair(&f, 0x77, 6000, "k");
+        match get(&f, token(0x77, 6000, server.lid), "k", None) {
+            RdmaOutcome::Fetched {
+                server: s2,
+                bytes,
+                info,
+                range,
+            } => {
+                assert_eq!(s2, server);
+                assert_eq!(bytes, 5000);
+                assert_eq!(info.size, 5000);
+                assert_eq!(range, None);
+            }
+            other => panic!("expected 200, got {other:?}"),
+        }
+        assert_eq!(&f.port.region(RKEY)[..5000], &data[..]);
+        let posted = f.port.posted();
+        assert_eq!(posted.len(), 5);
+        assert!(posted
+            .iter()
+            .all(|wr| wr.len <= 1000 && wr.op == RdmaOp::Write && wr.rkey == RKEY));
+        assert_eq!(f.stats.rdma_bytes_written.load(Ordering::Relaxed), 5000);
+        // Later requests reuse the pairing: no new QP.
+        assert!(matches!(
+            get(&f, token(0x77, 6000, server.lid), "k", None),
+            RdmaOutcome::Fetched { .. }
+        ));
+        assert_eq!(f.stats.pairings_created.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn ranged_get_writes_only_the_range() {
+        let f = fixture();
+        let data = pattern(5000);
+        object(&f, "k", &data);
+        f.port.add_region(RKEY, BASE, vec![0; 100]);
+        let server = pair(&f, 1, 5000, "k");
+        let range = s3s::dto::Range::Int {
+            first: 1234,
+            last: Some(1333),
+        };
+        match get(&f, token(1, 100, server.lid), "k", Some(range)) {
+            RdmaOutcome::Fetched { bytes, range, .. } => {
+                assert_eq!(bytes, 100);
+                assert_eq!(range, Some(1234..1334));
+            }
+            other => panic!("expected 206, got {other:?}"),
+        }
+        assert_eq!(f.port.region(RKEY), data[1234..1334].to_vec());
+        let suffix = s3s::dto::Range::Suffix { length: 10 };
+        assert!(matches!(
+            get(&f, token(1, 100, server.lid), "k", Some(suffix)),
+            RdmaOutcome::Fetched { bytes: 10, .. }
+        ));
+        assert_eq!(&f.port.region(RKEY)[..10], &data[4990..]);
+    }
+
+    #[test]
+    fn checks_that_fail_before_pairing() {
+        let f = fixture();
+        object(&f, "k", &pattern(5000));
+        // Buffer too small for the object: 400, and no pairing was created.
+        assert_eq!(
+            get(&f, token(1, 4999, 0), "k", None),
+            RdmaOutcome::Rejected(RejectCode::BadRequest)
+        );
+        // Missing object or bucket: 404.
+        assert_eq!(
+            get(&f, token(1, 9999, 0), "nope", None),
+            RdmaOutcome::Rejected(RejectCode::NotFound)
+        );
+        let job = RdmaJob {
+            token: token(1, 10, 0),
+            bucket: "nob".into(),
+            key: "k".into(),
+            kind: JobKind::Put,
+        };
+        assert_eq!(
+            f.engine.run(job),
+            RdmaOutcome::Rejected(RejectCode::NotFound)
+        );
+        // Range beyond the end: 416.
+        let r = s3s::dto::Range::Int {
+            first: 6000,
+            last: None,
+        };
+        assert_eq!(
+            get(&f, token(1, 9999, 0), "k", Some(r)),
+            RdmaOutcome::Rejected(RejectCode::RangeNotSatisfiable)
+        );
+        // DC token: 501.
+        let mut dc = token(1, 9999, 0);
+        dc.transport = Transport::Dc;
+        assert_eq!(
+            get(&f, dc, "k", None),
+            RdmaOutcome::Rejected(RejectCode::NotImplemented)
+        );
+        assert_eq!(f.stats.pairings_created.load(Ordering::Relaxed), 0);
+        assert!(f.port.log().is_empty());
+    }
+
+    #[test]
+    fn put_pairs_first_then_reads_and_stores() {
+        let f = fixture();
+        let data = pattern(4321);
+        f.port.add_region(RKEY, BASE, data.clone());
+        let server = match put(&f, token(9, 4321, 0), "new") {
+            RdmaOutcome::PairingNeeded { server } => server,
+            other => panic!("expected 428, got {other:?}"),
+        };
+        // A 428 stores nothing.
+        assert!(matches!(
+            f.storage.object_info("b", "new"),
+            Err(StorageError::NoSuchKey)
+        ));
+        match put(&f, token(9, 4321, server.lid), "new") {
+            RdmaOutcome::Stored { server: s2, info } => {
+                assert_eq!(s2, server);
+                assert_eq!(info.size, 4321);
+                assert_eq!(info.etag, hex::encode(Md5::digest(&data)));
+            }
+            other => panic!("expected 200, got {other:?}"),
+        }
+        let mut stored = Vec::new();
+        f.storage
+            .open_object("b", "new")
+            .expect("stored")
+            .file
+            .read_to_end(&mut stored)
+            .expect("read");
+        assert_eq!(stored, data);
+        // READs in flight never exceed the port's max_rd_atomic (16 on the double) nor the depth.
+        assert!(f.port.max_outstanding() <= 4);
+        assert!(f.port.posted().iter().all(|wr| wr.op == RdmaOp::Read));
+    }
+
+    #[test]
+    fn other_pairing_id_re_pairs_and_silences_the_old_qp_before_the_428() {
+        let f = fixture();
+        object(&f, "k", &pattern(10));
+        let first = pair(&f, 5, 10, "k");
+        let mut live = first;
+        for lid in [0, first.lid.wrapping_add(1).max(1)] {
+            let before = f.port.log().len();
+            let again = match get(&f, token(5, 10, lid), "k", None) {
+                RdmaOutcome::PairingNeeded { server } => server,
+                other => panic!("expected 428, got {other:?}"),
+            };
+            assert_ne!(again.qp_num, live.qp_num);
+            assert_ne!(again.lid, live.lid);
+            let log = f.port.log()[before..].to_vec();
+            let to_err = log.iter().position(|e| *e == QpLog::ToError(live.qp_num));
+            let destroyed = log.iter().position(|e| *e == QpLog::Destroyed(live.qp_num));
+            let created = log.iter().position(|e| *e == QpLog::Created(again.qp_num));
+            assert!(
+                to_err.is_some() && destroyed.is_some() && created.is_some(),
+                "{log:?}"
+            );
+            assert!(to_err < destroyed && destroyed < created, "{log:?}");
+            live = again;
+        }
+        assert_eq!(f.stats.pairings_replaced.load(Ordering::Relaxed), 2);
+        assert_eq!(f.stats.pairings_live.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn failed_transfer_destroys_the_pairing_and_answers_500() {
+        let f = fixture();
+        object(&f, "k", &pattern(3000));
+        f.port.add_region(RKEY, BASE, vec![0; 3000]);
+        f.port.set_behaviour(Behaviour::FailWr(1));
+        let server = pair(&f, 3, 3000, "k");
+        assert_eq!(
+            get(&f, token(3, 3000, server.lid), "k", None),
+            RdmaOutcome::Rejected(RejectCode::Failed)
+        );
+        assert!(f.port.log().contains(&QpLog::Destroyed(server.qp_num)));
+        assert_eq!(f.stats.pairings_failed.load(Ordering::Relaxed), 1);
+        assert_eq!(f.stats.completion_errors.load(Ordering::Relaxed), 1);
+        // The client's next request with the old pairing id gets a fresh pairing.
+        f.port.set_behaviour(Behaviour::Normal);
+        assert!(matches!(
+            get(&f, token(3, 3000, server.lid), "k", None),
+            RdmaOutcome::PairingNeeded { .. }
+        ));
+    }
+
+    #[test]
+    fn watchdog_expiry_answers_500() {
+        let f = fixture();
+        object(&f, "k", &pattern(3000));
+        f.port.add_region(RKEY, BASE, vec![0; 3000]);
+        f.port.set_behaviour(Behaviour::Hang);
+        let server = pair(&f, 3, 3000, "k");
+        assert_eq!(
+            get(&f, token(3, 3000, server.lid), "k", None),
+            RdmaOutcome::Rejected(RejectCode::Failed)
+        );
+        assert_eq!(f.stats.watchdog_fired.load(Ordering::Relaxed), 1);
+        let log = f.port.log();
+        let to_err = log.iter().position(|e| *e == QpLog::ToError(server.qp_num));
+        let destroyed = log
+            .iter()
+            .position(|e| *e == QpLog::Destroyed(server.qp_num));
+        assert!(to_err.is_some() && to_err < destroyed, "{log:?}");
+    }
+
+    #[test]
+    fn failed_put_stores_nothing() {
+        let f = fixture();
+        f.port.add_region(RKEY, BASE, pattern(3000));
+        f.port.set_behaviour(Behaviour::FailWr(2));
+        let server = match put(&f, token(4, 3000, 0), "p") {
+            RdmaOutcome::PairingNeeded { server } => server,
+            other => panic!("expected 428, got {other:?}"),
+        };
+        assert_eq!(
+            put(&f, token(4, 3000, server.lid), "p"),
+            RdmaOutcome::Rejected(RejectCode::Failed)
+        );
+        assert!(matches!(
+            f.storage.object_info("b", "p"),
+            Err(StorageError::NoSuchKey)
+        ));
+    }
+
+    #[test]
+    fn qp_creation_failure_answers_500() {
+        let f = fixture();
+        object(&f, "k", &pattern(10));
+        f.port.set_fail_connect(true);
+        assert_eq!(
+            get(&f, token(1, 10, 0), "k", None),
+            RdmaOutcome::Rejected(RejectCode::Failed)
+        );
+        assert_eq!(f.stats.pairings_live.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn work_requests_never_exceed_max_msg_sz_and_reads_respect_max_rd_atomic() {
+        let port = DoublePort::with_info(PortInfo {
+            device: "small0".into(),
+            port: 2,
+            gid: [1; 16],
+            max_msg_sz: 256,
+            max_rd_atomic: 2,
+        });
+        let f = fixture_with(port, settings());
+        let data = pattern(3000);
+        f.port.add_region(RKEY, BASE, data.clone());
+        let server = match put(&f, token(6, 3000, 0), "x") {
+            RdmaOutcome::PairingNeeded { server } => server,
+            other => panic!("expected 428, got {other:?}"),
+        };
+        assert_eq!(server.port, 2);
+        assert!(matches!(
+            put(&f, token(6, 3000, server.lid), "x"),
+            RdmaOutcome::Stored { .. }
+        ));
+        let posted = f.port.posted();
+        assert_eq!(posted.len(), 12);
+        assert!(posted.iter().all(|wr| wr.len <= 256));
+        assert!(f.port.max_outstanding() <= 2);
+    }
+
+    #[test]
+    fn table_full_of_busy_pairings_is_503() {
+        let mut s = settings();
+        s.max_pairings = 1;
+        let f = fixture_with(DoublePort::new(), s);
+        object(&f, "k", &pattern(10));
+        pair(&f, 1, 10, "k");
+        // Hold key 1 as a running transfer would.
+        let _busy = f
+            .engine
+            .table
+            .checkout(
+                Peer {
+                    gid: CLIENT_GID,
+                    qp_num: 1,
+                },
+                Instant::now(),
+            )
+            .expect("room");
+        assert_eq!(
+            get(&f, token(2, 10, 0), "k", None),
+            RdmaOutcome::Rejected(RejectCode::Busy)
+        );
+    }
+
+    #[test]
+    fn the_qp_is_set_to_the_client() {
+        let f = fixture();
+        object(&f, "k", &pattern(10));
+        let server = pair(&f, 0xabc, 10, "k");
+        let mut lease = f
+            .engine
+            .table
+            .checkout(
+                Peer {
+                    gid: CLIENT_GID,
+                    qp_num: 0xabc,
+                },
+                Instant::now(),
+            )
+            .expect("room");
+        let p = lease.pairing_mut().expect("paired");
+        assert_eq!(p.qp.qp_num(), server.qp_num);
+        assert_eq!(p.id, server.lid);
+        assert_eq!(p.start_psn, server.rkey);
+    }
+}

@@ -1,0 +1,92 @@
+//! The RDMA side of the server: token -> pairing -> RDMA READ or WRITE (PROTOCOL.md section 4).
+//!
+//! - `token_header`: the `x-amz-rdma-token` value (88 hex digits, optional legacy suffix).
+//! - `port`: the [`port::RdmaPort`] seam; `verbs_port` implements it over `hipobj::verbs`.
+//! - `pairing`: the pairing table; `transfer`: chunked work requests, watchdog;
+//!   `staging`: registered staging buffers; `engine`: one request end to end;
+//!   `worker`: the dedicated RDMA threads and the 503 limit.
+
+pub mod engine;
+pub mod pairing;
+pub mod port;
+pub mod staging;
+pub mod token_header;
+pub mod transfer;
+pub mod verbs_port;
+pub mod worker;
+
+#[cfg(test)]
+pub mod test_double;
+
+use hipobj::token::Token;
+
+use crate::storage::ObjectInfo;
+
+/// A token request for one object.
+#[derive(Debug)]
+pub struct RdmaJob {
+    pub token: Token,
+    pub bucket: String,
+    pub key: String,
+    pub kind: JobKind,
+}
+
+#[derive(Debug)]
+pub enum JobKind {
+    /// RDMA WRITE the whole object or its `Range` into the client's buffer.
+    Get { range: Option<s3s::dto::Range> },
+    /// RDMA READ token-length bytes from the client's buffer and store them.
+    Put,
+}
+
+/// Codes answered without a server token (the reply header is the bare code).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RejectCode {
+    /// Malformed token, suffix mismatch, or buffer too small for the selected bytes.
+    BadRequest,
+    /// No such bucket or object.
+    NotFound,
+    /// The Range selects nothing of the object.
+    RangeNotSatisfiable,
+    /// RDMA operation failed; the pairing was destroyed.
+    Failed,
+    /// No RDMA here, or a DC token.
+    NotImplemented,
+    /// Too many transfers at once (or a pairing table full of pairings in use).
+    Busy,
+}
+
+impl RejectCode {
+    pub fn http_code(self) -> u16 {
+        match self {
+            RejectCode::BadRequest => 400,
+            RejectCode::NotFound => 404,
+            RejectCode::RangeNotSatisfiable => 416,
+            RejectCode::Failed => 500,
+            RejectCode::NotImplemented => 501,
+            RejectCode::Busy => 503,
+        }
+    }
+}
+
+/// How a token request ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RdmaOutcome {
+    /// 428: a new pairing was created; no data moved.
+    PairingNeeded {
+        server: Token,
+    },
+    /// 200/206: the selected bytes are in the client's memory.
+    Fetched {
+        server: Token,
+        bytes: u64,
+        info: ObjectInfo,
+        range: Option<std::ops::Range<u64>>,
+    },
+    /// 200: the object was read from the client and stored.
+    Stored {
+        server: Token,
+        info: ObjectInfo,
+    },
+    Rejected(RejectCode),
+}

@@ -1,0 +1,117 @@
+//! The seam between the protocol logic and the verbs: [`RdmaPort`] (one device port) and
+//! [`RdmaQp`] (one server QP). The pairing table, chunking, watchdog and reply logic only see
+//! these traits; `verbs_port` implements them over `hipobj::verbs`, and the unit tests use an
+//! in-memory double.
+
+use std::fmt;
+
+/// What the protocol needs to know about the local port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortInfo {
+    /// Device name, for logs.
+    pub device: String,
+    /// Port number put in server tokens.
+    pub port: u8,
+    /// The GID the server's QPs send from, put in server tokens.
+    pub gid: [u8; 16],
+    /// Largest message one work request may carry (`ibv_port_attr.max_msg_sz`).
+    pub max_msg_sz: u32,
+    /// RDMA READs one QP may have outstanding as initiator (`max_qp_init_rd_atom`).
+    pub max_rd_atomic: u8,
+}
+
+/// The client QP a server QP is aimed at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Peer {
+    pub gid: [u8; 16],
+    pub qp_num: u32,
+}
+
+/// How to build one server QP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpSetup {
+    pub peer: Peer,
+    /// Random 24-bit starting PSN (`sq_psn`), returned to the client in the server token.
+    pub start_psn: u32,
+    /// Work requests the send queue must hold at once.
+    pub max_send_wr: u32,
+}
+
+/// Direction of a one-sided operation, seen from the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RdmaOp {
+    /// Local staging -> client memory (GET).
+    Write,
+    /// Client memory -> local staging (PUT).
+    Read,
+}
+
+/// One work request over a staging buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkRequest {
+    pub op: RdmaOp,
+    pub wr_id: u64,
+    pub local_offset: usize,
+    pub len: u32,
+    pub remote_addr: u64,
+    pub rkey: u32,
+}
+
+/// One completion; `status` 0 is success (ibv_wc_status values otherwise).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkCompletion {
+    pub wr_id: u64,
+    pub status: u32,
+    pub vendor_err: u32,
+}
+
+/// A failed verb.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortError {
+    pub what: String,
+}
+
+impl PortError {
+    pub fn new(what: impl Into<String>) -> Self {
+        PortError { what: what.into() }
+    }
+}
+
+impl fmt::Display for PortError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.what)
+    }
+}
+
+impl std::error::Error for PortError {}
+
+/// A registered staging buffer.
+pub trait StagingBuffer: Send + 'static {
+    fn bytes(&self) -> &[u8];
+    fn bytes_mut(&mut self) -> &mut [u8];
+}
+
+/// One server RC QP, connected (RTS) to one client QP.
+pub trait RdmaQp: Send + 'static {
+    type Buffer: StagingBuffer;
+    fn qp_num(&self) -> u32;
+    /// Post one signaled work request reading from / writing into `buf`.
+    fn post(&mut self, wr: &WorkRequest, buf: &Self::Buffer) -> Result<(), PortError>;
+    /// Append the completions available now (non-blocking).
+    fn poll(&mut self, out: &mut Vec<WorkCompletion>) -> Result<(), PortError>;
+    /// Move the QP to ERR: it sends nothing more and its outstanding work requests flush.
+    fn to_error(&mut self) -> Result<(), PortError>;
+}
+
+/// One device port.
+pub trait RdmaPort: Send + Sync + 'static {
+    type Buffer: StagingBuffer;
+    type Qp: RdmaQp<Buffer = Self::Buffer>;
+    fn info(&self) -> &PortInfo;
+    /// Create a QP and move it INIT -> RTR -> RTS aimed at `setup.peer`, with path MTU = the
+    /// port's active MTU, max_rd_atomic = the device's max_qp_init_rd_atom, timeout 14 and
+    /// retry_cnt 6.
+    fn connect_qp(&self, setup: &QpSetup) -> Result<Self::Qp, PortError>;
+    /// Allocate and register a staging buffer of `len` bytes.
+    fn alloc_staging(&self, len: usize) -> Result<Self::Buffer, PortError>;
+}

@@ -1,0 +1,285 @@
+//! TEST DOUBLE (compiled only under `cfg(test)`): an in-memory [`RdmaPort`] standing in for a
+//! NIC, so the pairing table, chunking, watchdog and reply logic run without RDMA hardware.
+//!
+//! "Client memory" is a set of regions keyed by rkey. Work requests complete lazily, one per
+//! `poll`, and move their bytes only then (as a NIC may read or write the staging buffer at any
+//! time before the completion). Behaviours script failures: an error completion on the n-th
+//! work request, or a QP that never completes until it is moved to ERR (then everything flushes).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::port::{
+    PortError, PortInfo, QpSetup, RdmaOp, RdmaPort, RdmaQp, StagingBuffer, WorkCompletion,
+    WorkRequest,
+};
+
+/// ibv_wc_status values the double reports.
+pub const WC_REM_ACCESS_ERR: u32 = 10;
+pub const WC_RETRY_EXC_ERR: u32 = 12;
+pub const WC_WR_FLUSH_ERR: u32 = 5;
+
+/// What the double did, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QpLog {
+    Created(u32),
+    Setup(QpSetup),
+    Posted(u32, WorkRequest),
+    ToError(u32),
+    Destroyed(u32),
+}
+
+/// How QPs created from now on behave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Behaviour {
+    Normal,
+    /// The n-th work request posted on the QP (0-based) completes with RETRY_EXC_ERR.
+    FailWr(u64),
+    /// No completion ever arrives until the QP is moved to ERR.
+    Hang,
+}
+
+struct Shared {
+    log: Vec<QpLog>,
+    /// rkey -> (base address, bytes)
+    memory: HashMap<u32, (u64, Vec<u8>)>,
+    behaviour: Behaviour,
+    fail_connect: bool,
+    max_outstanding: usize,
+}
+
+#[derive(Clone)]
+pub struct DoublePort {
+    info: PortInfo,
+    shared: Arc<Mutex<Shared>>,
+    next_qpn: Arc<AtomicU32>,
+}
+
+fn lock(m: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Default for DoublePort {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl DoublePort {
+    pub fn new() -> Self {
+        Self::with_info(PortInfo {
+            device: "double0".into(),
+            port: 1,
+            gid: [0xd0; 16],
+            max_msg_sz: 1 << 23,
+            max_rd_atomic: 16,
+        })
+    }
+
+    pub fn with_info(info: PortInfo) -> Self {
+        DoublePort {
+            info,
+            shared: Arc::new(Mutex::new(Shared {
+                log: Vec::new(),
+                memory: HashMap::new(),
+                behaviour: Behaviour::Normal,
+                fail_connect: false,
+                max_outstanding: 0,
+            })),
+            next_qpn: Arc::new(AtomicU32::new(0x100)),
+        }
+    }
+
+    pub fn log(&self) -> Vec<QpLog> {
+        lock(&self.shared).log.clone()
+    }
+
+    pub fn set_behaviour(&self, b: Behaviour) {
+        lock(&self.shared).behaviour = b;
+    }
+
+    pub fn set_fail_connect(&self, fail: bool) {
+        lock(&self.shared).fail_connect = fail;
+    }
+
+    /// Register a client memory region.
+    pub fn add_region(&self, rkey: u32, base: u64, bytes: Vec<u8>) {
+        lock(&self.shared).memory.insert(rkey, (base, bytes));
+    }
+
+    pub fn region(&self, rkey: u32) -> Vec<u8> {
+        lock(&self.shared)
+            .memory
+            .get(&rkey)
+            .map(|(_, b)| b.clone())
+            .unwrap_or_default()
+    }
+
+    /// Most work requests any QP had outstanding at once.
+    pub fn max_outstanding(&self) -> usize {
+        lock(&self.shared).max_outstanding
+    }
+
+    pub fn posted(&self) -> Vec<WorkRequest> {
+        self.log()
+            .into_iter()
+            .filter_map(|e| match e {
+                QpLog::Posted(_, wr) => Some(wr),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// A staging buffer of plain memory.
+pub struct DoubleBuffer {
+    bytes: Box<[u8]>,
+}
+
+impl StagingBuffer for DoubleBuffer {
+    fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.bytes
+    }
+}
+
+struct InFlight {
+    wr: WorkRequest,
+    /// Address of the staging bytes this request uses, like a NIC's DMA address.
+    local: *mut u8,
+}
+
+pub struct DoubleQp {
+    qpn: u32,
+    shared: Arc<Mutex<Shared>>,
+    behaviour: Behaviour,
+    outstanding: VecDeque<InFlight>,
+    completed: u64,
+    errored: bool,
+}
+
+// SAFETY: the raw pointers in `outstanding` point into a staging buffer that the transfer engine
+// keeps alive until every request completed or flushed; the QP is used by one thread at a time.
+unsafe impl Send for DoubleQp {}
+
+impl RdmaPort for DoublePort {
+    type Buffer = DoubleBuffer;
+    type Qp = DoubleQp;
+
+    fn info(&self) -> &PortInfo {
+        &self.info
+    }
+
+    fn connect_qp(&self, setup: &QpSetup) -> Result<DoubleQp, PortError> {
+        let mut shared = lock(&self.shared);
+        if shared.fail_connect {
+            return Err(PortError::new("double: connect refused"));
+        }
+        let qpn = self.next_qpn.fetch_add(1, Ordering::Relaxed);
+        shared.log.push(QpLog::Created(qpn));
+        shared.log.push(QpLog::Setup(*setup));
+        Ok(DoubleQp {
+            qpn,
+            shared: Arc::clone(&self.shared),
+            behaviour: shared.behaviour,
+            outstanding: VecDeque::new(),
+            completed: 0,
+            errored: false,
+        })
+    }
+
+    fn alloc_staging(&self, len: usize) -> Result<DoubleBuffer, PortError> {
+        Ok(DoubleBuffer {
+            bytes: vec![0u8; len].into_boxed_slice(),
+        })
+    }
+}
+
+impl DoubleQp {
+    /// Move the bytes of a finished request; false when the remote region does not cover it.
+    fn execute(shared: &mut Shared, f: &InFlight) -> bool {
+        let Some((base, mem)) = shared.memory.get_mut(&f.wr.rkey) else {
+            return false;
+        };
+        let len = f.wr.len as usize;
+        let Some(start) = f.wr.remote_addr.checked_sub(*base) else {
+            return false;
+        };
+        let start = start as usize;
+        if start + len > mem.len() {
+            return false;
+        }
+        // SAFETY: `local` points at `len` bytes inside a live staging buffer (see `Send` above),
+        // which nothing else writes while the request is outstanding.
+        let local = unsafe { std::slice::from_raw_parts_mut(f.local, len) };
+        match f.wr.op {
+            RdmaOp::Write => mem[start..start + len].copy_from_slice(local),
+            RdmaOp::Read => local.copy_from_slice(&mem[start..start + len]),
+        }
+        true
+    }
+}
+
+impl RdmaQp for DoubleQp {
+    type Buffer = DoubleBuffer;
+
+    fn qp_num(&self) -> u32 {
+        self.qpn
+    }
+
+    fn post(&mut self, wr: &WorkRequest, buf: &DoubleBuffer) -> Result<(), PortError> {
+        if wr.local_offset + wr.len as usize > buf.bytes.len() {
+            return Err(PortError::new("double: request outside the staging buffer"));
+        }
+        let mut shared = lock(&self.shared);
+        shared.log.push(QpLog::Posted(self.qpn, *wr));
+        let local = buf.bytes.as_ptr().wrapping_add(wr.local_offset) as *mut u8;
+        self.outstanding.push_back(InFlight { wr: *wr, local });
+        shared.max_outstanding = shared.max_outstanding.max(self.outstanding.len());
+        Ok(())
+    }
+
+    fn poll(&mut self, out: &mut Vec<WorkCompletion>) -> Result<(), PortError> {
+        if self.behaviour == Behaviour::Hang && !self.errored {
+            return Ok(());
+        }
+        let Some(f) = self.outstanding.pop_front() else {
+            return Ok(());
+        };
+        let index = self.completed;
+        self.completed += 1;
+        let status = if self.errored {
+            WC_WR_FLUSH_ERR
+        } else if self.behaviour == Behaviour::FailWr(index) {
+            WC_RETRY_EXC_ERR
+        } else if !Self::execute(&mut lock(&self.shared), &f) {
+            WC_REM_ACCESS_ERR
+        } else {
+            0
+        };
+        if status != 0 {
+            self.errored = true;
+        }
+        out.push(WorkCompletion {
+            wr_id: f.wr.wr_id,
+            status,
+            vendor_err: 0,
+        });
+        Ok(())
+    }
+
+    fn to_error(&mut self) -> Result<(), PortError> {
+        self.errored = true;
+        lock(&self.shared).log.push(QpLog::ToError(self.qpn));
+        Ok(())
+    }
+}
+
+impl Drop for DoubleQp {
+    fn drop(&mut self) {
+        lock(&self.shared).log.push(QpLog::Destroyed(self.qpn));
+    }
+}

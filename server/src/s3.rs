@@ -1,0 +1,594 @@
+//! The `S3` trait: plain S3 over HTTP, delegating to `storage`, and token requests (GET/PUT
+//! with `x-amz-rdma-token`), delegating to `rdma`. Errors become `S3Error` in `error`.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use hipobj::reply::Reply;
+use hipobj::token::Transport;
+use s3s::dto::*;
+use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result, S3};
+use tokio::sync::mpsc;
+use tracing::debug;
+
+use crate::error::{self, RDMA_BYTES, RDMA_REPLY, RDMA_TOKEN};
+use crate::rdma::token_header::parse_token_header;
+use crate::rdma::worker::RdmaWorkers;
+use crate::rdma::{JobKind, RdmaJob, RdmaOutcome, RejectCode};
+use crate::stats::Stats;
+use crate::storage::{paginate, ObjectInfo, Storage, StorageError};
+
+/// Bytes per body chunk on the plain-HTTP GET path.
+const BODY_CHUNK: usize = 256 * 1024;
+
+pub struct HipobjS3 {
+    storage: Arc<Storage>,
+    /// `None`: RDMA disabled, token requests get 501.
+    rdma: Option<Arc<RdmaWorkers>>,
+    stats: Arc<Stats>,
+}
+
+impl HipobjS3 {
+    pub fn new(storage: Arc<Storage>, rdma: Option<Arc<RdmaWorkers>>, stats: Arc<Stats>) -> Self {
+        HipobjS3 {
+            storage,
+            rdma,
+            stats,
+        }
+    }
+
+    /// Run a blocking storage call off the executor.
+    async fn blocking<T, F>(&self, f: F) -> S3Result<T>
+    where
+        F: FnOnce(&Storage) -> Result<T, StorageError> + Send + 'static,
+        T: Send + 'static,
+    {
+        let storage = Arc::clone(&self.storage);
+        tokio::task::spawn_blocking(move || f(&storage))
+            .await
+            .map_err(error::internal)?
+            .map_err(error::storage_error)
+    }
+
+    /// `Some(job result)` when the request carries a token; `None` for plain S3.
+    async fn token_request(
+        &self,
+        headers: &http::HeaderMap,
+        bucket: &str,
+        key: &str,
+        kind: JobKind,
+    ) -> Option<S3Result<RdmaOutcome>> {
+        let value = headers.get(RDMA_TOKEN)?;
+        Stats::bump(&self.stats.token_requests);
+        let token = match parse_token_header(value.as_bytes()) {
+            Ok(t) => t,
+            Err(why) => {
+                debug!(why = why.0, "malformed x-amz-rdma-token");
+                return Some(Err(error::rejected(RejectCode::BadRequest, &self.stats)));
+            }
+        };
+        if token.transport != Transport::Rc {
+            return Some(Err(error::rejected(
+                RejectCode::NotImplemented,
+                &self.stats,
+            )));
+        }
+        let Some(rdma) = &self.rdma else {
+            return Some(Err(error::rejected(
+                RejectCode::NotImplemented,
+                &self.stats,
+            )));
+        };
+        let job = RdmaJob {
+            token,
+            bucket: bucket.to_string(),
+            key: key.to_string(),
+            kind,
+        };
+        Some(Ok(rdma.submit(job).await))
+    }
+}
+
+fn reply_headers(reply: &Reply) -> http::HeaderMap {
+    let mut h = http::HeaderMap::new();
+    if let Ok(v) = http::HeaderValue::from_str(&reply.encode()) {
+        h.insert(RDMA_REPLY, v);
+    }
+    h
+}
+
+fn etag(info: &ObjectInfo) -> ETag {
+    ETag::Strong(info.etag.clone())
+}
+
+fn content_range(range: &std::ops::Range<u64>, size: u64) -> String {
+    format!(
+        "bytes {}-{}/{}",
+        range.start,
+        range.end.saturating_sub(1),
+        size
+    )
+}
+
+/// A plain-HTTP GET body: a blocking task reads the file and feeds a small channel.
+struct FileBody {
+    rx: mpsc::Receiver<std::io::Result<Bytes>>,
+}
+
+impl futures::Stream for FileBody {
+    type Item = std::io::Result<Bytes>;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.rx.poll_recv(cx)
+    }
+}
+
+fn file_body(mut file: std::fs::File, start: u64, len: u64) -> StreamingBlob {
+    let (tx, rx) = mpsc::channel(4);
+    tokio::task::spawn_blocking(move || {
+        if let Err(e) = file.seek(SeekFrom::Start(start)) {
+            let _ = tx.blocking_send(Err(e));
+            return;
+        }
+        let mut left = len;
+        while left > 0 {
+            let n = left.min(BODY_CHUNK as u64) as usize;
+            let mut buf = vec![0u8; n];
+            if let Err(e) = file.read_exact(&mut buf) {
+                let _ = tx.blocking_send(Err(e));
+                return;
+            }
+            // The client went away: stop reading.
+            if tx.blocking_send(Ok(Bytes::from(buf))).is_err() {
+                return;
+            }
+            left -= n as u64;
+        }
+    });
+    StreamingBlob::wrap(FileBody { rx })
+}
+
+fn timestamp(info: &ObjectInfo) -> Timestamp {
+    Timestamp::from(info.last_modified)
+}
+
+#[async_trait::async_trait]
+impl S3 for HipobjS3 {
+    async fn create_bucket(
+        &self,
+        req: S3Request<CreateBucketInput>,
+    ) -> S3Result<S3Response<CreateBucketOutput>> {
+        let bucket = req.input.bucket;
+        self.blocking(move |s| s.create_bucket(&bucket)).await?;
+        Ok(S3Response::new(CreateBucketOutput::default()))
+    }
+
+    async fn delete_bucket(
+        &self,
+        req: S3Request<DeleteBucketInput>,
+    ) -> S3Result<S3Response<DeleteBucketOutput>> {
+        let bucket = req.input.bucket;
+        self.blocking(move |s| s.delete_bucket(&bucket)).await?;
+        Ok(S3Response::new(DeleteBucketOutput::default()))
+    }
+
+    async fn head_bucket(
+        &self,
+        req: S3Request<HeadBucketInput>,
+    ) -> S3Result<S3Response<HeadBucketOutput>> {
+        let bucket = req.input.bucket;
+        self.blocking(move |s| s.head_bucket(&bucket)).await?;
+        Ok(S3Response::new(HeadBucketOutput::default()))
+    }
+
+    async fn list_buckets(
+        &self,
+        _req: S3Request<ListBucketsInput>,
+    ) -> S3Result<S3Response<ListBucketsOutput>> {
+        let buckets = self.blocking(|s| s.list_buckets()).await?;
+        let buckets = buckets
+            .into_iter()
+            .map(|(name, created)| Bucket {
+                name: Some(name),
+                creation_date: Some(Timestamp::from(created)),
+                ..Default::default()
+            })
+            .collect();
+        Ok(S3Response::new(ListBucketsOutput {
+            buckets: Some(buckets),
+            ..Default::default()
+        }))
+    }
+
+    async fn get_object(
+        &self,
+        req: S3Request<GetObjectInput>,
+    ) -> S3Result<S3Response<GetObjectOutput>> {
+        let GetObjectInput {
+            bucket, key, range, ..
+        } = req.input;
+        let kind = JobKind::Get { range };
+        if let Some(result) = self.token_request(&req.headers, &bucket, &key, kind).await {
+            return match result? {
+                RdmaOutcome::Fetched {
+                    server,
+                    bytes,
+                    info,
+                    range,
+                } => {
+                    let mut headers = reply_headers(&Reply::Done(server));
+                    headers.insert(RDMA_BYTES, http::HeaderValue::from(bytes));
+                    let output = GetObjectOutput {
+                        accept_ranges: Some("bytes".into()),
+                        content_range: range.map(|r| content_range(&r, info.size)),
+                        e_tag: Some(etag(&info)),
+                        last_modified: Some(timestamp(&info)),
+                        ..Default::default()
+                    };
+                    Ok(S3Response::with_headers(output, headers))
+                }
+                RdmaOutcome::PairingNeeded { server } => {
+                    Err(error::pairing_needed(server, &self.stats))
+                }
+                RdmaOutcome::Rejected(code) => Err(error::rejected(code, &self.stats)),
+                RdmaOutcome::Stored { .. } => Err(error::rejected(RejectCode::Failed, &self.stats)),
+            };
+        }
+
+        let (b, k) = (bucket.clone(), key.clone());
+        let object = self.blocking(move |s| s.open_object(&b, &k)).await?;
+        let size = object.info.size;
+        let selected = match &range {
+            None => 0..size,
+            Some(r) => r
+                .check(size)
+                .map_err(|_| S3Error::new(S3ErrorCode::InvalidRange))?,
+        };
+        let len = selected.end - selected.start;
+        Stats::bump(&self.stats.http_gets);
+        let output = GetObjectOutput {
+            body: Some(file_body(object.file, selected.start, len)),
+            content_length: Some(len as i64),
+            accept_ranges: Some("bytes".into()),
+            content_range: range.map(|_| content_range(&selected, size)),
+            e_tag: Some(etag(&object.info)),
+            last_modified: Some(timestamp(&object.info)),
+            ..Default::default()
+        };
+        Ok(S3Response::new(output))
+    }
+
+    async fn put_object(
+        &self,
+        req: S3Request<PutObjectInput>,
+    ) -> S3Result<S3Response<PutObjectOutput>> {
+        let PutObjectInput {
+            bucket, key, body, ..
+        } = req.input;
+        if let Some(result) = self
+            .token_request(&req.headers, &bucket, &key, JobKind::Put)
+            .await
+        {
+            return match result? {
+                RdmaOutcome::Stored { server, info } => {
+                    let output = PutObjectOutput {
+                        e_tag: Some(etag(&info)),
+                        size: Some(info.size as i64),
+                        ..Default::default()
+                    };
+                    Ok(S3Response::with_headers(
+                        output,
+                        reply_headers(&Reply::Done(server)),
+                    ))
+                }
+                RdmaOutcome::PairingNeeded { server } => {
+                    Err(error::pairing_needed(server, &self.stats))
+                }
+                RdmaOutcome::Rejected(code) => Err(error::rejected(code, &self.stats)),
+                RdmaOutcome::Fetched { .. } => {
+                    Err(error::rejected(RejectCode::Failed, &self.stats))
+                }
+            };
+        }
+
+        let (b, k) = (bucket.clone(), key.clone());
+        let mut writer = self.blocking(move |s| s.begin_put(&b, &k)).await?;
+        if let Some(mut body) = body {
+            while let Some(chunk) = body.next().await {
+                let chunk =
+                    chunk.map_err(|e| S3Error::with_source(S3ErrorCode::IncompleteBody, e))?;
+                writer =
+                    tokio::task::spawn_blocking(move || writer.write_all(&chunk).map(|()| writer))
+                        .await
+                        .map_err(error::internal)?
+                        .map_err(|e| error::storage_error(StorageError::Io(e)))?;
+            }
+        }
+        let info = tokio::task::spawn_blocking(move || writer.commit())
+            .await
+            .map_err(error::internal)?
+            .map_err(error::storage_error)?;
+        Stats::bump(&self.stats.http_puts);
+        let output = PutObjectOutput {
+            e_tag: Some(etag(&info)),
+            size: Some(info.size as i64),
+            ..Default::default()
+        };
+        Ok(S3Response::new(output))
+    }
+
+    async fn head_object(
+        &self,
+        req: S3Request<HeadObjectInput>,
+    ) -> S3Result<S3Response<HeadObjectOutput>> {
+        let HeadObjectInput { bucket, key, .. } = req.input;
+        let info = self.blocking(move |s| s.object_info(&bucket, &key)).await?;
+        let output = HeadObjectOutput {
+            content_length: Some(info.size as i64),
+            accept_ranges: Some("bytes".into()),
+            e_tag: Some(etag(&info)),
+            last_modified: Some(timestamp(&info)),
+            ..Default::default()
+        };
+        Ok(S3Response::new(output))
+    }
+
+    async fn delete_object(
+        &self,
+        req: S3Request<DeleteObjectInput>,
+    ) -> S3Result<S3Response<DeleteObjectOutput>> {
+        let DeleteObjectInput { bucket, key, .. } = req.input;
+        self.blocking(move |s| s.delete_object(&bucket, &key))
+            .await?;
+        Ok(S3Response::new(DeleteObjectOutput::default()))
+    }
+
+    async fn list_objects_v2(
+        &self,
+        req: S3Request<ListObjectsV2Input>,
+    ) -> S3Result<S3Response<ListObjectsV2Output>> {
+        let input = req.input;
+        let prefix = input.prefix.clone().unwrap_or_default();
+        let max_keys = input.max_keys.unwrap_or(1000).clamp(0, 1000) as usize;
+        let after = match &input.continuation_token {
+            Some(t) => {
+                let raw = hex::decode(t).map_err(|_| S3Error::new(S3ErrorCode::InvalidArgument))?;
+                Some(
+                    String::from_utf8(raw)
+                        .map_err(|_| S3Error::new(S3ErrorCode::InvalidArgument))?,
+                )
+            }
+            None => input.start_after.clone(),
+        };
+        let (bucket, p) = (input.bucket.clone(), prefix.clone());
+        let all = self.blocking(move |s| s.list_objects(&bucket, &p)).await?;
+        let page = paginate(
+            all,
+            &prefix,
+            input.delimiter.as_deref(),
+            after.as_deref(),
+            max_keys,
+        );
+        let key_count = (page.objects.len() + page.common_prefixes.len()) as i32;
+        let contents: Vec<Object> = page
+            .objects
+            .iter()
+            .map(|o| Object {
+                key: Some(o.key.clone()),
+                size: Some(o.size as i64),
+                e_tag: Some(etag(o)),
+                last_modified: Some(timestamp(o)),
+                ..Default::default()
+            })
+            .collect();
+        let common_prefixes: Vec<CommonPrefix> = page
+            .common_prefixes
+            .into_iter()
+            .map(|p| CommonPrefix { prefix: Some(p) })
+            .collect();
+        let output = ListObjectsV2Output {
+            name: Some(input.bucket),
+            prefix: Some(prefix),
+            delimiter: input.delimiter,
+            max_keys: Some(max_keys as i32),
+            key_count: Some(key_count),
+            is_truncated: Some(page.is_truncated),
+            continuation_token: input.continuation_token,
+            next_continuation_token: page.next_after.map(hex::encode),
+            start_after: input.start_after,
+            contents: Some(contents),
+            common_prefixes: Some(common_prefixes),
+            ..Default::default()
+        };
+        Ok(S3Response::new(output))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The whole token flow through s3s (status codes, reply headers), with the in-memory RDMA
+    //! double behind real worker threads.
+    use super::*;
+    use crate::rdma::engine::{Engine, EngineSettings};
+    use crate::rdma::test_double::DoublePort;
+    use hipobj::token::Token;
+    use s3s::service::{S3Service, S3ServiceBuilder};
+    use s3s::Body;
+    use std::time::Duration;
+
+    const RKEY: u32 = 0x31;
+    const BASE: u64 = 0x5000_0000;
+
+    struct Harness {
+        _dir: tempfile::TempDir,
+        service: S3Service,
+        port: DoublePort,
+        stats: Arc<Stats>,
+    }
+
+    fn harness() -> Harness {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let storage = Arc::new(Storage::open(dir.path()).expect("storage"));
+        let stats = Arc::new(Stats::default());
+        let port = DoublePort::new();
+        let settings = EngineSettings {
+            chunk_bytes: 4096,
+            wr_depth: 4,
+            watchdog: Duration::from_secs(2),
+            flush_wait: Duration::from_secs(1),
+            max_pairings: 8,
+            pairing_idle: Duration::from_secs(600),
+        };
+        let engine = Arc::new(Engine::new(
+            port.clone(),
+            &settings,
+            Arc::clone(&storage),
+            Arc::clone(&stats),
+        ));
+        let workers =
+            Arc::new(RdmaWorkers::start(engine, 2, 4, Duration::from_secs(60)).expect("workers"));
+        let service =
+            S3ServiceBuilder::new(HipobjS3::new(storage, Some(workers), Arc::clone(&stats)))
+                .build();
+        Harness {
+            _dir: dir,
+            service,
+            port,
+            stats,
+        }
+    }
+
+    fn token(len: u64, lid: u16) -> String {
+        Token {
+            transport: Transport::Rc,
+            qp_num: 0x4242,
+            gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 1, 2, 3],
+            rkey: RKEY,
+            remote_addr: BASE,
+            length: len,
+            port: 1,
+            lid,
+        }
+        .encode_hex()
+    }
+
+    async fn call(
+        h: &Harness,
+        method: &str,
+        uri: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> (u16, http::HeaderMap, Bytes) {
+        let mut req = http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("host", "localhost");
+        for (n, v) in headers {
+            req = req.header(*n, *v);
+        }
+        let req = req.body(Body::from(body.to_vec())).expect("request");
+        let resp = h.service.call(req).await.expect("response");
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let mut body = resp.into_body();
+        let bytes = body.store_all_limited(1 << 24).await.expect("body");
+        (status, headers, bytes)
+    }
+
+    fn reply(headers: &http::HeaderMap) -> Reply {
+        let v = headers.get(RDMA_REPLY).expect("x-amz-rdma-reply");
+        Reply::parse(v.as_bytes()).expect("valid reply")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn token_get_and_put_through_s3s() {
+        let h = harness();
+        let data: Vec<u8> = (0..20_000u32).map(|i| (i % 241) as u8).collect();
+        let created = call(&h, "PUT", "/bkt", &[], b"").await;
+        assert_eq!(created.0, 200, "{:?}", created.2);
+        assert_eq!(call(&h, "PUT", "/bkt/obj", &[], &data).await.0, 200);
+        h.port.add_region(RKEY, BASE, vec![0; 32_768]);
+
+        // First request of an unpaired connection: 428 with the server token.
+        let t0 = token(32_768, 0);
+        let (status, headers, _) =
+            call(&h, "GET", "/bkt/obj", &[("x-amz-rdma-token", &t0)], b"").await;
+        assert_eq!(status, 428);
+        let Reply::PairingNeeded(server) = reply(&headers) else {
+            panic!("expected 428:<token>")
+        };
+        assert!(
+            h.port.region(RKEY).iter().all(|&b| b == 0),
+            "428 moves no data"
+        );
+
+        // Paired: 200 + 200:<token> + bytes transferred, no body.
+        let t1 = token(32_768, server.lid);
+        let (status, headers, body) =
+            call(&h, "GET", "/bkt/obj", &[("x-amz-rdma-token", &t1)], b"").await;
+        assert_eq!(status, 200);
+        assert_eq!(reply(&headers), Reply::Done(server));
+        assert_eq!(
+            headers.get(RDMA_BYTES).map(|v| v.as_bytes()),
+            Some(&b"20000"[..])
+        );
+        assert!(body.is_empty());
+        assert_eq!(&h.port.region(RKEY)[..20_000], &data[..]);
+
+        // Ranged: 206.
+        let (status, headers, _) = call(
+            &h,
+            "GET",
+            "/bkt/obj",
+            &[("x-amz-rdma-token", &t1), ("range", "bytes=100-199")],
+            b"",
+        )
+        .await;
+        assert_eq!(status, 206);
+        assert_eq!(
+            headers.get(RDMA_BYTES).map(|v| v.as_bytes()),
+            Some(&b"100"[..])
+        );
+        assert_eq!(&h.port.region(RKEY)[..100], &data[100..200]);
+
+        // Missing object with a token: 404 + reply 404.
+        let (status, headers, _) =
+            call(&h, "GET", "/bkt/missing", &[("x-amz-rdma-token", &t1)], b"").await;
+        assert_eq!(status, 404);
+        assert_eq!(reply(&headers), Reply::Code(404));
+
+        // Buffer too small: 400.
+        let small = token(10, server.lid);
+        let (status, headers, _) =
+            call(&h, "GET", "/bkt/obj", &[("x-amz-rdma-token", &small)], b"").await;
+        assert_eq!(status, 400);
+        assert_eq!(reply(&headers), Reply::Code(400));
+
+        // PUT over the same pairing: the client's buffer becomes the object.
+        let upload: Vec<u8> = (0..32_768u32).map(|i| (i * 3 % 256) as u8).collect();
+        h.port.add_region(RKEY, BASE, upload.clone());
+        let (status, headers, _) =
+            call(&h, "PUT", "/bkt/up", &[("x-amz-rdma-token", &t1)], b"").await;
+        assert_eq!(status, 200);
+        assert_eq!(reply(&headers), Reply::Done(server));
+        assert!(headers.get("etag").is_some());
+        let (status, _, body) = call(&h, "GET", "/bkt/up", &[], b"").await;
+        assert_eq!(status, 200);
+        assert_eq!(&body[..], &upload[..]);
+
+        let json = h.stats.to_json();
+        for want in [
+            "\"replies_428\":1",
+            "\"pairings_created\":1",
+            "\"rdma_gets\":2",
+            "\"rdma_puts\":1",
+            "\"replies_404\":1",
+            "\"replies_400\":1",
+        ] {
+            assert!(json.contains(want), "{want} in {json}");
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! Counters, served as flat JSON at `GET /_hipobj/stats` (tests count requests with them).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+macro_rules! counters {
+    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
+        /// Monotonic counters (plus `pairings_live`, a gauge).
+        #[derive(Default, Debug)]
+        pub struct Stats {
+            $($(#[$doc])* pub $name: AtomicU64,)*
+        }
+
+        impl Stats {
+            /// One flat JSON object: `{"name": value, ...}`.
+            pub fn to_json(&self) -> String {
+                let fields: Vec<String> = vec![
+                    $(format!("\"{}\":{}", stringify!($name), self.$name.load(Ordering::Relaxed)),)*
+                ];
+                format!("{{{}}}\n", fields.join(","))
+            }
+        }
+    };
+}
+
+counters! {
+    /// Plain-HTTP GETs served (body carried the data).
+    http_gets,
+    /// Plain-HTTP PUTs stored.
+    http_puts,
+    /// Requests that carried `x-amz-rdma-token` (GET or PUT).
+    token_requests,
+    /// New pairings (server QPs) created.
+    pairings_created,
+    /// Pairings replaced because the token's pairing id was 0 or different.
+    pairings_replaced,
+    /// Pairings destroyed because they sat idle too long.
+    pairings_expired,
+    /// Pairings evicted because the table was full.
+    pairings_evicted,
+    /// Pairings destroyed after a failed transfer.
+    pairings_failed,
+    /// Pairings alive now (a gauge).
+    pairings_live,
+    /// 428 replies.
+    replies_428,
+    /// RDMA GETs completed (RDMA WRITE to the client).
+    rdma_gets,
+    /// RDMA PUTs completed (RDMA READ from the client).
+    rdma_puts,
+    /// Bytes moved by RDMA WRITE.
+    rdma_bytes_written,
+    /// Bytes moved by RDMA READ.
+    rdma_bytes_read,
+    /// Work requests posted.
+    work_requests,
+    /// Completions with an error status.
+    completion_errors,
+    /// Transfers aborted by the watchdog.
+    watchdog_fired,
+    /// Replies per code.
+    replies_400,
+    replies_404,
+    replies_416,
+    replies_500,
+    replies_501,
+    replies_503,
+}
+
+impl Stats {
+    pub fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn sub(counter: &AtomicU64, n: u64) {
+        counter.fetch_sub(n, Ordering::Relaxed);
+    }
+
+    /// Count a non-success reply code (400, 404, 416, 500, 501, 503).
+    pub fn count_reply(&self, code: u16) {
+        let counter = match code {
+            400 => &self.replies_400,
+            404 => &self.replies_404,
+            416 => &self.replies_416,
+            428 => &self.replies_428,
+            500 => &self.replies_500,
+            501 => &self.replies_501,
+            503 => &self.replies_503,
+            _ => return,
+        };
+        Stats::bump(counter);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_lists_every_counter() {
+        let s = Stats::default();
+        Stats::bump(&s.replies_428);
+        s.count_reply(501);
+        let json = s.to_json();
+        assert!(json.starts_with('{') && json.trim_end().ends_with('}'));
+        assert!(json.contains("\"replies_428\":1"));
+        assert!(json.contains("\"replies_501\":1"));
+        assert!(json.contains("\"pairings_created\":0"));
+    }
+}

@@ -1,0 +1,181 @@
+//! A started `hipobj-server` binary and a small blocking HTTP/1.1 client, shared by the
+//! integration tests.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+pub struct Server {
+    child: Child,
+    pub addr: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    pub fn start(extra: &[&str]) -> Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hipobj-server"))
+            .args(["--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path())
+            .args(extra)
+            .env("HIPOBJ_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn hipobj-server");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read the ready line");
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .parse()
+            .expect("address");
+        Server {
+            child,
+            addr,
+            _dir: dir,
+        }
+    }
+
+    pub fn request(
+        &self,
+        method: &str,
+        target: &str,
+        headers: &[(&str, String)],
+        body: &[u8],
+    ) -> Response {
+        let mut stream = TcpStream::connect(self.addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        let mut head = format!(
+            "{method} {target} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n",
+            self.addr
+        );
+        head.push_str(&format!("content-length: {}\r\n", body.len()));
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes()).expect("write head");
+        stream.write_all(body).expect("write body");
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).expect("read response");
+        Response::parse(&raw, method == "HEAD")
+    }
+
+    pub fn get(&self, target: &str) -> Response {
+        self.request("GET", target, &[], b"")
+    }
+
+    pub fn stats(&self) -> String {
+        String::from_utf8(self.get("/_hipobj/stats").body).expect("utf8")
+    }
+
+    /// SIGTERM, then the exit status.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        // SAFETY: plain kill(2) on our own child's pid.
+        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        assert_eq!(rc, 0);
+        for _ in 0..200 {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        panic!("server did not exit within 10 s of SIGTERM");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn parse(raw: &[u8], head_only: bool) -> Response {
+        let split = raw
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("end of head");
+        let head = std::str::from_utf8(&raw[..split]).expect("ascii head");
+        let mut lines = head.split("\r\n");
+        let status_line = lines.next().expect("status line");
+        let status = status_line
+            .split(' ')
+            .nth(1)
+            .expect("code")
+            .parse()
+            .expect("number");
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect();
+        let rest = &raw[split + 4..];
+        let chunked = headers
+            .iter()
+            .any(|(n, v)| n == "transfer-encoding" && v.contains("chunked"));
+        let body = if head_only {
+            Vec::new()
+        } else if chunked {
+            dechunk(rest)
+        } else {
+            rest.to_vec()
+        };
+        Response {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+fn dechunk(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let eol = data
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("chunk size line");
+        let size_text = std::str::from_utf8(&data[..eol]).expect("ascii");
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("0").trim(), 16)
+            .expect("hex size");
+        data = &data[eol + 2..];
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&data[..size]);
+        data = &data[size + 2..];
+    }
+}
+
+pub fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i % 251) as u8 ^ (i >> 10) as u8).collect()
+}

@@ -222,6 +222,100 @@ pub fn parse_token_header(value: &[u8]) -> Option<TokenFields> {
     (addr == token.remote_addr && size == token.length).then_some(token)
 }
 
+/// One byte range of a `Range: bytes=...` header (RFC 9110 section 14.1.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ByteRange {
+    /// `first-` or `first-last` (inclusive).
+    From { first: u64, last: Option<u64> },
+    /// `-length`: the last `length` bytes.
+    Suffix { length: u64 },
+}
+
+impl ByteRange {
+    /// The largest position the header names.
+    pub fn max_position(&self) -> u64 {
+        match *self {
+            ByteRange::From { first, last } => last.unwrap_or(first).max(first),
+            ByteRange::Suffix { length } => length,
+        }
+    }
+}
+
+/// `1*DIGIT` that fits a u64.
+fn decimal(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut v = 0u64;
+    for b in s.bytes() {
+        v = v.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+    }
+    Some(v)
+}
+
+/// A single-range `Range` header value: `bytes=` then `first-`, `first-last` (first <= last) or
+/// `-suffix`; no spaces, no lists. `None` = not this grammar.
+pub fn parse_byte_range(header: &str) -> Option<ByteRange> {
+    let spec = header.strip_prefix("bytes=")?;
+    let (a, b) = spec.split_once('-')?;
+    if a.is_empty() {
+        return Some(ByteRange::Suffix {
+            length: decimal(b)?,
+        });
+    }
+    let first = decimal(a)?;
+    if b.is_empty() {
+        return Some(ByteRange::From { first, last: None });
+    }
+    let last = decimal(b)?;
+    (first <= last).then_some(ByteRange::From {
+        first,
+        last: Some(last),
+    })
+}
+
+/// What a GET should send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Selection {
+    /// These bytes of the object.
+    Bytes(std::ops::Range<u64>),
+    /// 416: the range selects nothing.
+    NotSatisfiable,
+    /// 400: this many selected bytes do not fit the client's buffer.
+    TooLong(u64),
+}
+
+/// RFC 9110 selection for an object of `size` bytes, then the buffer check of PROTOCOL.md 4.4.
+pub fn select(range: Option<ByteRange>, size: u64, buffer: u64) -> Selection {
+    let (start, end) = match range {
+        None => (0, size),
+        // A first position at or past the end selects nothing; a last position past the end
+        // means the end.
+        Some(ByteRange::From { first, last }) => {
+            if first >= size {
+                return Selection::NotSatisfiable;
+            }
+            let end = match last {
+                Some(last) if last < size => last + 1,
+                _ => size,
+            };
+            (first, end)
+        }
+        // A zero suffix selects nothing; a longer suffix than the object means all of it.
+        Some(ByteRange::Suffix { length }) => {
+            if length == 0 {
+                return Selection::NotSatisfiable;
+            }
+            (size - length.min(size), size)
+        }
+    };
+    if end - start > buffer {
+        Selection::TooLong(end - start)
+    } else {
+        Selection::Bytes(start..end)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,6 +373,40 @@ mod tests {
         ));
         let other = format!("206:{EXAMPLE}");
         assert_eq!(parse_reply(other.as_bytes()), None);
+    }
+
+    #[test]
+    fn byte_ranges() {
+        assert_eq!(
+            parse_byte_range("bytes=0-9"),
+            Some(ByteRange::From {
+                first: 0,
+                last: Some(9)
+            })
+        );
+        assert_eq!(
+            parse_byte_range("bytes=-5"),
+            Some(ByteRange::Suffix { length: 5 })
+        );
+        for bad in [
+            "bytes=-",
+            "bytes=9-0",
+            "bytes=1-2,3-4",
+            "bytes= 1-2",
+            "items=0-1",
+            "bytes=+1-2",
+        ] {
+            assert_eq!(parse_byte_range(bad), None, "{bad}");
+        }
+        let all = Some(ByteRange::Suffix { length: 500 });
+        assert_eq!(select(all, 100, 100), Selection::Bytes(0..100));
+        assert_eq!(select(all, 0, 0), Selection::Bytes(0..0));
+        assert_eq!(select(None, 100, 99), Selection::TooLong(100));
+        let past = Some(ByteRange::From {
+            first: 100,
+            last: None,
+        });
+        assert_eq!(select(past, 100, 100), Selection::NotSatisfiable);
     }
 
     #[test]

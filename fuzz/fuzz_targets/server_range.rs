@@ -67,9 +67,9 @@ fuzz_target!(|data: &[u8]| {
 
     let got = select_bytes(range.as_ref(), size, buffer);
     let want = model::select(range.as_ref().map(to_model), size, buffer);
-    match (&got, want) {
+    match (&got, &want) {
         (Ok(r), Selection::Bytes(w)) => {
-            assert_eq!(*r, w, "size {size}, buffer {buffer}, range {range:?}");
+            assert_eq!(r, w, "size {size}, buffer {buffer}, range {range:?}");
             assert!(r.start <= r.end && r.end <= size);
             assert!(r.start < r.end || size == 0);
             assert!(r.end - r.start <= buffer);
@@ -82,7 +82,7 @@ fuzz_target!(|data: &[u8]| {
             }),
             Selection::TooLong(n),
         ) => {
-            assert_eq!((*selected, *b), (n, buffer));
+            assert_eq!((*selected, *b), (*n, buffer));
         }
         _ => panic!("server {got:?}, model {want:?}: size {size}, buffer {buffer}, {range:?}"),
     }

@@ -9,7 +9,7 @@ use hipobj::token::{Token, Transport};
 use tracing::{debug, info, warn};
 
 use super::pairing::{KeyLease, Pairing, PairingTable};
-use super::port::{Peer, QpSetup, RdmaOp, RdmaPort};
+use super::port::{Peer, QpSetup, RdmaOp, RdmaPort, RdmaQp};
 use super::selection::{select_bytes, SelectionError};
 use super::staging::StagingPool;
 use super::transfer::{self, ChunkSink, Deadlines, Direction, Remote, Shape};
@@ -103,6 +103,13 @@ impl<P: RdmaPort> Engine<P> {
 
     pub fn port(&self) -> &P {
         &self.port
+    }
+
+    /// Register `n` staging buffers up front (one per worker thread is the most ever used).
+    pub fn prefill_staging(&self, n: usize) {
+        if let Err(e) = self.staging.prefill(&self.port, n) {
+            warn!(error = %e, "registering staging buffers up front failed; will retry per transfer");
+        }
     }
 
     /// Destroy pairings idle too long.
@@ -243,7 +250,7 @@ impl<P: RdmaPort> Engine<P> {
                 return Err(Unpaired::Rejected(RejectCode::Failed));
             }
         };
-        let server = self.server_token(qp_num_of(&qp), start_psn, id);
+        let server = self.server_token(qp.qp_num(), start_psn, id);
         debug!(
             client_qpn = peer.qp_num,
             server_qpn = server.qp_num,
@@ -292,9 +299,7 @@ impl<P: RdmaPort> Engine<P> {
             &self.stats,
         );
         match result {
-            Ok(()) => {
-                Some(self.server_token(qp_num_of(&pairing.qp), pairing.start_psn, pairing.id))
-            }
+            Ok(()) => Some(self.server_token(pairing.qp.qp_num(), pairing.start_psn, pairing.id)),
             Err(e) => {
                 warn!(error = %e, client_qpn = token.qp_num, len, "RDMA transfer failed; pairing destroyed");
                 // Destroyed while the staging buffer is still held: no request can touch it later.
@@ -337,10 +342,6 @@ impl From<Unpaired> for RdmaOutcome {
     }
 }
 
-fn qp_num_of<Q: super::port::RdmaQp>(qp: &Q) -> u32 {
-    qp.qp_num()
-}
-
 impl ChunkSink for ObjectWriter {
     fn drain(&mut self, data: &[u8]) -> std::io::Result<()> {
         self.write_all(data)
@@ -374,7 +375,7 @@ pub fn random_u32() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rdma::port::{PortInfo, RdmaOp, RdmaQp};
+    use crate::rdma::port::PortInfo;
     use crate::rdma::test_double::{Behaviour, DoublePort, QpLog};
     use md5::{Digest, Md5};
     use std::sync::atomic::Ordering;

@@ -2,14 +2,16 @@
 # Runs tests/rdma_e2e.rs (real RDMA, ignored by default) inside the Soft-RoCE VM of
 # shared/softroce, against rxe0 on the guest's lo. Usage (from the repository root):
 #   server/tests/vm/run-rdma-e2e.sh [SOFTROCE_DIR]     (default: ../shared/softroce)
-# WORK (default /tmp/softroce-server) holds the guest kernel and initramfs.
+# WORK (default /tmp/softroce-server) holds the guest kernel and initramfs; RELEASE=1 builds
+# and runs optimised binaries (the transfer times printed are more telling then).
 set -euo pipefail
 ROOT=$(git rev-parse --show-toplevel)
 SOFTROCE=$(readlink -f "${1:-$ROOT/../shared/softroce}")
 export WORK=${WORK:-/tmp/softroce-server}
 mkdir -p "$WORK"
-cargo build -p hipobj-server --bin hipobj-server
-TB=$(cargo test -p hipobj-server --test rdma_e2e --no-run --message-format=json 2>/dev/null |
+PROFILE=${RELEASE:+--release}
+cargo build $PROFILE -p hipobj-server --bin hipobj-server
+TB=$(cargo test $PROFILE -p hipobj-server --test rdma_e2e --no-run --message-format=json 2>/dev/null |
   sed -n 's/.*"executable":"\([^"]*rdma_e2e[^"]*\)".*/\1/p' | tail -1)
 [ -x "$TB" ] || { echo "cannot find the rdma_e2e test binary" >&2; exit 1; }
 [ -f "$WORK/vmlinuz" ] || { "$SOFTROCE/setup-host.sh"; "$SOFTROCE/build-initramfs.sh"; }

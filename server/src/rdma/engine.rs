@@ -10,6 +10,7 @@ use tracing::{debug, info, warn};
 
 use super::pairing::{KeyLease, Pairing, PairingTable};
 use super::port::{Peer, QpSetup, RdmaOp, RdmaPort, RdmaQp};
+use super::selection::{select_bytes, SelectionError};
 use super::staging::StagingPool;
 use super::transfer::{self, ChunkSink, Deadlines, Direction, Remote, Shape};
 use super::{JobKind, RdmaJob, RdmaOutcome, RejectCode};
@@ -139,22 +140,20 @@ impl<P: RdmaPort> Engine<P> {
             Err(e) => return reject_storage(e),
         };
         let size = object.info.size;
-        let selected = match range {
-            None => 0..size,
-            Some(r) => match r.check(size) {
-                Ok(sel) => sel,
-                Err(_) => return RdmaOutcome::Rejected(RejectCode::RangeNotSatisfiable),
-            },
+        let selected = match select_bytes(range.as_ref(), size, token.length) {
+            Ok(sel) => sel,
+            Err(SelectionError::NotSatisfiable) => {
+                return RdmaOutcome::Rejected(RejectCode::RangeNotSatisfiable)
+            }
+            Err(SelectionError::BufferTooSmall { selected, buffer }) => {
+                debug!(
+                    len = selected,
+                    buffer, "client buffer smaller than the selected bytes"
+                );
+                return RdmaOutcome::Rejected(RejectCode::BadRequest);
+            }
         };
         let len = selected.end - selected.start;
-        if len > token.length {
-            debug!(
-                len,
-                buffer = token.length,
-                "client buffer smaller than the selected bytes"
-            );
-            return RdmaOutcome::Rejected(RejectCode::BadRequest);
-        }
         let mut lease = match self.lease_pairing(token) {
             Ok(lease) => lease,
             Err(unpaired) => return unpaired.into(),

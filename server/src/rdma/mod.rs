@@ -4,11 +4,13 @@
 //! - `port`: the [`port::RdmaPort`] seam; `verbs_port` implements it over `hipobj::verbs`.
 //! - `pairing`: the pairing table; `transfer`: chunked work requests, watchdog;
 //!   `staging`: registered staging buffers; `engine`: one request end to end;
-//!   `worker`: the dedicated RDMA threads and the 503 limit.
+//!   `worker`: the dedicated RDMA threads and the 503 limit; `selection`: which bytes a GET
+//!   sends (Range, client buffer size).
 
 pub mod engine;
 pub mod pairing;
 pub mod port;
+pub mod selection;
 pub mod staging;
 pub mod token_header;
 pub mod transfer;

@@ -28,11 +28,14 @@ lint:
 loom:
 	loom-tests/run
 
+fuzz-short:
+	fuzz/run-short
+
 e2e: build
 	scripts/build-e2e
 	tests/vm/e2e
 
-test: unit ctest lint loom e2e
+test: unit ctest lint loom fuzz-short e2e
 
 demo: build
 	scripts/build-e2e

@@ -495,3 +495,61 @@ fn init_shutdown_cycles_leak_nothing() {
     assert_eq!(fd_count(), fds, "file descriptors after 100 cycles");
     env.init(1);
 }
+
+#[test]
+fn shutdown_wakes_a_transfer_waiting_for_a_connection() {
+    let Some(env) = Env::new(1, &[]) else { return };
+    let size = 4096;
+    let src = pattern(size, 12);
+    let base = src.as_ptr() as usize;
+    rt().register(base, size, MemoryKind::Host).unwrap();
+    let s3 = env.s3;
+    let holding = std::sync::Barrier::new(2);
+    let (waiter_started_tx, waiter_started_rx) = std::sync::mpsc::channel::<()>();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let (holder, waiter) = std::thread::scope(|sc| {
+        let holding = &holding;
+        let holder = sc.spawn(move || {
+            let rt = rt();
+            let mut req = RdmaRequest::put(&s3, "bkt", "held");
+            let mut first = true;
+            req.on_send = Some(Box::new(move || {
+                if std::mem::take(&mut first) {
+                    holding.wait();
+                    // Hold the only connection until the test has shut down.
+                    let _ = release_rx.recv();
+                }
+            }));
+            rt.transfer(TransferKind::Put, base, size, 0, &mut req)
+                .map_err(|e| e.code)
+        });
+        holding.wait();
+        let waiter = sc.spawn(move || {
+            let rt = rt();
+            let _ = waiter_started_tx.send(());
+            let mut req = RdmaRequest::put(&s3, "bkt", "waiting");
+            let r = rt
+                .transfer(TransferKind::Put, base, size, 0, &mut req)
+                .map_err(|e| e.code);
+            (r, req.requests)
+        });
+        waiter_started_rx.recv().unwrap();
+        // Give the waiter time to block on the pool (it cannot get the held connection).
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        runtime::shutdown();
+        let waiter = waiter.join().unwrap();
+        let _ = release_tx.send(());
+        (holder.join().unwrap(), waiter)
+    });
+    assert_eq!(
+        waiter,
+        (Err(OpError::NotInitialized), 0),
+        "the waiter is woken by shutdown"
+    );
+    assert_eq!(holder, Ok(()), "the transfer in progress finishes normally");
+    assert_eq!(
+        hipobj::pool::LIVE_QPS.load(std::sync::atomic::Ordering::SeqCst),
+        0
+    );
+    env.init(1);
+}

@@ -160,6 +160,25 @@ fn offsets_and_ranges_inside_a_registration() {
     let (r, _) = put(&env.s3, "from-offset", &buf, 300_000, 10_000);
     r.unwrap();
     assert_eq!(env.s3.get("bkt", "from-offset").unwrap().body, obj);
+    // Registration errors: the same base twice, a pointer inside a registration, an unknown base.
+    assert_eq!(
+        rt().register(base, 16, MemoryKind::Host).unwrap_err().code,
+        OpError::BufAlreadyRegistered
+    );
+    assert_eq!(
+        rt().deregister(base + 8).unwrap_err().code,
+        OpError::BufNotRegistered
+    );
+    let mut req = RdmaRequest::get(&env.s3, "bkt", "ten-k");
+    let e = rt()
+        .transfer(TransferKind::Get, base + 8, 16, 0, &mut req)
+        .unwrap_err();
+    assert_eq!(e.code, OpError::BufNotRegistered);
+    assert_eq!(
+        rt().mint_token(base, total + 1).unwrap_err().code,
+        OpError::InvalidValue
+    );
+    assert_eq!(rt().registrations(), 1);
     // A range that leaves the registration is refused before any request.
     let mut req = RdmaRequest::get(&env.s3, "bkt", "ten-k");
     let e = rt()

@@ -10,7 +10,7 @@
 use crate::error::{Error, Result};
 use crate::token::{Token, Transport};
 use crate::verbs::{Access, Device, QpCaps, RcQp, RtrParams, RtsParams};
-use hipobj_actors::answer::{answer, Answer};
+use hipobj_actors::answer::{request, Answer};
 use hipobj_actors::sync::channel::{unbounded, Receiver, Sender};
 use hipobj_actors::sync::thread;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -221,15 +221,9 @@ impl ConnectionHandle {
     }
 
     fn ask<T>(&self, make: impl FnOnce(Answer<T>) -> Msg) -> Result<T> {
-        let (tx, rx) = answer();
-        let inbox = self
-            .inbox
-            .as_ref()
-            .ok_or_else(|| Error::internal("QP worker stopped"))?;
-        inbox
-            .send(make(tx))
-            .map_err(|_| Error::internal("QP worker stopped"))?;
-        rx.wait().map_err(|_| Error::internal("QP worker stopped"))
+        let stopped = || Error::internal("QP worker stopped");
+        let inbox = self.inbox.as_ref().ok_or_else(stopped)?;
+        request(inbox, make).map_err(|_| stopped())
     }
 
     /// A token for `length` bytes at `remote_addr` of the registration with `rkey`.

@@ -8,13 +8,13 @@
 
 use crate::env::EnvConfig;
 use crate::error::{Error, OpError, Result};
-use crate::hip::{self, GpuRuntime, GpuSelection, PointerKind};
+use crate::hip::{self, CopyDirection, GpuRuntime, GpuSelection, PointerKind};
 use crate::pool::{AcquireError, ConnectionHandle, PairOutcome, Pool, Wait};
 use crate::registry::{mr_access, Buffer, BufferKind};
 use crate::reply::{Reply, REPLY_BUFFER_LEN};
-use crate::stager::{CopyDirection, StagerHandle};
+use crate::stager::StagerHandle;
 use crate::verbs::{self, Device};
-use hipobj_actors::answer::{answer, Answer};
+use hipobj_actors::answer::{request, Answer};
 use hipobj_actors::callback::{in_callback, CallbackGuard};
 use hipobj_actors::lifecycle::{InitError, Lifecycle};
 use hipobj_actors::registry::{Entry, Registry, RemoveError, UseError, UseGuard};
@@ -134,10 +134,9 @@ pub fn shutdown() {
     let _ = sup.ask(|answer| SupMsg::Shutdown { answer });
 }
 
-fn has_hint(cfg: &InitConfig) -> bool {
-    cfg.nic_hint
-        .as_deref()
-        .is_some_and(|h| !h.trim().is_empty())
+/// `nicHint`, if it names anything (NULL, "" and blanks allow every device).
+fn nic_hint(cfg: &InitConfig) -> Option<&str> {
+    cfg.nic_hint.as_deref().filter(|h| !h.trim().is_empty())
 }
 
 /// REFERENCE.md section 7, `gpuDevice` handling (the rules live in `hip::select_gpu`).
@@ -161,7 +160,7 @@ fn resolve_gpu(cfg: &InitConfig, injected: Option<Arc<dyn GpuRuntime>>) -> Resul
             })),
             None => Err(Error::internal("a GPU was selected without a GPU runtime")),
         },
-        GpuSelection::NoGpu { .. } if has_hint(cfg) => Ok(None),
+        GpuSelection::NoGpu { .. } if nic_hint(cfg).is_some() => Ok(None),
         GpuSelection::NoGpu { hip_error: 0 } => Err(Error::new(
             OpError::NicNotFound,
             "no GPU to choose a NIC by: set nicHint to the RDMA device to use",
@@ -177,7 +176,7 @@ fn resolve_gpu(cfg: &InitConfig, injected: Option<Arc<dyn GpuRuntime>>) -> Resul
 /// Choose the NIC: the hinted device closest to the GPU by PCIe distance; without a GPU (or without a
 /// topology) the single device that `nicHint` names.
 fn choose_nic(lib: &Arc<verbs::Lib>, cfg: &InitConfig, gpu: Option<&Gpu>) -> Result<String> {
-    let hint = cfg.nic_hint.as_deref().filter(|h| !h.trim().is_empty());
+    let hint = nic_hint(cfg);
     let candidates = verbs::list_devices(lib, hint).map_err(Error::from)?;
     let gpu_bus = gpu.and_then(|g| g.pci_bus_id.clone());
     if let Some(bus) = gpu_bus {
@@ -434,7 +433,7 @@ impl Runtime {
             AcquireError::Closed => Error::not_initialized(),
         })?;
         let guard = match kind {
-            TransferKind::Put => self.stage(guard, CopyDirection::ToHost, offset, size)?,
+            TransferKind::Put => self.stage(guard, CopyDirection::DeviceToHost, offset, size)?,
             TransferKind::Get => guard,
         };
         let conn = self
@@ -462,7 +461,7 @@ impl Runtime {
         outcome?;
         match (kind, buffer.kind()) {
             (TransferKind::Get, BufferKind::DeviceStaged) => {
-                self.stage(guard, CopyDirection::ToDevice, offset, size)?;
+                self.stage(guard, CopyDirection::HostToDevice, offset, size)?;
             }
             (TransferKind::Get, BufferKind::DeviceDirect) => {
                 if let Some(gpu) = &self.gpu {
@@ -480,8 +479,8 @@ impl Runtime {
     pub fn sync(&self, ptr: usize, size: usize, offset: u64, dir: SyncDirection) -> Result<()> {
         let guard = self.use_range(ptr, size, offset)?;
         let dir = match dir {
-            SyncDirection::ToHost => CopyDirection::ToHost,
-            SyncDirection::ToDevice => CopyDirection::ToDevice,
+            SyncDirection::ToHost => CopyDirection::DeviceToHost,
+            SyncDirection::ToDevice => CopyDirection::HostToDevice,
         };
         self.stage(guard, dir, offset as usize, size).map(drop)
     }
@@ -629,12 +628,7 @@ struct SupervisorHandle {
 
 impl SupervisorHandle {
     fn ask<T>(&self, make: impl FnOnce(Answer<T>) -> SupMsg) -> Result<T> {
-        let (tx, rx) = answer();
-        self.inbox
-            .send(make(tx))
-            .map_err(|_| Error::internal("the supervisor has stopped"))?;
-        rx.wait()
-            .map_err(|_| Error::internal("the supervisor has stopped"))
+        request(&self.inbox, make).map_err(|_| Error::internal("the supervisor has stopped"))
     }
 }
 

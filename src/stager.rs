@@ -7,22 +7,13 @@
 //! and the ticket keeps the buffer busy until then. If a copy never ends, neither does that.
 
 use crate::error::{Error, Result};
-use crate::hip::{CopyDirection as HipCopyDirection, CopyInFlight, CopyStatus, GpuRuntime};
+use crate::hip::{CopyDirection, CopyInFlight, CopyStatus, GpuRuntime};
 use crate::registry::Buffer;
 use hipobj_actors::registry::{Entry, UseGuard};
 use hipobj_actors::staging::{Outcome, Ticket};
 use hipobj_actors::sync::channel::{unbounded, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Which way a staging copy goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CopyDirection {
-    /// Device buffer -> host staging buffer (before a PUT, `HIPOBJ_SYNC_TO_HOST`).
-    ToHost,
-    /// Host staging buffer -> device buffer (after a GET, `HIPOBJ_SYNC_TO_DEVICE`).
-    ToDevice,
-}
 
 struct CopyJob {
     entry: Arc<Entry<Buffer>>,
@@ -139,18 +130,19 @@ impl Stager {
         let buf = job.entry.payload();
         let started = match buf.staging_pair(job.offset) {
             Some((device_ptr, host_ptr)) => {
-                let (dst, src, dir) = match job.direction {
-                    CopyDirection::ToHost => (host_ptr, device_ptr, HipCopyDirection::DeviceToHost),
-                    CopyDirection::ToDevice => {
-                        (device_ptr, host_ptr, HipCopyDirection::HostToDevice)
-                    }
+                let (dst, src) = match job.direction {
+                    CopyDirection::DeviceToHost => (host_ptr, device_ptr),
+                    CopyDirection::HostToDevice => (device_ptr, host_ptr),
                 };
                 // SAFETY: both ranges lie inside the registration (checked by the caller against its
                 // length, which is also the staging buffer's length); the staging memory lives in the
                 // registry entry that `Running` keeps until the copy ends; the device memory is the
                 // application's, which it keeps allocated while the buffer is registered, and a
                 // buffer with a copy running cannot be deregistered.
-                unsafe { self.gpu.start_copy(self.device, dst, src, job.len, dir) }
+                unsafe {
+                    self.gpu
+                        .start_copy(self.device, dst, src, job.len, job.direction)
+                }
             }
             None => {
                 job.ticket.finish(Ok(()));

@@ -71,6 +71,24 @@ fn rt() -> Arc<runtime::Runtime> {
     runtime::current().expect("initialised")
 }
 
+/// One transfer of `len` bytes at `offset` of the registration based at `base`; its result and the
+/// number of S3 requests it took.
+fn transfer_once(
+    s3: &S3,
+    kind: TransferKind,
+    key: &str,
+    base: usize,
+    offset: usize,
+    len: usize,
+) -> (hipobj::error::Result<()>, usize) {
+    let mut req = match kind {
+        TransferKind::Put => RdmaRequest::put(s3, "bkt", key),
+        TransferKind::Get => RdmaRequest::get(s3, "bkt", key),
+    };
+    let r = rt().transfer(kind, base, len, offset as u64, &mut req);
+    (r, req.requests)
+}
+
 fn put(
     s3: &S3,
     key: &str,
@@ -78,15 +96,14 @@ fn put(
     offset: usize,
     len: usize,
 ) -> (hipobj::error::Result<()>, usize) {
-    let mut req = RdmaRequest::put(s3, "bkt", key);
-    let r = rt().transfer(
+    transfer_once(
+        s3,
         TransferKind::Put,
+        key,
         buf.as_ptr() as usize,
+        offset,
         len,
-        offset as u64,
-        &mut req,
-    );
-    (r, req.requests)
+    )
 }
 
 fn get(
@@ -96,15 +113,14 @@ fn get(
     offset: usize,
     len: usize,
 ) -> (hipobj::error::Result<()>, usize) {
-    let mut req = RdmaRequest::get(s3, "bkt", key);
-    let r = rt().transfer(
+    transfer_once(
+        s3,
         TransferKind::Get,
+        key,
         buf.as_mut_ptr() as usize,
+        offset,
         len,
-        offset as u64,
-        &mut req,
-    );
-    (r, req.requests)
+    )
 }
 
 #[test]

@@ -5,6 +5,7 @@
 //! a disconnect (the actor is gone) and, with a deadline, from a timeout.
 
 use crate::sync::channel::{bounded, Receiver, RecvTimeoutError, Sender};
+
 use std::time::Duration;
 
 /// The actor's half: send the answer once.
@@ -48,4 +49,13 @@ impl<T> Awaiting<T> {
             RecvTimeoutError::Disconnected => NoAnswer::Disconnected,
         })
     }
+}
+
+/// Send the message that `make` builds around a fresh [`Answer`] to an actor's `inbox` and wait for
+/// the answer. `Err(NoAnswer::Disconnected)` when the actor has stopped (its inbox or the request
+/// was dropped).
+pub fn request<T, M>(inbox: &Sender<M>, make: impl FnOnce(Answer<T>) -> M) -> Result<T, NoAnswer> {
+    let (tx, rx) = answer();
+    inbox.send(make(tx)).map_err(|_| NoAnswer::Disconnected)?;
+    rx.wait()
 }

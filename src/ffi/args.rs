@@ -252,11 +252,13 @@ mod tests {
             gpuDevice: -2,
             ..Default::default()
         };
+        // SAFETY: every pointer passed is NULL or points at a live local of this test.
         assert_eq!(code(unsafe { init_config(&c) }), OpError::InvalidValue);
         let c = hipObjConfig_t {
             flags: 0x8000_0000,
             ..Default::default()
         };
+        // SAFETY: every pointer passed is NULL or points at a live local of this test.
         assert!(unsafe { init_config(&c) }
             .unwrap_err()
             .detail
@@ -266,6 +268,7 @@ mod tests {
             gpuDevice: -2,
             ..Default::default()
         };
+        // SAFETY: every pointer passed is NULL or points at a live local of this test.
         assert!(unsafe { init_config(&c) }
             .unwrap_err()
             .detail
@@ -275,6 +278,7 @@ mod tests {
                 gpuDevice: dev,
                 ..Default::default()
             };
+            // SAFETY: every pointer passed is NULL or points at a live local of this test.
             assert!(unsafe { init_config(&c) }
                 .unwrap_err()
                 .detail
@@ -285,6 +289,7 @@ mod tests {
                 gpuDevice: dev,
                 ..Default::default()
             };
+            // SAFETY: every pointer passed is NULL or points at a live local of this test.
             let cfg = unsafe { init_config(&c) }.expect("valid");
             assert_eq!(cfg.gpu_device, dev);
             assert_eq!(cfg.nic_hint, None);
@@ -399,6 +404,7 @@ mod tests {
             sendRequest: Some(send),
             recvReply: None,
         };
+        // SAFETY: every pointer passed is NULL or points at a live local of this test.
         assert_eq!(
             code(unsafe { callbacks(&only_send) }),
             OpError::InvalidValue
@@ -407,6 +413,7 @@ mod tests {
             sendRequest: None,
             recvReply: Some(recv),
         };
+        // SAFETY: every pointer passed is NULL or points at a live local of this test.
         assert_eq!(
             code(unsafe { callbacks(&only_recv) }),
             OpError::InvalidValue
@@ -415,6 +422,7 @@ mod tests {
             sendRequest: Some(send),
             recvReply: Some(recv),
         };
+        // SAFETY: every pointer passed is NULL or points at a live local of this test.
         assert!(unsafe { callbacks(&both) }.is_ok());
     }
 
@@ -448,6 +456,7 @@ mod tests {
             code(unsafe { byte_slice(null(), 3) }),
             OpError::InvalidValue
         );
+        // SAFETY: every pointer passed is NULL or points at a live local of this test.
         assert_eq!(
             code(unsafe { byte_slice(s.as_ptr(), usize::MAX) }),
             OpError::InvalidValue

@@ -1,0 +1,197 @@
+//! The library's running state and its lifecycle.
+//!
+//! A process-wide **supervisor** actor (`hipobj-sup`) owns the lifecycle: it builds a [`Runtime`] on
+//! `hipObjInit`, unpublishes it on `hipObjShutdown`, and is the only writer of each runtime's registry
+//! snapshot. Calls find the current runtime without a lock ([`current`]) and hold an `Arc` to it until
+//! they return, so a shutdown never waits for them: the runtime's QPs, registrations and threads are
+//! released when the last `Arc` goes, and a new `hipObjInit` can publish a fresh runtime meanwhile.
+
+mod registration;
+mod select;
+mod supervisor;
+mod transfer;
+
+use crate::env::EnvConfig;
+use crate::error::{Error, OpError, Result};
+use crate::hip::GpuRuntime;
+use crate::pool::{ConnectionHandle, Pool};
+use crate::registry::{Buffer, BufferKind};
+use crate::stager::StagerHandle;
+use crate::verbs::{self, Device};
+use hipobj_actors::lifecycle::Lifecycle;
+use hipobj_actors::registry::Registry;
+use select::{choose_nic, resolve_gpu};
+use std::sync::{Arc, LazyLock};
+use supervisor::{supervisor, SupMsg};
+
+/// What `hipObjInit` passes to the core after validating `hipObjConfig_t`.
+#[derive(Clone, Debug, Default)]
+pub struct InitConfig {
+    /// HIP device index, or -1 for the calling thread's current device.
+    pub gpu_device: i32,
+    /// Comma-separated RDMA device names, `None` for any.
+    pub nic_hint: Option<String>,
+    pub env: EnvConfig,
+}
+
+/// Which way a transfer moves data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransferKind {
+    /// Server RDMA WRITEs into our buffer.
+    Get,
+    /// Server RDMA READs from our buffer.
+    Put,
+}
+
+/// `hipObjBufSync` direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncDirection {
+    ToHost,
+    ToDevice,
+}
+
+/// Where a registration's memory lives, as the caller says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemoryKind {
+    /// `hipObjBufRegisterHost`.
+    Host,
+    /// `hipObjBufRegister`: device memory (or host memory, which is then registered as such).
+    Device,
+}
+
+/// The application's S3 client, as the `hipObjOps_t` callbacks or a Rust implementation.
+pub trait S3Ops {
+    /// Send the request carrying `token` (88 hex digits). 0 on success.
+    fn send_request(&mut self, token: &str) -> i32;
+    /// Copy the `x-amz-rdma-reply` value into `buf`; the number of bytes written, or the
+    /// callback's non-zero status.
+    fn recv_reply(&mut self, buf: &mut [u8]) -> std::result::Result<usize, i32>;
+}
+
+/// Largest registration (4 GiB, inclusive).
+pub const MAX_REGISTRATION: usize = 4 << 30;
+
+/// The GPU that an initialised runtime stages through and chose its NIC by.
+struct Gpu {
+    runtime: Arc<dyn GpuRuntime>,
+    device: i32,
+    pci_bus_id: Option<String>,
+}
+
+/// One initialised library instance.
+pub struct Runtime {
+    env: EnvConfig,
+    // Field order is drop order: connections and buffers go before the device they were made on.
+    pool: Arc<Pool>,
+    connections: Vec<ConnectionHandle>,
+    app_connection: ConnectionHandle,
+    registry: Registry<Buffer>,
+    stager: Option<StagerHandle>,
+    gpu: Option<Gpu>,
+    device: Arc<Device>,
+}
+
+static LIFECYCLE: LazyLock<Lifecycle<Runtime>> = LazyLock::new(Lifecycle::new);
+
+/// The current runtime, if hipObject is initialised.
+pub fn current() -> Option<Arc<Runtime>> {
+    LIFECYCLE.current()
+}
+
+/// Initialise (the checks on `hipObjConfig_t` itself are done by the caller).
+pub fn init(cfg: InitConfig) -> Result<()> {
+    init_inner(cfg, None)
+}
+
+/// Initialise with a GPU runtime supplied by the caller instead of the HIP runtime loaded from the
+/// system (for Rust users with their own GPU layer, and for tests with a simulated device).
+pub fn init_with_gpu(cfg: InitConfig, gpu: Arc<dyn GpuRuntime>) -> Result<()> {
+    init_inner(cfg, Some(gpu))
+}
+
+fn init_inner(cfg: InitConfig, gpu: Option<Arc<dyn GpuRuntime>>) -> Result<()> {
+    crate::log::init_from_env();
+    if current().is_some() {
+        return Err(Error::new(
+            OpError::AlreadyInitialized,
+            "hipObject is already initialized",
+        ));
+    }
+    let lib = verbs::Lib::load().map_err(|e| Error::rdma(format!("libibverbs: {e}")))?;
+    // The GPU is resolved on the calling thread: `-1` means this thread's current HIP device.
+    let gpu = resolve_gpu(&cfg, gpu)?;
+    supervisor()?.ask(|answer| SupMsg::Init {
+        cfg,
+        lib,
+        gpu,
+        answer,
+    })?
+}
+
+/// Shut down; a no-op when not initialised. Does not wait for calls in progress.
+pub fn shutdown() {
+    let Ok(sup) = supervisor() else { return };
+    let _ = sup.ask(|answer| SupMsg::Shutdown { answer });
+}
+
+impl Runtime {
+    fn build(cfg: InitConfig, lib: Arc<verbs::Lib>, gpu: Option<Gpu>) -> Result<Arc<Runtime>> {
+        let nic = choose_nic(&lib, &cfg, gpu.as_ref())?;
+        let device = Device::open(&lib, &nic).map_err(Error::from)?;
+        let n = cfg.env.max_transfers;
+        let mut connections = Vec::with_capacity(n);
+        for i in 0..n {
+            connections.push(ConnectionHandle::spawn(
+                format!("hipobj-qp-{i:02}"),
+                &device,
+            )?);
+        }
+        let app_connection = ConnectionHandle::spawn("hipobj-qp-app".into(), &device)?;
+        let stager = match &gpu {
+            Some(g) => Some(StagerHandle::spawn(g.runtime.clone(), g.device)?),
+            None => None,
+        };
+        tracing::info!(nic = %nic, connections = n, gpu = gpu.as_ref().map(|g| g.device), "hipObject initialized");
+        Ok(Arc::new(Runtime {
+            env: cfg.env,
+            pool: Pool::new(n),
+            connections,
+            app_connection,
+            registry: Registry::new(),
+            stager,
+            gpu,
+            device,
+        }))
+    }
+
+    /// The RDMA device in use.
+    pub fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+
+    /// Settings read from the environment at init.
+    pub fn env(&self) -> &EnvConfig {
+        &self.env
+    }
+
+    /// Connections not leased now (for tests and diagnostics).
+    pub fn free_connections(&self) -> usize {
+        self.pool.free_count()
+    }
+
+    /// How the registration based at `ptr` is reached by the NIC, if there is one.
+    pub fn buffer_kind(&self, ptr: usize) -> Option<BufferKind> {
+        self.registry.lookup(ptr).map(|e| e.payload().kind())
+    }
+
+    /// Registrations now.
+    pub fn registrations(&self) -> usize {
+        self.registry.len()
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        tracing::debug!("hipObject runtime released");
+    }
+}

@@ -1,0 +1,163 @@
+//! Registering and deregistering buffers, and finding the registration a call names.
+
+use super::supervisor::{supervisor, SupMsg};
+use super::{MemoryKind, Runtime};
+use crate::error::{Error, OpError, Result};
+use crate::hip::{self, PointerKind};
+use crate::registry::{mr_access, Buffer, BufferKind};
+use hipobj_actors::registry::{Entry, UseError, UseGuard};
+use std::sync::Arc;
+
+impl Runtime {
+    /// Register `[ptr, ptr + size)`; arguments already checked for NULL, 0, size and wrap.
+    pub fn register(self: &Arc<Self>, ptr: usize, size: usize, kind: MemoryKind) -> Result<()> {
+        if self.registry.contains(ptr) {
+            return Err(already_registered(ptr));
+        }
+        let buffer = match kind {
+            MemoryKind::Host => self.register_host(ptr, size)?,
+            MemoryKind::Device => self.register_device(ptr, size)?,
+        };
+        let entry = Entry::new(ptr, size, buffer);
+        supervisor()?.ask(|answer| SupMsg::Publish {
+            runtime: self.clone(),
+            entry,
+            answer,
+        })?
+    }
+
+    fn register_host(&self, ptr: usize, size: usize) -> Result<Buffer> {
+        // SAFETY: the application keeps [ptr, ptr + size) allocated until it deregisters the buffer
+        // (the API's documented contract); the MR is dropped at deregistration or shutdown.
+        let mr = unsafe { self.device.register(ptr, size, mr_access()) }.map_err(Error::from)?;
+        Ok(Buffer::new(BufferKind::Host, ptr, mr, None, None))
+    }
+
+    fn register_device(&self, ptr: usize, size: usize) -> Result<Buffer> {
+        let Some(gpu) = &self.gpu else {
+            // No GPU runtime: the pointer can only be host memory.
+            return self.register_host(ptr, size);
+        };
+        match gpu.runtime.classify_pointer(ptr) {
+            PointerKind::Device { .. } => {}
+            PointerKind::Host | PointerKind::Unknown => return self.register_host(ptr, size),
+        }
+        let range = gpu
+            .runtime
+            .address_range(ptr)
+            .map_err(|e| e.to_error(OpError::InvalidValue))?;
+        if !range.contains(ptr, size) {
+            return Err(Error::invalid(
+                "the buffer runs past the end of its HIP allocation",
+            ));
+        }
+        // Direct: dmabuf export + ibv_reg_dmabuf_mr.
+        match gpu.runtime.export_dmabuf(ptr, size) {
+            Ok(hip::DmabufExport { fd, offset }) => {
+                use std::os::fd::AsRawFd;
+                // SAFETY: the dmabuf covers [ptr, ptr + size) of a live HIP allocation that the
+                // application keeps until it deregisters; the fd stays open while the MR lives.
+                let mr = unsafe {
+                    self.device.register_dmabuf(
+                        offset,
+                        size,
+                        ptr as u64,
+                        fd.as_raw_fd(),
+                        mr_access(),
+                    )
+                };
+                match mr {
+                    Ok(mr) => {
+                        return Ok(Buffer::new(
+                            BufferKind::DeviceDirect,
+                            ptr,
+                            mr,
+                            None,
+                            Some(fd),
+                        ))
+                    }
+                    Err(e) => tracing::debug!("ibv_reg_dmabuf_mr failed: {e}"),
+                }
+            }
+            Err(e) => tracing::debug!("dmabuf export failed: {e}"),
+        }
+        if self.env.require_gpu_direct {
+            return Err(Error::rdma(
+                "GPU-direct registration failed and HIPOBJ_REQUIRE_GPU_DIRECT forbids host staging",
+            ));
+        }
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| {
+            tracing::warn!(
+                "GPU-direct registration failed; device buffers are staged through host memory (not GPU-direct)"
+            )
+        });
+        let staging = gpu
+            .runtime
+            .alloc_host(size)
+            .map_err(|e| e.to_error(OpError::RdmaError))?;
+        // SAFETY: the staging buffer is owned by the Buffer built below, whose fields drop the MR
+        // before the staging memory.
+        let mr = unsafe { self.device.register(staging.addr(), size, mr_access()) }
+            .map_err(Error::from)?;
+        Ok(Buffer::new(
+            BufferKind::DeviceStaged,
+            ptr,
+            mr,
+            Some(staging),
+            None,
+        ))
+    }
+
+    /// Deregister the registration whose base is `ptr`.
+    pub fn deregister(self: &Arc<Self>, ptr: usize) -> Result<()> {
+        supervisor()?.ask(|answer| SupMsg::Retire {
+            runtime: self.clone(),
+            base: ptr,
+            answer,
+        })?
+    }
+
+    /// Find `[ptr + offset, + size)` inside a registration and start using it.
+    pub(super) fn use_range(
+        &self,
+        ptr: usize,
+        size: usize,
+        offset: u64,
+    ) -> Result<UseGuard<Buffer>> {
+        let entry = self
+            .registry
+            .lookup(ptr)
+            .ok_or_else(|| not_registered(ptr))?;
+        let fits = usize::try_from(offset)
+            .ok()
+            .and_then(|o| o.checked_add(size))
+            .is_some_and(|end| end <= entry.len());
+        if !fits {
+            return Err(Error::invalid(format!(
+                "bytes {offset}..{offset}+{size} are not inside the {}-byte registration",
+                entry.len()
+            )));
+        }
+        Entry::try_use(&entry).map_err(|e| match e {
+            UseError::Retired => not_registered(ptr),
+            UseError::Pending => {
+                Error::busy("a staging copy of this buffer that timed out is still running")
+            }
+        })
+    }
+}
+
+pub(super) fn not_registered(ptr: usize) -> Error {
+    Error::new(
+        OpError::BufNotRegistered,
+        format!("{ptr:#x} is not the base of a registered buffer"),
+    )
+}
+
+pub(super) fn already_registered(ptr: usize) -> Error {
+    Error::new(
+        OpError::BufAlreadyRegistered,
+        format!("{ptr:#x} is already registered"),
+    )
+}

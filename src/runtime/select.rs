@@ -1,0 +1,98 @@
+//! Which NIC and which GPU a runtime uses (REFERENCE.md section 7, and our rule for `nicHint`).
+
+use super::{Gpu, InitConfig};
+use crate::error::{Error, OpError, Result};
+use crate::hip::{self, GpuRuntime, GpuSelection};
+use crate::verbs;
+use std::sync::Arc;
+
+/// `nicHint`, if it names anything (NULL, "" and blanks allow every device).
+fn nic_hint(cfg: &InitConfig) -> Option<&str> {
+    cfg.nic_hint.as_deref().filter(|h| !h.trim().is_empty())
+}
+
+/// REFERENCE.md section 7, `gpuDevice` handling (the rules live in `hip::select_gpu`).
+pub(super) fn resolve_gpu(
+    cfg: &InitConfig,
+    injected: Option<Arc<dyn GpuRuntime>>,
+) -> Result<Option<Gpu>> {
+    let runtime = match injected {
+        Some(r) => Some(r),
+        None => match hip::load() {
+            Ok(r) => Some(r),
+            Err(e) => {
+                tracing::debug!("no HIP runtime: {e}");
+                None
+            }
+        },
+    };
+    match hip::select_gpu(runtime.as_deref(), cfg.gpu_device).map_err(|e| e.into_error())? {
+        GpuSelection::Gpu { device, pci_bus_id } => match runtime {
+            Some(runtime) => Ok(Some(Gpu {
+                runtime,
+                device,
+                pci_bus_id,
+            })),
+            None => Err(Error::internal("a GPU was selected without a GPU runtime")),
+        },
+        GpuSelection::NoGpu { .. } if nic_hint(cfg).is_some() => Ok(None),
+        GpuSelection::NoGpu { hip_error: 0 } => Err(Error::new(
+            OpError::NicNotFound,
+            "no GPU to choose a NIC by: set nicHint to the RDMA device to use",
+        )),
+        GpuSelection::NoGpu { hip_error } => Err(Error::with_hip(
+            OpError::RdmaError,
+            hip_error,
+            "no usable GPU (hipGetDevice failed) and no nicHint",
+        )),
+    }
+}
+
+/// Choose the NIC: the hinted device closest to the GPU by PCIe distance; without a GPU (or without a
+/// topology) the single device that `nicHint` names.
+pub(super) fn choose_nic(
+    lib: &Arc<verbs::Lib>,
+    cfg: &InitConfig,
+    gpu: Option<&Gpu>,
+) -> Result<String> {
+    let hint = nic_hint(cfg);
+    let candidates = verbs::list_devices(lib, hint).map_err(Error::from)?;
+    let gpu_bus = gpu.and_then(|g| g.pci_bus_id.clone());
+    if let Some(bus) = gpu_bus {
+        let best = candidates
+            .iter()
+            .filter_map(|d| {
+                d.pci_bus_id
+                    .as_deref()
+                    .map(|b| (verbs::pci_distance(&bus, b), d))
+            })
+            .min_by_key(|(dist, _)| *dist);
+        if let Some((dist, d)) = best {
+            tracing::info!(nic = %d.name, gpu_bus = %bus, dist, "NIC chosen by PCIe distance");
+            return Ok(d.name.clone());
+        }
+    }
+    let Some(hint) = hint else {
+        return Err(Error::new(
+            OpError::NicNotFound,
+            "no GPU to choose a NIC by: set nicHint to the RDMA device to use",
+        ));
+    };
+    let names: Vec<&str> = hint
+        .split(',')
+        .map(|s| s.trim_start_matches([' ', '\t']))
+        .collect();
+    if names.len() != 1 {
+        return Err(Error::new(
+            OpError::NicNotFound,
+            "without a GPU, nicHint must name a single RDMA device",
+        ));
+    }
+    match candidates.iter().find(|d| d.name == names[0]) {
+        Some(d) => Ok(d.name.clone()),
+        None => Err(Error::new(
+            OpError::NicNotFound,
+            format!("RDMA device {:?} not found or has no active port", names[0]),
+        )),
+    }
+}

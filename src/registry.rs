@@ -2,10 +2,13 @@
 //! that the NIC cannot reach directly, the host staging buffer that stands in for it. The set of
 //! registrations itself is `hipobj_actors::registry::Registry<Buffer>`.
 
+use crate::error::{Error, OpError, Result};
 use crate::hip::HostBuffer;
 use crate::verbs::{Access, Mr};
+use hipobj_actors::registry::{Entry, UseError, UseGuard};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// Live registrations of this process (tests check nothing leaks across init/shutdown).
 pub static LIVE_BUFFERS: AtomicUsize = AtomicUsize::new(0);
@@ -13,6 +16,20 @@ pub static LIVE_BUFFERS: AtomicUsize = AtomicUsize::new(0);
 /// Access rights of every registration: the NIC writes it locally, the server reads and writes it.
 pub fn mr_access() -> Access {
     Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ
+}
+
+/// Start a call's use of a registration: `hipObjBufNotRegistered` once it is retired,
+/// `hipObjBusy` while a staging copy of it that timed out is still running.
+pub fn start_use<E>(entry: &Arc<Entry<E>>) -> Result<UseGuard<E>> {
+    Entry::try_use(entry).map_err(|e| match e {
+        UseError::Retired => Error::new(
+            OpError::BufNotRegistered,
+            format!("{:#x} is not the base of a registered buffer", entry.base()),
+        ),
+        UseError::Pending => {
+            Error::busy("a staging copy of this buffer that timed out is still running")
+        }
+    })
 }
 
 /// How a buffer is reached by the NIC.

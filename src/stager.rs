@@ -15,29 +15,43 @@ use hipobj_actors::sync::channel::{unbounded, Receiver, RecvTimeoutError, Sender
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-struct CopyJob {
-    entry: Arc<Entry<Buffer>>,
+/// What the stager needs from a registration: where its device memory and its staging memory are.
+/// The registry's [`Buffer`] is the one the library uses; tests of the stager on a GPU without an
+/// RDMA device use their own.
+pub trait Staged: Send + Sync + 'static {
+    /// (device address, staging address) at `offset`, or `None` when the buffer is not staged.
+    fn staging_pair(&self, offset: usize) -> Option<(usize, usize)>;
+}
+
+impl Staged for Buffer {
+    fn staging_pair(&self, offset: usize) -> Option<(usize, usize)> {
+        Buffer::staging_pair(self, offset)
+    }
+}
+
+struct CopyJob<B> {
+    entry: Arc<Entry<B>>,
     direction: CopyDirection,
     offset: usize,
     len: usize,
-    ticket: Arc<Ticket<Buffer>>,
+    ticket: Arc<Ticket<B>>,
 }
 
-struct Running {
+struct Running<B> {
     copy: CopyInFlight,
-    ticket: Arc<Ticket<Buffer>>,
+    ticket: Arc<Ticket<B>>,
     // Keeps the staging memory alive while the copy may touch it.
-    _entry: Arc<Entry<Buffer>>,
+    _entry: Arc<Entry<B>>,
 }
 
 /// The stager's handle. Dropping it closes the inbox; the stager thread then exits once every copy
 /// it runs has ended (it is detached, never joined: a copy may never end).
-pub struct StagerHandle {
-    inbox: Sender<CopyJob>,
+pub struct StagerHandle<B: Staged = Buffer> {
+    inbox: Sender<CopyJob<B>>,
 }
 
-impl StagerHandle {
-    pub fn spawn(gpu: Arc<dyn GpuRuntime>, device: i32) -> Result<StagerHandle> {
+impl<B: Staged> StagerHandle<B> {
+    pub fn spawn(gpu: Arc<dyn GpuRuntime>, device: i32) -> Result<StagerHandle<B>> {
         let (tx, rx) = unbounded();
         std::thread::Builder::new()
             .name("hipobj-stager".into())
@@ -58,12 +72,12 @@ impl StagerHandle {
     /// ends, and the call gets `hipObjInternalError`. The use guard comes back on success.
     pub fn copy(
         &self,
-        use_guard: UseGuard<Buffer>,
+        use_guard: UseGuard<B>,
         direction: CopyDirection,
         offset: usize,
         len: usize,
         timeout: Duration,
-    ) -> Result<UseGuard<Buffer>> {
+    ) -> Result<UseGuard<B>> {
         let ticket = Ticket::new();
         let deadline = Instant::now() + timeout;
         let job = CopyJob {
@@ -96,14 +110,14 @@ impl StagerHandle {
     }
 }
 
-struct Stager {
+struct Stager<B> {
     gpu: Arc<dyn GpuRuntime>,
     device: i32,
-    running: Vec<Running>,
+    running: Vec<Running<B>>,
 }
 
-impl Stager {
-    fn run(mut self, inbox: Receiver<CopyJob>) {
+impl<B: Staged> Stager<B> {
+    fn run(mut self, inbox: Receiver<CopyJob<B>>) {
         if let Err(e) = self.gpu.set_device(self.device) {
             tracing::warn!(device = self.device, "stager could not select the GPU: {e}");
         }
@@ -126,7 +140,7 @@ impl Stager {
         }
     }
 
-    fn start(&mut self, job: CopyJob) {
+    fn start(&mut self, job: CopyJob<B>) {
         let buf = job.entry.payload();
         let started = match buf.staging_pair(job.offset) {
             Some((device_ptr, host_ptr)) => {

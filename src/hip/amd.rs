@@ -8,7 +8,7 @@ use super::error::{
 use super::host_buffer::{HostBuffer, HostMemoryOwner};
 use super::memory_type::MemoryTypeTable;
 use super::sys::{self, HipLib, HipStatus, HsaLib, PointerAttributesBuf, RawEvent, RawStream};
-use super::{AddressRange, DmabufExport, GpuRuntime, PointerKind};
+use super::{AddressRange, DmabufExport, GpuPlatform, GpuRuntime, PointerKind};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void, CStr};
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -405,6 +405,10 @@ impl HostMemoryOwner for HipLib {
 }
 
 impl GpuRuntime for HipRuntime {
+    fn platform(&self) -> GpuPlatform {
+        GpuPlatform::Hip
+    }
+
     fn runtime_version(&self) -> Option<i32> {
         self.version
     }

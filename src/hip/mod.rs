@@ -1,19 +1,26 @@
-//! The GPU runtime: everything hipObject needs from HIP, behind one object-safe trait.
+//! The GPU runtime: everything hipObject needs from a GPU, behind one object-safe trait.
 //!
-//! HIP is loaded at run time with `libloading` and never linked (`readelf -d libhipobj.so` shows no
-//! `libamdhip64`): [`load`] opens `libamdhip64.so.7`, `.6` or `.5` and returns the real
-//! [`HipRuntime`]. With the crate feature `sim-gpu` (test builds only) [`SimGpu`] is a simulated
-//! device behind the same trait.
+//! Two real implementations, both loaded at run time with `libloading` and never linked
+//! (`readelf -d libhipobj.so` shows neither `libamdhip64` nor `libcuda`): [`HipRuntime`] over
+//! HIP (`libamdhip64.so.7`, `.6` or `.5`, [`load`]) and [`CudaRuntime`] over the CUDA driver API
+//! (`libcuda.so.1`, [`load_cuda`]) for NVIDIA GPUs. [`load_gpu_runtime`] picks one for
+//! `hipObjInit`: HIP when it has a device, else CUDA when it has one. With the crate feature
+//! `sim-gpu` (test builds only) [`SimGpu`] is a simulated device behind the same trait.
 //!
-//! Layout: `sys` (raw HIP/HSA types and the function-pointer table), `amd` (the real runtime),
-//! `memory_type` (the ROCm 5/6 `hipMemoryType` tables), `select` (`hipObjInit`'s `gpuDevice` rules), `host_buffer` and `copy` (the RAII types
-//! the trait hands out), `error`, and `sim` (the test double).
+//! Layout: `sys` (raw HIP/HSA types and the function-pointer table), `amd` (the HIP runtime),
+//! `cuda_sys` and `cuda` (the same two for CUDA), `platform` (which runtime `hipObjInit` uses),
+//! `memory_type` (the ROCm 5/6 `hipMemoryType` tables), `select` (`hipObjInit`'s `gpuDevice`
+//! rules), `host_buffer` and `copy` (the RAII types the trait hands out), `error`, and `sim` (the
+//! test double).
 
 mod amd;
 mod copy;
+mod cuda;
+mod cuda_sys;
 mod error;
 mod host_buffer;
 mod memory_type;
+mod platform;
 mod select;
 #[cfg(feature = "sim-gpu")]
 mod sim;
@@ -23,12 +30,14 @@ use std::os::fd::OwnedFd;
 
 pub use amd::{load, HipRuntime, HIP_LIBRARY_NAMES};
 pub use copy::{CopyDirection, CopyInFlight, CopyProbe, CopyStatus};
+pub use cuda::{load_cuda, CudaRuntime, DeviceMemory, VisibilityMethod, CUDA_LIBRARY_NAMES};
 pub use error::{
     HipError, HipLoadError, HIP_ERROR_INVALID_DEVICE, HIP_ERROR_INVALID_VALUE, HIP_ERROR_NOT_READY,
     HIP_ERROR_NOT_SUPPORTED, HIP_ERROR_NO_DEVICE, HIP_ERROR_OUT_OF_MEMORY, HIP_SUCCESS,
 };
 pub use host_buffer::{HostBuffer, HostMemoryOwner};
 pub use memory_type::MemoryTypeTable;
+pub use platform::{choose_runtime, load_gpu_runtime, GpuPlatform};
 pub use select::{select_gpu, GpuSelectError, GpuSelection};
 #[cfg(feature = "sim-gpu")]
 pub use sim::{SimCalls, SimGpu};
@@ -60,6 +69,25 @@ impl AddressRange {
     }
 }
 
+/// `hipObjBufRegister`'s range rule: `[ptr, ptr + len)` must lie inside the GPU allocation that
+/// holds device pointer `ptr`. `hipObjInvalidValue` (with the runtime's error, if its lookup
+/// failed) otherwise; the allocation on success.
+pub fn check_inside_allocation(
+    gpu: &dyn GpuRuntime,
+    ptr: usize,
+    len: usize,
+) -> Result<AddressRange, crate::error::Error> {
+    let range = gpu
+        .address_range(ptr)
+        .map_err(|e| e.to_error(crate::error::OpError::InvalidValue))?;
+    if !range.contains(ptr, len) {
+        return Err(crate::error::Error::invalid(
+            "the buffer runs past the end of its GPU allocation",
+        ));
+    }
+    Ok(range)
+}
+
 /// A device range exported as a dmabuf: `ibv_reg_dmabuf_mr(pd, offset, len, iova = ptr, fd, ..)`.
 #[derive(Debug)]
 pub struct DmabufExport {
@@ -75,7 +103,11 @@ pub struct DmabufExport {
 /// Object-safe and `Send + Sync`: the library holds one `Arc<dyn GpuRuntime>` and calls it from
 /// any thread. Every failure carries the `hipError_t` that caused it.
 pub trait GpuRuntime: Send + Sync {
-    /// The HIP runtime's `HIP_VERSION` (`hipRuntimeGetVersion`), if it reports one.
+    /// Which GPU runtime this is (for `hipobj info` and logs).
+    fn platform(&self) -> GpuPlatform;
+
+    /// The runtime's version, if it reports one: `HIP_VERSION` (`hipRuntimeGetVersion`) for HIP,
+    /// `cuDriverGetVersion` (e.g. 13000) for CUDA.
     fn runtime_version(&self) -> Option<i32>;
 
     /// Number of visible GPUs (`hipGetDeviceCount`). On a host without a GPU, HIP returns

@@ -129,6 +129,9 @@ mod tests {
     }
 
     impl GpuRuntime for ScriptedGpu {
+        fn platform(&self) -> crate::hip::GpuPlatform {
+            crate::hip::GpuPlatform::Hip
+        }
         fn runtime_version(&self) -> Option<i32> {
             None
         }

@@ -24,7 +24,7 @@ use super::error::{
     HIP_ERROR_NO_DEVICE, HIP_ERROR_OUT_OF_MEMORY,
 };
 use super::host_buffer::{HostBuffer, HostMemoryOwner};
-use super::{AddressRange, DmabufExport, GpuRuntime, PointerKind};
+use super::{AddressRange, DmabufExport, GpuPlatform, GpuRuntime, PointerKind};
 use crossbeam_channel::{Receiver, Sender};
 use std::alloc::Layout;
 use std::cell::RefCell;
@@ -441,6 +441,10 @@ impl Drop for SimGpu {
 }
 
 impl GpuRuntime for SimGpu {
+    fn platform(&self) -> GpuPlatform {
+        GpuPlatform::Simulated
+    }
+
     fn runtime_version(&self) -> Option<i32> {
         None
     }

@@ -184,6 +184,12 @@ impl Runtime {
         self.registry.lookup(ptr).map(|e| e.payload().kind())
     }
 
+    /// The GPU runtime in use and the device it stages through (`None` without a GPU), for
+    /// `hipobj info`.
+    pub fn gpu(&self) -> Option<(crate::hip::GpuPlatform, i32)> {
+        self.gpu.as_ref().map(|g| (g.runtime.platform(), g.device))
+    }
+
     /// Registrations now.
     pub fn registrations(&self) -> usize {
         self.registry.len()

@@ -4,8 +4,8 @@ use super::supervisor::{supervisor, SupMsg};
 use super::{MemoryKind, Runtime};
 use crate::error::{Error, OpError, Result};
 use crate::hip::{self, PointerKind};
-use crate::registry::{mr_access, Buffer, BufferKind};
-use hipobj_actors::registry::{Entry, UseError, UseGuard};
+use crate::registry::{mr_access, start_use, Buffer, BufferKind};
+use hipobj_actors::registry::{Entry, UseGuard};
 use std::sync::Arc;
 
 impl Runtime {
@@ -42,15 +42,7 @@ impl Runtime {
             PointerKind::Device { .. } => {}
             PointerKind::Host | PointerKind::Unknown => return self.register_host(ptr, size),
         }
-        let range = gpu
-            .runtime
-            .address_range(ptr)
-            .map_err(|e| e.to_error(OpError::InvalidValue))?;
-        if !range.contains(ptr, size) {
-            return Err(Error::invalid(
-                "the buffer runs past the end of its HIP allocation",
-            ));
-        }
+        hip::check_inside_allocation(gpu.runtime.as_ref(), ptr, size)?;
         // Direct: dmabuf export + ibv_reg_dmabuf_mr.
         match gpu.runtime.export_dmabuf(ptr, size) {
             Ok(hip::DmabufExport { fd, offset }) => {
@@ -139,12 +131,7 @@ impl Runtime {
                 entry.len()
             )));
         }
-        Entry::try_use(&entry).map_err(|e| match e {
-            UseError::Retired => not_registered(ptr),
-            UseError::Pending => {
-                Error::busy("a staging copy of this buffer that timed out is still running")
-            }
-        })
+        start_use(&entry)
     }
 }
 

@@ -11,20 +11,15 @@ fn nic_hint(cfg: &InitConfig) -> Option<&str> {
     cfg.nic_hint.as_deref().filter(|h| !h.trim().is_empty())
 }
 
-/// REFERENCE.md section 7, `gpuDevice` handling (the rules live in `hip::select_gpu`).
+/// REFERENCE.md section 7, `gpuDevice` handling (the rules live in `hip::select_gpu`), against
+/// the runtime `hip::load_gpu_runtime` picks: HIP when it has a device, else CUDA when it has one.
 pub(super) fn resolve_gpu(
     cfg: &InitConfig,
     injected: Option<Arc<dyn GpuRuntime>>,
 ) -> Result<Option<Gpu>> {
     let runtime = match injected {
         Some(r) => Some(r),
-        None => match hip::load() {
-            Ok(r) => Some(r),
-            Err(e) => {
-                tracing::debug!("no HIP runtime: {e}");
-                None
-            }
-        },
+        None => hip::load_gpu_runtime(),
     };
     match hip::select_gpu(runtime.as_deref(), cfg.gpu_device).map_err(|e| e.into_error())? {
         GpuSelection::Gpu { device, pci_bus_id } => match runtime {

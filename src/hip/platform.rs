@@ -1,0 +1,182 @@
+//! Which GPU runtime `hipObjInit` works with: HIP when it has a device, else CUDA when it has one.
+//! `gpuDevice` then indexes that runtime's devices (see `select`).
+
+use super::error::HipLoadError;
+use super::GpuRuntime;
+use std::fmt;
+use std::sync::Arc;
+
+/// The kind of GPU runtime behind a [`GpuRuntime`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GpuPlatform {
+    /// HIP (`libamdhip64`): AMD GPUs.
+    Hip,
+    /// The CUDA driver API (`libcuda.so.1`): NVIDIA GPUs.
+    Cuda,
+    /// The simulated device of test builds (feature `sim-gpu`).
+    Simulated,
+}
+
+impl fmt::Display for GpuPlatform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            GpuPlatform::Hip => "HIP",
+            GpuPlatform::Cuda => "CUDA",
+            GpuPlatform::Simulated => "simulated",
+        })
+    }
+}
+
+/// A way to load one runtime.
+pub type RuntimeLoader<'a> = &'a dyn Fn() -> Result<Arc<dyn GpuRuntime>, HipLoadError>;
+
+/// The first runtime of `loaders` that loads and has a device; loaders after it are not called.
+/// When none has a device, the first one that loaded (so `hipObjInit` reports that runtime's "no
+/// GPU" error, e.g. HIP's on an AMD-less host), or `None` when none loaded.
+pub fn choose_runtime(loaders: &[RuntimeLoader<'_>]) -> Option<Arc<dyn GpuRuntime>> {
+    let mut first_loaded: Option<Arc<dyn GpuRuntime>> = None;
+    for load in loaders {
+        match load() {
+            Ok(runtime) => match runtime.device_count() {
+                Ok(count) if count > 0 => {
+                    tracing::info!(platform = %runtime.platform(), count, "GPU runtime chosen");
+                    return Some(runtime);
+                }
+                answer => {
+                    tracing::debug!(platform = %runtime.platform(), ?answer, "GPU runtime has no device");
+                    first_loaded.get_or_insert(runtime);
+                }
+            },
+            Err(err) => tracing::debug!(%err, "GPU runtime did not load"),
+        }
+    }
+    first_loaded
+}
+
+/// The runtime `hipObjInit` uses: HIP ([`super::load`]) when it has a device, else CUDA
+/// ([`super::load_cuda`]) when it has one, else whichever loaded (HIP first).
+pub fn load_gpu_runtime() -> Option<Arc<dyn GpuRuntime>> {
+    let hip = || super::load();
+    let cuda = || super::load_cuda().map(|runtime| runtime as Arc<dyn GpuRuntime>);
+    choose_runtime(&[&hip, &cuda])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hip::{
+        AddressRange, CopyDirection, CopyInFlight, DmabufExport, HipError, HostBuffer, PointerKind,
+        HIP_ERROR_NOT_SUPPORTED, HIP_ERROR_NO_DEVICE,
+    };
+    use std::cell::Cell;
+
+    /// A runtime that only answers `device_count` and `platform`.
+    struct Counted {
+        platform: GpuPlatform,
+        count: Result<i32, i32>,
+    }
+
+    fn unsupported<T>(call: &'static str) -> Result<T, HipError> {
+        Err(HipError::new(call, HIP_ERROR_NOT_SUPPORTED))
+    }
+
+    impl GpuRuntime for Counted {
+        fn platform(&self) -> GpuPlatform {
+            self.platform
+        }
+        fn runtime_version(&self) -> Option<i32> {
+            None
+        }
+        fn device_count(&self) -> Result<i32, HipError> {
+            self.count.map_err(|code| HipError::new("count", code))
+        }
+        fn current_device(&self) -> Result<i32, HipError> {
+            unsupported("current")
+        }
+        fn set_device(&self, _: i32) -> Result<(), HipError> {
+            unsupported("set")
+        }
+        fn pci_bus_id(&self, _: i32) -> Result<String, HipError> {
+            unsupported("bus")
+        }
+        fn classify_pointer(&self, _: usize) -> PointerKind {
+            PointerKind::Unknown
+        }
+        fn address_range(&self, _: usize) -> Result<AddressRange, HipError> {
+            unsupported("range")
+        }
+        fn export_dmabuf(&self, _: usize, _: usize) -> Result<DmabufExport, HipError> {
+            unsupported("export")
+        }
+        fn alloc_host(&self, _: usize) -> Result<HostBuffer, HipError> {
+            unsupported("alloc")
+        }
+        unsafe fn start_copy(
+            &self,
+            _: i32,
+            _: usize,
+            _: usize,
+            _: usize,
+            _: CopyDirection,
+        ) -> Result<CopyInFlight, HipError> {
+            unsupported("copy")
+        }
+        fn make_visible_after_rdma_write(&self, _: i32) -> Result<(), HipError> {
+            unsupported("visible")
+        }
+    }
+
+    fn runtime(platform: GpuPlatform, count: Result<i32, i32>) -> Arc<dyn GpuRuntime> {
+        Arc::new(Counted { platform, count })
+    }
+
+    fn not_found() -> HipLoadError {
+        HipLoadError::LibraryNotFound {
+            tried: vec!["x".into()],
+            reason: "absent".into(),
+        }
+    }
+
+    fn chosen(loaders: &[RuntimeLoader<'_>]) -> Option<GpuPlatform> {
+        choose_runtime(loaders).map(|r| r.platform())
+    }
+
+    #[test]
+    fn hip_with_a_device_wins_and_cuda_is_not_loaded() {
+        let cuda_loads = Cell::new(0);
+        let hip = || Ok(runtime(GpuPlatform::Hip, Ok(1)));
+        let cuda = || {
+            cuda_loads.set(cuda_loads.get() + 1);
+            Ok(runtime(GpuPlatform::Cuda, Ok(1)))
+        };
+        assert_eq!(chosen(&[&hip, &cuda]), Some(GpuPlatform::Hip));
+        assert_eq!(cuda_loads.get(), 0);
+    }
+
+    #[test]
+    fn cuda_with_a_device_wins_over_hip_without_one() {
+        let hip = || Ok(runtime(GpuPlatform::Hip, Err(HIP_ERROR_NO_DEVICE)));
+        let cuda = || Ok(runtime(GpuPlatform::Cuda, Ok(2)));
+        assert_eq!(chosen(&[&hip, &cuda]), Some(GpuPlatform::Cuda));
+        let hip_absent = || Err(not_found());
+        assert_eq!(chosen(&[&hip_absent, &cuda]), Some(GpuPlatform::Cuda));
+    }
+
+    #[test]
+    fn without_any_device_the_first_loaded_runtime_answers() {
+        let hip = || Ok(runtime(GpuPlatform::Hip, Err(HIP_ERROR_NO_DEVICE)));
+        let cuda = || Ok(runtime(GpuPlatform::Cuda, Ok(0)));
+        assert_eq!(chosen(&[&hip, &cuda]), Some(GpuPlatform::Hip));
+        let absent = || Err(not_found());
+        assert_eq!(chosen(&[&absent, &cuda]), Some(GpuPlatform::Cuda));
+        assert_eq!(chosen(&[&absent, &absent]), None);
+        assert_eq!(chosen(&[]), None);
+    }
+
+    #[test]
+    fn platform_names() {
+        assert_eq!(GpuPlatform::Hip.to_string(), "HIP");
+        assert_eq!(GpuPlatform::Cuda.to_string(), "CUDA");
+        assert_eq!(GpuPlatform::Simulated.to_string(), "simulated");
+    }
+}

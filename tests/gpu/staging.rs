@@ -20,12 +20,15 @@ struct DropReport {
     staging_complete: bool,
 }
 
+/// Where a registration's drop says what its staging memory held.
+type DropSlot = Arc<Mutex<Option<DropReport>>>;
+
 /// A staged registration of the tests' own: device memory and its pinned staging buffer.
 struct StagedBuf {
     device_ptr: usize,
     staging: HostBuffer,
     /// Bytes the staging memory must hold when it is freed, and where to say what it held.
-    expect_on_drop: Option<(Arc<Vec<u8>>, Arc<Mutex<Option<DropReport>>>)>,
+    expect_on_drop: Option<(Arc<Vec<u8>>, DropSlot)>,
 }
 
 impl Staged for StagedBuf {
@@ -213,7 +216,7 @@ fn staging_memory_outlives_shutdown_while_a_copy_runs() {
     let device = gpu.alloc(len);
     let data = Arc::new(pattern(len, 6));
     gpu.write(device.addr(), &data);
-    let report = Arc::new(Mutex::new(None));
+    let report: DropSlot = Arc::new(Mutex::new(None));
     let buf = StagedBuf {
         device_ptr: device.addr(),
         staging: rt.alloc_host(len).expect("staging memory"),

@@ -124,8 +124,9 @@ typedef enum {
 } hipObjOpError_t;
 
 /* Result of every call that can fail: the operation code, and the HIP
- * error code behind it when a HIP call failed (0 otherwise). Returned by
- * value. */
+ * error code behind it when a HIP call failed (0 otherwise); on NVIDIA GPUs,
+ * where hipObject uses the CUDA driver, the CUresult of the failed call (the
+ * common codes have the same values in both). Returned by value. */
 typedef struct {
     hipObjOpError_t opError;
     int             hipError;
@@ -165,7 +166,10 @@ typedef struct {
  * by the application's client, not by hipObject.
  *
  * gpuDevice: the HIP device whose nearest RDMA NIC hipObject picks, or -1 for
- * the calling thread's current device. Without a GPU, use -1 and set nicHint.
+ * the calling thread's current device. hipObject uses HIP when it has a
+ * device, else the CUDA driver (libcuda.so.1) when it has one; gpuDevice then
+ * indexes that runtime's devices (on CUDA, -1 is the device of the thread's
+ * current context, or device 0). Without a GPU, use -1 and set nicHint.
  *
  * nicHint: comma-separated RDMA device names (as printed by ibv_devices) that
  * hipObject may pick from; NULL or "" means any. When the NIC cannot be chosen

@@ -151,7 +151,13 @@ impl Runtime {
             Some(g) => Some(StagerHandle::spawn(g.runtime.clone(), g.device)?),
             None => None,
         };
-        tracing::info!(nic = %nic, connections = n, gpu = gpu.as_ref().map(|g| g.device), "hipObject initialized");
+        tracing::info!(
+            nic = %nic,
+            connections = n,
+            gpu = gpu.as_ref().map(|g| g.device),
+            gpu_platform = gpu.as_ref().map(|g| g.runtime.platform().to_string()),
+            "hipObject initialized"
+        );
         Ok(Arc::new(Runtime {
             env: cfg.env,
             pool: Pool::new(n),

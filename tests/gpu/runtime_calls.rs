@@ -212,3 +212,29 @@ fn visibility_after_a_direct_rdma_write() {
     let count = rt.device_count().expect("device count");
     assert!(rt.make_visible_after_rdma_write(count).is_err());
 }
+
+#[test]
+fn dmabuf_export_of_a_whole_allocation_whose_size_is_not_page_aligned() {
+    let gpu = TestGpu::from_env();
+    let rt = gpu.runtime();
+    // What hipObjBufRegister exports for a whole odd-sized allocation: its pages, the last one
+    // only partly inside the allocation's requested size.
+    let len = (1 << 20) + 1000;
+    let device = gpu.alloc(len);
+    let exported = rt.export_dmabuf(device.addr(), len);
+    if !gpu.dmabuf_expected() {
+        assert!(exported.is_err());
+        return;
+    }
+    let exported = exported.unwrap_or_else(|e| panic!("export of {len} bytes failed: {e}"));
+    let size = dmabuf_size(&exported.fd);
+    eprintln!(
+        "{len}-byte allocation: offset {} dmabuf size {size}",
+        exported.offset
+    );
+    assert_eq!(exported.offset, 0);
+    assert!(
+        size >= len as i64 && size % 4096 == 0,
+        "dmabuf of {size} bytes"
+    );
+}

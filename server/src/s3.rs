@@ -439,6 +439,7 @@ mod tests {
             wr_depth: 4,
             watchdog: Duration::from_secs(2),
             flush_wait: Duration::from_secs(1),
+            min_rate: 1 << 20,
             max_pairings: 8,
             pairing_idle: Duration::from_secs(600),
         };

@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 use hipobj::token::{Token, Transport};
 use tracing::{debug, info, warn};
 
+use super::pairing::CheckoutError;
 use super::pairing::{KeyLease, Pairing, PairingTable};
 use super::port::{Peer, QpSetup, RdmaOp, RdmaPort, RdmaQp};
 use super::selection::{select_bytes, SelectionError};
 use super::staging::StagingPool;
-use super::transfer::{self, ChunkSink, Deadlines, Direction, Remote, Shape};
+use super::transfer::{ChunkSink, Deadlines, Direction, Plan, Remote, Shape, Transfer};
 use super::{JobKind, RdmaJob, RdmaOutcome, RejectCode};
 use crate::stats::Stats;
 use crate::storage::{ObjectWriter, Storage, StorageError};
@@ -24,6 +25,8 @@ pub struct EngineSettings {
     pub wr_depth: usize,
     pub watchdog: Duration,
     pub flush_wait: Duration,
+    /// Slowest acceptable transfer rate (bytes/s): the total deadline is watchdog + size / this.
+    pub min_rate: u64,
     pub max_pairings: usize,
     pub pairing_idle: Duration,
 }
@@ -35,6 +38,7 @@ impl From<&crate::config::RdmaSettings> for EngineSettings {
             wr_depth: s.wr_depth,
             watchdog: s.watchdog,
             flush_wait: Duration::from_secs(1),
+            min_rate: s.min_rate,
             max_pairings: s.max_pairings,
             pairing_idle: s.pairing_idle,
         }
@@ -94,6 +98,7 @@ impl<P: RdmaPort> Engine<P> {
             deadlines: Deadlines {
                 watchdog: settings.watchdog,
                 flush_wait: settings.flush_wait,
+                min_rate: settings.min_rate,
             },
             port,
             storage,
@@ -217,10 +222,16 @@ impl<P: RdmaPort> Engine<P> {
             gid: token.gid,
             qp_num: token.qp_num,
         };
-        let mut lease = self
-            .table
-            .checkout(peer, Instant::now())
-            .map_err(|_| Unpaired::Rejected(RejectCode::Busy))?;
+        let mut lease = match self.table.checkout(peer, Instant::now()) {
+            Ok(lease) => lease,
+            Err(CheckoutError::KeyBusy) => {
+                // One client connection never has two requests in flight: refuse at once.
+                debug!(client_qpn = peer.qp_num, "pairing key busy; 503");
+                Stats::bump(&self.stats.busy_key_rejections);
+                return Err(Unpaired::Rejected(RejectCode::Busy));
+            }
+            Err(CheckoutError::TableFull) => return Err(Unpaired::Rejected(RejectCode::Busy)),
+        };
         let old_id = lease.pairing().map(|p| p.id);
         if token.lid != 0 && old_id == Some(token.lid) {
             return Ok(lease);
@@ -274,7 +285,7 @@ impl<P: RdmaPort> Engine<P> {
             Direction::Write(_) => self.write_shape,
             Direction::Read(_) => self.read_shape,
         };
-        let mut staging = match self.staging.acquire(&self.port) {
+        let staging = match self.staging.acquire(&self.port) {
             Ok(s) => s,
             Err(e) => {
                 warn!(error = %e, "no staging buffer");
@@ -284,20 +295,16 @@ impl<P: RdmaPort> Engine<P> {
             }
         };
         let pairing = lease.pairing_mut()?;
-        let remote = Remote {
-            addr: token.remote_addr,
-            rkey: token.rkey,
-        };
-        let result = transfer::run(
-            &mut pairing.qp,
-            &mut staging,
+        let plan = Plan {
             shape,
-            dir,
-            len,
-            remote,
-            self.deadlines,
-            &self.stats,
-        );
+            total: len,
+            remote: Remote {
+                addr: token.remote_addr,
+                rkey: token.rkey,
+            },
+        };
+        let result = Transfer::new(&mut pairing.qp, &staging, plan, self.deadlines, &self.stats)
+            .and_then(|t| t.run(dir));
         match result {
             Ok(()) => Some(self.server_token(pairing.qp.qp_num(), pairing.start_psn, pairing.id)),
             Err(e) => {
@@ -398,6 +405,7 @@ mod tests {
             wr_depth: 4,
             watchdog: Duration::from_millis(50),
             flush_wait: Duration::from_secs(2),
+            min_rate: 1 << 20,
             max_pairings: 16,
             pairing_idle: Duration::from_secs(600),
         }

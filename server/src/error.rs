@@ -60,6 +60,9 @@ pub fn rejected(code: RejectCode, stats: &Stats) -> S3Error {
     with_reply(S3Error::new(s3_code), n, &Reply::Code(i32::from(n)), stats)
 }
 
+/// `Retry-After` of a 503: a place frees up within a transfer's time; one second is plenty.
+pub const RETRY_AFTER_SECS: &str = "1";
+
 /// 428 + `x-amz-rdma-reply: 428:<server token>`.
 pub fn pairing_needed(server: Token, stats: &Stats) -> S3Error {
     let err = S3Error::with_message(
@@ -82,6 +85,12 @@ fn with_reply(mut err: S3Error, status: u16, reply: &Reply, stats: &Stats) -> S3
     // The encoded reply is ASCII (digits, ':' and hex) by construction.
     if let Ok(v) = http::HeaderValue::from_str(&reply.encode()) {
         headers.insert(RDMA_REPLY, v);
+    }
+    if status == 503 {
+        headers.insert(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from_static(RETRY_AFTER_SECS),
+        );
     }
     err.set_headers(headers);
     err
@@ -114,6 +123,8 @@ mod tests {
                 Reply::parse(reply.as_bytes()),
                 Ok(Reply::Code(i32::from(n)))
             );
+            let retry_after = e.headers().and_then(|h| h.get(http::header::RETRY_AFTER));
+            assert_eq!(retry_after.is_some(), n == 503, "Retry-After only on 503");
         }
         assert!(stats.to_json().contains("\"replies_503\":1"));
     }

@@ -449,8 +449,16 @@ mod tests {
             Arc::clone(&storage),
             Arc::clone(&stats),
         ));
-        let workers =
-            Arc::new(RdmaWorkers::start(engine, 2, 4, Duration::from_secs(60)).expect("workers"));
+        let worker_settings = crate::rdma::worker::WorkerSettings {
+            workers: 2,
+            max_transfers: 4,
+            queue: 4,
+            queue_wait: Duration::from_millis(100),
+            sweep_every: Duration::from_secs(60),
+        };
+        let workers = Arc::new(
+            RdmaWorkers::start(engine, &worker_settings, Arc::clone(&stats)).expect("workers"),
+        );
         let service =
             S3ServiceBuilder::new(HipobjS3::new(storage, Some(workers), Arc::clone(&stats)))
                 .build();

@@ -831,4 +831,92 @@ mod tests {
         assert_eq!(p.id, server.lid);
         assert_eq!(p.start_psn, server.rkey);
     }
+
+    #[test]
+    fn a_request_for_a_busy_key_is_refused_at_once() {
+        let f = fixture();
+        object(&f, "k", &pattern(10));
+        let server = pair(&f, 1, 10, "k");
+        // Hold key 1 as a running transfer would.
+        let held = f
+            .engine
+            .table
+            .checkout(
+                Peer {
+                    gid: CLIENT_GID,
+                    qp_num: 1,
+                },
+                Instant::now(),
+            )
+            .expect("room");
+        assert_eq!(
+            get(&f, token(1, 10, server.lid), "k", None),
+            RdmaOutcome::Rejected(RejectCode::Busy)
+        );
+        assert_eq!(f.stats.busy_key_rejections.load(Ordering::Relaxed), 1);
+        drop(held);
+        f.port.add_region(RKEY, BASE, vec![0; 10]);
+        assert!(matches!(
+            get(&f, token(1, 10, server.lid), "k", None),
+            RdmaOutcome::Fetched { .. }
+        ));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panic_inside_a_transfer_is_500_the_pairing_goes_and_the_worker_stays() {
+        use crate::rdma::worker::{RdmaWorkers, WorkerSettings};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let storage = Arc::new(Storage::open(dir.path()).expect("storage"));
+        storage.create_bucket("b").expect("bucket");
+        let data = pattern(3000);
+        let mut w = storage.begin_put("b", "k").expect("put");
+        w.write_all(&data).expect("write");
+        w.commit().expect("commit");
+        let port = DoublePort::new();
+        port.add_region(RKEY, BASE, vec![0; 3000]);
+        let stats = Arc::new(Stats::default());
+        let engine = Arc::new(Engine::new(
+            port.clone(),
+            &settings(),
+            storage,
+            Arc::clone(&stats),
+        ));
+        let ws = WorkerSettings {
+            workers: 1,
+            max_transfers: 2,
+            queue: 0,
+            queue_wait: Duration::ZERO,
+            sweep_every: Duration::from_secs(60),
+        };
+        let pool = RdmaWorkers::start(engine, &ws, Arc::clone(&stats)).expect("workers");
+        let job = |lid| RdmaJob {
+            token: token(9, 3000, lid),
+            bucket: "b".into(),
+            key: "k".into(),
+            kind: JobKind::Get { range: None },
+        };
+        port.set_behaviour(Behaviour::PanicOnPost);
+        let server = match pool.submit(job(0)).await {
+            RdmaOutcome::PairingNeeded { server } => server,
+            other => panic!("expected 428, got {other:?}"),
+        };
+        assert_eq!(
+            pool.submit(job(server.lid)).await,
+            RdmaOutcome::Rejected(RejectCode::Failed)
+        );
+        assert_eq!(stats.worker_panics.load(Ordering::Relaxed), 1);
+        assert_eq!(stats.pairings_live.load(Ordering::Relaxed), 0);
+        assert!(port.log().contains(&QpLog::Destroyed(server.qp_num)));
+        // The one worker lives on; the old pairing is gone, so the client pairs again.
+        port.set_behaviour(Behaviour::Normal);
+        let again = match pool.submit(job(server.lid)).await {
+            RdmaOutcome::PairingNeeded { server } => server,
+            other => panic!("expected 428, got {other:?}"),
+        };
+        assert!(matches!(
+            pool.submit(job(again.lid)).await,
+            RdmaOutcome::Fetched { bytes: 3000, .. }
+        ));
+        assert_eq!(port.region(RKEY), data);
+    }
 }

@@ -13,9 +13,9 @@ use hipobj::token::Token;
 use s3s::{S3Error, S3ErrorCode};
 use tracing::warn;
 
+use crate::backend::StorageError;
 use crate::rdma::RejectCode;
 use crate::stats::Stats;
-use crate::storage::StorageError;
 
 pub const RDMA_TOKEN: &str = "x-amz-rdma-token";
 pub const RDMA_REPLY: &str = "x-amz-rdma-reply";
@@ -30,6 +30,21 @@ pub fn storage_error(e: StorageError) -> S3Error {
         StorageError::BucketAlreadyExists => S3Error::new(S3ErrorCode::BucketAlreadyOwnedByYou),
         StorageError::BucketNotEmpty => S3Error::new(S3ErrorCode::BucketNotEmpty),
         StorageError::InvalidKey => S3Error::new(S3ErrorCode::KeyTooLongError),
+        StorageError::InvalidBucketName => S3Error::new(S3ErrorCode::InvalidBucketName),
+        StorageError::InvalidRange => S3Error::new(S3ErrorCode::InvalidRange),
+        StorageError::NoSuchUpload => S3Error::new(S3ErrorCode::NoSuchUpload),
+        StorageError::InvalidPart => S3Error::new(S3ErrorCode::InvalidPart),
+        StorageError::InvalidPartOrder => S3Error::new(S3ErrorCode::InvalidPartOrder),
+        StorageError::EntityTooSmall => S3Error::new(S3ErrorCode::EntityTooSmall),
+        StorageError::BadDigest => S3Error::new(S3ErrorCode::BadDigest),
+        StorageError::ChecksumMismatch(algo) => S3Error::with_message(
+            S3ErrorCode::BadDigest,
+            format!(
+                "the {} you specified did not match the calculated checksum",
+                algo.as_str()
+            ),
+        ),
+        StorageError::InvalidDigest => S3Error::new(S3ErrorCode::InvalidDigest),
         StorageError::Io(io) => {
             let at = std::panic::Location::caller();
             warn!(error = %io, %at, "storage i/o failed");

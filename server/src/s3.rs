@@ -1,7 +1,7 @@
 //! The `S3` trait: plain S3 over HTTP, delegating to `storage`, and token requests (GET/PUT
 //! with `x-amz-rdma-token`), delegating to `rdma`. Errors become `S3Error` in `error`.
 
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Read;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -15,25 +15,30 @@ use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result, S3};
 use tokio::sync::mpsc;
 use tracing::debug;
 
+use crate::backend::listing::paginate;
+use crate::backend::{Backend, ObjectInfo, ObjectReader, StorageError, WriteOptions};
 use crate::error::{self, RDMA_BYTES, RDMA_REPLY, RDMA_TOKEN};
 use crate::rdma::token_header::parse_token_header;
 use crate::rdma::worker::RdmaWorkers;
 use crate::rdma::{JobKind, RdmaJob, RdmaOutcome, RejectCode};
 use crate::stats::Stats;
-use crate::storage::{paginate, ObjectInfo, Storage, StorageError};
 
 /// Bytes per body chunk on the plain-HTTP GET path.
 const BODY_CHUNK: usize = 256 * 1024;
 
 pub struct HipobjS3 {
-    storage: Arc<Storage>,
+    storage: Arc<dyn Backend>,
     /// `None`: RDMA disabled, token requests get 501.
     rdma: Option<Arc<RdmaWorkers>>,
     stats: Arc<Stats>,
 }
 
 impl HipobjS3 {
-    pub fn new(storage: Arc<Storage>, rdma: Option<Arc<RdmaWorkers>>, stats: Arc<Stats>) -> Self {
+    pub fn new(
+        storage: Arc<dyn Backend>,
+        rdma: Option<Arc<RdmaWorkers>>,
+        stats: Arc<Stats>,
+    ) -> Self {
         HipobjS3 {
             storage,
             rdma,
@@ -44,11 +49,11 @@ impl HipobjS3 {
     /// Run a blocking storage call off the executor.
     async fn blocking<T, F>(&self, f: F) -> S3Result<T>
     where
-        F: FnOnce(&Storage) -> Result<T, StorageError> + Send + 'static,
+        F: FnOnce(&dyn Backend) -> Result<T, StorageError> + Send + 'static,
         T: Send + 'static,
     {
         let storage = Arc::clone(&self.storage);
-        tokio::task::spawn_blocking(move || f(&storage))
+        tokio::task::spawn_blocking(move || f(storage.as_ref()))
             .await
             .map_err(error::internal)?
             .map_err(error::storage_error)
@@ -126,18 +131,14 @@ impl futures::Stream for FileBody {
     }
 }
 
-fn file_body(mut file: std::fs::File, start: u64, len: u64) -> StreamingBlob {
+fn reader_body(mut reader: ObjectReader) -> StreamingBlob {
     let (tx, rx) = mpsc::channel(4);
     tokio::task::spawn_blocking(move || {
-        if let Err(e) = file.seek(SeekFrom::Start(start)) {
-            let _ = tx.blocking_send(Err(e));
-            return;
-        }
-        let mut left = len;
+        let mut left = reader.len();
         while left > 0 {
             let n = left.min(BODY_CHUNK as u64) as usize;
             let mut buf = vec![0u8; n];
-            if let Err(e) = file.read_exact(&mut buf) {
+            if let Err(e) = reader.read_exact(&mut buf) {
                 let _ = tx.blocking_send(Err(e));
                 return;
             }
@@ -191,9 +192,9 @@ impl S3 for HipobjS3 {
         let buckets = self.blocking(|s| s.list_buckets()).await?;
         let buckets = buckets
             .into_iter()
-            .map(|(name, created)| Bucket {
-                name: Some(name),
-                creation_date: Some(Timestamp::from(created)),
+            .map(|b| Bucket {
+                name: Some(b.name),
+                creation_date: Some(Timestamp::from(b.created)),
                 ..Default::default()
             })
             .collect();
@@ -239,23 +240,22 @@ impl S3 for HipobjS3 {
         }
 
         let (b, k) = (bucket.clone(), key.clone());
-        let object = self.blocking(move |s| s.open_object(&b, &k)).await?;
+        let r = range;
+        let object = self
+            .blocking(move |s| s.open_read(&b, &k, r.as_ref()))
+            .await?;
         let size = object.info.size;
-        let selected = match &range {
-            None => 0..size,
-            Some(r) => r
-                .check(size)
-                .map_err(|_| S3Error::new(S3ErrorCode::InvalidRange))?,
-        };
-        let len = selected.end - selected.start;
+        let selected = object.range.clone();
+        let len = object.len();
+        let info = object.info.clone();
         Stats::bump(&self.stats.http_gets);
         let output = GetObjectOutput {
-            body: Some(file_body(object.file, selected.start, len)),
+            body: Some(reader_body(object)),
             content_length: Some(len as i64),
             accept_ranges: Some("bytes".into()),
             content_range: range.map(|_| content_range(&selected, size)),
-            e_tag: Some(etag(&object.info)),
-            last_modified: Some(timestamp(&object.info)),
+            e_tag: Some(etag(&info)),
+            last_modified: Some(timestamp(&info)),
             ..Default::default()
         };
         Ok(S3Response::new(output))
@@ -295,13 +295,15 @@ impl S3 for HipobjS3 {
         }
 
         let (b, k) = (bucket.clone(), key.clone());
-        let mut writer = self.blocking(move |s| s.begin_put(&b, &k)).await?;
+        let mut writer = self
+            .blocking(move |s| s.create_write(&b, &k, WriteOptions::default()))
+            .await?;
         if let Some(mut body) = body {
             while let Some(chunk) = body.next().await {
                 let chunk =
                     chunk.map_err(|e| S3Error::with_source(S3ErrorCode::IncompleteBody, e))?;
                 writer =
-                    tokio::task::spawn_blocking(move || writer.write_all(&chunk).map(|()| writer))
+                    tokio::task::spawn_blocking(move || writer.append(&chunk).map(|()| writer))
                         .await
                         .map_err(error::internal)?
                         .map_err(|e| error::storage_error(StorageError::Io(e)))?;
@@ -325,7 +327,7 @@ impl S3 for HipobjS3 {
         req: S3Request<HeadObjectInput>,
     ) -> S3Result<S3Response<HeadObjectOutput>> {
         let HeadObjectInput { bucket, key, .. } = req.input;
-        let info = self.blocking(move |s| s.object_info(&bucket, &key)).await?;
+        let info = self.blocking(move |s| s.head_object(&bucket, &key)).await?;
         let output = HeadObjectOutput {
             content_length: Some(info.size as i64),
             accept_ranges: Some("bytes".into()),
@@ -367,14 +369,15 @@ impl S3 for HipobjS3 {
         let all = self.blocking(move |s| s.list_objects(&bucket, &p)).await?;
         let page = paginate(
             all,
+            |o| o.key.as_str(),
             &prefix,
             input.delimiter.as_deref(),
             after.as_deref(),
             max_keys,
         );
-        let key_count = (page.objects.len() + page.common_prefixes.len()) as i32;
+        let key_count = (page.items.len() + page.common_prefixes.len()) as i32;
         let contents: Vec<Object> = page
-            .objects
+            .items
             .iter()
             .map(|o| Object {
                 key: Some(o.key.clone()),
@@ -431,7 +434,8 @@ mod tests {
 
     fn harness() -> Harness {
         let dir = tempfile::tempdir().expect("tempdir");
-        let storage = Arc::new(Storage::open(dir.path()).expect("storage"));
+        let storage: Arc<dyn Backend> =
+            Arc::new(crate::backend::FsBackend::open(dir.path()).expect("storage"));
         let stats = Arc::new(Stats::default());
         let port = DoublePort::new();
         let settings = EngineSettings {

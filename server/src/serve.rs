@@ -17,13 +17,13 @@ use s3s::{Body, HttpError, HttpResponse};
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
+use crate::backend::{Backend, FsBackend};
 use crate::config::Config;
 use crate::rdma::engine::{Engine, EngineSettings};
 use crate::rdma::verbs_port::VerbsPort;
 use crate::rdma::worker::{RdmaWorkers, WorkerSettings};
 use crate::s3::HipobjS3;
 use crate::stats::Stats;
-use crate::storage::Storage;
 
 /// Path of the counters endpoint (GET, no authentication).
 pub const STATS_PATH: &str = "/_hipobj/stats";
@@ -35,7 +35,7 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// or it cannot be used here.
 pub fn start_rdma(
     config: &Config,
-    storage: &Arc<Storage>,
+    storage: &Arc<dyn Backend>,
     stats: &Arc<Stats>,
 ) -> Option<Arc<RdmaWorkers>> {
     let Some(name) = &config.device else {
@@ -131,7 +131,7 @@ pub async fn shutdown_signal() {
 
 /// Serve until `shutdown` resolves. Prints `listening on ADDR` on stdout once ready.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
-    let storage = Arc::new(Storage::open(&config.data_dir)?);
+    let storage: Arc<dyn Backend> = Arc::new(FsBackend::open(&config.data_dir)?);
     let stats = Arc::new(Stats::default());
     let rdma = start_rdma(&config, &storage, &stats);
 

@@ -1,7 +1,6 @@
 //! What one token request does on an RDMA worker thread (PROTOCOL.md section 4, rules 2-5):
 //! check the object or bucket, then pair or transfer, then build the outcome.
 
-use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,8 +14,8 @@ use super::selection::{select_bytes, SelectionError};
 use super::staging::StagingPool;
 use super::transfer::{ChunkSink, Deadlines, Direction, Plan, Remote, Shape, Transfer};
 use super::{JobKind, RdmaJob, RdmaOutcome, RejectCode};
+use crate::backend::{Backend, ObjectWriter, StorageError, WriteOptions};
 use crate::stats::Stats;
-use crate::storage::{ObjectWriter, Storage, StorageError};
 
 /// The RDMA knobs the engine uses.
 #[derive(Clone, Debug)]
@@ -53,7 +52,7 @@ pub struct Engine<P: RdmaPort> {
     write_shape: Shape,
     read_shape: Shape,
     deadlines: Deadlines,
-    storage: Arc<Storage>,
+    storage: Arc<dyn Backend>,
     stats: Arc<Stats>,
 }
 
@@ -61,7 +60,7 @@ impl<P: RdmaPort> Engine<P> {
     pub fn new(
         port: P,
         settings: &EngineSettings,
-        storage: Arc<Storage>,
+        storage: Arc<dyn Backend>,
         stats: Arc<Stats>,
     ) -> Self {
         let info = port.info().clone();
@@ -140,7 +139,7 @@ impl<P: RdmaPort> Engine<P> {
         key: &str,
         range: Option<s3s::dto::Range>,
     ) -> RdmaOutcome {
-        let object = match self.storage.open_object(bucket, key) {
+        let mut object = match self.storage.open_read(bucket, key, None) {
             Ok(o) => o,
             Err(e) => return reject_storage(e),
         };
@@ -163,13 +162,8 @@ impl<P: RdmaPort> Engine<P> {
             Ok(lease) => lease,
             Err(unpaired) => return unpaired.into(),
         };
-        let mut file = &object.file;
-        if let Err(e) = file.seek(SeekFrom::Start(selected.start)) {
-            warn!(error = %e, "seek failed");
-            return RdmaOutcome::Rejected(RejectCode::Failed);
-        }
-        let mut source = file.take(len);
-        match self.move_bytes(&mut lease, Direction::Write(&mut source), len, token) {
+        object.narrow(selected.clone());
+        match self.move_bytes(&mut lease, Direction::Write(&mut object), len, token) {
             Some(server) => {
                 Stats::bump(&self.stats.rdma_gets);
                 Stats::add(&self.stats.rdma_bytes_written, len);
@@ -185,7 +179,10 @@ impl<P: RdmaPort> Engine<P> {
     }
 
     fn put(&self, token: &Token, bucket: &str, key: &str) -> RdmaOutcome {
-        let mut writer = match self.storage.begin_put(bucket, key) {
+        let mut writer = match self
+            .storage
+            .create_write(bucket, key, WriteOptions::default())
+        {
             Ok(w) => w,
             Err(e) => return reject_storage(e),
         };
@@ -351,14 +348,24 @@ impl From<Unpaired> for RdmaOutcome {
 
 impl ChunkSink for ObjectWriter {
     fn drain(&mut self, data: &[u8]) -> std::io::Result<()> {
-        self.write_all(data)
+        self.append(data)
     }
 }
 
 fn reject_storage(e: StorageError) -> RdmaOutcome {
     RdmaOutcome::Rejected(match e {
-        StorageError::NoSuchBucket | StorageError::NoSuchKey => RejectCode::NotFound,
-        StorageError::InvalidKey => RejectCode::BadRequest,
+        StorageError::NoSuchBucket | StorageError::NoSuchKey | StorageError::NoSuchUpload => {
+            RejectCode::NotFound
+        }
+        StorageError::InvalidRange => RejectCode::RangeNotSatisfiable,
+        StorageError::InvalidKey
+        | StorageError::InvalidBucketName
+        | StorageError::InvalidPart
+        | StorageError::InvalidPartOrder
+        | StorageError::EntityTooSmall
+        | StorageError::BadDigest
+        | StorageError::ChecksumMismatch(_)
+        | StorageError::InvalidDigest => RejectCode::BadRequest,
         other => {
             warn!(error = %other, "storage failed");
             RejectCode::Failed
@@ -382,9 +389,11 @@ pub fn random_u32() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::FsBackend;
     use crate::rdma::port::PortInfo;
     use crate::rdma::test_double::{Behaviour, DoublePort, QpLog};
     use md5::{Digest, Md5};
+    use std::io::Read;
     use std::sync::atomic::Ordering;
 
     const CLIENT_GID: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2];
@@ -396,7 +405,7 @@ mod tests {
         port: DoublePort,
         engine: Engine<DoublePort>,
         stats: Arc<Stats>,
-        storage: Arc<Storage>,
+        storage: Arc<dyn Backend>,
     }
 
     fn settings() -> EngineSettings {
@@ -413,7 +422,7 @@ mod tests {
 
     fn fixture_with(port: DoublePort, settings: EngineSettings) -> Fixture {
         let dir = tempfile::tempdir().expect("tempdir");
-        let storage = Arc::new(Storage::open(dir.path()).expect("storage"));
+        let storage: Arc<dyn Backend> = Arc::new(FsBackend::open(dir.path()).expect("storage"));
         storage.create_bucket("b").expect("bucket");
         let stats = Arc::new(Stats::default());
         let engine = Engine::new(
@@ -436,8 +445,11 @@ mod tests {
     }
 
     fn object(f: &Fixture, key: &str, data: &[u8]) {
-        let mut w = f.storage.begin_put("b", key).expect("put");
-        w.write_all(data).expect("write");
+        let mut w = f
+            .storage
+            .create_write("b", key, WriteOptions::default())
+            .expect("put");
+        w.append(data).expect("write");
         w.commit().expect("commit");
     }
 
@@ -632,7 +644,7 @@ mod tests {
         };
         // A 428 stores nothing.
         assert!(matches!(
-            f.storage.object_info("b", "new"),
+            f.storage.head_object("b", "new"),
             Err(StorageError::NoSuchKey)
         ));
         match put(&f, token(9, 4321, server.lid), "new") {
@@ -645,9 +657,8 @@ mod tests {
         }
         let mut stored = Vec::new();
         f.storage
-            .open_object("b", "new")
+            .open_read("b", "new", None)
             .expect("stored")
-            .file
             .read_to_end(&mut stored)
             .expect("read");
         assert_eq!(stored, data);
@@ -741,7 +752,7 @@ mod tests {
             RdmaOutcome::Rejected(RejectCode::Failed)
         );
         assert!(matches!(
-            f.storage.object_info("b", "p"),
+            f.storage.head_object("b", "p"),
             Err(StorageError::NoSuchKey)
         ));
     }

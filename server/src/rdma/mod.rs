@@ -24,7 +24,7 @@ pub mod test_double;
 
 use hipobj::token::Token;
 
-use crate::storage::ObjectInfo;
+use crate::backend::ObjectInfo;
 
 /// A token request for one object.
 #[derive(Debug)]

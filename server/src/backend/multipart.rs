@@ -1,0 +1,431 @@
+//! Multipart uploads on the filesystem backend.
+//!
+//! `<bucket>/.uploads/<upload id>/upload.json` records the key, start time and options;
+//! `<n>` and `<n>.json` are part `n`'s bytes and sidecar, written through the same
+//! [`FsWriter`](super::fs) as objects (temp file + rename). Completion streams the listed parts
+//! into one temp file and renames it into place like any other commit, then drops the upload.
+
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use md5::{Digest, Md5};
+use serde::{Deserialize, Serialize};
+
+use super::checksum::{composite, ChecksumAlgo, ChecksumComputer};
+use super::fs::{Dest, FsBackend, META_DIR, UPLOADS_DIR};
+use super::keys::encode_key;
+use super::meta::Sidecar;
+use super::{
+    Checksums, CompletedPart, ObjectInfo, ObjectWriter, PartInfo, StorageError, StorageResult,
+    UploadInfo, UploadOptions, WriteOptions, MAX_PART_NUMBER, MIN_PART_SIZE,
+};
+
+const UPLOAD_FILE: &str = "upload.json";
+
+#[derive(Serialize, Deserialize)]
+struct UploadRecord {
+    key: String,
+    /// Nanoseconds since the Unix epoch.
+    initiated_ns: u64,
+    options: UploadOptions,
+}
+
+fn new_upload_id() -> StorageResult<String> {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).map_err(|e| StorageError::Io(io::Error::other(e.to_string())))?;
+    Ok(hex::encode(b))
+}
+
+fn valid_upload_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The directory of an upload of `key` that exists.
+fn upload_dir(fs: &FsBackend, bucket: &str, key: &str, id: &str) -> StorageResult<PathBuf> {
+    let bucket_dir = fs.existing_bucket_dir(bucket)?;
+    if !valid_upload_id(id) {
+        return Err(StorageError::NoSuchUpload);
+    }
+    let dir = bucket_dir.join(UPLOADS_DIR).join(id);
+    let record = load_record(&dir)?;
+    if record.key != key {
+        return Err(StorageError::NoSuchUpload);
+    }
+    Ok(dir)
+}
+
+fn load_record(dir: &std::path::Path) -> StorageResult<UploadRecord> {
+    let text = match fs::read(dir.join(UPLOAD_FILE)) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(StorageError::NoSuchUpload),
+        Err(e) => return Err(e.into()),
+    };
+    serde_json::from_slice(&text).map_err(|e| StorageError::Io(io::Error::other(e)))
+}
+
+fn to_info(bucket: &str, id: &str, record: UploadRecord) -> UploadInfo {
+    UploadInfo {
+        bucket: bucket.to_string(),
+        key: record.key,
+        upload_id: id.to_string(),
+        initiated: SystemTime::UNIX_EPOCH + Duration::from_nanos(record.initiated_ns),
+        options: record.options,
+    }
+}
+
+pub(super) fn create(
+    fs: &FsBackend,
+    bucket: &str,
+    key: &str,
+    options: UploadOptions,
+) -> StorageResult<String> {
+    let bucket_dir = fs.existing_bucket_dir(bucket)?;
+    encode_key(key)?;
+    let id = new_upload_id()?;
+    let dir = bucket_dir.join(UPLOADS_DIR).join(&id);
+    fs::create_dir_all(&dir)?;
+    let initiated_ns = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let record = UploadRecord {
+        key: key.to_string(),
+        initiated_ns,
+        options,
+    };
+    let text = serde_json::to_vec(&record).map_err(io::Error::other)?;
+    let tmp = fs.tmp_path();
+    fs::write(&tmp, text)?;
+    fs::rename(&tmp, dir.join(UPLOAD_FILE))?;
+    Ok(id)
+}
+
+pub(super) fn part_writer(
+    fs: &FsBackend,
+    bucket: &str,
+    key: &str,
+    id: &str,
+    number: u32,
+    options: WriteOptions,
+) -> StorageResult<ObjectWriter> {
+    if number == 0 || number > MAX_PART_NUMBER {
+        return Err(StorageError::InvalidPart);
+    }
+    let dir = upload_dir(fs, bucket, key, id)?;
+    fs.writer(Dest::Part { dir, number }, options)
+}
+
+pub(super) fn info(fs: &FsBackend, bucket: &str, key: &str, id: &str) -> StorageResult<UploadInfo> {
+    let dir = upload_dir(fs, bucket, key, id)?;
+    Ok(to_info(bucket, id, load_record(&dir)?))
+}
+
+pub(super) fn parts(
+    fs: &FsBackend,
+    bucket: &str,
+    key: &str,
+    id: &str,
+) -> StorageResult<Vec<PartInfo>> {
+    let dir = upload_dir(fs, bucket, key, id)?;
+    let mut out = Vec::new();
+    for entry in fs::read_dir(&dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(number) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if let Some(part) = load_part(&dir, number)? {
+            out.push(part);
+        }
+    }
+    out.sort_by_key(|p| p.part_number);
+    Ok(out)
+}
+
+fn load_part(dir: &std::path::Path, number: u32) -> StorageResult<Option<PartInfo>> {
+    let data = dir.join(number.to_string());
+    let stat = match fs::metadata(&data) {
+        Ok(s) => s,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let Some(side) =
+        Sidecar::load_matching(&dir.join(format!("{number}.json")), stat.ino(), stat.len())
+    else {
+        // Being replaced right now; the caller sees the part once its sidecar matches.
+        return Ok(None);
+    };
+    Ok(Some(PartInfo {
+        part_number: number,
+        size: stat.len(),
+        etag: side.etag,
+        last_modified: stat.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+        checksums: side.checksums,
+    }))
+}
+
+/// The stored parts named by `wanted`, checked as S3 checks them.
+fn chosen_parts(stored: &[PartInfo], wanted: &[CompletedPart]) -> StorageResult<Vec<PartInfo>> {
+    if wanted.is_empty() {
+        return Err(StorageError::InvalidPart);
+    }
+    let mut chosen = Vec::with_capacity(wanted.len());
+    let mut last = 0;
+    for want in wanted {
+        if want.part_number <= last {
+            return Err(StorageError::InvalidPartOrder);
+        }
+        last = want.part_number;
+        let part = stored
+            .iter()
+            .find(|p| p.part_number == want.part_number)
+            .ok_or(StorageError::InvalidPart)?;
+        if want.etag.trim_matches('"') != part.etag {
+            return Err(StorageError::InvalidPart);
+        }
+        chosen.push(part.clone());
+    }
+    if chosen[..chosen.len() - 1]
+        .iter()
+        .any(|p| p.size < MIN_PART_SIZE)
+    {
+        return Err(StorageError::EntityTooSmall);
+    }
+    Ok(chosen)
+}
+
+/// S3's multipart ETag: MD5 of the concatenated binary part MD5s, `-<parts>`.
+fn multipart_etag(parts: &[PartInfo]) -> StorageResult<String> {
+    let mut md5 = Md5::new();
+    for p in parts {
+        md5.update(hex::decode(&p.etag).map_err(|_| StorageError::InvalidPart)?);
+    }
+    Ok(format!("{}-{}", hex::encode(md5.finalize()), parts.len()))
+}
+
+/// The object's checksum: composite of the parts' for most algorithms, over the whole object for
+/// CRC64NVME (S3 allows only FULL_OBJECT there).
+fn object_checksums(
+    algo: Option<ChecksumAlgo>,
+    parts: &[PartInfo],
+    full: Option<Checksums>,
+) -> Checksums {
+    let mut out = Checksums::default();
+    match algo {
+        Some(ChecksumAlgo::Crc64Nvme) => {
+            if let Some(full) = full {
+                out.set(ChecksumAlgo::Crc64Nvme, full.crc64nvme);
+            }
+        }
+        Some(algo) => {
+            let refs: Vec<&Checksums> = parts.iter().map(|p| &p.checksums).collect();
+            out.set(algo, composite(algo, &refs));
+        }
+        None => {}
+    }
+    out
+}
+
+pub(super) fn complete(
+    fs: &FsBackend,
+    bucket: &str,
+    key: &str,
+    id: &str,
+    wanted: &[CompletedPart],
+) -> StorageResult<ObjectInfo> {
+    let dir = upload_dir(fs, bucket, key, id)?;
+    let record = load_record(&dir)?;
+    let stored = parts(fs, bucket, key, id)?;
+    let chosen = chosen_parts(&stored, wanted)?;
+    let etag = multipart_etag(&chosen)?;
+
+    let algo = record.options.checksum;
+    let mut full = (algo == Some(ChecksumAlgo::Crc64Nvme))
+        .then(|| ChecksumComputer::new(&Checksums::default(), algo));
+    let tmp = fs.tmp_path();
+    let assembled = (|| -> io::Result<File> {
+        let mut out = File::create(&tmp)?;
+        let mut buf = vec![0u8; 1 << 20];
+        for p in &chosen {
+            let mut part = File::open(dir.join(p.part_number.to_string()))?;
+            loop {
+                let n = part.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                if let Some(full) = &mut full {
+                    full.update(&buf[..n]);
+                }
+                out.write_all(&buf[..n])?;
+            }
+        }
+        out.flush()?;
+        Ok(out)
+    })();
+    let out = match assembled {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            return Err(e.into());
+        }
+    };
+    let full = full.map(|c| c.finish(&Checksums::default())).transpose()?;
+    let checksums = object_checksums(algo, &chosen, full);
+
+    let stat = out.metadata()?;
+    let bucket_dir = fs.existing_bucket_dir(bucket)?;
+    let name = encode_key(key)?;
+    let side = Sidecar {
+        ino: stat.ino(),
+        size: stat.len(),
+        etag: etag.clone(),
+        meta: record.options.meta.clone(),
+        checksums: checksums.clone(),
+        parts: Some(chosen.len() as u32),
+    };
+    let placed = side
+        .store(&fs.tmp_path(), &bucket_dir.join(META_DIR).join(&name))
+        .and_then(|()| fs::rename(&tmp, bucket_dir.join(&name)));
+    if let Err(e) = placed {
+        let _ = fs::remove_file(&tmp);
+        return Err(e.into());
+    }
+    let _ = fs::remove_dir_all(&dir);
+    Ok(ObjectInfo {
+        key: key.to_string(),
+        size: stat.len(),
+        etag,
+        last_modified: stat.modified().unwrap_or_else(|_| SystemTime::now()),
+        meta: record.options.meta,
+        checksums,
+        parts: Some(chosen.len() as u32),
+    })
+}
+
+pub(super) fn abort(fs: &FsBackend, bucket: &str, key: &str, id: &str) -> StorageResult<()> {
+    let dir = upload_dir(fs, bucket, key, id)?;
+    fs::remove_dir_all(dir)?;
+    Ok(())
+}
+
+pub(super) fn list(fs: &FsBackend, bucket: &str, prefix: &str) -> StorageResult<Vec<UploadInfo>> {
+    let uploads = fs.existing_bucket_dir(bucket)?.join(UPLOADS_DIR);
+    let entries = match fs::read_dir(&uploads) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e.into()),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        let Some(id) = entry.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        match load_record(&entry.path()) {
+            Ok(record) if record.key.starts_with(prefix) => out.push(to_info(bucket, &id, record)),
+            Ok(_) | Err(StorageError::NoSuchUpload) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    out.sort_by(|a, b| a.key.cmp(&b.key).then(a.initiated.cmp(&b.initiated)));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Backend;
+    use super::*;
+
+    fn part(s: &FsBackend, id: &str, n: u32, data: &[u8]) -> ObjectInfo {
+        let mut w = s
+            .create_part_write("b", "k", id, n, WriteOptions::default())
+            .expect("part");
+        w.append(data).expect("write");
+        w.commit().expect("commit")
+    }
+
+    #[test]
+    fn upload_complete_and_checks() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = FsBackend::open(dir.path()).expect("open");
+        s.create_bucket("b").expect("bucket");
+        let id = s
+            .create_upload("b", "k", UploadOptions::default())
+            .expect("create");
+        let big = vec![7u8; MIN_PART_SIZE as usize];
+        let p1 = part(&s, &id, 1, &big);
+        let p2 = part(&s, &id, 2, b"tail");
+        // Replacing a part keeps one part of that number.
+        let p2 = {
+            let _old = p2;
+            part(&s, &id, 2, b"tail!")
+        };
+        assert_eq!(s.list_parts("b", "k", &id).expect("parts").len(), 2);
+        assert_eq!(s.list_uploads("b", "").expect("uploads").len(), 1);
+        let named = |n: u32, etag: &str| CompletedPart {
+            part_number: n,
+            etag: format!("\"{etag}\""),
+        };
+        assert!(matches!(
+            s.complete_upload("b", "k", &id, &[named(2, &p2.etag), named(1, &p1.etag)]),
+            Err(StorageError::InvalidPartOrder)
+        ));
+        assert!(matches!(
+            s.complete_upload("b", "k", &id, &[named(1, "00"), named(2, &p2.etag)]),
+            Err(StorageError::InvalidPart)
+        ));
+        assert!(matches!(
+            s.complete_upload("b", "other", &id, &[named(1, &p1.etag)]),
+            Err(StorageError::NoSuchUpload)
+        ));
+        let info = s
+            .complete_upload("b", "k", &id, &[named(1, &p1.etag), named(2, &p2.etag)])
+            .expect("complete");
+        assert!(info.etag.ends_with("-2"), "{}", info.etag);
+        assert_eq!(info.size, MIN_PART_SIZE + 5);
+        let mut r = s.open_read("b", "k", None).expect("open");
+        let mut got = Vec::new();
+        r.read_to_end(&mut got).expect("read");
+        assert_eq!(&got[got.len() - 5..], b"tail!");
+        assert_eq!(r.info.etag, info.etag);
+        assert!(s.list_uploads("b", "").expect("uploads").is_empty());
+    }
+
+    #[test]
+    fn small_parts_and_abort() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = FsBackend::open(dir.path()).expect("open");
+        s.create_bucket("b").expect("bucket");
+        let id = s
+            .create_upload("b", "k", UploadOptions::default())
+            .expect("create");
+        let p1 = part(&s, &id, 1, b"small");
+        let p2 = part(&s, &id, 2, b"small");
+        let named = |p: &ObjectInfo, n| CompletedPart {
+            part_number: n,
+            etag: p.etag.clone(),
+        };
+        assert!(matches!(
+            s.complete_upload("b", "k", &id, &[named(&p1, 1), named(&p2, 2)]),
+            Err(StorageError::EntityTooSmall)
+        ));
+        // A writer open while the upload is aborted cannot bring it back.
+        let mut w = s
+            .create_part_write("b", "k", &id, 3, WriteOptions::default())
+            .expect("part");
+        w.append(b"late").expect("write");
+        s.abort_upload("b", "k", &id).expect("abort");
+        assert!(matches!(w.commit(), Err(StorageError::NoSuchUpload)));
+        assert!(matches!(
+            s.list_parts("b", "k", &id),
+            Err(StorageError::NoSuchUpload)
+        ));
+        assert!(matches!(
+            s.head_object("b", "k"),
+            Err(StorageError::NoSuchKey)
+        ));
+    }
+}

@@ -196,6 +196,8 @@ impl<P: RdmaPort> Engine<P> {
             token.length,
             token,
         ) else {
+            // Nothing of a failed PUT is stored: the temporary bytes go.
+            writer.abort();
             return RdmaOutcome::Rejected(RejectCode::Failed);
         };
         match writer.commit() {
@@ -877,11 +879,13 @@ mod tests {
     async fn a_panic_inside_a_transfer_is_500_the_pairing_goes_and_the_worker_stays() {
         use crate::rdma::worker::{RdmaWorkers, WorkerSettings};
         let dir = tempfile::tempdir().expect("tempdir");
-        let storage = Arc::new(Storage::open(dir.path()).expect("storage"));
+        let storage: Arc<dyn Backend> = Arc::new(FsBackend::open(dir.path()).expect("storage"));
         storage.create_bucket("b").expect("bucket");
         let data = pattern(3000);
-        let mut w = storage.begin_put("b", "k").expect("put");
-        w.write_all(&data).expect("write");
+        let mut w = storage
+            .create_write("b", "k", WriteOptions::default())
+            .expect("put");
+        w.append(&data).expect("write");
         w.commit().expect("commit");
         let port = DoublePort::new();
         port.add_region(RKEY, BASE, vec![0; 3000]);

@@ -3,7 +3,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build deps test unit ctest lint loom fuzz-short e2e demo clean
+.PHONY: all build deps test unit ctest lint loom fuzz-short e2e demo bench-server clean
 
 all: build
 
@@ -40,6 +40,10 @@ test: unit ctest lint loom fuzz-short e2e
 demo: build
 	scripts/build-e2e
 	scripts/demo
+
+# hipobj-server data-path figures (issue 11) as ratios to perftest, in one lane boot.
+bench-server: deps
+	benches/server-datapath
 
 clean:
 	$(CARGO) clean

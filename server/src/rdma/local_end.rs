@@ -11,6 +11,8 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread::Scope;
 use std::time::Duration;
 
@@ -114,11 +116,12 @@ impl LocalEnd for Inline<'_, '_> {
     }
 }
 
-/// Jobs done in order on a scoped thread. Dropping it lets the thread end after its current job;
-/// the scope joins it before the staging memory can be reused.
+/// Jobs done in order on a scoped thread. Dropping it makes the thread end after its current job
+/// (jobs still queued are skipped); the scope joins it before the staging memory can be reused.
 pub struct Threaded {
     jobs: Sender<SlotJob>,
     finished: Receiver<JobResult>,
+    stop: Arc<AtomicBool>,
 }
 
 impl Threaded {
@@ -130,10 +133,15 @@ impl Threaded {
     ) -> io::Result<Threaded> {
         let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded::<SlotJob>();
         let (done_tx, done_rx) = crossbeam_channel::unbounded::<JobResult>();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
         std::thread::Builder::new()
             .name("hipobj-rdma-file".into())
             .spawn_scoped(scope, move || {
                 for job in jobs_rx {
+                    if stopped.load(Ordering::Acquire) {
+                        return;
+                    }
                     // SAFETY: the poller hands over slots it owns (module doc) and does not touch
                     // them until this thread sends them back.
                     let r = unsafe { work(&mut dir, memory, job) };
@@ -146,7 +154,14 @@ impl Threaded {
         Ok(Threaded {
             jobs: jobs_tx,
             finished: done_rx,
+            stop,
         })
+    }
+}
+
+impl Drop for Threaded {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
     }
 }
 
@@ -233,5 +248,32 @@ mod tests {
             assert!(got[2].is_err(), "a slot outside the memory is an error");
         });
         assert_eq!(sink.0, b"89abcdef0123");
+    }
+
+    #[test]
+    fn dropping_the_threaded_end_skips_the_queued_jobs() {
+        struct Slow(u32);
+        impl ChunkSource for Slow {
+            fn fill(&mut self, buf: &mut [u8]) -> io::Result<()> {
+                self.0 += 1;
+                std::thread::sleep(Duration::from_millis(20));
+                buf.fill(1);
+                Ok(())
+            }
+        }
+        let memory = StagingMemory::zeroed(64 * 100).expect("memory");
+        let mut src = Slow(0);
+        std::thread::scope(|s| {
+            let mut end = Threaded::start(s, Direction::Write(&mut src), &memory).expect("thread");
+            for i in 0..100 {
+                end.submit(job(i, i as usize * 64, 64));
+            }
+            drop(end);
+        });
+        assert!(
+            src.0 < 100,
+            "{} of 100 queued jobs ran after the drop",
+            src.0
+        );
     }
 }

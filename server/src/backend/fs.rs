@@ -142,6 +142,7 @@ impl FsBackend {
             meta: side.meta,
             checksums: side.checksums,
             parts: side.parts,
+            part_sizes: side.part_sizes,
         };
         Ok((file, info))
     }
@@ -415,6 +416,7 @@ impl FsWriter {
             meta: self.options.meta.clone(),
             checksums,
             parts: None,
+            part_sizes: Vec::new(),
         };
         let (data, sidecar) = self.dest.paths();
         // Sidecar first: a reader that sees it with the old file notices the inode differs.
@@ -443,6 +445,7 @@ impl FsWriter {
             meta: side.meta,
             checksums: side.checksums,
             parts: None,
+            part_sizes: Vec::new(),
         })
     }
 }

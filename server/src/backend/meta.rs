@@ -22,6 +22,8 @@ pub struct Sidecar {
     pub checksums: Checksums,
     #[serde(default)]
     pub parts: Option<u32>,
+    #[serde(default)]
+    pub part_sizes: Vec<u64>,
 }
 
 impl Sidecar {

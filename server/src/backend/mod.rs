@@ -121,6 +121,8 @@ pub struct ObjectInfo {
     pub checksums: Checksums,
     /// Number of parts when the object was assembled by CompleteMultipartUpload.
     pub parts: Option<u32>,
+    /// Their sizes in order (GET/HEAD `partNumber`); empty for a plain object.
+    pub part_sizes: Vec<u64>,
 }
 
 /// A bucket in ListBuckets.

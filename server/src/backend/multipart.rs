@@ -285,6 +285,7 @@ pub(super) fn complete(
         meta: record.options.meta.clone(),
         checksums: checksums.clone(),
         parts: Some(chosen.len() as u32),
+        part_sizes: chosen.iter().map(|p| p.size).collect(),
     };
     let placed = side
         .store(&fs.tmp_path(), &bucket_dir.join(META_DIR).join(&name))
@@ -302,6 +303,7 @@ pub(super) fn complete(
         meta: record.options.meta,
         checksums,
         parts: Some(chosen.len() as u32),
+        part_sizes: side.part_sizes,
     })
 }
 

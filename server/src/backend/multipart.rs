@@ -24,6 +24,17 @@ use super::{
 };
 
 const UPLOAD_FILE: &str = "upload.json";
+/// Written when the upload completed: a repeated CompleteMultipartUpload answers the same object
+/// (S3 does); every other call treats the upload as gone.
+const COMPLETED_FILE: &str = "completed.json";
+
+#[derive(Serialize, Deserialize)]
+struct CompletedRecord {
+    etag: String,
+    size: u64,
+    checksums: Checksums,
+    part_sizes: Vec<u64>,
+}
 
 #[derive(Serialize, Deserialize)]
 struct UploadRecord {
@@ -43,8 +54,17 @@ fn valid_upload_id(id: &str) -> bool {
     !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// The directory of an upload of `key` that exists.
+/// The directory of an upload of `key` that exists and has not completed.
 fn upload_dir(fs: &FsBackend, bucket: &str, key: &str, id: &str) -> StorageResult<PathBuf> {
+    let dir = any_upload_dir(fs, bucket, key, id)?;
+    if dir.join(COMPLETED_FILE).exists() {
+        return Err(StorageError::NoSuchUpload);
+    }
+    Ok(dir)
+}
+
+/// The directory of an upload of `key`, completed or not.
+fn any_upload_dir(fs: &FsBackend, bucket: &str, key: &str, id: &str) -> StorageResult<PathBuf> {
     let bucket_dir = fs.existing_bucket_dir(bucket)?;
     if !valid_upload_id(id) {
         return Err(StorageError::NoSuchUpload);
@@ -236,8 +256,20 @@ pub(super) fn complete(
     id: &str,
     wanted: &[CompletedPart],
 ) -> StorageResult<ObjectInfo> {
-    let dir = upload_dir(fs, bucket, key, id)?;
+    let dir = any_upload_dir(fs, bucket, key, id)?;
     let record = load_record(&dir)?;
+    if let Some(done) = load_completed(&dir)? {
+        return Ok(ObjectInfo {
+            key: key.to_string(),
+            size: done.size,
+            etag: done.etag,
+            last_modified: SystemTime::now(),
+            meta: record.options.meta,
+            checksums: done.checksums,
+            parts: Some(done.part_sizes.len() as u32),
+            part_sizes: done.part_sizes,
+        });
+    }
     let stored = parts(fs, bucket, key, id)?;
     let chosen = chosen_parts(&stored, wanted)?;
     let etag = multipart_etag(&chosen)?;
@@ -294,7 +326,16 @@ pub(super) fn complete(
         let _ = fs::remove_file(&tmp);
         return Err(e.into());
     }
-    let _ = fs::remove_dir_all(&dir);
+    finish_upload(
+        fs,
+        &dir,
+        &CompletedRecord {
+            etag: etag.clone(),
+            size: stat.len(),
+            checksums: checksums.clone(),
+            part_sizes: side.part_sizes.clone(),
+        },
+    );
     Ok(ObjectInfo {
         key: key.to_string(),
         size: stat.len(),
@@ -305,6 +346,39 @@ pub(super) fn complete(
         parts: Some(chosen.len() as u32),
         part_sizes: side.part_sizes,
     })
+}
+
+fn load_completed(dir: &std::path::Path) -> StorageResult<Option<CompletedRecord>> {
+    match fs::read(dir.join(COMPLETED_FILE)) {
+        Ok(t) => serde_json::from_slice(&t)
+            .map(Some)
+            .map_err(|e| StorageError::Io(io::Error::other(e))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Record the completion and drop the parts (best effort: the object is already in place).
+fn finish_upload(fs: &FsBackend, dir: &std::path::Path, done: &CompletedRecord) {
+    let recorded = serde_json::to_vec(done)
+        .map_err(io::Error::other)
+        .and_then(|text| {
+            let tmp = fs.tmp_path();
+            fs::write(&tmp, text)?;
+            fs::rename(&tmp, dir.join(COMPLETED_FILE))
+        });
+    if recorded.is_err() {
+        let _ = fs::remove_dir_all(dir);
+        return;
+    }
+    if let Ok(entries) = fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if name != UPLOAD_FILE && name != COMPLETED_FILE {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
+    }
 }
 
 pub(super) fn abort(fs: &FsBackend, bucket: &str, key: &str, id: &str) -> StorageResult<()> {
@@ -326,6 +400,9 @@ pub(super) fn list(fs: &FsBackend, bucket: &str, prefix: &str) -> StorageResult<
         let Some(id) = entry.file_name().to_str().map(str::to_string) else {
             continue;
         };
+        if entry.path().join(COMPLETED_FILE).exists() {
+            continue;
+        }
         match load_record(&entry.path()) {
             Ok(record) if record.key.starts_with(prefix) => out.push(to_info(bucket, &id, record)),
             Ok(_) | Err(StorageError::NoSuchUpload) => {}
@@ -394,6 +471,15 @@ mod tests {
         assert_eq!(&got[got.len() - 5..], b"tail!");
         assert_eq!(r.info.etag, info.etag);
         assert!(s.list_uploads("b", "").expect("uploads").is_empty());
+        // Completing again answers the same object; the upload is otherwise gone.
+        let again = s
+            .complete_upload("b", "k", &id, &[named(1, &p1.etag), named(2, &p2.etag)])
+            .expect("repeat complete");
+        assert_eq!(again.etag, info.etag);
+        assert!(matches!(
+            s.list_parts("b", "k", &id),
+            Err(StorageError::NoSuchUpload)
+        ));
     }
 
     #[test]

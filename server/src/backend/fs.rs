@@ -143,6 +143,7 @@ impl FsBackend {
             checksums: side.checksums,
             parts: side.parts,
             part_sizes: side.part_sizes,
+            part_checksums: side.part_checksums,
         };
         Ok((file, info))
     }
@@ -305,8 +306,9 @@ impl Backend for FsBackend {
         key: &str,
         upload_id: &str,
         parts: &[CompletedPart],
+        expected: &super::Checksums,
     ) -> StorageResult<ObjectInfo> {
-        super::multipart::complete(self, bucket, key, upload_id, parts)
+        super::multipart::complete(self, bucket, key, upload_id, parts, expected)
     }
 
     fn abort_upload(&self, bucket: &str, key: &str, upload_id: &str) -> StorageResult<()> {
@@ -417,6 +419,7 @@ impl FsWriter {
             checksums,
             parts: None,
             part_sizes: Vec::new(),
+            part_checksums: Vec::new(),
         };
         let (data, sidecar) = self.dest.paths();
         // Sidecar first: a reader that sees it with the old file notices the inode differs.
@@ -446,6 +449,7 @@ impl FsWriter {
             checksums: side.checksums,
             parts: None,
             part_sizes: Vec::new(),
+            part_checksums: Vec::new(),
         })
     }
 }

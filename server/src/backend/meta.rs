@@ -24,6 +24,8 @@ pub struct Sidecar {
     pub parts: Option<u32>,
     #[serde(default)]
     pub part_sizes: Vec<u64>,
+    #[serde(default)]
+    pub part_checksums: Vec<Checksums>,
 }
 
 impl Sidecar {

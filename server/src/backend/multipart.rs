@@ -34,6 +34,8 @@ struct CompletedRecord {
     size: u64,
     checksums: Checksums,
     part_sizes: Vec<u64>,
+    #[serde(default)]
+    part_checksums: Vec<Checksums>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -187,8 +189,13 @@ fn load_part(dir: &std::path::Path, number: u32) -> StorageResult<Option<PartInf
     }))
 }
 
-/// The stored parts named by `wanted`, checked as S3 checks them.
-fn chosen_parts(stored: &[PartInfo], wanted: &[CompletedPart]) -> StorageResult<Vec<PartInfo>> {
+/// The stored parts named by `wanted`, checked as S3 checks them. With an upload checksum
+/// algorithm every named part must carry its checksum, equal to the stored one.
+fn chosen_parts(
+    stored: &[PartInfo],
+    wanted: &[CompletedPart],
+    algo: Option<ChecksumAlgo>,
+) -> StorageResult<Vec<PartInfo>> {
     if wanted.is_empty() {
         return Err(StorageError::InvalidPart);
     }
@@ -205,6 +212,15 @@ fn chosen_parts(stored: &[PartInfo], wanted: &[CompletedPart]) -> StorageResult<
             .ok_or(StorageError::InvalidPart)?;
         if want.etag.trim_matches('"') != part.etag {
             return Err(StorageError::InvalidPart);
+        }
+        if let Some(algo) = algo {
+            match want.checksums.get(algo) {
+                None => return Err(StorageError::ChecksumMismatch(algo)),
+                Some(v) if Some(v) != part.checksums.get(algo) => {
+                    return Err(StorageError::InvalidPart)
+                }
+                Some(_) => {}
+            }
         }
         chosen.push(part.clone());
     }
@@ -226,27 +242,31 @@ fn multipart_etag(parts: &[PartInfo]) -> StorageResult<String> {
     Ok(format!("{}-{}", hex::encode(md5.finalize()), parts.len()))
 }
 
-/// The object's checksum: composite of the parts' for most algorithms, over the whole object for
-/// CRC64NVME (S3 allows only FULL_OBJECT there).
+/// The object's checksum: over the whole object (FULL_OBJECT, computed while assembling) or the
+/// COMPOSITE of the parts' checksums.
 fn object_checksums(
     algo: Option<ChecksumAlgo>,
     parts: &[PartInfo],
     full: Option<Checksums>,
 ) -> Checksums {
     let mut out = Checksums::default();
-    match algo {
-        Some(ChecksumAlgo::Crc64Nvme) => {
-            if let Some(full) = full {
-                out.set(ChecksumAlgo::Crc64Nvme, full.crc64nvme);
-            }
-        }
-        Some(algo) => {
+    let Some(algo) = algo else {
+        return out;
+    };
+    match full {
+        Some(full) => out.set(algo, full.get(algo).cloned()),
+        None => {
             let refs: Vec<&Checksums> = parts.iter().map(|p| &p.checksums).collect();
             out.set(algo, composite(algo, &refs));
+            out.composite = true;
         }
-        None => {}
     }
     out
+}
+
+/// Whether the upload's checksum is FULL_OBJECT (CRC64NVME has no COMPOSITE form).
+fn is_full_object(options: &UploadOptions) -> bool {
+    options.full_object || options.checksum == Some(ChecksumAlgo::Crc64Nvme)
 }
 
 pub(super) fn complete(
@@ -255,6 +275,7 @@ pub(super) fn complete(
     key: &str,
     id: &str,
     wanted: &[CompletedPart],
+    expected: &Checksums,
 ) -> StorageResult<ObjectInfo> {
     let dir = any_upload_dir(fs, bucket, key, id)?;
     let record = load_record(&dir)?;
@@ -268,14 +289,15 @@ pub(super) fn complete(
             checksums: done.checksums,
             parts: Some(done.part_sizes.len() as u32),
             part_sizes: done.part_sizes,
+            part_checksums: done.part_checksums,
         });
     }
     let stored = parts(fs, bucket, key, id)?;
-    let chosen = chosen_parts(&stored, wanted)?;
+    let algo = record.options.checksum;
+    let chosen = chosen_parts(&stored, wanted, algo)?;
     let etag = multipart_etag(&chosen)?;
 
-    let algo = record.options.checksum;
-    let mut full = (algo == Some(ChecksumAlgo::Crc64Nvme))
+    let mut full = (algo.is_some() && is_full_object(&record.options))
         .then(|| ChecksumComputer::new(&Checksums::default(), algo));
     let tmp = fs.tmp_path();
     let assembled = (|| -> io::Result<File> {
@@ -306,6 +328,12 @@ pub(super) fn complete(
     };
     let full = full.map(|c| c.finish(&Checksums::default())).transpose()?;
     let checksums = object_checksums(algo, &chosen, full);
+    for a in expected.algos() {
+        if Some(a) != algo || expected.get(a) != checksums.get(a) {
+            let _ = fs::remove_file(&tmp);
+            return Err(StorageError::ChecksumMismatch(a));
+        }
+    }
 
     let stat = out.metadata()?;
     let bucket_dir = fs.existing_bucket_dir(bucket)?;
@@ -318,6 +346,7 @@ pub(super) fn complete(
         checksums: checksums.clone(),
         parts: Some(chosen.len() as u32),
         part_sizes: chosen.iter().map(|p| p.size).collect(),
+        part_checksums: chosen.iter().map(|p| p.checksums.clone()).collect(),
     };
     let placed = side
         .store(&fs.tmp_path(), &bucket_dir.join(META_DIR).join(&name))
@@ -334,6 +363,7 @@ pub(super) fn complete(
             size: stat.len(),
             checksums: checksums.clone(),
             part_sizes: side.part_sizes.clone(),
+            part_checksums: side.part_checksums.clone(),
         },
     );
     Ok(ObjectInfo {
@@ -345,6 +375,7 @@ pub(super) fn complete(
         checksums,
         parts: Some(chosen.len() as u32),
         part_sizes: side.part_sizes,
+        part_checksums: side.part_checksums,
     })
 }
 
@@ -447,21 +478,46 @@ mod tests {
         let named = |n: u32, etag: &str| CompletedPart {
             part_number: n,
             etag: format!("\"{etag}\""),
+            checksums: Checksums::default(),
         };
         assert!(matches!(
-            s.complete_upload("b", "k", &id, &[named(2, &p2.etag), named(1, &p1.etag)]),
+            s.complete_upload(
+                "b",
+                "k",
+                &id,
+                &[named(2, &p2.etag), named(1, &p1.etag)],
+                &Checksums::default()
+            ),
             Err(StorageError::InvalidPartOrder)
         ));
         assert!(matches!(
-            s.complete_upload("b", "k", &id, &[named(1, "00"), named(2, &p2.etag)]),
+            s.complete_upload(
+                "b",
+                "k",
+                &id,
+                &[named(1, "00"), named(2, &p2.etag)],
+                &Checksums::default()
+            ),
             Err(StorageError::InvalidPart)
         ));
         assert!(matches!(
-            s.complete_upload("b", "other", &id, &[named(1, &p1.etag)]),
+            s.complete_upload(
+                "b",
+                "other",
+                &id,
+                &[named(1, &p1.etag)],
+                &Checksums::default()
+            ),
             Err(StorageError::NoSuchUpload)
         ));
         let info = s
-            .complete_upload("b", "k", &id, &[named(1, &p1.etag), named(2, &p2.etag)])
+            .complete_upload(
+                "b",
+                "k",
+                &id,
+                &[named(1, &p1.etag), named(2, &p2.etag)],
+                &Checksums::default(),
+            )
             .expect("complete");
         assert!(info.etag.ends_with("-2"), "{}", info.etag);
         assert_eq!(info.size, MIN_PART_SIZE + 5);
@@ -473,7 +529,13 @@ mod tests {
         assert!(s.list_uploads("b", "").expect("uploads").is_empty());
         // Completing again answers the same object; the upload is otherwise gone.
         let again = s
-            .complete_upload("b", "k", &id, &[named(1, &p1.etag), named(2, &p2.etag)])
+            .complete_upload(
+                "b",
+                "k",
+                &id,
+                &[named(1, &p1.etag), named(2, &p2.etag)],
+                &Checksums::default(),
+            )
             .expect("repeat complete");
         assert_eq!(again.etag, info.etag);
         assert!(matches!(
@@ -495,9 +557,16 @@ mod tests {
         let named = |p: &ObjectInfo, n| CompletedPart {
             part_number: n,
             etag: p.etag.clone(),
+            checksums: Checksums::default(),
         };
         assert!(matches!(
-            s.complete_upload("b", "k", &id, &[named(&p1, 1), named(&p2, 2)]),
+            s.complete_upload(
+                "b",
+                "k",
+                &id,
+                &[named(&p1, 1), named(&p2, 2)],
+                &Checksums::default()
+            ),
             Err(StorageError::EntityTooSmall)
         ));
         // A writer open while the upload is aborted cannot bring it back.

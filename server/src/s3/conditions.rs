@@ -140,6 +140,7 @@ mod tests {
             checksums: Default::default(),
             parts: None,
             part_sizes: Vec::new(),
+            part_checksums: Vec::new(),
         }
     }
 

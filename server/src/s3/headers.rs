@@ -3,7 +3,8 @@
 //! must never be stored in plaintext when the client asked for encryption).
 
 use s3s::dto::{
-    ChecksumAlgorithm, ChecksumMode, Metadata, ServerSideEncryption, Timestamp, TimestampFormat,
+    ChecksumAlgorithm, ChecksumMode, ChecksumType, Metadata, ServerSideEncryption, Timestamp,
+    TimestampFormat,
 };
 use s3s::{s3_error, S3Result};
 
@@ -102,7 +103,20 @@ pub fn expected_checksums(
         sha1,
         sha256,
         crc64nvme,
+        composite: false,
     }
+}
+
+/// `x-amz-checksum-type` for stored checksums (none without checksums).
+pub fn checksum_type(c: &Checksums) -> Option<ChecksumType> {
+    if c.is_empty() {
+        return None;
+    }
+    Some(ChecksumType::from_static(if c.composite {
+        ChecksumType::COMPOSITE
+    } else {
+        ChecksumType::FULL_OBJECT
+    }))
 }
 
 /// `x-amz-checksum-algorithm` / `x-amz-sdk-checksum-algorithm` as ours.

@@ -67,6 +67,10 @@ impl HipobjS3 {
             }
             .into_meta(),
             checksum,
+            full_object: input
+                .checksum_type
+                .as_ref()
+                .is_some_and(|t| t.as_str() == ChecksumType::FULL_OBJECT),
         };
         let (b, k) = (input.bucket.clone(), input.key.clone());
         let id = self
@@ -77,6 +81,7 @@ impl HipobjS3 {
             key: Some(input.key),
             upload_id: Some(id),
             checksum_algorithm: checksum.map(headers::algorithm_dto),
+            checksum_type: input.checksum_type,
             ..Default::default()
         }))
     }
@@ -208,6 +213,13 @@ impl HipobjS3 {
             named.push(Named {
                 part_number: part_number(n)?,
                 etag: etag.value().to_string(),
+                checksums: headers::expected_checksums(
+                    p.checksum_crc32,
+                    p.checksum_crc32c,
+                    p.checksum_sha1,
+                    p.checksum_sha256,
+                    p.checksum_crc64nvme,
+                ),
             });
         }
         if named.is_empty() {
@@ -229,19 +241,27 @@ impl HipobjS3 {
                 existing.as_ref(),
             )?;
         }
+        let expected = headers::expected_checksums(
+            input.checksum_crc32,
+            input.checksum_crc32c,
+            input.checksum_sha1,
+            input.checksum_sha256,
+            input.checksum_crc64nvme,
+        );
         let (b, k, id) = (
             input.bucket.clone(),
             input.key.clone(),
             input.upload_id.clone(),
         );
         let info = self
-            .blocking(move |s| s.complete_upload(&b, &k, &id, &named))
+            .blocking(move |s| s.complete_upload(&b, &k, &id, &named, &expected))
             .await?;
         let mut output = CompleteMultipartUploadOutput {
             location: Some(format!("/{}/{}", input.bucket, input.key)),
             bucket: Some(input.bucket),
             key: Some(input.key),
             e_tag: Some(headers::etag(&info.etag)),
+            checksum_type: headers::checksum_type(&info.checksums),
             ..Default::default()
         };
         put_checksums!(output, info.checksums);

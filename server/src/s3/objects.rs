@@ -132,6 +132,30 @@ pub(super) fn copy_into(
     writer.commit()
 }
 
+/// Checksums a GET/HEAD reports: the part's for `partNumber` of a multipart object (reported
+/// with the object's checksum type), the object's for the whole object, none for a range.
+fn part_or_object_checksums(
+    info: &ObjectInfo,
+    part_number: Option<i32>,
+    whole: bool,
+    wanted: bool,
+) -> crate::backend::Checksums {
+    if let Some(n) = part_number.filter(|_| !info.part_checksums.is_empty()) {
+        let mut part = info
+            .part_checksums
+            .get((n.max(1) - 1) as usize)
+            .cloned()
+            .unwrap_or_default();
+        part.composite = info.checksums.composite;
+        return if wanted || !info.checksums.is_empty() {
+            part
+        } else {
+            Default::default()
+        };
+    }
+    headers::reported_checksums(info, whole, wanted)
+}
+
 /// 416 InvalidPartNumber (a code s3s has no variant for).
 fn invalid_part_number() -> S3Error {
     let mut err = S3Error::with_message(
@@ -242,10 +266,10 @@ impl HipobjS3 {
                 .map(|p| p as i32),
             ..Default::default()
         };
-        put_checksums!(
-            output,
-            headers::reported_checksums(&info, selected.is_none(), wanted)
-        );
+        let reported =
+            part_or_object_checksums(&info, input.part_number, selected.is_none(), wanted);
+        output.checksum_type = headers::checksum_type(&reported);
+        put_checksums!(output, reported);
         Ok(S3Response::new(output))
     }
 
@@ -293,10 +317,10 @@ impl HipobjS3 {
                 .map(|p| p as i32),
             ..Default::default()
         };
-        put_checksums!(
-            output,
-            headers::reported_checksums(&info, selected.is_none(), wanted)
-        );
+        let reported =
+            part_or_object_checksums(&info, input.part_number, selected.is_none(), wanted);
+        output.checksum_type = headers::checksum_type(&reported);
+        put_checksums!(output, reported);
         Ok(S3Response::new(output))
     }
 

@@ -3,6 +3,7 @@
 //! `error`. The op bodies live in one module per concept: `objects` (GET/HEAD/PUT/DELETE, copy,
 //! DeleteObjects), `multipart`, `listing`; `headers` and `conditions` are shared by them.
 
+mod attributes;
 mod conditions;
 mod headers;
 mod listing;
@@ -249,6 +250,13 @@ impl S3 for HipobjS3 {
         req: S3Request<DeleteObjectsInput>,
     ) -> S3Result<S3Response<DeleteObjectsOutput>> {
         self.delete_many(req.input).await
+    }
+
+    async fn get_object_attributes(
+        &self,
+        req: S3Request<GetObjectAttributesInput>,
+    ) -> S3Result<S3Response<GetObjectAttributesOutput>> {
+        self.attributes(req.input).await
     }
 
     async fn copy_object(

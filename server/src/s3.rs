@@ -3,6 +3,7 @@
 //! `error`. The op bodies live in one module per concept: `objects` (GET/HEAD/PUT/DELETE, copy,
 //! DeleteObjects), `multipart`, `listing`; `headers` and `conditions` are shared by them.
 
+mod acl;
 mod attributes;
 mod conditions;
 mod headers;
@@ -259,6 +260,20 @@ impl S3 for HipobjS3 {
         self.attributes(req.input).await
     }
 
+    async fn get_object_acl(
+        &self,
+        req: S3Request<GetObjectAclInput>,
+    ) -> S3Result<S3Response<GetObjectAclOutput>> {
+        self.object_acl(req).await
+    }
+
+    async fn get_bucket_acl(
+        &self,
+        req: S3Request<GetBucketAclInput>,
+    ) -> S3Result<S3Response<GetBucketAclOutput>> {
+        self.bucket_acl(req).await
+    }
+
     async fn copy_object(
         &self,
         req: S3Request<CopyObjectInput>,
@@ -270,21 +285,24 @@ impl S3 for HipobjS3 {
         &self,
         req: S3Request<ListObjectsInput>,
     ) -> S3Result<S3Response<ListObjectsOutput>> {
-        self.list_v1(req.input).await
+        let owner = acl::owner_of(&req);
+        self.list_v1(req.input, owner).await
     }
 
     async fn list_objects_v2(
         &self,
         req: S3Request<ListObjectsV2Input>,
     ) -> S3Result<S3Response<ListObjectsV2Output>> {
-        self.list_v2(req.input).await
+        let owner = acl::owner_of(&req);
+        self.list_v2(req.input, owner).await
     }
 
     async fn list_object_versions(
         &self,
         req: S3Request<ListObjectVersionsInput>,
     ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
-        self.list_versions(req.input).await
+        let owner = acl::owner_of(&req);
+        self.list_versions(req.input, owner).await
     }
 
     async fn create_multipart_upload(

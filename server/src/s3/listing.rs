@@ -29,7 +29,11 @@ fn wants_url(e: Option<&EncodingType>) -> bool {
 }
 
 /// Objects and common prefixes of a page, keys encoded as asked.
-fn entries(page: ListPage<ObjectInfo>, url: bool) -> (Vec<Object>, Vec<CommonPrefix>) {
+fn entries(
+    page: ListPage<ObjectInfo>,
+    url: bool,
+    owner: &Owner,
+) -> (Vec<Object>, Vec<CommonPrefix>) {
     let enc = |s: &str| {
         if url {
             headers::url_encode(s)
@@ -48,6 +52,7 @@ fn entries(page: ListPage<ObjectInfo>, url: bool) -> (Vec<Object>, Vec<CommonPre
             storage_class: Some(ObjectStorageClass::from_static(
                 ObjectStorageClass::STANDARD,
             )),
+            owner: Some(owner.clone()),
             ..Default::default()
         })
         .collect();
@@ -70,6 +75,7 @@ impl HipobjS3 {
     pub(super) async fn list_v1(
         &self,
         input: ListObjectsInput,
+        owner: Owner,
     ) -> S3Result<S3Response<ListObjectsOutput>> {
         let max = max_keys(input.max_keys)?;
         let prefix = input.prefix.clone().unwrap_or_default();
@@ -91,7 +97,7 @@ impl HipobjS3 {
             .filter(|_| page.is_truncated && input.delimiter.is_some())
             .map(enc);
         let truncated = page.is_truncated;
-        let (contents, common_prefixes) = entries(page, url);
+        let (contents, common_prefixes) = entries(page, url, &owner);
         Ok(S3Response::new(ListObjectsOutput {
             name: Some(input.bucket),
             prefix: Some(enc(prefix)),
@@ -110,6 +116,7 @@ impl HipobjS3 {
     pub(super) async fn list_v2(
         &self,
         input: ListObjectsV2Input,
+        owner: Owner,
     ) -> S3Result<S3Response<ListObjectsV2Output>> {
         let max = max_keys(input.max_keys)?;
         let prefix = input.prefix.clone().unwrap_or_default();
@@ -144,7 +151,7 @@ impl HipobjS3 {
         let key_count = (page.items.len() + page.common_prefixes.len()) as i32;
         let truncated = page.is_truncated;
         let next = page.next_after.clone().map(hex::encode);
-        let (mut contents, common_prefixes) = entries(page, url);
+        let (mut contents, common_prefixes) = entries(page, url, &owner);
         if input.fetch_owner != Some(true) {
             for o in &mut contents {
                 o.owner = None;
@@ -170,6 +177,7 @@ impl HipobjS3 {
     pub(super) async fn list_versions(
         &self,
         input: ListObjectVersionsInput,
+        owner: Owner,
     ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
         let max = max_keys(input.max_keys)?;
         let prefix = input.prefix.clone().unwrap_or_default();
@@ -199,6 +207,7 @@ impl HipobjS3 {
                 storage_class: Some(ObjectVersionStorageClass::from_static(
                     ObjectVersionStorageClass::STANDARD,
                 )),
+                owner: Some(owner.clone()),
                 ..Default::default()
             })
             .collect();

@@ -290,6 +290,10 @@ pub trait Backend: Send + Sync + 'static {
     fn delete_bucket(&self, bucket: &str) -> StorageResult<()>;
     /// Sorted by name.
     fn list_buckets(&self) -> StorageResult<Vec<BucketInfo>>;
+    /// The identity recorded as the bucket's owner (`None`: the bucket names no owner).
+    fn bucket_owner(&self, bucket: &str) -> StorageResult<Option<String>>;
+    /// Record the bucket's owner once (a second call fails with `BucketAlreadyExists`).
+    fn set_bucket_owner(&self, bucket: &str, owner: &str) -> StorageResult<()>;
 
     /// Open an object; `range` selects bytes (`InvalidRange` if unsatisfiable).
     fn open_read(

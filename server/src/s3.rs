@@ -10,6 +10,7 @@ mod headers;
 mod listing;
 mod multipart;
 mod objects;
+mod presign;
 
 use std::sync::Arc;
 
@@ -162,6 +163,7 @@ impl S3 for HipobjS3 {
         &self,
         req: S3Request<GetObjectInput>,
     ) -> S3Result<S3Response<GetObjectOutput>> {
+        presign::check_expiry(&req.uri)?;
         let kind = JobKind::Get {
             range: req.input.range,
         };
@@ -201,6 +203,7 @@ impl S3 for HipobjS3 {
         &self,
         req: S3Request<PutObjectInput>,
     ) -> S3Result<S3Response<PutObjectOutput>> {
+        presign::check_expiry(&req.uri)?;
         let Some(result) = self
             .token_request(
                 &req.headers,
@@ -236,6 +239,7 @@ impl S3 for HipobjS3 {
         &self,
         req: S3Request<HeadObjectInput>,
     ) -> S3Result<S3Response<HeadObjectOutput>> {
+        presign::check_expiry(&req.uri)?;
         self.head(req.input).await
     }
 
@@ -243,6 +247,7 @@ impl S3 for HipobjS3 {
         &self,
         req: S3Request<DeleteObjectInput>,
     ) -> S3Result<S3Response<DeleteObjectOutput>> {
+        presign::check_expiry(&req.uri)?;
         self.delete(req).await
     }
 
@@ -316,6 +321,7 @@ impl S3 for HipobjS3 {
         &self,
         req: S3Request<UploadPartInput>,
     ) -> S3Result<S3Response<UploadPartOutput>> {
+        presign::check_expiry(&req.uri)?;
         if req.headers.contains_key(RDMA_TOKEN) {
             // UploadPart by token: the RDMA engine writes through Backend::create_part_write;
             // the data path wires it (server/src/rdma).

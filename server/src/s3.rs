@@ -7,6 +7,8 @@ mod acl;
 mod attributes;
 mod conditions;
 mod headers;
+#[cfg(test)]
+mod http_tests;
 mod listing;
 mod multipart;
 mod objects;

@@ -199,9 +199,16 @@ fn chosen_parts(
     if wanted.is_empty() {
         return Err(StorageError::InvalidPart);
     }
-    let mut chosen = Vec::with_capacity(wanted.len());
+    let mut chosen: Vec<PartInfo> = Vec::with_capacity(wanted.len());
     let mut last = 0;
-    for want in wanted {
+    for (i, want) in wanted.iter().enumerate() {
+        // A part named twice in a row (a resent part): the later entry counts.
+        if wanted
+            .get(i + 1)
+            .is_some_and(|next| next.part_number == want.part_number)
+        {
+            continue;
+        }
         if want.part_number <= last {
             return Err(StorageError::InvalidPartOrder);
         }

@@ -23,7 +23,14 @@ impl HipobjS3 {
         }
         let (b, k) = (input.bucket.clone(), input.key.clone());
         let info = self.blocking(move |s| s.head_object(&b, &k)).await?;
-        let wants = |name: &str| input.object_attributes.iter().any(|a| a.as_str() == name);
+        // One header may carry several comma-separated names.
+        let wants = |name: &str| {
+            input
+                .object_attributes
+                .iter()
+                .flat_map(|a| a.as_str().split(','))
+                .any(|a| a.trim() == name)
+        };
         let mut output = GetObjectAttributesOutput {
             last_modified: Some(timestamp(&info)),
             ..Default::default()

@@ -124,6 +124,27 @@ pub fn check_write(
     Ok(())
 }
 
+/// DeleteObject / DeleteObjects conditions (`If-Match`, `x-amz-if-match-last-modified-time`,
+/// `x-amz-if-match-size`): 412 when the object exists and one differs; deleting a missing object
+/// is never an error.
+pub fn check_delete(
+    if_match: Option<&ETagCondition>,
+    last_modified: Option<&Timestamp>,
+    size: Option<i64>,
+    existing: Option<&ObjectInfo>,
+) -> S3Result<()> {
+    let Some(info) = existing else {
+        return Ok(());
+    };
+    let etag_differs = if_match.is_some_and(|c| !matches(c, &info.etag));
+    let time_differs = last_modified.is_some_and(|t| ts_secs(t) != secs(info.last_modified));
+    let size_differs = size.is_some_and(|s| s != info.size as i64);
+    if etag_differs || time_differs || size_differs {
+        return Err(s3_error!(PreconditionFailed));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +203,18 @@ mod tests {
             ..Default::default()
         };
         assert!(evaluate(&c, &i).is_none());
+    }
+
+    #[test]
+    fn delete_conditions() {
+        let i = info();
+        let bad = ETagCondition::ETag(ETag::Strong("xyz".into()));
+        assert!(check_delete(Some(&bad), None, None, Some(&i)).is_err());
+        assert!(check_delete(Some(&bad), None, None, None).is_ok());
+        assert!(check_delete(None, None, Some(2), Some(&i)).is_err());
+        assert!(check_delete(None, None, Some(1), Some(&i)).is_ok());
+        assert!(check_delete(None, Some(&ts(1_000_000)), None, Some(&i)).is_ok());
+        assert!(check_delete(None, Some(&ts(5)), None, Some(&i)).is_err());
     }
 
     #[test]

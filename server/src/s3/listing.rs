@@ -98,12 +98,13 @@ impl HipobjS3 {
             .map(enc);
         let truncated = page.is_truncated;
         let (contents, common_prefixes) = entries(page, url, &owner);
+        // v1 encodes Delimiter, Marker, NextMarker and the keys, not the top-level Prefix.
         Ok(S3Response::new(ListObjectsOutput {
             name: Some(input.bucket),
-            prefix: Some(enc(prefix)),
+            prefix: Some(prefix),
             marker: Some(enc(input.marker.unwrap_or_default())),
             max_keys: Some(max as i32),
-            delimiter: input.delimiter.map(enc),
+            delimiter: input.delimiter.filter(|d| !d.is_empty()).map(enc),
             is_truncated: Some(truncated),
             next_marker,
             encoding_type: input.encoding_type,
@@ -160,7 +161,7 @@ impl HipobjS3 {
         Ok(S3Response::new(ListObjectsV2Output {
             name: Some(input.bucket),
             prefix: Some(enc(prefix)),
-            delimiter: input.delimiter.map(enc),
+            delimiter: input.delimiter.filter(|d| !d.is_empty()).map(enc),
             max_keys: Some(max as i32),
             key_count: Some(key_count),
             is_truncated: Some(truncated),

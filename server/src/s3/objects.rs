@@ -156,14 +156,9 @@ fn part_or_object_checksums(
     headers::reported_checksums(info, whole, wanted)
 }
 
-/// 416 InvalidPartNumber (a code s3s has no variant for).
+/// A `partNumber` the object does not have: 400 InvalidPart.
 fn invalid_part_number() -> S3Error {
-    let mut err = S3Error::with_message(
-        S3ErrorCode::Custom("InvalidPartNumber".into()),
-        "The requested partnumber is not satisfiable",
-    );
-    err.set_status_code(http::StatusCode::RANGE_NOT_SATISFIABLE);
-    err
+    s3_error!(InvalidPart, "The requested partnumber is not satisfiable")
 }
 
 /// The bytes GET/HEAD select: `partNumber` or `Range` (not both).
@@ -399,9 +394,17 @@ impl HipobjS3 {
                 return Err(s3_error!(NoSuchVersion));
             }
         }
-        if let Some(cond) = &input.if_match {
+        if input.if_match.is_some()
+            || input.if_match_last_modified_time.is_some()
+            || input.if_match_size.is_some()
+        {
             let existing = self.existing(&input.bucket, &input.key).await?;
-            conditions::check_write(Some(cond), None, existing.as_ref())?;
+            conditions::check_delete(
+                input.if_match.as_ref(),
+                input.if_match_last_modified_time.as_ref(),
+                input.if_match_size,
+                existing.as_ref(),
+            )?;
         }
         let DeleteObjectInput { bucket, key, .. } = input;
         self.blocking(move |s| s.delete_object(&bucket, &key))
@@ -439,6 +442,15 @@ impl HipobjS3 {
                 });
                 continue;
             }
+            if let Err(e) = self.check_delete_one(&bucket, &obj).await {
+                errors.push(Error {
+                    key: Some(obj.key),
+                    version_id: obj.version_id,
+                    code: Some(e.code().as_str().to_string()),
+                    message: e.message().map(str::to_string),
+                });
+                continue;
+            }
             let (b, k) = (bucket.clone(), obj.key.clone());
             match self.blocking(move |s| s.delete_object(&b, &k)).await {
                 Ok(()) => {
@@ -463,6 +475,21 @@ impl HipobjS3 {
             errors: Some(errors),
             ..Default::default()
         }))
+    }
+
+    /// The per-object conditions of a DeleteObjects entry.
+    async fn check_delete_one(&self, bucket: &str, obj: &ObjectIdentifier) -> S3Result<()> {
+        if obj.e_tag.is_none() && obj.last_modified_time.is_none() && obj.size.is_none() {
+            return Ok(());
+        }
+        let existing = self.existing(bucket, &obj.key).await?;
+        let etag = obj.e_tag.clone().map(ETagCondition::ETag);
+        conditions::check_delete(
+            etag.as_ref(),
+            obj.last_modified_time.as_ref(),
+            obj.size,
+            existing.as_ref(),
+        )
     }
 
     pub(super) async fn copy(

@@ -3,7 +3,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build deps test unit ctest lint loom fuzz-short e2e demo bench-server clean
+.PHONY: all build deps test unit ctest lint loom fuzz-short s3-conformance e2e demo bench-server clean
 
 all: build
 
@@ -31,11 +31,15 @@ loom:
 fuzz-short:
 	fuzz/run-short
 
+# ceph/s3-tests test_s3.py against hipobj-server and s3s-fs 0.14.1; fails below tests/s3/baseline.txt.
+s3-conformance:
+	scripts/s3-conformance
+
 e2e: build
 	scripts/build-e2e
 	tests/vm/e2e
 
-test: unit ctest lint loom fuzz-short e2e
+test: unit ctest lint loom fuzz-short s3-conformance e2e
 
 demo: build
 	scripts/build-e2e

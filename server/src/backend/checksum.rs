@@ -69,6 +69,10 @@ pub struct Checksums {
     pub sha1: Option<String>,
     pub sha256: Option<String>,
     pub crc64nvme: Option<String>,
+    /// The values are COMPOSITE multipart checksums (`<digest of part digests>-<parts>`), not
+    /// checksums of the whole object (FULL_OBJECT).
+    #[serde(default)]
+    pub composite: bool,
 }
 
 impl Checksums {
@@ -111,6 +115,7 @@ impl Checksums {
             sha1: c.checksum_sha1,
             sha256: c.checksum_sha256,
             crc64nvme: c.checksum_crc64nvme,
+            composite: false,
         }
     }
 }

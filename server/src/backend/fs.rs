@@ -4,6 +4,7 @@
 //! - `<bucket>/<encoded key>`: the object's bytes (see `keys` for the encoding).
 //! - `<bucket>/.meta/<encoded key>`: its [`Sidecar`] (ETag, metadata, checksums; JSON).
 //! - `<bucket>/.uploads/<upload id>/`: a multipart upload (see `multipart`).
+//! - `<bucket>/.owner`: the identity that owns the bucket (one line).
 //! - `.tmp/`: bytes being written; a commit renames the file into place (atomic replace), an
 //!   abort or a drop removes it.
 
@@ -28,6 +29,7 @@ use super::{
 pub(super) const META_DIR: &str = ".meta";
 pub(super) const UPLOADS_DIR: &str = ".uploads";
 const TMP_DIR: &str = ".tmp";
+const OWNER_FILE: &str = ".owner";
 
 /// The filesystem store.
 #[derive(Debug)]
@@ -55,7 +57,7 @@ impl FsBackend {
         Ok(self.root.join(bucket))
     }
 
-    pub(super) fn existing_bucket_dir(&self, bucket: &str) -> StorageResult<PathBuf> {
+    pub(crate) fn existing_bucket_dir(&self, bucket: &str) -> StorageResult<PathBuf> {
         let dir = self
             .bucket_dir(bucket)
             .map_err(|_| StorageError::NoSuchBucket)?;
@@ -142,6 +144,8 @@ impl FsBackend {
             meta: side.meta,
             checksums: side.checksums,
             parts: side.parts,
+            part_sizes: side.part_sizes,
+            part_checksums: side.part_checksums,
         };
         Ok((file, info))
     }
@@ -200,6 +204,34 @@ impl Backend for FsBackend {
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
+    }
+
+    fn bucket_owner(&self, bucket: &str) -> StorageResult<Option<String>> {
+        let path = self.existing_bucket_dir(bucket)?.join(OWNER_FILE);
+        match fs::read_to_string(path) {
+            Ok(text) => Ok(Some(text.trim().to_string()).filter(|o| !o.is_empty())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn set_bucket_owner(&self, bucket: &str, owner: &str) -> StorageResult<()> {
+        let path = self.existing_bucket_dir(bucket)?.join(OWNER_FILE);
+        let mut file = match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(StorageError::BucketAlreadyExists)
+            }
+            Err(e) => return Err(e.into()),
+        };
+        use std::io::Write;
+        writeln!(file, "{owner}")?;
+        file.sync_all()?;
+        Ok(())
     }
 
     fn open_read(
@@ -304,8 +336,9 @@ impl Backend for FsBackend {
         key: &str,
         upload_id: &str,
         parts: &[CompletedPart],
+        expected: &super::Checksums,
     ) -> StorageResult<ObjectInfo> {
-        super::multipart::complete(self, bucket, key, upload_id, parts)
+        super::multipart::complete(self, bucket, key, upload_id, parts, expected)
     }
 
     fn abort_upload(&self, bucket: &str, key: &str, upload_id: &str) -> StorageResult<()> {
@@ -415,6 +448,8 @@ impl FsWriter {
             meta: self.options.meta.clone(),
             checksums,
             parts: None,
+            part_sizes: Vec::new(),
+            part_checksums: Vec::new(),
         };
         let (data, sidecar) = self.dest.paths();
         // Sidecar first: a reader that sees it with the old file notices the inode differs.
@@ -443,6 +478,8 @@ impl FsWriter {
             meta: side.meta,
             checksums: side.checksums,
             parts: None,
+            part_sizes: Vec::new(),
+            part_checksums: Vec::new(),
         })
     }
 }
@@ -557,6 +594,29 @@ mod tests {
             Err(StorageError::NoSuchKey)
         ));
         s.delete_bucket("b").expect("empty bucket deletes");
+    }
+
+    #[test]
+    fn bucket_owner_is_recorded_once() {
+        let (_dir, s) = store();
+        s.create_bucket("b").expect("create");
+        assert_eq!(s.bucket_owner("b").expect("owner"), None);
+        s.set_bucket_owner("b", "AKIA1").expect("set");
+        assert!(matches!(
+            s.set_bucket_owner("b", "AKIA2"),
+            Err(StorageError::BucketAlreadyExists)
+        ));
+        assert_eq!(
+            s.bucket_owner("b").expect("owner").as_deref(),
+            Some("AKIA1")
+        );
+        // The owner file is no object and does not keep the bucket from being deleted.
+        assert!(s.list_objects("b", "").expect("list").is_empty());
+        s.delete_bucket("b").expect("delete");
+        assert!(matches!(
+            s.bucket_owner("b"),
+            Err(StorageError::NoSuchBucket)
+        ));
     }
 
     #[test]

@@ -32,6 +32,10 @@ pub fn paginate<T>(
     max_keys: usize,
 ) -> ListPage<T> {
     let mut page = ListPage::default();
+    // S3 answers max-keys=0 with an empty, untruncated page.
+    if max_keys == 0 {
+        return page;
+    }
     let mut count = 0usize;
     for item in sorted {
         let key = key_of(&item).to_string();

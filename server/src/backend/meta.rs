@@ -22,6 +22,10 @@ pub struct Sidecar {
     pub checksums: Checksums,
     #[serde(default)]
     pub parts: Option<u32>,
+    #[serde(default)]
+    pub part_sizes: Vec<u64>,
+    #[serde(default)]
+    pub part_checksums: Vec<Checksums>,
 }
 
 impl Sidecar {

@@ -121,6 +121,10 @@ pub struct ObjectInfo {
     pub checksums: Checksums,
     /// Number of parts when the object was assembled by CompleteMultipartUpload.
     pub parts: Option<u32>,
+    /// Their sizes in order (GET/HEAD `partNumber`); empty for a plain object.
+    pub part_sizes: Vec<u64>,
+    /// Their checksums in order (GET `partNumber` with checksums); empty for a plain object.
+    pub part_checksums: Vec<Checksums>,
 }
 
 /// A bucket in ListBuckets.
@@ -246,6 +250,10 @@ pub struct UploadOptions {
     pub meta: ObjectMeta,
     /// Checksum algorithm every part must carry (and the object reports), if any.
     pub checksum: Option<ChecksumAlgo>,
+    /// The object's checksum covers the whole object (FULL_OBJECT) rather than being the
+    /// COMPOSITE of the part checksums. Always so for CRC64NVME.
+    #[serde(default)]
+    pub full_object: bool,
 }
 
 /// One stored part.
@@ -265,6 +273,8 @@ pub struct CompletedPart {
     pub part_number: u32,
     /// ETag as the client sent it (quotes allowed).
     pub etag: String,
+    /// Part checksums as the client sent them; checked against the stored part.
+    pub checksums: Checksums,
 }
 
 /// Smallest size of every part but the last (S3's rule).
@@ -280,6 +290,10 @@ pub trait Backend: Send + Sync + 'static {
     fn delete_bucket(&self, bucket: &str) -> StorageResult<()>;
     /// Sorted by name.
     fn list_buckets(&self) -> StorageResult<Vec<BucketInfo>>;
+    /// The identity recorded as the bucket's owner (`None`: the bucket names no owner).
+    fn bucket_owner(&self, bucket: &str) -> StorageResult<Option<String>>;
+    /// Record the bucket's owner once (a second call fails with `BucketAlreadyExists`).
+    fn set_bucket_owner(&self, bucket: &str, owner: &str) -> StorageResult<()>;
 
     /// Open an object; `range` selects bytes (`InvalidRange` if unsatisfiable).
     fn open_read(
@@ -322,12 +336,14 @@ pub trait Backend: Send + Sync + 'static {
     /// Stored parts, ascending by number.
     fn list_parts(&self, bucket: &str, key: &str, upload_id: &str) -> StorageResult<Vec<PartInfo>>;
     /// Assemble the named parts into the object (atomic, like a commit) and end the upload.
+    /// `expected`: the object checksum the client sent, verified before anything is placed.
     fn complete_upload(
         &self,
         bucket: &str,
         key: &str,
         upload_id: &str,
         parts: &[CompletedPart],
+        expected: &Checksums,
     ) -> StorageResult<ObjectInfo>;
     /// Drop an upload and its parts.
     fn abort_upload(&self, bucket: &str, key: &str, upload_id: &str) -> StorageResult<()>;

@@ -24,6 +24,19 @@ use super::{
 };
 
 const UPLOAD_FILE: &str = "upload.json";
+/// Written when the upload completed: a repeated CompleteMultipartUpload answers the same object
+/// (S3 does); every other call treats the upload as gone.
+const COMPLETED_FILE: &str = "completed.json";
+
+#[derive(Serialize, Deserialize)]
+struct CompletedRecord {
+    etag: String,
+    size: u64,
+    checksums: Checksums,
+    part_sizes: Vec<u64>,
+    #[serde(default)]
+    part_checksums: Vec<Checksums>,
+}
 
 #[derive(Serialize, Deserialize)]
 struct UploadRecord {
@@ -43,8 +56,17 @@ fn valid_upload_id(id: &str) -> bool {
     !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// The directory of an upload of `key` that exists.
+/// The directory of an upload of `key` that exists and has not completed.
 fn upload_dir(fs: &FsBackend, bucket: &str, key: &str, id: &str) -> StorageResult<PathBuf> {
+    let dir = any_upload_dir(fs, bucket, key, id)?;
+    if dir.join(COMPLETED_FILE).exists() {
+        return Err(StorageError::NoSuchUpload);
+    }
+    Ok(dir)
+}
+
+/// The directory of an upload of `key`, completed or not.
+fn any_upload_dir(fs: &FsBackend, bucket: &str, key: &str, id: &str) -> StorageResult<PathBuf> {
     let bucket_dir = fs.existing_bucket_dir(bucket)?;
     if !valid_upload_id(id) {
         return Err(StorageError::NoSuchUpload);
@@ -167,14 +189,26 @@ fn load_part(dir: &std::path::Path, number: u32) -> StorageResult<Option<PartInf
     }))
 }
 
-/// The stored parts named by `wanted`, checked as S3 checks them.
-fn chosen_parts(stored: &[PartInfo], wanted: &[CompletedPart]) -> StorageResult<Vec<PartInfo>> {
+/// The stored parts named by `wanted`, checked as S3 checks them. With an upload checksum
+/// algorithm every named part must carry its checksum, equal to the stored one.
+fn chosen_parts(
+    stored: &[PartInfo],
+    wanted: &[CompletedPart],
+    algo: Option<ChecksumAlgo>,
+) -> StorageResult<Vec<PartInfo>> {
     if wanted.is_empty() {
         return Err(StorageError::InvalidPart);
     }
-    let mut chosen = Vec::with_capacity(wanted.len());
+    let mut chosen: Vec<PartInfo> = Vec::with_capacity(wanted.len());
     let mut last = 0;
-    for want in wanted {
+    for (i, want) in wanted.iter().enumerate() {
+        // A part named twice in a row (a resent part): the later entry counts.
+        if wanted
+            .get(i + 1)
+            .is_some_and(|next| next.part_number == want.part_number)
+        {
+            continue;
+        }
         if want.part_number <= last {
             return Err(StorageError::InvalidPartOrder);
         }
@@ -185,6 +219,15 @@ fn chosen_parts(stored: &[PartInfo], wanted: &[CompletedPart]) -> StorageResult<
             .ok_or(StorageError::InvalidPart)?;
         if want.etag.trim_matches('"') != part.etag {
             return Err(StorageError::InvalidPart);
+        }
+        if let Some(algo) = algo {
+            match want.checksums.get(algo) {
+                None => return Err(StorageError::ChecksumMismatch(algo)),
+                Some(v) if Some(v) != part.checksums.get(algo) => {
+                    return Err(StorageError::InvalidPart)
+                }
+                Some(_) => {}
+            }
         }
         chosen.push(part.clone());
     }
@@ -206,27 +249,31 @@ fn multipart_etag(parts: &[PartInfo]) -> StorageResult<String> {
     Ok(format!("{}-{}", hex::encode(md5.finalize()), parts.len()))
 }
 
-/// The object's checksum: composite of the parts' for most algorithms, over the whole object for
-/// CRC64NVME (S3 allows only FULL_OBJECT there).
+/// The object's checksum: over the whole object (FULL_OBJECT, computed while assembling) or the
+/// COMPOSITE of the parts' checksums.
 fn object_checksums(
     algo: Option<ChecksumAlgo>,
     parts: &[PartInfo],
     full: Option<Checksums>,
 ) -> Checksums {
     let mut out = Checksums::default();
-    match algo {
-        Some(ChecksumAlgo::Crc64Nvme) => {
-            if let Some(full) = full {
-                out.set(ChecksumAlgo::Crc64Nvme, full.crc64nvme);
-            }
-        }
-        Some(algo) => {
+    let Some(algo) = algo else {
+        return out;
+    };
+    match full {
+        Some(full) => out.set(algo, full.get(algo).cloned()),
+        None => {
             let refs: Vec<&Checksums> = parts.iter().map(|p| &p.checksums).collect();
             out.set(algo, composite(algo, &refs));
+            out.composite = true;
         }
-        None => {}
     }
     out
+}
+
+/// Whether the upload's checksum is FULL_OBJECT (CRC64NVME has no COMPOSITE form).
+fn is_full_object(options: &UploadOptions) -> bool {
+    options.full_object || options.checksum == Some(ChecksumAlgo::Crc64Nvme)
 }
 
 pub(super) fn complete(
@@ -235,15 +282,29 @@ pub(super) fn complete(
     key: &str,
     id: &str,
     wanted: &[CompletedPart],
+    expected: &Checksums,
 ) -> StorageResult<ObjectInfo> {
-    let dir = upload_dir(fs, bucket, key, id)?;
+    let dir = any_upload_dir(fs, bucket, key, id)?;
     let record = load_record(&dir)?;
+    if let Some(done) = load_completed(&dir)? {
+        return Ok(ObjectInfo {
+            key: key.to_string(),
+            size: done.size,
+            etag: done.etag,
+            last_modified: SystemTime::now(),
+            meta: record.options.meta,
+            checksums: done.checksums,
+            parts: Some(done.part_sizes.len() as u32),
+            part_sizes: done.part_sizes,
+            part_checksums: done.part_checksums,
+        });
+    }
     let stored = parts(fs, bucket, key, id)?;
-    let chosen = chosen_parts(&stored, wanted)?;
+    let algo = record.options.checksum;
+    let chosen = chosen_parts(&stored, wanted, algo)?;
     let etag = multipart_etag(&chosen)?;
 
-    let algo = record.options.checksum;
-    let mut full = (algo == Some(ChecksumAlgo::Crc64Nvme))
+    let mut full = (algo.is_some() && is_full_object(&record.options))
         .then(|| ChecksumComputer::new(&Checksums::default(), algo));
     let tmp = fs.tmp_path();
     let assembled = (|| -> io::Result<File> {
@@ -274,6 +335,12 @@ pub(super) fn complete(
     };
     let full = full.map(|c| c.finish(&Checksums::default())).transpose()?;
     let checksums = object_checksums(algo, &chosen, full);
+    for a in expected.algos() {
+        if Some(a) != algo || expected.get(a) != checksums.get(a) {
+            let _ = fs::remove_file(&tmp);
+            return Err(StorageError::ChecksumMismatch(a));
+        }
+    }
 
     let stat = out.metadata()?;
     let bucket_dir = fs.existing_bucket_dir(bucket)?;
@@ -285,6 +352,8 @@ pub(super) fn complete(
         meta: record.options.meta.clone(),
         checksums: checksums.clone(),
         parts: Some(chosen.len() as u32),
+        part_sizes: chosen.iter().map(|p| p.size).collect(),
+        part_checksums: chosen.iter().map(|p| p.checksums.clone()).collect(),
     };
     let placed = side
         .store(&fs.tmp_path(), &bucket_dir.join(META_DIR).join(&name))
@@ -293,7 +362,17 @@ pub(super) fn complete(
         let _ = fs::remove_file(&tmp);
         return Err(e.into());
     }
-    let _ = fs::remove_dir_all(&dir);
+    finish_upload(
+        fs,
+        &dir,
+        &CompletedRecord {
+            etag: etag.clone(),
+            size: stat.len(),
+            checksums: checksums.clone(),
+            part_sizes: side.part_sizes.clone(),
+            part_checksums: side.part_checksums.clone(),
+        },
+    );
     Ok(ObjectInfo {
         key: key.to_string(),
         size: stat.len(),
@@ -302,7 +381,42 @@ pub(super) fn complete(
         meta: record.options.meta,
         checksums,
         parts: Some(chosen.len() as u32),
+        part_sizes: side.part_sizes,
+        part_checksums: side.part_checksums,
     })
+}
+
+fn load_completed(dir: &std::path::Path) -> StorageResult<Option<CompletedRecord>> {
+    match fs::read(dir.join(COMPLETED_FILE)) {
+        Ok(t) => serde_json::from_slice(&t)
+            .map(Some)
+            .map_err(|e| StorageError::Io(io::Error::other(e))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Record the completion and drop the parts (best effort: the object is already in place).
+fn finish_upload(fs: &FsBackend, dir: &std::path::Path, done: &CompletedRecord) {
+    let recorded = serde_json::to_vec(done)
+        .map_err(io::Error::other)
+        .and_then(|text| {
+            let tmp = fs.tmp_path();
+            fs::write(&tmp, text)?;
+            fs::rename(&tmp, dir.join(COMPLETED_FILE))
+        });
+    if recorded.is_err() {
+        let _ = fs::remove_dir_all(dir);
+        return;
+    }
+    if let Ok(entries) = fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if name != UPLOAD_FILE && name != COMPLETED_FILE {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
+    }
 }
 
 pub(super) fn abort(fs: &FsBackend, bucket: &str, key: &str, id: &str) -> StorageResult<()> {
@@ -324,6 +438,9 @@ pub(super) fn list(fs: &FsBackend, bucket: &str, prefix: &str) -> StorageResult<
         let Some(id) = entry.file_name().to_str().map(str::to_string) else {
             continue;
         };
+        if entry.path().join(COMPLETED_FILE).exists() {
+            continue;
+        }
         match load_record(&entry.path()) {
             Ok(record) if record.key.starts_with(prefix) => out.push(to_info(bucket, &id, record)),
             Ok(_) | Err(StorageError::NoSuchUpload) => {}
@@ -368,21 +485,46 @@ mod tests {
         let named = |n: u32, etag: &str| CompletedPart {
             part_number: n,
             etag: format!("\"{etag}\""),
+            checksums: Checksums::default(),
         };
         assert!(matches!(
-            s.complete_upload("b", "k", &id, &[named(2, &p2.etag), named(1, &p1.etag)]),
+            s.complete_upload(
+                "b",
+                "k",
+                &id,
+                &[named(2, &p2.etag), named(1, &p1.etag)],
+                &Checksums::default()
+            ),
             Err(StorageError::InvalidPartOrder)
         ));
         assert!(matches!(
-            s.complete_upload("b", "k", &id, &[named(1, "00"), named(2, &p2.etag)]),
+            s.complete_upload(
+                "b",
+                "k",
+                &id,
+                &[named(1, "00"), named(2, &p2.etag)],
+                &Checksums::default()
+            ),
             Err(StorageError::InvalidPart)
         ));
         assert!(matches!(
-            s.complete_upload("b", "other", &id, &[named(1, &p1.etag)]),
+            s.complete_upload(
+                "b",
+                "other",
+                &id,
+                &[named(1, &p1.etag)],
+                &Checksums::default()
+            ),
             Err(StorageError::NoSuchUpload)
         ));
         let info = s
-            .complete_upload("b", "k", &id, &[named(1, &p1.etag), named(2, &p2.etag)])
+            .complete_upload(
+                "b",
+                "k",
+                &id,
+                &[named(1, &p1.etag), named(2, &p2.etag)],
+                &Checksums::default(),
+            )
             .expect("complete");
         assert!(info.etag.ends_with("-2"), "{}", info.etag);
         assert_eq!(info.size, MIN_PART_SIZE + 5);
@@ -392,6 +534,21 @@ mod tests {
         assert_eq!(&got[got.len() - 5..], b"tail!");
         assert_eq!(r.info.etag, info.etag);
         assert!(s.list_uploads("b", "").expect("uploads").is_empty());
+        // Completing again answers the same object; the upload is otherwise gone.
+        let again = s
+            .complete_upload(
+                "b",
+                "k",
+                &id,
+                &[named(1, &p1.etag), named(2, &p2.etag)],
+                &Checksums::default(),
+            )
+            .expect("repeat complete");
+        assert_eq!(again.etag, info.etag);
+        assert!(matches!(
+            s.list_parts("b", "k", &id),
+            Err(StorageError::NoSuchUpload)
+        ));
     }
 
     #[test]
@@ -407,9 +564,16 @@ mod tests {
         let named = |p: &ObjectInfo, n| CompletedPart {
             part_number: n,
             etag: p.etag.clone(),
+            checksums: Checksums::default(),
         };
         assert!(matches!(
-            s.complete_upload("b", "k", &id, &[named(&p1, 1), named(&p2, 2)]),
+            s.complete_upload(
+                "b",
+                "k",
+                &id,
+                &[named(&p1, 1), named(&p2, 2)],
+                &Checksums::default()
+            ),
             Err(StorageError::EntityTooSmall)
         ));
         // A writer open while the upload is aborted cannot bring it back.

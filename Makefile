@@ -3,7 +3,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build deps test unit ctest lint loom fuzz-short e2e demo clean
+.PHONY: all build deps test unit ctest lint loom fuzz-short s3-conformance e2e demo bench-server clean
 
 all: build
 
@@ -32,15 +32,23 @@ loom:
 fuzz-short:
 	fuzz/run-short
 
+# ceph/s3-tests test_s3.py against hipobj-server and s3s-fs 0.14.1; fails below tests/s3/baseline.txt.
+s3-conformance:
+	scripts/s3-conformance
+
 e2e: build
 	scripts/build-e2e
 	tests/vm/e2e
 
-test: unit ctest lint loom fuzz-short e2e
+test: unit ctest lint loom fuzz-short s3-conformance e2e
 
 demo: build
 	scripts/build-e2e
 	scripts/demo
+
+# hipobj-server data-path figures (issue 11) as ratios to perftest, in one lane boot.
+bench-server: deps
+	benches/server-datapath
 
 clean:
 	$(CARGO) clean

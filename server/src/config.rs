@@ -37,6 +37,13 @@ pub struct RdmaSettings {
     pub wr_depth: usize,
     /// `--watchdog-ms MS`: a transfer with no completion for this long is aborted (500).
     pub watchdog: Duration,
+    /// Slowest acceptable transfer rate in bytes/s: a transfer of N bytes is aborted (500) after
+    /// watchdog + N / min_rate in total, however steadily it trickles.
+    pub min_rate: u64,
+    /// Token requests beyond `max_transfers` that may wait for a place (more get 503 at once).
+    pub queue: usize,
+    /// How long a queued token request waits for a place before its 503.
+    pub queue_wait: Duration,
 }
 
 impl Default for RdmaSettings {
@@ -49,6 +56,9 @@ impl Default for RdmaSettings {
             chunk_bytes: 1 << 20,
             wr_depth: 8,
             watchdog: Duration::from_millis(2000),
+            min_rate: 1 << 20,
+            queue: 64,
+            queue_wait: Duration::from_secs(2),
         }
     }
 }

@@ -13,9 +13,9 @@ use hipobj::token::Token;
 use s3s::{S3Error, S3ErrorCode};
 use tracing::warn;
 
+use crate::backend::StorageError;
 use crate::rdma::RejectCode;
 use crate::stats::Stats;
-use crate::storage::StorageError;
 
 pub const RDMA_TOKEN: &str = "x-amz-rdma-token";
 pub const RDMA_REPLY: &str = "x-amz-rdma-reply";
@@ -30,6 +30,21 @@ pub fn storage_error(e: StorageError) -> S3Error {
         StorageError::BucketAlreadyExists => S3Error::new(S3ErrorCode::BucketAlreadyOwnedByYou),
         StorageError::BucketNotEmpty => S3Error::new(S3ErrorCode::BucketNotEmpty),
         StorageError::InvalidKey => S3Error::new(S3ErrorCode::KeyTooLongError),
+        StorageError::InvalidBucketName => S3Error::new(S3ErrorCode::InvalidBucketName),
+        StorageError::InvalidRange => S3Error::new(S3ErrorCode::InvalidRange),
+        StorageError::NoSuchUpload => S3Error::new(S3ErrorCode::NoSuchUpload),
+        StorageError::InvalidPart => S3Error::new(S3ErrorCode::InvalidPart),
+        StorageError::InvalidPartOrder => S3Error::new(S3ErrorCode::InvalidPartOrder),
+        StorageError::EntityTooSmall => S3Error::new(S3ErrorCode::EntityTooSmall),
+        StorageError::BadDigest => S3Error::new(S3ErrorCode::BadDigest),
+        StorageError::ChecksumMismatch(algo) => S3Error::with_message(
+            S3ErrorCode::BadDigest,
+            format!(
+                "the {} you specified did not match the calculated checksum",
+                algo.as_str()
+            ),
+        ),
+        StorageError::InvalidDigest => S3Error::new(S3ErrorCode::InvalidDigest),
         StorageError::Io(io) => {
             let at = std::panic::Location::caller();
             warn!(error = %io, %at, "storage i/o failed");
@@ -60,6 +75,9 @@ pub fn rejected(code: RejectCode, stats: &Stats) -> S3Error {
     with_reply(S3Error::new(s3_code), n, &Reply::Code(i32::from(n)), stats)
 }
 
+/// `Retry-After` of a 503: a place frees up within a transfer's time; one second is plenty.
+pub const RETRY_AFTER_SECS: &str = "1";
+
 /// 428 + `x-amz-rdma-reply: 428:<server token>`.
 pub fn pairing_needed(server: Token, stats: &Stats) -> S3Error {
     let err = S3Error::with_message(
@@ -82,6 +100,12 @@ fn with_reply(mut err: S3Error, status: u16, reply: &Reply, stats: &Stats) -> S3
     // The encoded reply is ASCII (digits, ':' and hex) by construction.
     if let Ok(v) = http::HeaderValue::from_str(&reply.encode()) {
         headers.insert(RDMA_REPLY, v);
+    }
+    if status == 503 {
+        headers.insert(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from_static(RETRY_AFTER_SECS),
+        );
     }
     err.set_headers(headers);
     err
@@ -114,6 +138,8 @@ mod tests {
                 Reply::parse(reply.as_bytes()),
                 Ok(Reply::Code(i32::from(n)))
             );
+            let retry_after = e.headers().and_then(|h| h.get(http::header::RETRY_AFTER));
+            assert_eq!(retry_after.is_some(), n == 503, "Retry-After only on 503");
         }
         assert!(stats.to_json().contains("\"replies_503\":1"));
     }

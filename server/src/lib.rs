@@ -1,10 +1,10 @@
 //! `hipobj-server`: an S3 server (s3s) with a filesystem backend and RDMA transfers per
 //! hipObject's PROTOCOL.md. The only crate of the workspace that uses tokio.
 
+pub mod backend;
 pub mod config;
 pub mod error;
 pub mod rdma;
 pub mod s3;
 pub mod serve;
 pub mod stats;
-pub mod storage;

@@ -1,39 +1,47 @@
-//! The `S3` trait: plain S3 over HTTP, delegating to `storage`, and token requests (GET/PUT
-//! with `x-amz-rdma-token`), delegating to `rdma`. Errors become `S3Error` in `error`.
+//! The `S3` trait: plain S3 over HTTP, delegating to the storage seam (`backend`), and token
+//! requests (GET/PUT with `x-amz-rdma-token`), delegating to `rdma`. Errors become `S3Error` in
+//! `error`. The op bodies live in one module per concept: `objects` (GET/HEAD/PUT/DELETE, copy,
+//! DeleteObjects), `multipart`, `listing`; `headers` and `conditions` are shared by them.
 
-use std::io::{Read, Seek, SeekFrom};
-use std::pin::Pin;
+mod acl;
+mod attributes;
+mod conditions;
+mod headers;
+#[cfg(test)]
+mod http_tests;
+mod listing;
+mod multipart;
+mod objects;
+mod presign;
+
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
-use bytes::Bytes;
-use futures::StreamExt;
 use hipobj::reply::Reply;
 use hipobj::token::Transport;
 use s3s::dto::*;
-use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result, S3};
-use tokio::sync::mpsc;
+use s3s::{S3Request, S3Response, S3Result, S3};
 use tracing::debug;
 
+use crate::backend::{Backend, ObjectInfo, StorageError};
 use crate::error::{self, RDMA_BYTES, RDMA_REPLY, RDMA_TOKEN};
 use crate::rdma::token_header::parse_token_header;
 use crate::rdma::worker::RdmaWorkers;
 use crate::rdma::{JobKind, RdmaJob, RdmaOutcome, RejectCode};
 use crate::stats::Stats;
-use crate::storage::{paginate, ObjectInfo, Storage, StorageError};
-
-/// Bytes per body chunk on the plain-HTTP GET path.
-const BODY_CHUNK: usize = 256 * 1024;
 
 pub struct HipobjS3 {
-    storage: Arc<Storage>,
+    storage: Arc<dyn Backend>,
     /// `None`: RDMA disabled, token requests get 501.
     rdma: Option<Arc<RdmaWorkers>>,
     stats: Arc<Stats>,
 }
 
 impl HipobjS3 {
-    pub fn new(storage: Arc<Storage>, rdma: Option<Arc<RdmaWorkers>>, stats: Arc<Stats>) -> Self {
+    pub fn new(
+        storage: Arc<dyn Backend>,
+        rdma: Option<Arc<RdmaWorkers>>,
+        stats: Arc<Stats>,
+    ) -> Self {
         HipobjS3 {
             storage,
             rdma,
@@ -44,11 +52,11 @@ impl HipobjS3 {
     /// Run a blocking storage call off the executor.
     async fn blocking<T, F>(&self, f: F) -> S3Result<T>
     where
-        F: FnOnce(&Storage) -> Result<T, StorageError> + Send + 'static,
+        F: FnOnce(&dyn Backend) -> Result<T, StorageError> + Send + 'static,
         T: Send + 'static,
     {
         let storage = Arc::clone(&self.storage);
-        tokio::task::spawn_blocking(move || f(&storage))
+        tokio::task::spawn_blocking(move || f(storage.as_ref()))
             .await
             .map_err(error::internal)?
             .map_err(error::storage_error)
@@ -102,57 +110,7 @@ fn reply_headers(reply: &Reply) -> http::HeaderMap {
 }
 
 fn etag(info: &ObjectInfo) -> ETag {
-    ETag::Strong(info.etag.clone())
-}
-
-fn content_range(range: &std::ops::Range<u64>, size: u64) -> String {
-    format!(
-        "bytes {}-{}/{}",
-        range.start,
-        range.end.saturating_sub(1),
-        size
-    )
-}
-
-/// A plain-HTTP GET body: a blocking task reads the file and feeds a small channel.
-struct FileBody {
-    rx: mpsc::Receiver<std::io::Result<Bytes>>,
-}
-
-impl futures::Stream for FileBody {
-    type Item = std::io::Result<Bytes>;
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.rx.poll_recv(cx)
-    }
-}
-
-fn file_body(mut file: std::fs::File, start: u64, len: u64) -> StreamingBlob {
-    let (tx, rx) = mpsc::channel(4);
-    tokio::task::spawn_blocking(move || {
-        if let Err(e) = file.seek(SeekFrom::Start(start)) {
-            let _ = tx.blocking_send(Err(e));
-            return;
-        }
-        let mut left = len;
-        while left > 0 {
-            let n = left.min(BODY_CHUNK as u64) as usize;
-            let mut buf = vec![0u8; n];
-            if let Err(e) = file.read_exact(&mut buf) {
-                let _ = tx.blocking_send(Err(e));
-                return;
-            }
-            // The client went away: stop reading.
-            if tx.blocking_send(Ok(Bytes::from(buf))).is_err() {
-                return;
-            }
-            left -= n as u64;
-        }
-    });
-    StreamingBlob::wrap(FileBody { rx })
-}
-
-fn timestamp(info: &ObjectInfo) -> Timestamp {
-    Timestamp::from(info.last_modified)
+    headers::etag(&info.etag)
 }
 
 #[async_trait::async_trait]
@@ -191,9 +149,9 @@ impl S3 for HipobjS3 {
         let buckets = self.blocking(|s| s.list_buckets()).await?;
         let buckets = buckets
             .into_iter()
-            .map(|(name, created)| Bucket {
-                name: Some(name),
-                creation_date: Some(Timestamp::from(created)),
+            .map(|b| Bucket {
+                name: Some(b.name),
+                creation_date: Some(Timestamp::from(b.created)),
                 ..Default::default()
             })
             .collect();
@@ -207,203 +165,206 @@ impl S3 for HipobjS3 {
         &self,
         req: S3Request<GetObjectInput>,
     ) -> S3Result<S3Response<GetObjectOutput>> {
-        let GetObjectInput {
-            bucket, key, range, ..
-        } = req.input;
-        let kind = JobKind::Get { range };
-        if let Some(result) = self.token_request(&req.headers, &bucket, &key, kind).await {
-            return match result? {
-                RdmaOutcome::Fetched {
-                    server,
-                    bytes,
-                    info,
-                    range,
-                } => {
-                    let mut headers = reply_headers(&Reply::Done(server));
-                    headers.insert(RDMA_BYTES, http::HeaderValue::from(bytes));
-                    let output = GetObjectOutput {
-                        accept_ranges: Some("bytes".into()),
-                        content_range: range.map(|r| content_range(&r, info.size)),
-                        e_tag: Some(etag(&info)),
-                        last_modified: Some(timestamp(&info)),
-                        ..Default::default()
-                    };
-                    Ok(S3Response::with_headers(output, headers))
-                }
-                RdmaOutcome::PairingNeeded { server } => {
-                    Err(error::pairing_needed(server, &self.stats))
-                }
-                RdmaOutcome::Rejected(code) => Err(error::rejected(code, &self.stats)),
-                RdmaOutcome::Stored { .. } => Err(error::rejected(RejectCode::Failed, &self.stats)),
-            };
+        presign::check_expiry(&req.uri)?;
+        let kind = JobKind::Get {
+            range: req.input.range,
+        };
+        let Some(result) = self
+            .token_request(&req.headers, &req.input.bucket, &req.input.key, kind)
+            .await
+        else {
+            return self.get_plain(req.input).await;
+        };
+        match result? {
+            RdmaOutcome::Fetched {
+                server,
+                bytes,
+                info,
+                range,
+            } => {
+                let mut headers = reply_headers(&Reply::Done(server));
+                headers.insert(RDMA_BYTES, http::HeaderValue::from(bytes));
+                let output = GetObjectOutput {
+                    accept_ranges: Some("bytes".into()),
+                    content_range: range.map(|r| objects::content_range(&r, info.size)),
+                    e_tag: Some(etag(&info)),
+                    last_modified: Some(objects::timestamp(&info)),
+                    ..Default::default()
+                };
+                Ok(S3Response::with_headers(output, headers))
+            }
+            RdmaOutcome::PairingNeeded { server } => {
+                Err(error::pairing_needed(server, &self.stats))
+            }
+            RdmaOutcome::Rejected(code) => Err(error::rejected(code, &self.stats)),
+            RdmaOutcome::Stored { .. } => Err(error::rejected(RejectCode::Failed, &self.stats)),
         }
-
-        let (b, k) = (bucket.clone(), key.clone());
-        let object = self.blocking(move |s| s.open_object(&b, &k)).await?;
-        let size = object.info.size;
-        let selected = match &range {
-            None => 0..size,
-            Some(r) => r
-                .check(size)
-                .map_err(|_| S3Error::new(S3ErrorCode::InvalidRange))?,
-        };
-        let len = selected.end - selected.start;
-        Stats::bump(&self.stats.http_gets);
-        let output = GetObjectOutput {
-            body: Some(file_body(object.file, selected.start, len)),
-            content_length: Some(len as i64),
-            accept_ranges: Some("bytes".into()),
-            content_range: range.map(|_| content_range(&selected, size)),
-            e_tag: Some(etag(&object.info)),
-            last_modified: Some(timestamp(&object.info)),
-            ..Default::default()
-        };
-        Ok(S3Response::new(output))
     }
 
     async fn put_object(
         &self,
         req: S3Request<PutObjectInput>,
     ) -> S3Result<S3Response<PutObjectOutput>> {
-        let PutObjectInput {
-            bucket, key, body, ..
-        } = req.input;
-        if let Some(result) = self
-            .token_request(&req.headers, &bucket, &key, JobKind::Put)
+        presign::check_expiry(&req.uri)?;
+        let Some(result) = self
+            .token_request(
+                &req.headers,
+                &req.input.bucket,
+                &req.input.key,
+                JobKind::Put,
+            )
             .await
-        {
-            return match result? {
-                RdmaOutcome::Stored { server, info } => {
-                    let output = PutObjectOutput {
-                        e_tag: Some(etag(&info)),
-                        size: Some(info.size as i64),
-                        ..Default::default()
-                    };
-                    Ok(S3Response::with_headers(
-                        output,
-                        reply_headers(&Reply::Done(server)),
-                    ))
-                }
-                RdmaOutcome::PairingNeeded { server } => {
-                    Err(error::pairing_needed(server, &self.stats))
-                }
-                RdmaOutcome::Rejected(code) => Err(error::rejected(code, &self.stats)),
-                RdmaOutcome::Fetched { .. } => {
-                    Err(error::rejected(RejectCode::Failed, &self.stats))
-                }
-            };
-        }
-
-        let (b, k) = (bucket.clone(), key.clone());
-        let mut writer = self.blocking(move |s| s.begin_put(&b, &k)).await?;
-        if let Some(mut body) = body {
-            while let Some(chunk) = body.next().await {
-                let chunk =
-                    chunk.map_err(|e| S3Error::with_source(S3ErrorCode::IncompleteBody, e))?;
-                writer =
-                    tokio::task::spawn_blocking(move || writer.write_all(&chunk).map(|()| writer))
-                        .await
-                        .map_err(error::internal)?
-                        .map_err(|e| error::storage_error(StorageError::Io(e)))?;
-            }
-        }
-        let info = tokio::task::spawn_blocking(move || writer.commit())
-            .await
-            .map_err(error::internal)?
-            .map_err(error::storage_error)?;
-        Stats::bump(&self.stats.http_puts);
-        let output = PutObjectOutput {
-            e_tag: Some(etag(&info)),
-            size: Some(info.size as i64),
-            ..Default::default()
+        else {
+            return self.put_plain(req.input).await;
         };
-        Ok(S3Response::new(output))
+        match result? {
+            RdmaOutcome::Stored { server, info } => {
+                let output = PutObjectOutput {
+                    e_tag: Some(etag(&info)),
+                    size: Some(info.size as i64),
+                    ..Default::default()
+                };
+                Ok(S3Response::with_headers(
+                    output,
+                    reply_headers(&Reply::Done(server)),
+                ))
+            }
+            RdmaOutcome::PairingNeeded { server } => {
+                Err(error::pairing_needed(server, &self.stats))
+            }
+            RdmaOutcome::Rejected(code) => Err(error::rejected(code, &self.stats)),
+            RdmaOutcome::Fetched { .. } => Err(error::rejected(RejectCode::Failed, &self.stats)),
+        }
     }
 
     async fn head_object(
         &self,
         req: S3Request<HeadObjectInput>,
     ) -> S3Result<S3Response<HeadObjectOutput>> {
-        let HeadObjectInput { bucket, key, .. } = req.input;
-        let info = self.blocking(move |s| s.object_info(&bucket, &key)).await?;
-        let output = HeadObjectOutput {
-            content_length: Some(info.size as i64),
-            accept_ranges: Some("bytes".into()),
-            e_tag: Some(etag(&info)),
-            last_modified: Some(timestamp(&info)),
-            ..Default::default()
-        };
-        Ok(S3Response::new(output))
+        presign::check_expiry(&req.uri)?;
+        self.head(req.input).await
     }
 
     async fn delete_object(
         &self,
         req: S3Request<DeleteObjectInput>,
     ) -> S3Result<S3Response<DeleteObjectOutput>> {
-        let DeleteObjectInput { bucket, key, .. } = req.input;
-        self.blocking(move |s| s.delete_object(&bucket, &key))
-            .await?;
-        Ok(S3Response::new(DeleteObjectOutput::default()))
+        presign::check_expiry(&req.uri)?;
+        self.delete(req).await
+    }
+
+    async fn delete_objects(
+        &self,
+        req: S3Request<DeleteObjectsInput>,
+    ) -> S3Result<S3Response<DeleteObjectsOutput>> {
+        self.delete_many(req.input).await
+    }
+
+    async fn get_object_attributes(
+        &self,
+        req: S3Request<GetObjectAttributesInput>,
+    ) -> S3Result<S3Response<GetObjectAttributesOutput>> {
+        self.attributes(req.input).await
+    }
+
+    async fn get_object_acl(
+        &self,
+        req: S3Request<GetObjectAclInput>,
+    ) -> S3Result<S3Response<GetObjectAclOutput>> {
+        self.object_acl(req).await
+    }
+
+    async fn get_bucket_acl(
+        &self,
+        req: S3Request<GetBucketAclInput>,
+    ) -> S3Result<S3Response<GetBucketAclOutput>> {
+        self.bucket_acl(req).await
+    }
+
+    async fn copy_object(
+        &self,
+        req: S3Request<CopyObjectInput>,
+    ) -> S3Result<S3Response<CopyObjectOutput>> {
+        self.copy(req.input).await
+    }
+
+    async fn list_objects(
+        &self,
+        req: S3Request<ListObjectsInput>,
+    ) -> S3Result<S3Response<ListObjectsOutput>> {
+        let owner = acl::owner_of(&req);
+        self.list_v1(req.input, owner).await
     }
 
     async fn list_objects_v2(
         &self,
         req: S3Request<ListObjectsV2Input>,
     ) -> S3Result<S3Response<ListObjectsV2Output>> {
-        let input = req.input;
-        let prefix = input.prefix.clone().unwrap_or_default();
-        let max_keys = input.max_keys.unwrap_or(1000).clamp(0, 1000) as usize;
-        let after = match &input.continuation_token {
-            Some(t) => {
-                let raw = hex::decode(t).map_err(|_| S3Error::new(S3ErrorCode::InvalidArgument))?;
-                Some(
-                    String::from_utf8(raw)
-                        .map_err(|_| S3Error::new(S3ErrorCode::InvalidArgument))?,
-                )
-            }
-            None => input.start_after.clone(),
-        };
-        let (bucket, p) = (input.bucket.clone(), prefix.clone());
-        let all = self.blocking(move |s| s.list_objects(&bucket, &p)).await?;
-        let page = paginate(
-            all,
-            &prefix,
-            input.delimiter.as_deref(),
-            after.as_deref(),
-            max_keys,
-        );
-        let key_count = (page.objects.len() + page.common_prefixes.len()) as i32;
-        let contents: Vec<Object> = page
-            .objects
-            .iter()
-            .map(|o| Object {
-                key: Some(o.key.clone()),
-                size: Some(o.size as i64),
-                e_tag: Some(etag(o)),
-                last_modified: Some(timestamp(o)),
-                ..Default::default()
-            })
-            .collect();
-        let common_prefixes: Vec<CommonPrefix> = page
-            .common_prefixes
-            .into_iter()
-            .map(|p| CommonPrefix { prefix: Some(p) })
-            .collect();
-        let output = ListObjectsV2Output {
-            name: Some(input.bucket),
-            prefix: Some(prefix),
-            delimiter: input.delimiter,
-            max_keys: Some(max_keys as i32),
-            key_count: Some(key_count),
-            is_truncated: Some(page.is_truncated),
-            continuation_token: input.continuation_token,
-            next_continuation_token: page.next_after.map(hex::encode),
-            start_after: input.start_after,
-            contents: Some(contents),
-            common_prefixes: Some(common_prefixes),
-            ..Default::default()
-        };
-        Ok(S3Response::new(output))
+        let owner = acl::owner_of(&req);
+        self.list_v2(req.input, owner).await
+    }
+
+    async fn list_object_versions(
+        &self,
+        req: S3Request<ListObjectVersionsInput>,
+    ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
+        let owner = acl::owner_of(&req);
+        self.list_versions(req.input, owner).await
+    }
+
+    async fn create_multipart_upload(
+        &self,
+        req: S3Request<CreateMultipartUploadInput>,
+    ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        self.create_upload(req.input).await
+    }
+
+    async fn upload_part(
+        &self,
+        req: S3Request<UploadPartInput>,
+    ) -> S3Result<S3Response<UploadPartOutput>> {
+        presign::check_expiry(&req.uri)?;
+        if req.headers.contains_key(RDMA_TOKEN) {
+            // UploadPart by token: the RDMA engine writes through Backend::create_part_write;
+            // the data path wires it (server/src/rdma).
+            return Err(error::rejected(RejectCode::NotImplemented, &self.stats));
+        }
+        self.upload_part_plain(req.input).await
+    }
+
+    async fn upload_part_copy(
+        &self,
+        req: S3Request<UploadPartCopyInput>,
+    ) -> S3Result<S3Response<UploadPartCopyOutput>> {
+        self.upload_part_copy(req.input).await
+    }
+
+    async fn complete_multipart_upload(
+        &self,
+        req: S3Request<CompleteMultipartUploadInput>,
+    ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+        self.complete_upload(req.input).await
+    }
+
+    async fn abort_multipart_upload(
+        &self,
+        req: S3Request<AbortMultipartUploadInput>,
+    ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+        self.abort_upload(req.input).await
+    }
+
+    async fn list_parts(
+        &self,
+        req: S3Request<ListPartsInput>,
+    ) -> S3Result<S3Response<ListPartsOutput>> {
+        self.parts(req.input).await
+    }
+
+    async fn list_multipart_uploads(
+        &self,
+        req: S3Request<ListMultipartUploadsInput>,
+    ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
+        self.uploads(req.input).await
     }
 }
 
@@ -414,6 +375,7 @@ mod tests {
     use super::*;
     use crate::rdma::engine::{Engine, EngineSettings};
     use crate::rdma::test_double::DoublePort;
+    use bytes::Bytes;
     use hipobj::token::Token;
     use s3s::service::{S3Service, S3ServiceBuilder};
     use s3s::Body;
@@ -431,7 +393,8 @@ mod tests {
 
     fn harness() -> Harness {
         let dir = tempfile::tempdir().expect("tempdir");
-        let storage = Arc::new(Storage::open(dir.path()).expect("storage"));
+        let storage: Arc<dyn Backend> =
+            Arc::new(crate::backend::FsBackend::open(dir.path()).expect("storage"));
         let stats = Arc::new(Stats::default());
         let port = DoublePort::new();
         let settings = EngineSettings {
@@ -439,6 +402,7 @@ mod tests {
             wr_depth: 4,
             watchdog: Duration::from_secs(2),
             flush_wait: Duration::from_secs(1),
+            min_rate: 1 << 20,
             max_pairings: 8,
             pairing_idle: Duration::from_secs(600),
         };
@@ -448,8 +412,16 @@ mod tests {
             Arc::clone(&storage),
             Arc::clone(&stats),
         ));
-        let workers =
-            Arc::new(RdmaWorkers::start(engine, 2, 4, Duration::from_secs(60)).expect("workers"));
+        let worker_settings = crate::rdma::worker::WorkerSettings {
+            workers: 2,
+            max_transfers: 4,
+            queue: 4,
+            queue_wait: Duration::from_millis(100),
+            sweep_every: Duration::from_secs(60),
+        };
+        let workers = Arc::new(
+            RdmaWorkers::start(engine, &worker_settings, Arc::clone(&stats)).expect("workers"),
+        );
         let service =
             S3ServiceBuilder::new(HipobjS3::new(storage, Some(workers), Arc::clone(&stats)))
                 .build();

@@ -17,13 +17,13 @@ use s3s::{Body, HttpError, HttpResponse};
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
+use crate::backend::{Backend, FsBackend};
 use crate::config::Config;
 use crate::rdma::engine::{Engine, EngineSettings};
 use crate::rdma::verbs_port::VerbsPort;
-use crate::rdma::worker::RdmaWorkers;
+use crate::rdma::worker::{RdmaWorkers, WorkerSettings};
 use crate::s3::HipobjS3;
 use crate::stats::Stats;
-use crate::storage::Storage;
 
 /// Path of the counters endpoint (GET, no authentication).
 pub const STATS_PATH: &str = "/_hipobj/stats";
@@ -35,7 +35,7 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// or it cannot be used here.
 pub fn start_rdma(
     config: &Config,
-    storage: &Arc<Storage>,
+    storage: &Arc<dyn Backend>,
     stats: &Arc<Stats>,
 ) -> Option<Arc<RdmaWorkers>> {
     let Some(name) = &config.device else {
@@ -56,13 +56,14 @@ pub fn start_rdma(
         Arc::clone(storage),
         Arc::clone(stats),
     ));
-    let sweep = SWEEP_EVERY.min(config.rdma.pairing_idle.max(Duration::from_millis(100)));
-    match RdmaWorkers::start(
-        engine,
-        config.rdma.workers,
-        config.rdma.max_transfers,
-        sweep,
-    ) {
+    let workers = WorkerSettings {
+        workers: config.rdma.workers,
+        max_transfers: config.rdma.max_transfers,
+        queue: config.rdma.queue,
+        queue_wait: config.rdma.queue_wait,
+        sweep_every: SWEEP_EVERY.min(config.rdma.pairing_idle.max(Duration::from_millis(100))),
+    };
+    match RdmaWorkers::start(engine, &workers, Arc::clone(stats)) {
         Ok(w) => Some(Arc::new(w)),
         Err(e) => {
             warn!(error = %e, "RDMA disabled: cannot start worker threads");
@@ -97,6 +98,18 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
     }
 }
 
+/// Environment knob for benchmarks only: `HIPOBJ_BENCH_TCP_NODELAY=0` serves without
+/// TCP_NODELAY, the baseline of the small-GET tail-latency figure. Anything else: TCP_NODELAY on.
+pub const BENCH_NODELAY_ENV: &str = "HIPOBJ_BENCH_TCP_NODELAY";
+
+fn tcp_nodelay_wanted() -> bool {
+    let off = std::env::var(BENCH_NODELAY_ENV).is_ok_and(|v| v == "0");
+    if off {
+        warn!("{BENCH_NODELAY_ENV}=0: TCP_NODELAY off (benchmark baseline only)");
+    }
+    !off
+}
+
 /// Resolves on SIGTERM or SIGINT.
 pub async fn shutdown_signal() {
     let term = async {
@@ -118,7 +131,7 @@ pub async fn shutdown_signal() {
 
 /// Serve until `shutdown` resolves. Prints `listening on ADDR` on stdout once ready.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
-    let storage = Arc::new(Storage::open(&config.data_dir)?);
+    let storage: Arc<dyn Backend> = Arc::new(FsBackend::open(&config.data_dir)?);
     let stats = Arc::new(Stats::default());
     let rdma = start_rdma(&config, &storage, &stats);
 
@@ -145,7 +158,11 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io:
         out.flush()?;
     }
 
-    let http = ConnBuilder::new(TokioExecutor::new());
+    let nodelay = tcp_nodelay_wanted();
+    let mut http = ConnBuilder::new(TokioExecutor::new());
+    // Keep-alive is hyper's default; said here so it stays on (clients reuse one connection per
+    // transfer slot, and a fresh TCP handshake per request would double the round trips).
+    http.http1().keep_alive(true);
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -160,6 +177,10 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io:
             },
             () = &mut shutdown => break,
         };
+        // Small replies (428, 4 KiB GETs) must not wait for the client's delayed ACK (Nagle).
+        if let Err(e) = stream.set_nodelay(nodelay) {
+            warn!(%peer, error = %e, "cannot set TCP_NODELAY");
+        }
         let conn = http
             .serve_connection(TokioIo::new(stream), front.clone())
             .into_owned();

@@ -57,6 +57,16 @@ counters! {
     completion_errors,
     /// Transfers aborted by the watchdog.
     watchdog_fired,
+    /// Transfers aborted by their total deadline (proportional to the size).
+    deadline_fired,
+    /// Failed transfers whose flushes did not all arrive within the flush wait.
+    flush_timeouts,
+    /// RDMA jobs that panicked (answered 500, pairing destroyed, worker kept).
+    worker_panics,
+    /// Token requests that waited in the queue for a transfer slot.
+    transfers_queued,
+    /// Token requests refused at once because their pairing key was busy.
+    busy_key_rejections,
     /// Replies per code.
     replies_400,
     replies_404,

@@ -370,3 +370,257 @@ fn parallel_connections_each_pair_once_and_move_correct_bytes() {
     assert!(stats.contains("\"replies_500\":0"), "{stats}");
     assert!(server.stop().success());
 }
+
+/// One counter of `GET /_hipobj/stats`.
+fn stat(stats: &str, name: &str) -> u64 {
+    let at = stats
+        .find(&format!("\"{name}\":"))
+        .unwrap_or_else(|| panic!("no counter {name} in {stats}"));
+    stats[at + name.len() + 3..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .expect("number")
+}
+
+impl Client {
+    /// A token naming memory past the end of our registration: the server's RDMA fails.
+    fn token_outside(&self, len: u64) -> String {
+        let mut t = Token::decode_hex(self.token(len).as_bytes()).expect("own token");
+        t.remote_addr += self.buf.len() as u64;
+        t.encode_hex()
+    }
+
+    /// Send `method` with our token; pair first when the server asks (428). A 428 after we were
+    /// paired means the server destroyed our pairing: start over with a fresh QP.
+    fn send(
+        &mut self,
+        server: &Server,
+        method: &str,
+        target: &str,
+        len: u64,
+        range: Option<&str>,
+    ) -> common::Response {
+        for _ in 0..3 {
+            let mut headers = vec![("x-amz-rdma-token", self.token(len))];
+            if let Some(r) = range {
+                headers.push(("range", r.to_string()));
+            }
+            let r = server.request(method, target, &headers, b"");
+            if r.status != 428 {
+                return r;
+            }
+            let Reply::PairingNeeded(st) = reply(&r) else {
+                panic!("428 without a server token")
+            };
+            if self.pairing != 0 {
+                self.qp = Client::fresh_qp(&self.dev);
+                self.pairing = 0;
+                continue;
+            }
+            self.pair(&st);
+        }
+        panic!("no pairing after three tries");
+    }
+}
+
+/// Pipelined GET and PUT (chunks of 256 KiB, 4 in flight, 8 staging slots reused many times):
+/// every byte exact, whole objects and ranges across chunk boundaries, odd sizes, one-chunk
+/// transfers.
+#[test]
+#[ignore = "needs an RDMA device: set HIPOBJ_TEST_RDMA_DEVICE (e.g. rxe0) and pass --ignored"]
+fn pipelined_get_and_put_are_byte_exact_with_ranges() {
+    let name = std::env::var("HIPOBJ_TEST_RDMA_DEVICE").expect("HIPOBJ_TEST_RDMA_DEVICE");
+    let lib = Lib::load().expect("libibverbs");
+    let dev = Device::open(&lib, &name).expect("device");
+    let server = Server::start(&[
+        "--device",
+        &name,
+        "--chunk-bytes",
+        "262144",
+        "--wr-depth",
+        "4",
+    ]);
+    assert_eq!(server.request("PUT", "/bkt", &[], b"").status, 200);
+    let size = 9 * 1024 * 1024 + 123;
+    let data = pattern(size);
+    assert_eq!(server.request("PUT", "/bkt/big", &[], &data).status, 200);
+    let mut c = Client::new(&dev, 10 * 1024 * 1024);
+    let len = c.buf.len() as u64;
+
+    let r = c.send(&server, "GET", "/bkt/big", len, None);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(c.buf[..size] == data[..], "pipelined GET differs");
+
+    for (range, first, last) in [
+        ("bytes=262143-1048577", 262_143, 1_048_577),
+        ("bytes=-1000", size - 1000, size - 1),
+        ("bytes=9000000-", 9_000_000, size - 1),
+        ("bytes=5-5", 5, 5),
+    ] {
+        c.buf.fill(0);
+        let r = c.send(&server, "GET", "/bkt/big", len, Some(range));
+        assert_eq!(r.status, 206, "{range}: {}", r.text());
+        let n = last - first + 1;
+        assert!(c.buf[..n] == data[first..=last], "{range}: bytes differ");
+        assert!(
+            c.buf[n..].iter().all(|&b| b == 0),
+            "{range}: wrote past the range"
+        );
+    }
+
+    for up_len in [5 * 1024 * 1024 + 13, 262_144, 1] {
+        let upload: Vec<u8> = pattern(up_len).iter().map(|b| b ^ 0xa5).collect();
+        c.buf[..up_len].copy_from_slice(&upload);
+        let key = format!("/bkt/up-{up_len}");
+        let r = c.send(&server, "PUT", &key, up_len as u64, None);
+        assert_eq!(r.status, 200, "PUT {up_len}: {}", r.text());
+        assert!(
+            server.get(&key).body == upload,
+            "PUT {up_len} stored other bytes"
+        );
+        c.buf.fill(0);
+        let r = c.send(&server, "GET", &key, len, None);
+        assert_eq!(r.status, 200);
+        assert!(
+            c.buf[..up_len] == upload[..],
+            "GET after PUT {up_len} differs"
+        );
+    }
+    let stats = server.stats();
+    assert_eq!(stat(&stats, "replies_500"), 0, "{stats}");
+    assert_eq!(stat(&stats, "pairings_created"), 1, "{stats}");
+    assert!(server.stop().success());
+}
+
+/// A PUT whose RDMA READs fail (the token names memory outside the client's registration):
+/// 500, nothing stored (an older object under the key is untouched, a new key stays absent),
+/// every flush of the failed multi-WR transfer counted (no flush wait ran out), and the pairing
+/// destroyed (the next request pairs again).
+#[test]
+#[ignore = "needs an RDMA device: set HIPOBJ_TEST_RDMA_DEVICE (e.g. rxe0) and pass --ignored"]
+fn failed_pipelined_put_stores_nothing() {
+    let name = std::env::var("HIPOBJ_TEST_RDMA_DEVICE").expect("HIPOBJ_TEST_RDMA_DEVICE");
+    let lib = Lib::load().expect("libibverbs");
+    let dev = Device::open(&lib, &name).expect("device");
+    let server = Server::start(&[
+        "--device",
+        &name,
+        "--chunk-bytes",
+        "262144",
+        "--wr-depth",
+        "4",
+        "--watchdog-ms",
+        "5000",
+    ]);
+    assert_eq!(server.request("PUT", "/bkt", &[], b"").status, 200);
+    let old = pattern(1000);
+    assert_eq!(server.request("PUT", "/bkt/keep", &[], &old).status, 200);
+    let mut c = Client::new(&dev, 4 * 1024 * 1024);
+    // Pair with a good request first.
+    let r = c.send(&server, "GET", "/bkt/keep", 1 << 20, None);
+    assert_eq!(r.status, 200, "{}", r.text());
+
+    for key in ["/bkt/keep", "/bkt/fresh"] {
+        let bad = c.token_outside(3 * 1024 * 1024);
+        let started = std::time::Instant::now();
+        let r = server.request("PUT", key, &[("x-amz-rdma-token", bad)], b"");
+        eprintln!(
+            "failed RDMA PUT {key} answered after {:?}",
+            started.elapsed()
+        );
+        assert_eq!(r.status, 500, "{key}: {}", r.text());
+        assert_eq!(reply(&r), Reply::Code(500));
+        // The pairing is gone: the client pairs again for the next request.
+        let r = c.send(&server, "GET", "/bkt/keep", 1 << 20, None);
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    assert!(
+        server.get("/bkt/keep").body == old,
+        "the older object changed"
+    );
+    assert_eq!(
+        server.get("/bkt/fresh").status,
+        404,
+        "a failed PUT stored something"
+    );
+    let stats = server.stats();
+    assert_eq!(stat(&stats, "pairings_failed"), 2, "{stats}");
+    assert!(stat(&stats, "completion_errors") >= 2, "{stats}");
+    assert_eq!(stat(&stats, "flush_timeouts"), 0, "{stats}");
+    assert!(server.stop().success());
+}
+
+/// While a transfer holds a pairing key, a second request naming the same client QP gets 503 at
+/// once (with Retry-After), and the running transfer completes untouched.
+#[test]
+#[ignore = "needs an RDMA device: set HIPOBJ_TEST_RDMA_DEVICE (e.g. rxe0) and pass --ignored"]
+fn a_request_for_a_busy_pairing_key_gets_503_at_once() {
+    let name = std::env::var("HIPOBJ_TEST_RDMA_DEVICE").expect("HIPOBJ_TEST_RDMA_DEVICE");
+    let lib = Lib::load().expect("libibverbs");
+    let dev = Device::open(&lib, &name).expect("device");
+    let server = Server::start(&[
+        "--device",
+        &name,
+        "--chunk-bytes",
+        "262144",
+        "--wr-depth",
+        "2",
+    ]);
+    assert_eq!(server.request("PUT", "/bkt", &[], b"").status, 200);
+    let size = 32 * 1024 * 1024;
+    let data = pattern(size);
+    assert_eq!(server.request("PUT", "/bkt/big", &[], &data).status, 200);
+    let mut c = Client::new(&dev, size);
+    let r = c.send(&server, "GET", "/bkt/big", size as u64, None);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let token = c.token(size as u64);
+    let mut busy_seen = false;
+    for attempt in 0..5 {
+        let before = server.stats();
+        let (gets, wrs) = (stat(&before, "rdma_gets"), stat(&before, "work_requests"));
+        let get = || {
+            server.request(
+                "GET",
+                "/bkt/big",
+                &[("x-amz-rdma-token", token.clone())],
+                b"",
+            )
+        };
+        let (first, second) = std::thread::scope(|s| {
+            let running = s.spawn(get);
+            // Wait until the first transfer is posting work requests, then ask again.
+            let second = loop {
+                let now = server.stats();
+                if stat(&now, "rdma_gets") > gets {
+                    break None; // it finished before we looked: try again
+                }
+                if stat(&now, "work_requests") > wrs {
+                    break Some(get());
+                }
+            };
+            (running.join().expect("first request"), second)
+        });
+        let Some(second) = second else {
+            eprintln!("attempt {attempt}: the first GET finished before the second was sent");
+            continue;
+        };
+        assert_eq!(first.status, 200, "the running transfer: {}", first.text());
+        if second.status == 200 {
+            eprintln!("attempt {attempt}: the first GET finished before the second arrived");
+            continue;
+        }
+        assert_eq!(second.status, 503, "{}", second.text());
+        assert_eq!(reply(&second), Reply::Code(503));
+        assert_eq!(second.header("retry-after"), Some("1"));
+        busy_seen = true;
+        break;
+    }
+    assert!(busy_seen, "never caught the first transfer running");
+    assert!(c.buf[..] == data[..], "the running GET's bytes differ");
+    let stats = server.stats();
+    assert!(stat(&stats, "busy_key_rejections") >= 1, "{stats}");
+    assert_eq!(stat(&stats, "replies_500"), 0, "{stats}");
+    assert!(server.stop().success());
+}

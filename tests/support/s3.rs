@@ -49,22 +49,28 @@ impl S3 {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> std::io::Result<Response> {
-        let mut stream = TcpStream::connect_timeout(&self.addr, Duration::from_secs(5))?;
-        stream.set_read_timeout(Some(self.timeout))?;
-        stream.set_write_timeout(Some(self.timeout))?;
-        stream.set_nodelay(true)?;
-        let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
-            self.addr,
-            body.len()
-        );
-        for (k, v) in headers {
-            head.push_str(&format!("{k}: {v}\r\n"));
-        }
-        head.push_str("\r\n");
+        let mut stream = self.connect()?;
+        let head = request_head(self.addr, method, path, headers, body.len(), false);
         stream.write_all(head.as_bytes())?;
         stream.write_all(body)?;
         read_response(&mut BufReader::new(stream), method == "HEAD")
+    }
+
+    fn connect(&self) -> std::io::Result<TcpStream> {
+        let stream = TcpStream::connect_timeout(&self.addr, Duration::from_secs(5))?;
+        stream.set_read_timeout(Some(self.timeout))?;
+        stream.set_write_timeout(Some(self.timeout))?;
+        // As libcurl does by default.
+        stream.set_nodelay(true)?;
+        Ok(stream)
+    }
+
+    /// A keep-alive connection to this endpoint (opened on first use).
+    pub fn keep_alive(&self) -> KeepAlive {
+        KeepAlive {
+            s3: *self,
+            conn: None,
+        }
     }
 
     pub fn create_bucket(&self, bucket: &str) -> std::io::Result<Response> {
@@ -77,6 +83,86 @@ impl S3 {
 
     pub fn get(&self, bucket: &str, key: &str) -> std::io::Result<Response> {
         self.request("GET", &format!("/{bucket}/{key}"), &[], &[])
+    }
+}
+
+fn request_head(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body_len: usize,
+    keep_alive: bool,
+) -> String {
+    let connection = if keep_alive { "keep-alive" } else { "close" };
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: {connection}\r\nContent-Length: {body_len}\r\n"
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    head
+}
+
+/// One persistent HTTP/1.1 connection, as an application's own keep-alive client keeps it.
+pub struct KeepAlive {
+    s3: S3,
+    conn: Option<BufReader<TcpStream>>,
+}
+
+impl KeepAlive {
+    /// One request on this connection (reconnecting once if the server closed it).
+    pub fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> std::io::Result<Response> {
+        let reused = self.conn.is_some();
+        match self.try_request(method, path, headers, body) {
+            Err(_) if reused => {
+                self.conn = None;
+                self.try_request(method, path, headers, body)
+            }
+            other => other,
+        }
+    }
+
+    fn try_request(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> std::io::Result<Response> {
+        if self.conn.is_none() {
+            self.conn = Some(BufReader::new(self.s3.connect()?));
+        }
+        let Some(conn) = self.conn.as_mut() else {
+            return Err(std::io::Error::other("no connection"));
+        };
+        let head = request_head(self.s3.addr, method, path, headers, body.len(), true);
+        // One write for head and body: the request leaves in one segment when it fits.
+        let mut out = Vec::with_capacity(head.len() + body.len());
+        out.extend_from_slice(head.as_bytes());
+        out.extend_from_slice(body);
+        let result = conn
+            .get_mut()
+            .write_all(&out)
+            .and_then(|()| read_response(conn, method == "HEAD"));
+        let close = result
+            .as_ref()
+            .map(|r| {
+                r.header("connection")
+                    .is_some_and(|v| v.eq_ignore_ascii_case("close"))
+            })
+            .unwrap_or(true);
+        if close {
+            self.conn = None;
+        }
+        result
     }
 }
 
@@ -143,6 +229,8 @@ fn read_response(r: &mut impl BufRead, head_only: bool) -> std::io::Result<Respo
 /// The application side of one hipObject transfer: the S3 request that carries the token.
 pub struct RdmaRequest<'a> {
     s3: &'a S3,
+    /// Send over this keep-alive connection instead of a fresh one per request.
+    conn: Option<&'a mut KeepAlive>,
     method: &'static str,
     path: String,
     range: Option<String>,
@@ -175,6 +263,7 @@ impl<'a> RdmaRequest<'a> {
     fn new(s3: &'a S3, method: &'static str, bucket: &str, key: &str) -> RdmaRequest<'a> {
         RdmaRequest {
             s3,
+            conn: None,
             method,
             path: format!("/{bucket}/{key}"),
             range: None,
@@ -187,6 +276,12 @@ impl<'a> RdmaRequest<'a> {
             failure: None,
             on_send: None,
         }
+    }
+
+    /// Send every request of this transfer over `conn` (keep-alive).
+    pub fn over(mut self, conn: &'a mut KeepAlive) -> Self {
+        self.conn = Some(conn);
+        self
     }
 
     /// `Range: bytes=first-last` (inclusive).
@@ -210,7 +305,11 @@ impl S3Ops for RdmaRequest<'_> {
         if let Some(r) = &self.range {
             headers.push(("Range", r.as_str()));
         }
-        match self.s3.request(self.method, &self.path, &headers, &[]) {
+        let sent = match self.conn.as_mut() {
+            Some(conn) => conn.request(self.method, &self.path, &headers, &[]),
+            None => self.s3.request(self.method, &self.path, &headers, &[]),
+        };
+        match sent {
             Ok(resp) => {
                 self.last_status = resp.status;
                 self.reply = resp.header("x-amz-rdma-reply").map(str::to_string);

@@ -66,11 +66,17 @@ pub struct Server {
     pub data_dir: PathBuf,
     device: Option<String>,
     extra: Vec<String>,
+    envs: Vec<(String, String)>,
 }
 
 impl Server {
     /// Start on a free loopback port with a fresh data dir.
     pub fn start(device: Option<&str>, extra: &[&str]) -> Server {
+        Self::start_with_env(device, extra, &[])
+    }
+
+    /// [`Server::start`] with extra environment variables for the server process.
+    pub fn start_with_env(device: Option<&str>, extra: &[&str], envs: &[(&str, &str)]) -> Server {
         let data_dir =
             std::env::temp_dir().join(format!("hipobj-e2e-{}-{}", std::process::id(), free_port()));
         std::fs::create_dir_all(&data_dir).expect("data dir");
@@ -81,6 +87,10 @@ impl Server {
             data_dir,
             device: device.map(str::to_string),
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            envs: envs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         s.spawn();
         s
@@ -96,6 +106,7 @@ impl Server {
             cmd.arg("--device").arg(d);
         }
         cmd.args(&self.extra)
+            .envs(self.envs.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         let mut child = cmd

@@ -89,11 +89,14 @@ if [ -n "${GIDX[$CLI_DEV]:-}" ] && [ -n "${GIDX[$SRV_DEV]:-}" ]; then
 
   # perftest bandwidth: RDMA WRITE and READ, client on CLI_DEV, server on SRV_DEV
   RETRIES=0
+  # HIPOBJ_E2E_PERF_QPS=N: perftest with N QPs at once (-q N; the multi-stream baseline)
+  QPS=()
+  [ -n "${HIPOBJ_E2E_PERF_QPS:-}" ] && QPS=(-q "$HIPOBJ_E2E_PERF_QPS")
   perf_try() { # tool size iters -> sets BW (MB/s, perftest's "BW average")
     local line
     PORT=$((PORT + 1))
-    client_server "$1" -d "$SRV_DEV" -x "${GIDX[$SRV_DEV]}" -F -p $PORT -s "$2" -n "$3" -- \
-      "$1" -d "$CLI_DEV" -x "${GIDX[$CLI_DEV]}" -F -p $PORT -s "$2" -n "$3" "${GADDR[$SRV_DEV]}" || return 1
+    client_server "$1" -d "$SRV_DEV" -x "${GIDX[$SRV_DEV]}" -F -p $PORT -s "$2" -n "$3" "${QPS[@]}" -- \
+      "$1" -d "$CLI_DEV" -x "${GIDX[$CLI_DEV]}" -F -p $PORT -s "$2" -n "$3" "${QPS[@]}" "${GADDR[$SRV_DEV]}" || return 1
     # result row: "#bytes #iterations BW-peak BW-average MsgRate"
     line=$(awk -v s="$2" '$1 == s && NF >= 5' /tmp/e2e-cli.log | tail -1)
     BW=$(awk '{print $4}' <<<"$line")

@@ -1,21 +1,21 @@
 //! What one token request does on an RDMA worker thread (PROTOCOL.md section 4, rules 2-5):
 //! check the object or bucket, then pair or transfer, then build the outcome.
 
-use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hipobj::token::{Token, Transport};
 use tracing::{debug, info, warn};
 
+use super::pairing::CheckoutError;
 use super::pairing::{KeyLease, Pairing, PairingTable};
 use super::port::{Peer, QpSetup, RdmaOp, RdmaPort, RdmaQp};
 use super::selection::{select_bytes, SelectionError};
 use super::staging::StagingPool;
-use super::transfer::{self, ChunkSink, Deadlines, Direction, Remote, Shape};
+use super::transfer::{ChunkSink, Deadlines, Direction, Plan, Remote, Shape, Transfer};
 use super::{JobKind, RdmaJob, RdmaOutcome, RejectCode};
+use crate::backend::{Backend, ObjectWriter, StorageError, WriteOptions};
 use crate::stats::Stats;
-use crate::storage::{ObjectWriter, Storage, StorageError};
 
 /// The RDMA knobs the engine uses.
 #[derive(Clone, Debug)]
@@ -24,6 +24,8 @@ pub struct EngineSettings {
     pub wr_depth: usize,
     pub watchdog: Duration,
     pub flush_wait: Duration,
+    /// Slowest acceptable transfer rate (bytes/s): the total deadline is watchdog + size / this.
+    pub min_rate: u64,
     pub max_pairings: usize,
     pub pairing_idle: Duration,
 }
@@ -35,6 +37,7 @@ impl From<&crate::config::RdmaSettings> for EngineSettings {
             wr_depth: s.wr_depth,
             watchdog: s.watchdog,
             flush_wait: Duration::from_secs(1),
+            min_rate: s.min_rate,
             max_pairings: s.max_pairings,
             pairing_idle: s.pairing_idle,
         }
@@ -49,7 +52,7 @@ pub struct Engine<P: RdmaPort> {
     write_shape: Shape,
     read_shape: Shape,
     deadlines: Deadlines,
-    storage: Arc<Storage>,
+    storage: Arc<dyn Backend>,
     stats: Arc<Stats>,
 }
 
@@ -57,7 +60,7 @@ impl<P: RdmaPort> Engine<P> {
     pub fn new(
         port: P,
         settings: &EngineSettings,
-        storage: Arc<Storage>,
+        storage: Arc<dyn Backend>,
         stats: Arc<Stats>,
     ) -> Self {
         let info = port.info().clone();
@@ -94,6 +97,7 @@ impl<P: RdmaPort> Engine<P> {
             deadlines: Deadlines {
                 watchdog: settings.watchdog,
                 flush_wait: settings.flush_wait,
+                min_rate: settings.min_rate,
             },
             port,
             storage,
@@ -135,7 +139,7 @@ impl<P: RdmaPort> Engine<P> {
         key: &str,
         range: Option<s3s::dto::Range>,
     ) -> RdmaOutcome {
-        let object = match self.storage.open_object(bucket, key) {
+        let mut object = match self.storage.open_read(bucket, key, None) {
             Ok(o) => o,
             Err(e) => return reject_storage(e),
         };
@@ -158,13 +162,8 @@ impl<P: RdmaPort> Engine<P> {
             Ok(lease) => lease,
             Err(unpaired) => return unpaired.into(),
         };
-        let mut file = &object.file;
-        if let Err(e) = file.seek(SeekFrom::Start(selected.start)) {
-            warn!(error = %e, "seek failed");
-            return RdmaOutcome::Rejected(RejectCode::Failed);
-        }
-        let mut source = file.take(len);
-        match self.move_bytes(&mut lease, Direction::Write(&mut source), len, token) {
+        object.narrow(selected.clone());
+        match self.move_bytes(&mut lease, Direction::Write(&mut object), len, token) {
             Some(server) => {
                 Stats::bump(&self.stats.rdma_gets);
                 Stats::add(&self.stats.rdma_bytes_written, len);
@@ -180,7 +179,10 @@ impl<P: RdmaPort> Engine<P> {
     }
 
     fn put(&self, token: &Token, bucket: &str, key: &str) -> RdmaOutcome {
-        let mut writer = match self.storage.begin_put(bucket, key) {
+        let mut writer = match self
+            .storage
+            .create_write(bucket, key, WriteOptions::default())
+        {
             Ok(w) => w,
             Err(e) => return reject_storage(e),
         };
@@ -194,6 +196,8 @@ impl<P: RdmaPort> Engine<P> {
             token.length,
             token,
         ) else {
+            // Nothing of a failed PUT is stored: the temporary bytes go.
+            writer.abort();
             return RdmaOutcome::Rejected(RejectCode::Failed);
         };
         match writer.commit() {
@@ -217,10 +221,16 @@ impl<P: RdmaPort> Engine<P> {
             gid: token.gid,
             qp_num: token.qp_num,
         };
-        let mut lease = self
-            .table
-            .checkout(peer, Instant::now())
-            .map_err(|_| Unpaired::Rejected(RejectCode::Busy))?;
+        let mut lease = match self.table.checkout(peer, Instant::now()) {
+            Ok(lease) => lease,
+            Err(CheckoutError::KeyBusy) => {
+                // One client connection never has two requests in flight: refuse at once.
+                debug!(client_qpn = peer.qp_num, "pairing key busy; 503");
+                Stats::bump(&self.stats.busy_key_rejections);
+                return Err(Unpaired::Rejected(RejectCode::Busy));
+            }
+            Err(CheckoutError::TableFull) => return Err(Unpaired::Rejected(RejectCode::Busy)),
+        };
         let old_id = lease.pairing().map(|p| p.id);
         if token.lid != 0 && old_id == Some(token.lid) {
             return Ok(lease);
@@ -274,7 +284,7 @@ impl<P: RdmaPort> Engine<P> {
             Direction::Write(_) => self.write_shape,
             Direction::Read(_) => self.read_shape,
         };
-        let mut staging = match self.staging.acquire(&self.port) {
+        let staging = match self.staging.acquire(&self.port) {
             Ok(s) => s,
             Err(e) => {
                 warn!(error = %e, "no staging buffer");
@@ -284,20 +294,16 @@ impl<P: RdmaPort> Engine<P> {
             }
         };
         let pairing = lease.pairing_mut()?;
-        let remote = Remote {
-            addr: token.remote_addr,
-            rkey: token.rkey,
-        };
-        let result = transfer::run(
-            &mut pairing.qp,
-            &mut staging,
+        let plan = Plan {
             shape,
-            dir,
-            len,
-            remote,
-            self.deadlines,
-            &self.stats,
-        );
+            total: len,
+            remote: Remote {
+                addr: token.remote_addr,
+                rkey: token.rkey,
+            },
+        };
+        let result = Transfer::new(&mut pairing.qp, &staging, plan, self.deadlines, &self.stats)
+            .and_then(|t| t.run(dir));
         match result {
             Ok(()) => Some(self.server_token(pairing.qp.qp_num(), pairing.start_psn, pairing.id)),
             Err(e) => {
@@ -344,14 +350,24 @@ impl From<Unpaired> for RdmaOutcome {
 
 impl ChunkSink for ObjectWriter {
     fn drain(&mut self, data: &[u8]) -> std::io::Result<()> {
-        self.write_all(data)
+        self.append(data)
     }
 }
 
 fn reject_storage(e: StorageError) -> RdmaOutcome {
     RdmaOutcome::Rejected(match e {
-        StorageError::NoSuchBucket | StorageError::NoSuchKey => RejectCode::NotFound,
-        StorageError::InvalidKey => RejectCode::BadRequest,
+        StorageError::NoSuchBucket | StorageError::NoSuchKey | StorageError::NoSuchUpload => {
+            RejectCode::NotFound
+        }
+        StorageError::InvalidRange => RejectCode::RangeNotSatisfiable,
+        StorageError::InvalidKey
+        | StorageError::InvalidBucketName
+        | StorageError::InvalidPart
+        | StorageError::InvalidPartOrder
+        | StorageError::EntityTooSmall
+        | StorageError::BadDigest
+        | StorageError::ChecksumMismatch(_)
+        | StorageError::InvalidDigest => RejectCode::BadRequest,
         other => {
             warn!(error = %other, "storage failed");
             RejectCode::Failed
@@ -375,9 +391,11 @@ pub fn random_u32() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::FsBackend;
     use crate::rdma::port::PortInfo;
     use crate::rdma::test_double::{Behaviour, DoublePort, QpLog};
     use md5::{Digest, Md5};
+    use std::io::Read;
     use std::sync::atomic::Ordering;
 
     const CLIENT_GID: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2];
@@ -389,7 +407,7 @@ mod tests {
         port: DoublePort,
         engine: Engine<DoublePort>,
         stats: Arc<Stats>,
-        storage: Arc<Storage>,
+        storage: Arc<dyn Backend>,
     }
 
     fn settings() -> EngineSettings {
@@ -398,6 +416,7 @@ mod tests {
             wr_depth: 4,
             watchdog: Duration::from_millis(50),
             flush_wait: Duration::from_secs(2),
+            min_rate: 1 << 20,
             max_pairings: 16,
             pairing_idle: Duration::from_secs(600),
         }
@@ -405,7 +424,7 @@ mod tests {
 
     fn fixture_with(port: DoublePort, settings: EngineSettings) -> Fixture {
         let dir = tempfile::tempdir().expect("tempdir");
-        let storage = Arc::new(Storage::open(dir.path()).expect("storage"));
+        let storage: Arc<dyn Backend> = Arc::new(FsBackend::open(dir.path()).expect("storage"));
         storage.create_bucket("b").expect("bucket");
         let stats = Arc::new(Stats::default());
         let engine = Engine::new(
@@ -428,8 +447,11 @@ mod tests {
     }
 
     fn object(f: &Fixture, key: &str, data: &[u8]) {
-        let mut w = f.storage.begin_put("b", key).expect("put");
-        w.write_all(data).expect("write");
+        let mut w = f
+            .storage
+            .create_write("b", key, WriteOptions::default())
+            .expect("put");
+        w.append(data).expect("write");
         w.commit().expect("commit");
     }
 
@@ -624,7 +646,7 @@ mod tests {
         };
         // A 428 stores nothing.
         assert!(matches!(
-            f.storage.object_info("b", "new"),
+            f.storage.head_object("b", "new"),
             Err(StorageError::NoSuchKey)
         ));
         match put(&f, token(9, 4321, server.lid), "new") {
@@ -637,9 +659,8 @@ mod tests {
         }
         let mut stored = Vec::new();
         f.storage
-            .open_object("b", "new")
+            .open_read("b", "new", None)
             .expect("stored")
-            .file
             .read_to_end(&mut stored)
             .expect("read");
         assert_eq!(stored, data);
@@ -733,7 +754,7 @@ mod tests {
             RdmaOutcome::Rejected(RejectCode::Failed)
         );
         assert!(matches!(
-            f.storage.object_info("b", "p"),
+            f.storage.head_object("b", "p"),
             Err(StorageError::NoSuchKey)
         ));
     }
@@ -822,5 +843,95 @@ mod tests {
         assert_eq!(p.qp.qp_num(), server.qp_num);
         assert_eq!(p.id, server.lid);
         assert_eq!(p.start_psn, server.rkey);
+    }
+
+    #[test]
+    fn a_request_for_a_busy_key_is_refused_at_once() {
+        let f = fixture();
+        object(&f, "k", &pattern(10));
+        let server = pair(&f, 1, 10, "k");
+        // Hold key 1 as a running transfer would.
+        let held = f
+            .engine
+            .table
+            .checkout(
+                Peer {
+                    gid: CLIENT_GID,
+                    qp_num: 1,
+                },
+                Instant::now(),
+            )
+            .expect("room");
+        assert_eq!(
+            get(&f, token(1, 10, server.lid), "k", None),
+            RdmaOutcome::Rejected(RejectCode::Busy)
+        );
+        assert_eq!(f.stats.busy_key_rejections.load(Ordering::Relaxed), 1);
+        drop(held);
+        f.port.add_region(RKEY, BASE, vec![0; 10]);
+        assert!(matches!(
+            get(&f, token(1, 10, server.lid), "k", None),
+            RdmaOutcome::Fetched { .. }
+        ));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panic_inside_a_transfer_is_500_the_pairing_goes_and_the_worker_stays() {
+        use crate::rdma::worker::{RdmaWorkers, WorkerSettings};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let storage: Arc<dyn Backend> = Arc::new(FsBackend::open(dir.path()).expect("storage"));
+        storage.create_bucket("b").expect("bucket");
+        let data = pattern(3000);
+        let mut w = storage
+            .create_write("b", "k", WriteOptions::default())
+            .expect("put");
+        w.append(&data).expect("write");
+        w.commit().expect("commit");
+        let port = DoublePort::new();
+        port.add_region(RKEY, BASE, vec![0; 3000]);
+        let stats = Arc::new(Stats::default());
+        let engine = Arc::new(Engine::new(
+            port.clone(),
+            &settings(),
+            storage,
+            Arc::clone(&stats),
+        ));
+        let ws = WorkerSettings {
+            workers: 1,
+            max_transfers: 2,
+            queue: 0,
+            queue_wait: Duration::ZERO,
+            sweep_every: Duration::from_secs(60),
+        };
+        let pool = RdmaWorkers::start(engine, &ws, Arc::clone(&stats)).expect("workers");
+        let job = |lid| RdmaJob {
+            token: token(9, 3000, lid),
+            bucket: "b".into(),
+            key: "k".into(),
+            kind: JobKind::Get { range: None },
+        };
+        port.set_behaviour(Behaviour::PanicOnPost);
+        let server = match pool.submit(job(0)).await {
+            RdmaOutcome::PairingNeeded { server } => server,
+            other => panic!("expected 428, got {other:?}"),
+        };
+        assert_eq!(
+            pool.submit(job(server.lid)).await,
+            RdmaOutcome::Rejected(RejectCode::Failed)
+        );
+        assert_eq!(stats.worker_panics.load(Ordering::Relaxed), 1);
+        assert_eq!(stats.pairings_live.load(Ordering::Relaxed), 0);
+        assert!(port.log().contains(&QpLog::Destroyed(server.qp_num)));
+        // The one worker lives on; the old pairing is gone, so the client pairs again.
+        port.set_behaviour(Behaviour::Normal);
+        let again = match pool.submit(job(server.lid)).await {
+            RdmaOutcome::PairingNeeded { server } => server,
+            other => panic!("expected 428, got {other:?}"),
+        };
+        assert!(matches!(
+            pool.submit(job(again.lid)).await,
+            RdmaOutcome::Fetched { bytes: 3000, .. }
+        ));
+        assert_eq!(port.region(RKEY), data);
     }
 }

@@ -3,11 +3,13 @@
 //! - `token_header`: the `x-amz-rdma-token` value (88 hex digits, optional legacy suffix).
 //! - `port`: the [`port::RdmaPort`] seam; `verbs_port` implements it over `hipobj::verbs`.
 //! - `pairing`: the pairing table; `transfer`: chunked work requests, watchdog;
+//!   `local_end`: the file side of a transfer (inline or on its own thread);
 //!   `staging`: registered staging buffers; `engine`: one request end to end;
 //!   `worker`: the dedicated RDMA threads and the 503 limit; `selection`: which bytes a GET
 //!   sends (Range, client buffer size).
 
 pub mod engine;
+pub mod local_end;
 pub mod pairing;
 pub mod port;
 pub mod selection;
@@ -22,7 +24,7 @@ pub mod test_double;
 
 use hipobj::token::Token;
 
-use crate::storage::ObjectInfo;
+use crate::backend::ObjectInfo;
 
 /// A token request for one object.
 #[derive(Debug)]

@@ -3,14 +3,16 @@
 //!
 //! Work on a key is serialised: [`PairingTable::checkout`] hands out a [`KeyLease`] that owns the
 //! key's pairing (the QP itself, by value) until it is dropped; a second request for the same key
-//! waits. No lock is held while the lease holder calls verbs. Because a transfer returns its lease
+//! is refused at once ([`CheckoutError::KeyBusy`], 503): one client connection never has two
+//! requests in flight, so waiting would only let one stuck key park every worker. A lease dropped
+//! while its thread panics destroys the pairing instead of returning it. No lock is held while the lease holder calls verbs. Because a transfer returns its lease
 //! only after every work request it posted has completed or flushed (or after its QP was
 //! destroyed), a QP taken out of the table by a lease, an expiry or an eviction never has a work
 //! request outstanding, and silencing it (ERR, then destroy) happens before any 428 is answered.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tracing::{debug, warn};
@@ -30,7 +32,7 @@ pub struct Pairing<Q> {
 struct SlotState<Q> {
     /// A lease holds this key.
     busy: bool,
-    /// Removed from the table; a waiter must look the key up again.
+    /// Removed from the table; a later checkout must look the key up again.
     retired: bool,
     pairing: Option<Pairing<Q>>,
     last_used: Instant,
@@ -40,12 +42,16 @@ struct SlotState<Q> {
 
 struct Slot<Q> {
     state: Mutex<SlotState<Q>>,
-    released: Condvar,
 }
 
-/// The table is full of pairings that are all in use: the request gets 503.
+/// Why a checkout gave no lease; both answer 503.
 #[derive(Debug, PartialEq, Eq)]
-pub struct TableFull;
+pub enum CheckoutError {
+    /// The table is full of pairings that are all in use.
+    TableFull,
+    /// Another request holds this key now.
+    KeyBusy,
+}
 
 /// The shared pairing table.
 pub struct PairingTable<Q: RdmaQp> {
@@ -81,10 +87,10 @@ impl<Q: RdmaQp> PairingTable<Q> {
         self.len() == 0
     }
 
-    /// Take exclusive hold of `peer`'s key, waiting while another request holds it. A key not
-    /// yet in a full table first expires idle pairings, then evicts the least recently used one
-    /// not in use; when every pairing is in use, [`TableFull`].
-    pub fn checkout(&self, peer: Peer, now: Instant) -> Result<KeyLease<'_, Q>, TableFull> {
+    /// Take exclusive hold of `peer`'s key; [`CheckoutError::KeyBusy`] while another request
+    /// holds it. A key not yet in a full table first expires idle pairings, then evicts the least
+    /// recently used one not in use; when every pairing is in use, [`CheckoutError::TableFull`].
+    pub fn checkout(&self, peer: Peer, now: Instant) -> Result<KeyLease<'_, Q>, CheckoutError> {
         loop {
             let mut silenced = Vec::new();
             let slot = {
@@ -101,7 +107,7 @@ impl<Q: RdmaQp> PairingTable<Q> {
                                 None => {
                                     drop(slots);
                                     self.silence_all(silenced, "expired");
-                                    return Err(TableFull);
+                                    return Err(CheckoutError::TableFull);
                                 }
                             }
                         }
@@ -113,7 +119,6 @@ impl<Q: RdmaQp> PairingTable<Q> {
                                 last_used: now,
                                 use_seq: self.clock.fetch_add(1, Ordering::Relaxed),
                             }),
-                            released: Condvar::new(),
                         });
                         slots.insert(peer, Arc::clone(&slot));
                         slot
@@ -122,11 +127,11 @@ impl<Q: RdmaQp> PairingTable<Q> {
             };
             self.silence_all(silenced, "expired or evicted");
             let mut state = lock(&slot.state);
-            while state.busy {
-                state = slot.released.wait(state).unwrap_or_else(|e| e.into_inner());
-            }
             if state.retired {
                 continue;
+            }
+            if state.busy {
+                return Err(CheckoutError::KeyBusy);
             }
             state.busy = true;
             let pairing = state.pairing.take();
@@ -164,7 +169,6 @@ impl<Q: RdmaQp> PairingTable<Q> {
                 return true;
             }
             state.retired = true;
-            slot.released.notify_all();
             if let Some(p) = state.pairing.take() {
                 debug!(
                     qpn = peer.qp_num,
@@ -195,7 +199,6 @@ impl<Q: RdmaQp> PairingTable<Q> {
         let slot = slots.remove(&peer)?;
         let mut state = lock(&slot.state);
         state.retired = true;
-        slot.released.notify_all();
         let pairing = state.pairing.take();
         if let Some(p) = &pairing {
             debug!(
@@ -272,6 +275,11 @@ impl<Q: RdmaQp> Drop for KeyLease<'_, Q> {
     fn drop(&mut self) {
         let now = Instant::now();
         let seq = self.table.clock.fetch_add(1, Ordering::Relaxed);
+        if std::thread::panicking() {
+            // The holder panicked, maybe mid-transfer: its QP may have work requests posted and
+            // its state is unknown. Silence it; the key leaves the table (next request: 428).
+            self.destroy_pairing("the request panicked");
+        }
         match self.pairing.take() {
             Some(p) => {
                 let mut state = lock(&self.slot.state);
@@ -279,14 +287,12 @@ impl<Q: RdmaQp> Drop for KeyLease<'_, Q> {
                 state.busy = false;
                 state.last_used = now;
                 state.use_seq = seq;
-                self.slot.released.notify_one();
             }
             None => {
                 let mut slots = lock(&self.table.slots);
                 let mut state = lock(&self.slot.state);
                 state.busy = false;
                 state.retired = true;
-                self.slot.released.notify_all();
                 if slots
                     .get(&self.peer)
                     .is_some_and(|s| Arc::ptr_eq(s, &self.slot))
@@ -461,8 +467,53 @@ mod tests {
         let _busy = table.checkout(peer(1), Instant::now()).expect("room");
         assert_eq!(
             table.checkout(peer(2), Instant::now()).err(),
-            Some(TableFull)
+            Some(CheckoutError::TableFull)
         );
+    }
+
+    #[test]
+    fn a_busy_key_is_refused_at_once_and_free_again_after_release() {
+        let port = DoublePort::new();
+        let table = PairingTable::new(4, Duration::from_secs(600), Arc::new(Stats::default()));
+        pair(&port, &table, 1, 11);
+        let held = table.checkout(peer(1), Instant::now()).expect("room");
+        assert_eq!(
+            table.checkout(peer(1), Instant::now()).err(),
+            Some(CheckoutError::KeyBusy)
+        );
+        // Other keys are not affected.
+        assert!(table.checkout(peer(2), Instant::now()).is_ok());
+        drop(held);
+        let again = table.checkout(peer(1), Instant::now()).expect("free again");
+        assert_eq!(again.pairing().map(|p| p.id), Some(11));
+    }
+
+    #[test]
+    fn a_lease_dropped_by_a_panic_destroys_its_pairing() {
+        let port = DoublePort::new();
+        let stats = Arc::new(Stats::default());
+        let table = PairingTable::new(4, Duration::from_secs(600), stats.clone());
+        pair(&port, &table, 1, 11);
+        let qpn = table
+            .checkout(peer(1), Instant::now())
+            .expect("room")
+            .pairing()
+            .map(|p| p.qp.qp_num())
+            .expect("paired");
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _lease = table.checkout(peer(1), Instant::now()).expect("room");
+            panic!("scripted panic while holding the key");
+        }));
+        assert!(r.is_err());
+        let log = port.log();
+        assert!(log.contains(&QpLog::ToError(qpn)) && log.contains(&QpLog::Destroyed(qpn)));
+        assert_eq!(stats.pairings_live.load(Ordering::Relaxed), 0);
+        // The key is free and unpaired: the client's next request pairs again.
+        assert!(table
+            .checkout(peer(1), Instant::now())
+            .expect("free")
+            .pairing()
+            .is_none());
     }
 
     #[test]
@@ -476,7 +527,13 @@ mod tests {
             for _ in 0..4 {
                 s.spawn(|| {
                     for _ in 0..50 {
-                        let lease = table.checkout(peer(1), Instant::now()).expect("room");
+                        let lease = loop {
+                            match table.checkout(peer(1), Instant::now()) {
+                                Ok(lease) => break lease,
+                                Err(CheckoutError::KeyBusy) => std::thread::yield_now(),
+                                Err(e) => panic!("{e:?}"),
+                            }
+                        };
                         let n = inside.fetch_add(1, Ordering::SeqCst) + 1;
                         max_inside.fetch_max(n, Ordering::SeqCst);
                         std::thread::yield_now();

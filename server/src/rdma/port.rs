@@ -5,6 +5,8 @@
 
 use std::fmt;
 
+pub use super::staging::StagingMemory;
+
 /// What the protocol needs to know about the local port.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PortInfo {
@@ -85,10 +87,10 @@ impl fmt::Display for PortError {
 
 impl std::error::Error for PortError {}
 
-/// A registered staging buffer.
+/// A registered staging buffer. Its bytes are reached only through the raw-pointer API of
+/// [`StagingMemory`]: the NIC may read or write them while work requests are posted.
 pub trait StagingBuffer: Send + 'static {
-    fn bytes(&self) -> &[u8];
-    fn bytes_mut(&mut self) -> &mut [u8];
+    fn memory(&self) -> &StagingMemory;
 }
 
 /// One server RC QP, connected (RTS) to one client QP.

@@ -1,10 +1,83 @@
-//! A pool of registered staging buffers, one per running transfer, registered once and reused.
+//! Staging memory the NIC reads and writes, and a pool of registered staging buffers (one per
+//! running transfer, registered once and reused).
+//!
+//! [`StagingMemory`] is a raw heap allocation reached only through raw pointers: while a work
+//! request over some bytes is posted, the NIC may read or write them at any time, so no Rust
+//! reference (`&[u8]` / `&mut [u8]`) over those bytes may be alive. Code outside the NIC touches a
+//! slot only through [`StagingMemory::slot_mut`], whose caller promises that no work request over
+//! that slot is outstanding and no other reference to it exists.
 
+use std::alloc::{self, Layout};
 use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
 use std::sync::Mutex;
 
 use super::port::{PortError, RdmaPort, StagingBuffer};
+
+/// Alignment of staging memory (a page: what registrations pin anyway).
+const STAGING_ALIGN: usize = 4096;
+
+/// Zeroed, page-aligned memory owned by raw pointer.
+pub struct StagingMemory {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the memory is a plain heap allocation owned by this value; access is through raw
+// pointers whose users uphold the slot rules of the module doc.
+unsafe impl Send for StagingMemory {}
+// SAFETY: as above; `&StagingMemory` hands out only raw pointers (and `slot_mut` is unsafe).
+unsafe impl Sync for StagingMemory {}
+
+impl StagingMemory {
+    /// `len` zeroed bytes (at least one).
+    pub fn zeroed(len: usize) -> Result<StagingMemory, PortError> {
+        let len = len.max(1);
+        let layout = Layout::from_size_align(len, STAGING_ALIGN)
+            .map_err(|_| PortError::new(format!("staging of {len} bytes: bad layout")))?;
+        // SAFETY: `layout` has a non-zero size.
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw)
+            .ok_or_else(|| PortError::new(format!("staging of {len} bytes: out of memory")))?;
+        Ok(StagingMemory { ptr, len })
+    }
+
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// A mutable slice over `offset..offset + len`, or `None` when outside the memory.
+    ///
+    /// # Safety
+    /// No work request over these bytes is outstanding, and no other reference to them is alive
+    /// while the returned slice is.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn slot_mut(&self, offset: usize, len: usize) -> Option<&mut [u8]> {
+        if offset.checked_add(len)? > self.len {
+            return None;
+        }
+        // SAFETY: in bounds (checked above); exclusivity is the caller's promise.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(offset), len) })
+    }
+}
+
+impl Drop for StagingMemory {
+    fn drop(&mut self) {
+        if let Ok(layout) = Layout::from_size_align(self.len, STAGING_ALIGN) {
+            // SAFETY: allocated in `zeroed` with this very layout, freed once.
+            unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) };
+        }
+    }
+}
 
 pub struct StagingPool<B: StagingBuffer> {
     free: Mutex<Vec<B>>,
@@ -77,6 +150,12 @@ impl<B: StagingBuffer> DerefMut for Staged<'_, B> {
 
 impl<B: StagingBuffer> Drop for Staged<'_, B> {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // A transfer panicked: work requests over this buffer may still be posted (the QP is
+            // destroyed by the lease's own drop, maybe later). Never reuse nor free it: leak it.
+            tracing::warn!("staging buffer leaked after a panic");
+            return;
+        }
         // SAFETY: `buf` is taken exactly once, here, and never used afterwards.
         let buf = unsafe { ManuallyDrop::take(&mut self.buf) };
         self.pool
@@ -99,13 +178,28 @@ mod tests {
         {
             let a = pool.acquire(&port).expect("a");
             let b = pool.acquire(&port).expect("b");
-            assert_eq!(a.bytes().len(), 4096);
-            assert_eq!(b.bytes().len(), 4096);
+            assert_eq!(a.memory().len(), 4096);
+            assert_eq!(b.memory().len(), 4096);
+            assert_ne!(a.memory().as_ptr(), b.memory().as_ptr());
         }
         assert_eq!(pool.idle(), 2);
         let _c = pool.acquire(&port).expect("c");
         assert_eq!(pool.idle(), 1);
         pool.prefill(&port, 3).expect("prefill");
         assert_eq!(pool.idle(), 4);
+    }
+
+    #[test]
+    fn memory_is_zeroed_aligned_and_slots_are_bounded() {
+        let m = StagingMemory::zeroed(10_000).expect("memory");
+        assert_eq!(m.as_ptr() as usize % STAGING_ALIGN, 0);
+        // SAFETY: nothing is posted over this memory and no other reference exists.
+        let slot = unsafe { m.slot_mut(9_000, 1_000) }.expect("in bounds");
+        assert!(slot.iter().all(|&b| b == 0));
+        slot.fill(7);
+        // SAFETY: as above (the previous slice is no longer used).
+        assert!(unsafe { m.slot_mut(9_001, 1_000) }.is_none());
+        // SAFETY: as above.
+        assert!(unsafe { m.slot_mut(usize::MAX, 2) }.is_none());
     }
 }

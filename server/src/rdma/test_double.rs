@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::port::{
-    PortError, PortInfo, QpSetup, RdmaOp, RdmaPort, RdmaQp, StagingBuffer, WorkCompletion,
-    WorkRequest,
+    PortError, PortInfo, QpSetup, RdmaOp, RdmaPort, RdmaQp, StagingBuffer, StagingMemory,
+    WorkCompletion, WorkRequest,
 };
 
 /// ibv_wc_status values the double reports.
@@ -38,6 +38,10 @@ pub enum Behaviour {
     FailWr(u64),
     /// No completion ever arrives until the QP is moved to ERR.
     Hang,
+    /// At most one completion per this many milliseconds (a trickling peer).
+    TrickleMs(u64),
+    /// Posting a work request panics (a bug inside a transfer).
+    PanicOnPost,
 }
 
 struct Shared {
@@ -47,6 +51,8 @@ struct Shared {
     behaviour: Behaviour,
     fail_connect: bool,
     max_outstanding: usize,
+    /// Completions one `poll` may return (1 unless set).
+    poll_batch: usize,
 }
 
 #[derive(Clone)]
@@ -86,6 +92,7 @@ impl DoublePort {
                 behaviour: Behaviour::Normal,
                 fail_connect: false,
                 max_outstanding: 0,
+                poll_batch: 1,
             })),
             next_qpn: Arc::new(AtomicU32::new(0x100)),
         }
@@ -97,6 +104,11 @@ impl DoublePort {
 
     pub fn set_behaviour(&self, b: Behaviour) {
         lock(&self.shared).behaviour = b;
+    }
+
+    /// QPs created from now on return up to `n` completions per `poll` (as a real CQ does).
+    pub fn set_poll_batch(&self, n: usize) {
+        lock(&self.shared).poll_batch = n.max(1);
     }
 
     pub fn set_fail_connect(&self, fail: bool) {
@@ -134,15 +146,12 @@ impl DoublePort {
 
 /// A staging buffer of plain memory.
 pub struct DoubleBuffer {
-    bytes: Box<[u8]>,
+    mem: StagingMemory,
 }
 
 impl StagingBuffer for DoubleBuffer {
-    fn bytes(&self) -> &[u8] {
-        &self.bytes
-    }
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.bytes
+    fn memory(&self) -> &StagingMemory {
+        &self.mem
     }
 }
 
@@ -159,6 +168,8 @@ pub struct DoubleQp {
     outstanding: VecDeque<InFlight>,
     completed: u64,
     errored: bool,
+    poll_batch: usize,
+    last_completion: std::time::Instant,
 }
 
 // SAFETY: the raw pointers in `outstanding` point into a staging buffer that the transfer engine
@@ -188,12 +199,14 @@ impl RdmaPort for DoublePort {
             outstanding: VecDeque::new(),
             completed: 0,
             errored: false,
+            poll_batch: shared.poll_batch,
+            last_completion: std::time::Instant::now(),
         })
     }
 
     fn alloc_staging(&self, len: usize) -> Result<DoubleBuffer, PortError> {
         Ok(DoubleBuffer {
-            bytes: vec![0u8; len].into_boxed_slice(),
+            mem: StagingMemory::zeroed(len)?,
         })
     }
 }
@@ -212,12 +225,16 @@ impl DoubleQp {
         if start + len > mem.len() {
             return false;
         }
-        // SAFETY: `local` points at `len` bytes inside a live staging buffer (see `Send` above),
-        // which nothing else writes while the request is outstanding.
-        let local = unsafe { std::slice::from_raw_parts_mut(f.local, len) };
-        match f.wr.op {
-            RdmaOp::Write => mem[start..start + len].copy_from_slice(local),
-            RdmaOp::Read => local.copy_from_slice(&mem[start..start + len]),
+        let remote = mem[start..start + len].as_mut_ptr();
+        // SAFETY: `local` points at `len` bytes inside a live staging buffer (see `Send` above)
+        // that no Rust reference covers while the request is outstanding (the transfer's rule),
+        // and `remote` at `len` bytes of this region; the two never overlap. Raw copies, as a
+        // NIC's DMA would do.
+        unsafe {
+            match f.wr.op {
+                RdmaOp::Write => std::ptr::copy_nonoverlapping(f.local, remote, len),
+                RdmaOp::Read => std::ptr::copy_nonoverlapping(remote, f.local, len),
+            }
         }
         true
     }
@@ -231,24 +248,54 @@ impl RdmaQp for DoubleQp {
     }
 
     fn post(&mut self, wr: &WorkRequest, buf: &DoubleBuffer) -> Result<(), PortError> {
-        if wr.local_offset + wr.len as usize > buf.bytes.len() {
+        assert!(
+            self.behaviour != Behaviour::PanicOnPost,
+            "double: scripted panic in post"
+        );
+        if wr.local_offset + wr.len as usize > buf.mem.len() {
             return Err(PortError::new("double: request outside the staging buffer"));
         }
         let mut shared = lock(&self.shared);
         shared.log.push(QpLog::Posted(self.qpn, *wr));
-        let local = buf.bytes.as_ptr().wrapping_add(wr.local_offset) as *mut u8;
+        let local = buf.mem.as_ptr().wrapping_add(wr.local_offset);
         self.outstanding.push_back(InFlight { wr: *wr, local });
         shared.max_outstanding = shared.max_outstanding.max(self.outstanding.len());
         Ok(())
     }
 
     fn poll(&mut self, out: &mut Vec<WorkCompletion>) -> Result<(), PortError> {
+        for _ in 0..self.poll_batch {
+            if !self.complete_one(out) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn to_error(&mut self) -> Result<(), PortError> {
+        self.errored = true;
+        lock(&self.shared).log.push(QpLog::ToError(self.qpn));
+        Ok(())
+    }
+}
+
+impl DoubleQp {
+    /// Complete the oldest outstanding request into `out`; false when none may complete now.
+    fn complete_one(&mut self, out: &mut Vec<WorkCompletion>) -> bool {
         if self.behaviour == Behaviour::Hang && !self.errored {
-            return Ok(());
+            return false;
+        }
+        if let Behaviour::TrickleMs(ms) = self.behaviour {
+            if !self.errored
+                && self.last_completion.elapsed() < std::time::Duration::from_millis(ms)
+            {
+                return false;
+            }
         }
         let Some(f) = self.outstanding.pop_front() else {
-            return Ok(());
+            return false;
         };
+        self.last_completion = std::time::Instant::now();
         let index = self.completed;
         self.completed += 1;
         let status = if self.errored {
@@ -268,13 +315,7 @@ impl RdmaQp for DoubleQp {
             status,
             vendor_err: 0,
         });
-        Ok(())
-    }
-
-    fn to_error(&mut self) -> Result<(), PortError> {
-        self.errored = true;
-        lock(&self.shared).log.push(QpLog::ToError(self.qpn));
-        Ok(())
+        true
     }
 }
 

@@ -1,16 +1,26 @@
-//! One RDMA transfer over a paired QP (PROTOCOL.md section 4, rules 4 and 5): split into work
-//! requests no larger than the chunk size, keep several in flight through a ring of staging
-//! slots, succeed only when every request completed successfully; on an error completion or
-//! when no completion arrived for the watchdog time, move the QP to ERR and wait for the flushes.
+//! One RDMA transfer over a paired QP (PROTOCOL.md section 4, rules 4 and 5), pipelined: the
+//! transfer is cut into work requests no larger than the chunk size; up to `depth` of them are at
+//! the NIC while the local end (see `local_end`) fills (GET) or drains (PUT) other staging slots,
+//! so file reads overlap RDMA WRITEs and file writes overlap RDMA READs.
 //!
-//! Bytes enter and leave strictly in order: a GET fills slot after slot from its source; a PUT
-//! hands chunk after chunk to its sink, in chunk order even if completions arrived out of order.
+//! It succeeds only when every request completed successfully and the local end took every
+//! chunk. On an error completion, a local I/O error, the inactivity watchdog (no completion for
+//! the watchdog time while requests are posted) or the total deadline (proportional to the size),
+//! the QP goes to ERR and the flushes are awaited. Every completion of a poll batch is counted,
+//! also those after an error completion, so a failed transfer waits only for the flushes still
+//! missing.
+//!
+//! Bytes enter and leave strictly in order: a GET's slots are filled chunk after chunk; a PUT's
+//! chunks are handed to the sink in chunk order even if their completions arrived out of order.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::time::{Duration, Instant};
 
 use tracing::{debug, warn};
 
+pub use super::local_end::{ChunkSink, ChunkSource, Direction};
+use super::local_end::{Inline, LocalEnd, SlotJob, Threaded};
 use super::port::{PortError, RdmaOp, RdmaQp, StagingBuffer, WorkCompletion, WorkRequest};
 use crate::stats::Stats;
 
@@ -19,12 +29,15 @@ use crate::stats::Stats;
 pub struct Shape {
     /// Bytes per work request (never above the port's max_msg_sz).
     pub chunk: u32,
-    /// Work requests in flight (never above the staging slots; READs also <= max_rd_atomic).
+    /// Work requests in flight (READs also <= max_rd_atomic).
     pub depth: usize,
+    /// Staging slots (>= depth): the ones not at the NIC are with the local end.
+    pub slots: usize,
 }
 
 impl Shape {
-    /// The shape for `op` given the settings and the port's limits.
+    /// The shape for `op` given the settings and the port's limits: twice as many slots as work
+    /// requests in flight, so the local end works on a full window while another is at the NIC.
     pub fn new(
         op: RdmaOp,
         chunk_bytes: usize,
@@ -38,16 +51,18 @@ impl Shape {
         let depth = match op {
             RdmaOp::Write => wr_depth,
             RdmaOp::Read => wr_depth.min(usize::from(max_rd_atomic)),
-        };
+        }
+        .max(1);
         Shape {
             chunk,
-            depth: depth.max(1),
+            depth,
+            slots: depth * 2,
         }
     }
 
     /// Staging bytes this shape needs.
     pub fn staging_len(&self) -> usize {
-        self.chunk as usize * self.depth
+        self.chunk as usize * self.slots
     }
 
     /// Work requests for `total` bytes.
@@ -60,36 +75,9 @@ impl Shape {
         let start = i * u64::from(self.chunk);
         (total.saturating_sub(start)).min(u64::from(self.chunk)) as u32
     }
-}
 
-/// Where a GET's bytes come from, in order.
-pub trait ChunkSource {
-    fn fill(&mut self, buf: &mut [u8]) -> io::Result<()>;
-}
-
-/// Where a PUT's bytes go, in order.
-pub trait ChunkSink {
-    fn drain(&mut self, data: &[u8]) -> io::Result<()>;
-}
-
-impl<R: io::Read> ChunkSource for R {
-    fn fill(&mut self, buf: &mut [u8]) -> io::Result<()> {
-        self.read_exact(buf)
-    }
-}
-
-/// The operation and its local end.
-pub enum Direction<'a> {
-    Write(&'a mut dyn ChunkSource),
-    Read(&'a mut dyn ChunkSink),
-}
-
-impl Direction<'_> {
-    fn op(&self) -> RdmaOp {
-        match self {
-            Direction::Write(_) => RdmaOp::Write,
-            Direction::Read(_) => RdmaOp::Read,
-        }
+    fn slot_offset(&self, slot: usize) -> usize {
+        slot * self.chunk as usize
     }
 }
 
@@ -103,10 +91,22 @@ pub struct Remote {
 /// Time limits of one transfer.
 #[derive(Clone, Copy, Debug)]
 pub struct Deadlines {
-    /// Abort when no completion arrived for this long.
+    /// Abort when no completion arrived for this long while work requests are posted.
     pub watchdog: Duration,
     /// After ERR, wait at most this long for the flushes.
     pub flush_wait: Duration,
+    /// Slowest acceptable rate in bytes per second: a transfer of N bytes is aborted after
+    /// `watchdog + N / min_rate` in total, however steadily it trickles.
+    pub min_rate: u64,
+}
+
+impl Deadlines {
+    /// The total time a transfer of `bytes` may take.
+    pub fn total_for(&self, bytes: u64) -> Duration {
+        let secs = bytes as f64 / self.min_rate.max(1) as f64;
+        self.watchdog
+            .saturating_add(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX))
+    }
 }
 
 /// Why a transfer failed.
@@ -120,6 +120,8 @@ pub enum TransferError {
         vendor_err: u32,
     },
     Watchdog,
+    /// The total deadline (proportional to the size) passed.
+    Deadline(Duration),
     LocalIo(io::Error),
     /// Staging buffer smaller than the shape needs (a bug).
     Staging,
@@ -141,6 +143,7 @@ impl std::fmt::Display for TransferError {
                 )
             }
             TransferError::Watchdog => f.write_str("watchdog fired: no completion in time"),
+            TransferError::Deadline(d) => write!(f, "transfer took longer than its {d:?}"),
             TransferError::LocalIo(e) => write!(f, "local i/o failed: {e}"),
             TransferError::Staging => f.write_str("staging buffer too small"),
         }
@@ -150,144 +153,363 @@ impl std::fmt::Display for TransferError {
 /// Empty polls before the poller starts sleeping between polls.
 const SPIN_POLLS: u32 = 64;
 const IDLE_SLEEP: Duration = Duration::from_micros(50);
+/// Longest block on the local end when nothing is at the NIC (deadlines are checked between).
+const LOCAL_WAIT: Duration = Duration::from_millis(20);
 
-/// Move `total` bytes between `dir`'s local end and `remote` through `qp`. Returns only when no
-/// work request of this transfer is outstanding any more (or, after a failure, when the flush
-/// wait ran out: the caller must then destroy the QP before reusing `staging`).
-#[allow(clippy::too_many_arguments)]
-pub fn run<Q: RdmaQp>(
-    qp: &mut Q,
-    staging: &mut Q::Buffer,
+/// Which bytes a transfer moves, and how it is cut.
+#[derive(Clone, Copy, Debug)]
+pub struct Plan {
+    pub shape: Shape,
+    /// Bytes to move (the client memory starts at `remote.addr`).
+    pub total: u64,
+    pub remote: Remote,
+}
+
+/// One transfer on one QP with one staging buffer.
+pub struct Transfer<'t, Q: RdmaQp> {
+    qp: &'t mut Q,
+    staging: &'t Q::Buffer,
     shape: Shape,
-    mut dir: Direction<'_>,
+    /// Set by [`Transfer::run`] from the direction.
+    op: RdmaOp,
     total: u64,
     remote: Remote,
     deadlines: Deadlines,
-    stats: &Stats,
-) -> Result<(), TransferError> {
-    let op = dir.op();
-    let chunk = u64::from(shape.chunk);
-    if staging.bytes().len() < shape.staging_len() {
-        return Err(TransferError::Staging);
-    }
-    let n = shape.chunks(total);
-    let depth = shape.depth as u64;
-    let mut done = vec![false; shape.depth];
-    let mut next_post = 0u64; // chunks posted
-    let mut next_retire = 0u64; // chunks completed and handed on, in order
-    let mut completions = 0u64; // completions seen, any status
-    let mut polled: Vec<WorkCompletion> = Vec::with_capacity(shape.depth);
-    let mut last_progress = Instant::now();
-    let mut empty_polls = 0u32;
+    stats: &'t Stats,
+    progress: Progress,
+}
 
-    let result: Result<(), TransferError> = 'transfer: loop {
-        if next_retire == n {
-            break Ok(());
+/// Where a transfer stands.
+#[derive(Debug, Default)]
+struct Progress {
+    /// Chunks in the transfer.
+    chunks: u64,
+    /// Slots the poller owns (neither posted nor with the local end).
+    free: Vec<usize>,
+    /// GET: next chunk to hand to the local end for filling.
+    next_fill: u64,
+    /// GET: filled chunks waiting to be posted, by chunk.
+    ready: BTreeMap<u64, SlotJob>,
+    /// PUT: next chunk to post.
+    next_read: u64,
+    /// Work requests at the NIC, by chunk (= wr_id).
+    posted: BTreeMap<u64, SlotJob>,
+    /// PUT: read chunks waiting for their turn at the sink, by chunk.
+    landed: BTreeMap<u64, SlotJob>,
+    /// PUT: next chunk to hand to the sink.
+    next_drain: u64,
+    /// Chunks the transfer is done with (GET: written; PUT: drained).
+    retired: u64,
+    /// Work requests posted / completions seen (any status).
+    posts: u64,
+    completions: u64,
+    /// Jobs handed to the local end and not yet back.
+    at_local: usize,
+}
+
+/// One round of the loop moved something.
+type Moved = bool;
+
+impl<'t, Q: RdmaQp> Transfer<'t, Q> {
+    /// Check the staging buffer against the plan; nothing is posted yet.
+    pub fn new(
+        qp: &'t mut Q,
+        staging: &'t Q::Buffer,
+        plan: Plan,
+        deadlines: Deadlines,
+        stats: &'t Stats,
+    ) -> Result<Self, TransferError> {
+        let Plan {
+            shape,
+            total,
+            remote,
+        } = plan;
+        if staging.memory().len() < shape.staging_len() || shape.slots < shape.depth {
+            return Err(TransferError::Staging);
         }
-        // Fill the window.
-        while next_post < n && next_post - next_retire < depth {
-            let slot = (next_post % depth) as usize;
-            let offset = slot * shape.chunk as usize;
-            let len = shape.chunk_len(total, next_post);
-            if let Direction::Write(source) = &mut dir {
-                let area = &mut staging.bytes_mut()[offset..offset + len as usize];
-                if let Err(e) = source.fill(area) {
-                    break 'transfer Err(TransferError::LocalIo(e));
+        let progress = Progress {
+            chunks: shape.chunks(total),
+            free: (0..shape.slots).rev().collect(),
+            ..Progress::default()
+        };
+        Ok(Transfer {
+            qp,
+            staging,
+            shape,
+            op: RdmaOp::Write,
+            total,
+            remote,
+            deadlines,
+            stats,
+            progress,
+        })
+    }
+
+    /// Move every byte between `dir` and the client. Returns only when no work request of this
+    /// transfer is outstanding any more (or, after a failure, when the flush wait ran out: the
+    /// caller must then destroy the QP before reusing the staging buffer).
+    pub fn run(mut self, dir: Direction<'_>) -> Result<(), TransferError> {
+        self.op = match dir {
+            Direction::Write(_) => RdmaOp::Write,
+            Direction::Read(_) => RdmaOp::Read,
+        };
+        let staging: &'t Q::Buffer = self.staging;
+        let memory = staging.memory();
+        let result = if self.progress.chunks <= 1 {
+            self.pump(&mut Inline::new(dir, memory))
+        } else {
+            std::thread::scope(|scope| match Threaded::start(scope, dir, memory) {
+                Ok(mut local) => self.pump(&mut local),
+                Err(e) => Err(TransferError::LocalIo(e)),
+            })
+        };
+        if let Err(e) = &result {
+            self.abort(e);
+        }
+        result
+    }
+
+    /// The loop: local results in, local jobs out, posts, completions, until every chunk retired.
+    fn pump(&mut self, local: &mut dyn LocalEnd) -> Result<(), TransferError> {
+        let started = Instant::now();
+        let total_deadline = self.deadlines.total_for(self.total);
+        let mut last_completion = Instant::now();
+        let mut empty_rounds = 0u32;
+        let mut polled: Vec<WorkCompletion> = Vec::with_capacity(self.shape.depth);
+        loop {
+            let mut moved = self.take_local_results(local)?;
+            if self.progress.retired == self.progress.chunks {
+                return Ok(());
+            }
+            self.feed_local(local);
+            moved |= self.post_window()?;
+            if self.poll_completions(&mut polled)? {
+                moved = true;
+                last_completion = Instant::now();
+            }
+            self.hand_landed_to_sink(local);
+            if started.elapsed() >= total_deadline {
+                Stats::bump(&self.stats.deadline_fired);
+                return Err(TransferError::Deadline(total_deadline));
+            }
+            if self.progress.posted.is_empty() {
+                last_completion = Instant::now();
+                if !moved && self.progress.at_local > 0 {
+                    // Nothing at the NIC: wait for the local end instead of spinning.
+                    if let Some(r) = local.wait_finished(LOCAL_WAIT) {
+                        self.local_result(r)?;
+                    }
                 }
+                continue;
             }
-            let wr = WorkRequest {
-                op,
-                wr_id: next_post,
-                local_offset: offset,
-                len,
-                remote_addr: remote.addr.wrapping_add(next_post * chunk),
-                rkey: remote.rkey,
+            if last_completion.elapsed() >= self.deadlines.watchdog {
+                Stats::bump(&self.stats.watchdog_fired);
+                return Err(TransferError::Watchdog);
+            }
+            if moved {
+                empty_rounds = 0;
+            } else {
+                idle(&mut empty_rounds);
+            }
+        }
+    }
+
+    /// Jobs the local end finished: GET slots become ready to post, PUT slots become free.
+    fn take_local_results(&mut self, local: &mut dyn LocalEnd) -> Result<Moved, TransferError> {
+        let mut moved = false;
+        while let Some(r) = local.try_finished() {
+            self.local_result(r)?;
+            moved = true;
+        }
+        Ok(moved)
+    }
+
+    fn local_result(&mut self, r: io::Result<SlotJob>) -> Result<(), TransferError> {
+        let job = r.map_err(TransferError::LocalIo)?;
+        let slot = self.slot_of(job);
+        let p = &mut self.progress;
+        p.at_local -= 1;
+        match self.op {
+            RdmaOp::Write => {
+                p.ready.insert(job.chunk, job);
+            }
+            RdmaOp::Read => {
+                p.free.push(slot);
+                p.retired += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// GET: give free slots to the local end for the next chunks.
+    fn feed_local(&mut self, local: &mut dyn LocalEnd) {
+        if self.op != RdmaOp::Write {
+            return;
+        }
+        while self.progress.next_fill < self.progress.chunks {
+            let Some(slot) = self.progress.free.pop() else {
+                return;
             };
-            if let Err(e) = qp.post(&wr, staging) {
-                break 'transfer Err(TransferError::Post(e));
+            let job = self.job(self.progress.next_fill, slot);
+            self.progress.next_fill += 1;
+            self.progress.at_local += 1;
+            local.submit(job);
+        }
+    }
+
+    /// Post while the window has room: GET posts filled chunks in order, PUT reads into free
+    /// slots.
+    fn post_window(&mut self) -> Result<Moved, TransferError> {
+        let mut moved = false;
+        while self.progress.posted.len() < self.shape.depth {
+            let Some(job) = self.next_to_post() else {
+                break;
+            };
+            self.post(job)?;
+            moved = true;
+        }
+        Ok(moved)
+    }
+
+    fn next_to_post(&mut self) -> Option<SlotJob> {
+        let p = &mut self.progress;
+        match self.op {
+            RdmaOp::Write => p.ready.pop_first().map(|(_, job)| job),
+            RdmaOp::Read => {
+                if p.next_read == p.chunks {
+                    return None;
+                }
+                let slot = p.free.pop()?;
+                let chunk = p.next_read;
+                p.next_read += 1;
+                Some(self.job(chunk, slot))
             }
-            Stats::bump(&stats.work_requests);
-            next_post += 1;
         }
-        // Collect completions.
+    }
+
+    fn post(&mut self, job: SlotJob) -> Result<(), TransferError> {
+        let wr = WorkRequest {
+            op: self.op,
+            wr_id: job.chunk,
+            local_offset: job.offset,
+            len: job.len,
+            remote_addr: self
+                .remote
+                .addr
+                .wrapping_add(job.chunk * u64::from(self.shape.chunk)),
+            rkey: self.remote.rkey,
+        };
+        self.qp
+            .post(&wr, self.staging)
+            .map_err(TransferError::Post)?;
+        self.progress.posted.insert(job.chunk, job);
+        self.progress.posts += 1;
+        Stats::bump(&self.stats.work_requests);
+        Ok(())
+    }
+
+    /// Account for every completion available now; the first error completion of the batch
+    /// fails the transfer, after the whole batch was counted.
+    fn poll_completions(
+        &mut self,
+        polled: &mut Vec<WorkCompletion>,
+    ) -> Result<Moved, TransferError> {
         polled.clear();
-        if let Err(e) = qp.poll(&mut polled) {
-            break 'transfer Err(TransferError::Poll(e));
-        }
-        for wc in &polled {
-            completions += 1;
+        self.qp.poll(polled).map_err(TransferError::Poll)?;
+        let mut first_error = None;
+        for wc in polled.iter() {
+            self.progress.completions += 1;
             if wc.status != 0 {
-                break 'transfer Err(TransferError::Completion {
+                first_error.get_or_insert(TransferError::Completion {
                     wr_id: wc.wr_id,
                     status: wc.status,
                     vendor_err: wc.vendor_err,
                 });
-            }
-            if wc.wr_id < next_retire || wc.wr_id >= next_post {
-                warn!(
-                    wr_id = wc.wr_id,
-                    "completion for a work request not in flight; ignored"
-                );
                 continue;
             }
-            done[(wc.wr_id % depth) as usize] = true;
+            self.completed(wc.wr_id);
         }
-        // Retire finished chunks in order.
-        while next_retire < next_post && done[(next_retire % depth) as usize] {
-            let slot = (next_retire % depth) as usize;
-            done[slot] = false;
-            if let Direction::Read(sink) = &mut dir {
-                let offset = slot * shape.chunk as usize;
-                let len = shape.chunk_len(total, next_retire) as usize;
-                if let Err(e) = sink.drain(&staging.bytes()[offset..offset + len]) {
-                    break 'transfer Err(TransferError::LocalIo(e));
-                }
-            }
-            next_retire += 1;
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(!polled.is_empty()),
         }
-        if polled.is_empty() {
-            if last_progress.elapsed() >= deadlines.watchdog {
-                Stats::bump(&stats.watchdog_fired);
-                break 'transfer Err(TransferError::Watchdog);
-            }
-            idle(&mut empty_polls);
-        } else {
-            last_progress = Instant::now();
-            empty_polls = 0;
-        }
-    };
+    }
 
-    if let Err(e) = &result {
-        if matches!(e, TransferError::Completion { .. }) {
-            Stats::bump(&stats.completion_errors);
+    /// A successful completion: GET frees its slot, PUT queues its chunk for the sink.
+    fn completed(&mut self, wr_id: u64) {
+        let Some(job) = self.progress.posted.remove(&wr_id) else {
+            warn!(
+                wr_id,
+                "completion for a work request not in flight; ignored"
+            );
+            return;
+        };
+        match self.op {
+            RdmaOp::Write => {
+                let slot = self.slot_of(job);
+                self.progress.free.push(slot);
+                self.progress.retired += 1;
+            }
+            RdmaOp::Read => {
+                self.progress.landed.insert(job.chunk, job);
+            }
         }
-        debug!(error = %e, posted = next_post, completions, "transfer failed; moving QP to ERR");
-        if let Err(e) = qp.to_error() {
+    }
+
+    /// PUT: hand read chunks to the sink, in chunk order.
+    fn hand_landed_to_sink(&mut self, local: &mut dyn LocalEnd) {
+        let p = &mut self.progress;
+        while let Some(job) = p.landed.remove(&p.next_drain) {
+            p.next_drain += 1;
+            p.at_local += 1;
+            local.submit(job);
+        }
+    }
+
+    /// Move the QP to ERR and wait for the flushes of what is still posted.
+    fn abort(&mut self, e: &TransferError) {
+        if matches!(e, TransferError::Completion { .. }) {
+            Stats::bump(&self.stats.completion_errors);
+        }
+        let outstanding = self
+            .progress
+            .posts
+            .saturating_sub(self.progress.completions);
+        debug!(error = %e, posted = self.progress.posts, completions = self.progress.completions,
+            outstanding, "transfer failed; moving QP to ERR");
+        if let Err(e) = self.qp.to_error() {
             warn!(error = %e, "moving the QP to ERR failed");
         }
-        let outstanding = next_post - completions;
-        if !drain_flushes(qp, outstanding, deadlines.flush_wait, &mut polled) {
+        if !drain_flushes(self.qp, outstanding, self.deadlines.flush_wait) {
+            Stats::bump(&self.stats.flush_timeouts);
             warn!(
                 outstanding,
                 "flushes did not all arrive in time; the QP will be destroyed"
             );
         }
     }
-    result
+
+    fn job(&self, chunk: u64, slot: usize) -> SlotJob {
+        SlotJob {
+            chunk,
+            offset: self.shape.slot_offset(slot),
+            len: self.shape.chunk_len(self.total, chunk),
+        }
+    }
+
+    fn slot_of(&self, job: SlotJob) -> usize {
+        job.offset / self.shape.chunk as usize
+    }
 }
 
 /// Poll until `outstanding` more completions (flushes) arrived; false if the wait ran out.
-fn drain_flushes<Q: RdmaQp>(
-    qp: &mut Q,
-    mut outstanding: u64,
-    wait: Duration,
-    polled: &mut Vec<WorkCompletion>,
-) -> bool {
+fn drain_flushes<Q: RdmaQp>(qp: &mut Q, mut outstanding: u64, wait: Duration) -> bool {
     let started = Instant::now();
     let mut empty_polls = 0u32;
+    let mut polled = Vec::new();
     while outstanding > 0 {
         polled.clear();
-        if qp.poll(polled).is_err() {
+        if qp.poll(&mut polled).is_err() {
             return false;
         }
         outstanding = outstanding.saturating_sub(polled.len() as u64);
@@ -315,6 +537,7 @@ mod tests {
     use super::*;
     use crate::rdma::port::{Peer, QpSetup, RdmaPort};
     use crate::rdma::test_double::{Behaviour, DoublePort, QpLog, WC_RETRY_EXC_ERR};
+    use std::sync::atomic::Ordering;
 
     struct VecSink(Vec<u8>);
     impl ChunkSink for VecSink {
@@ -325,8 +548,9 @@ mod tests {
     }
 
     const DEADLINES: Deadlines = Deadlines {
-        watchdog: Duration::from_millis(200),
-        flush_wait: Duration::from_millis(200),
+        watchdog: Duration::from_millis(500),
+        flush_wait: Duration::from_millis(500),
+        min_rate: 1 << 20,
     };
 
     fn qp(port: &DoublePort) -> <DoublePort as RdmaPort>::Qp {
@@ -345,24 +569,42 @@ mod tests {
         (0..n).map(|i| (i * 7 + i / 251) as u8).collect()
     }
 
+    fn shape(chunk: u32, depth: usize) -> Shape {
+        Shape {
+            chunk,
+            depth,
+            slots: depth * 2,
+        }
+    }
+
+    /// Run one transfer on a fresh QP of `port`; returns the QP for inspection.
+    fn transfer(
+        port: &DoublePort,
+        shape: Shape,
+        dir: Direction<'_>,
+        total: u64,
+        remote: Remote,
+        deadlines: Deadlines,
+        stats: &Stats,
+    ) -> (Result<(), TransferError>, <DoublePort as RdmaPort>::Qp) {
+        let staging = port.alloc_staging(shape.staging_len()).expect("staging");
+        let mut q = qp(port);
+        let plan = Plan {
+            shape,
+            total,
+            remote,
+        };
+        let r = Transfer::new(&mut q, &staging, plan, deadlines, stats).and_then(|t| t.run(dir));
+        (r, q)
+    }
+
     #[test]
     fn shape_respects_limits() {
         let s = Shape::new(RdmaOp::Write, 1 << 20, 1 << 23, 8, 4);
-        assert_eq!(
-            s,
-            Shape {
-                chunk: 1 << 20,
-                depth: 8
-            }
-        );
+        assert_eq!(s, shape(1 << 20, 8));
+        assert_eq!(s.staging_len(), 16 << 20);
         let s = Shape::new(RdmaOp::Read, 1 << 24, 1 << 23, 8, 4);
-        assert_eq!(
-            s,
-            Shape {
-                chunk: 1 << 23,
-                depth: 4
-            }
-        );
+        assert_eq!(s, shape(1 << 23, 4));
         let s = Shape::new(RdmaOp::Write, 1000, 4096, 3, 0);
         assert_eq!(s.chunks(0), 0);
         assert_eq!(s.chunks(1), 1);
@@ -370,7 +612,20 @@ mod tests {
         assert_eq!(s.chunks(1001), 2);
         assert_eq!(s.chunk_len(2500, 0), 1000);
         assert_eq!(s.chunk_len(2500, 2), 500);
-        assert_eq!(s.staging_len(), 3000);
+        assert_eq!(s.staging_len(), 6000);
+    }
+
+    #[test]
+    fn total_deadline_grows_with_the_size() {
+        let d = Deadlines {
+            watchdog: Duration::from_secs(2),
+            flush_wait: Duration::from_secs(1),
+            min_rate: 1 << 20,
+        };
+        assert_eq!(d.total_for(0), Duration::from_secs(2));
+        assert_eq!(d.total_for(8 << 20), Duration::from_secs(10));
+        let never = Deadlines { min_rate: 0, ..d };
+        assert!(never.total_for(u64::MAX) >= Duration::from_secs(1 << 40));
     }
 
     #[test]
@@ -378,28 +633,22 @@ mod tests {
         let port = DoublePort::new();
         let data = pattern(10_000);
         port.add_region(77, 0x1000, vec![0; 12_000]);
-        let shape = Shape {
-            chunk: 1024,
-            depth: 3,
-        };
-        let mut staging = port.alloc_staging(shape.staging_len()).expect("staging");
-        let mut q = qp(&port);
         let mut src: &[u8] = &data;
         let stats = Stats::default();
-        run(
-            &mut q,
-            &mut staging,
-            shape,
+        let remote = Remote {
+            addr: 0x1000 + 100,
+            rkey: 77,
+        };
+        let (r, _q) = transfer(
+            &port,
+            shape(1024, 3),
             Direction::Write(&mut src),
             10_000,
-            Remote {
-                addr: 0x1000 + 100,
-                rkey: 77,
-            },
+            remote,
             DEADLINES,
             &stats,
-        )
-        .expect("transfer");
+        );
+        r.expect("transfer");
         let mem = port.region(77);
         assert_eq!(&mem[100..10_100], &data[..]);
         assert!(mem[..100].iter().all(|&b| b == 0) && mem[10_100..].iter().all(|&b| b == 0));
@@ -408,67 +657,103 @@ mod tests {
         assert!(posted
             .iter()
             .all(|wr| wr.len <= 1024 && wr.op == RdmaOp::Write));
-        assert_eq!(port.max_outstanding(), 3);
-        assert_eq!(
-            stats
-                .work_requests
-                .load(std::sync::atomic::Ordering::Relaxed),
-            10
-        );
+        // Each chunk goes to its own place in the client buffer, in order.
+        for (i, wr) in posted.iter().enumerate() {
+            assert_eq!(wr.remote_addr, 0x1000 + 100 + 1024 * i as u64);
+        }
+        assert!(port.max_outstanding() <= 3);
+        assert_eq!(stats.work_requests.load(Ordering::Relaxed), 10);
     }
 
     #[test]
     fn read_hands_chunks_to_the_sink_in_order() {
+        for batch in [1, 3, 16] {
+            let port = DoublePort::new();
+            port.set_poll_batch(batch);
+            let data = pattern(50_000);
+            port.add_region(5, 0x9000, data.clone());
+            let mut sink = VecSink(Vec::new());
+            let (r, _q) = transfer(
+                &port,
+                shape(700, 4),
+                Direction::Read(&mut sink),
+                50_000,
+                Remote {
+                    addr: 0x9000,
+                    rkey: 5,
+                },
+                DEADLINES,
+                &Stats::default(),
+            );
+            r.expect("transfer");
+            assert_eq!(sink.0, data, "poll batch {batch}");
+            assert!(port.max_outstanding() <= 4);
+        }
+    }
+
+    #[test]
+    fn one_chunk_runs_inline_both_ways() {
         let port = DoublePort::new();
-        let data = pattern(5000);
-        port.add_region(5, 0x9000, data.clone());
-        let shape = Shape {
-            chunk: 700,
-            depth: 4,
-        };
-        let mut staging = port.alloc_staging(shape.staging_len()).expect("staging");
-        let mut q = qp(&port);
-        let mut sink = VecSink(Vec::new());
-        let stats = Stats::default();
-        run(
-            &mut q,
-            &mut staging,
-            shape,
-            Direction::Read(&mut sink),
-            5000,
-            Remote {
-                addr: 0x9000,
-                rkey: 5,
-            },
+        let data = pattern(300);
+        port.add_region(3, 0, vec![0; 300]);
+        let mut src: &[u8] = &data;
+        let (r, _q) = transfer(
+            &port,
+            shape(1024, 2),
+            Direction::Write(&mut src),
+            300,
+            Remote { addr: 0, rkey: 3 },
             DEADLINES,
-            &stats,
-        )
-        .expect("transfer");
+            &Stats::default(),
+        );
+        r.expect("write");
+        assert_eq!(port.region(3), data);
+        let mut sink = VecSink(Vec::new());
+        let (r, _q) = transfer(
+            &port,
+            shape(1024, 2),
+            Direction::Read(&mut sink),
+            300,
+            Remote { addr: 0, rkey: 3 },
+            DEADLINES,
+            &Stats::default(),
+        );
+        r.expect("read");
         assert_eq!(sink.0, data);
-        assert!(port.max_outstanding() <= 4);
     }
 
     #[test]
     fn zero_bytes_posts_nothing() {
         let port = DoublePort::new();
-        let shape = Shape {
-            chunk: 64,
-            depth: 2,
-        };
-        let mut staging = port.alloc_staging(shape.staging_len()).expect("staging");
-        let mut q = qp(&port);
         let mut src: &[u8] = &[];
-        run(
-            &mut q,
-            &mut staging,
-            shape,
+        let (r, _q) = transfer(
+            &port,
+            shape(64, 2),
             Direction::Write(&mut src),
             0,
             Remote { addr: 0, rkey: 0 },
             DEADLINES,
             &Stats::default(),
-        )
-        .expect("empty transfer");
+        );
+        r.expect("empty transfer");
+        assert!(port.posted().is_empty());
+    }
+
+    #[test]
+    fn staging_smaller_than_the_shape_is_refused_before_posting() {
+        let port = DoublePort::new();
+        let staging = port.alloc_staging(100).expect("staging");
+        let mut q = qp(&port);
+        let plan = Plan {
+            shape: shape(64, 2),
+            total: 1000,
+            remote: Remote { addr: 0, rkey: 0 },
+        };
+        let stats = Stats::default();
+        assert!(matches!(
+            Transfer::new(&mut q, &staging, plan, DEADLINES, &stats),
+            Err(TransferError::Staging)
+        ));
         assert!(port.posted().is_empty());
     }
 
@@ -477,26 +762,19 @@ mod tests {
         let port = DoublePort::new();
         port.set_behaviour(Behaviour::FailWr(2));
         port.add_region(1, 0, vec![0; 8192]);
-        let shape = Shape {
-            chunk: 512,
-            depth: 4,
-        };
-        let mut staging = port.alloc_staging(shape.staging_len()).expect("staging");
-        let mut q = qp(&port);
         let data = pattern(8192);
         let mut src: &[u8] = &data;
         let stats = Stats::default();
-        let err = run(
-            &mut q,
-            &mut staging,
-            shape,
+        let (r, mut q) = transfer(
+            &port,
+            shape(512, 4),
             Direction::Write(&mut src),
             8192,
             Remote { addr: 0, rkey: 1 },
             DEADLINES,
             &stats,
-        )
-        .expect_err("must fail");
+        );
+        let err = r.expect_err("must fail");
         assert!(
             matches!(
                 err,
@@ -509,13 +787,41 @@ mod tests {
             "{err:?}"
         );
         assert!(port.log().contains(&QpLog::ToError(q.qp_num())));
-        assert_eq!(
-            stats
-                .completion_errors
-                .load(std::sync::atomic::Ordering::Relaxed),
-            1
-        );
+        assert_eq!(stats.completion_errors.load(Ordering::Relaxed), 1);
+        assert_eq!(stats.flush_timeouts.load(Ordering::Relaxed), 0);
         // Every posted request was accounted for: nothing outstanding is left on the QP.
+        let mut rest = Vec::new();
+        q.poll(&mut rest).expect("poll");
+        assert!(rest.is_empty());
+    }
+
+    /// The review finding: completions after an error completion in the same poll batch were
+    /// never counted, so the flush wait always ran out. With the whole window in one batch, every
+    /// flush is in the batch that carries the error: nothing is left to wait for.
+    #[test]
+    fn completions_after_an_error_in_the_same_batch_are_counted() {
+        let port = DoublePort::new();
+        port.set_poll_batch(64);
+        port.set_behaviour(Behaviour::FailWr(1));
+        port.add_region(1, 0, vec![0; 8192]);
+        let data = pattern(8192);
+        let mut src: &[u8] = &data;
+        let stats = Stats::default();
+        let deadlines = Deadlines {
+            flush_wait: Duration::from_secs(30),
+            ..DEADLINES
+        };
+        let (r, mut q) = transfer(
+            &port,
+            shape(512, 4),
+            Direction::Write(&mut src),
+            8192,
+            Remote { addr: 0, rkey: 1 },
+            deadlines,
+            &stats,
+        );
+        assert!(matches!(r, Err(TransferError::Completion { wr_id: 1, .. })));
+        assert_eq!(stats.flush_timeouts.load(Ordering::Relaxed), 0);
         let mut rest = Vec::new();
         q.poll(&mut rest).expect("poll");
         assert!(rest.is_empty());
@@ -526,42 +832,60 @@ mod tests {
         let port = DoublePort::new();
         port.set_behaviour(Behaviour::Hang);
         port.add_region(1, 0, vec![0; 4096]);
-        let shape = Shape {
-            chunk: 1024,
-            depth: 2,
-        };
-        let mut staging = port.alloc_staging(shape.staging_len()).expect("staging");
-        let mut q = qp(&port);
         let data = pattern(4096);
         let mut src: &[u8] = &data;
         let stats = Stats::default();
         let deadlines = Deadlines {
             watchdog: Duration::from_millis(30),
             flush_wait: Duration::from_secs(5),
+            min_rate: 1 << 20,
         };
-        let err = run(
-            &mut q,
-            &mut staging,
-            shape,
+        let (r, mut q) = transfer(
+            &port,
+            shape(1024, 2),
             Direction::Write(&mut src),
             4096,
             Remote { addr: 0, rkey: 1 },
             deadlines,
             &stats,
-        )
-        .expect_err("must fail");
-        assert!(matches!(err, TransferError::Watchdog));
-        assert_eq!(
-            stats
-                .watchdog_fired
-                .load(std::sync::atomic::Ordering::Relaxed),
-            1
         );
+        assert!(matches!(r, Err(TransferError::Watchdog)));
+        assert_eq!(stats.watchdog_fired.load(Ordering::Relaxed), 1);
         assert!(port.log().contains(&QpLog::ToError(q.qp_num())));
-        // Both posted requests flushed before `run` returned.
+        // Both posted requests flushed before the transfer returned.
         let mut rest = Vec::new();
         q.poll(&mut rest).expect("poll");
         assert!(rest.is_empty());
+    }
+
+    /// A peer that completes just often enough to keep the watchdog quiet is stopped by the total
+    /// deadline (watchdog + size / min_rate).
+    #[test]
+    fn total_deadline_stops_a_trickling_peer() {
+        let port = DoublePort::new();
+        port.set_behaviour(Behaviour::TrickleMs(40));
+        port.add_region(1, 0, vec![0; 64 * 100]);
+        let mut sink = VecSink(Vec::new());
+        let stats = Stats::default();
+        let deadlines = Deadlines {
+            watchdog: Duration::from_millis(400),
+            flush_wait: Duration::from_secs(5),
+            // 6400 bytes at 20 000 B/s: 320 ms + 400 ms, where trickling takes 4 s.
+            min_rate: 20_000,
+        };
+        let (r, _q) = transfer(
+            &port,
+            shape(64, 2),
+            Direction::Read(&mut sink),
+            64 * 100,
+            Remote { addr: 0, rkey: 1 },
+            deadlines,
+            &stats,
+        );
+        assert!(matches!(r, Err(TransferError::Deadline(_))), "{r:?}");
+        assert_eq!(stats.deadline_fired.load(Ordering::Relaxed), 1);
+        assert_eq!(stats.watchdog_fired.load(Ordering::Relaxed), 0);
+        assert!(sink.0.len() < 64 * 100);
     }
 
     #[test]
@@ -573,23 +897,50 @@ mod tests {
             }
         }
         let port = DoublePort::new();
-        let shape = Shape {
-            chunk: 64,
-            depth: 2,
-        };
-        let mut staging = port.alloc_staging(shape.staging_len()).expect("staging");
-        let mut q = qp(&port);
-        let err = run(
-            &mut q,
-            &mut staging,
-            shape,
+        let (r, _q) = transfer(
+            &port,
+            shape(64, 2),
             Direction::Write(&mut Broken),
             100,
             Remote { addr: 0, rkey: 1 },
             DEADLINES,
             &Stats::default(),
-        )
-        .expect_err("must fail");
-        assert!(matches!(err, TransferError::LocalIo(_)));
+        );
+        assert!(matches!(r, Err(TransferError::LocalIo(_))));
+        assert!(port.posted().is_empty(), "nothing unfilled is posted");
+    }
+
+    #[test]
+    fn sink_error_aborts_and_flushes_what_is_posted() {
+        struct FailSecond(u32);
+        impl ChunkSink for FailSecond {
+            fn drain(&mut self, _: &[u8]) -> io::Result<()> {
+                self.0 += 1;
+                if self.0 == 2 {
+                    return Err(io::Error::other("disk full"));
+                }
+                Ok(())
+            }
+        }
+        let port = DoublePort::new();
+        port.add_region(1, 0, pattern(64 * 50));
+        let mut sink = FailSecond(0);
+        let stats = Stats::default();
+        let (r, mut q) = transfer(
+            &port,
+            shape(64, 4),
+            Direction::Read(&mut sink),
+            64 * 50,
+            Remote { addr: 0, rkey: 1 },
+            DEADLINES,
+            &stats,
+        );
+        assert!(matches!(r, Err(TransferError::LocalIo(_))));
+        assert_eq!(sink.0, 2, "nothing drained after the failure");
+        assert!(port.log().contains(&QpLog::ToError(q.qp_num())));
+        assert_eq!(stats.flush_timeouts.load(Ordering::Relaxed), 0);
+        let mut rest = Vec::new();
+        q.poll(&mut rest).expect("poll");
+        assert!(rest.is_empty());
     }
 }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use hipobj::verbs::{self, Access, Device, Lib, Mr, QpCaps, RcQp, RtrParams, RtsParams};
 
 use super::port::{
-    PortError, PortInfo, QpSetup, RdmaOp, RdmaPort, RdmaQp, StagingBuffer, WorkCompletion,
-    WorkRequest,
+    PortError, PortInfo, QpSetup, RdmaOp, RdmaPort, RdmaQp, StagingBuffer, StagingMemory,
+    WorkCompletion, WorkRequest,
 };
 
 /// PROTOCOL.md section 4 rule 3: local ACK timeout exponent (4.096 us * 2^14 = 67 ms).
@@ -59,15 +59,12 @@ impl VerbsPort {
 pub struct VerbsBuffer {
     // Declared first: deregistered before the memory is freed.
     mr: Mr,
-    mem: Box<[u8]>,
+    mem: StagingMemory,
 }
 
 impl StagingBuffer for VerbsBuffer {
-    fn bytes(&self) -> &[u8] {
+    fn memory(&self) -> &StagingMemory {
         &self.mem
-    }
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.mem
     }
 }
 
@@ -165,9 +162,9 @@ impl RdmaPort for VerbsPort {
     }
 
     fn alloc_staging(&self, len: usize) -> Result<VerbsBuffer, PortError> {
-        let mem = vec![0u8; len.max(1)].into_boxed_slice();
+        let mem = StagingMemory::zeroed(len)?;
         // SAFETY: `mem` is a heap allocation owned by the returned VerbsBuffer, which drops `mr`
-        // (deregistration) before `mem` (field order); moving the Box does not move the memory.
+        // (deregistration) before `mem` (field order); moving the owner does not move the memory.
         let mr = unsafe {
             self.device
                 .register(mem.as_ptr() as usize, mem.len(), Access::LOCAL_WRITE)

@@ -1,17 +1,28 @@
 //! RDMA work runs on dedicated threads, never on the async executor: a small pool of named
 //! worker threads fed by a channel, each job answering through its own oneshot. A janitor thread
-//! expires idle pairings. Too many token requests at once are refused with 503 before queueing.
+//! expires idle pairings.
+//!
+//! Backpressure ([`Admission`]): up to `max_transfers` token requests are admitted at once; the
+//! next ones wait in a bounded queue for at most `queue_wait`, then get 503 (with `Retry-After`);
+//! beyond the queue, 503 at once. A request's place is freed before its answer is sent, so a
+//! client that sends its next request as soon as it has the answer always finds it free.
+//!
+//! A job that panics is contained: its request gets 500, its pairing is destroyed (the lease's
+//! drop, see `pairing`), its staging buffer is leaked (work requests may still be posted over
+//! it), and the worker thread goes on with the next job.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use tokio::sync::oneshot;
-use tracing::{debug, warn};
+use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
+use tracing::{debug, error, warn};
 
 use super::{RdmaJob, RdmaOutcome, RejectCode};
+use crate::stats::Stats;
 
 /// What the workers run: the engine, behind a trait object so the pool is not generic.
 pub trait JobRunner: Send + Sync + 'static {
@@ -29,58 +40,96 @@ impl<P: super::port::RdmaPort> JobRunner for super::engine::Engine<P> {
     }
 }
 
-/// Counts token requests being handled; refuses above the limit.
+/// How the pool is sized.
+#[derive(Clone, Debug)]
+pub struct WorkerSettings {
+    /// Worker threads.
+    pub workers: usize,
+    /// Token requests admitted at once (queued for a worker or running).
+    pub max_transfers: usize,
+    /// Requests that may wait for a place beyond `max_transfers`.
+    pub queue: usize,
+    /// How long one waits before its 503.
+    pub queue_wait: Duration,
+    /// How often the janitor looks for idle pairings.
+    pub sweep_every: Duration,
+}
+
+/// Admits token requests: `max` at once, a bounded queue of waiters, 503 for the rest.
 #[derive(Debug)]
-pub struct Limiter {
-    running: AtomicUsize,
-    max: usize,
+pub struct Admission {
+    places: Arc<Semaphore>,
+    waiting: AtomicUsize,
+    queue: usize,
+    queue_wait: Duration,
 }
 
 /// One admitted request; dropping it frees its place.
 #[derive(Debug)]
-pub struct Permit(Arc<Limiter>);
+pub struct Permit(#[allow(dead_code)] OwnedSemaphorePermit);
 
-impl Limiter {
-    pub fn new(max: usize) -> Arc<Limiter> {
-        Arc::new(Limiter {
-            running: AtomicUsize::new(0),
-            max,
-        })
-    }
+/// Counts a waiter for as long as it waits (also when its request is dropped meanwhile).
+struct Waiting<'a>(&'a AtomicUsize);
 
-    pub fn try_acquire(self: &Arc<Self>) -> Option<Permit> {
-        let mut now = self.running.load(Ordering::Relaxed);
-        loop {
-            if now >= self.max {
-                return None;
-            }
-            match self.running.compare_exchange_weak(
-                now,
-                now + 1,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Some(Permit(Arc::clone(self))),
-                Err(seen) => now = seen,
-            }
-        }
-    }
-
-    pub fn running(&self) -> usize {
-        self.running.load(Ordering::Relaxed)
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
-impl Drop for Permit {
-    fn drop(&mut self) {
-        self.0.running.fetch_sub(1, Ordering::AcqRel);
+impl Admission {
+    pub fn new(max: usize, queue: usize, queue_wait: Duration) -> Arc<Admission> {
+        Arc::new(Admission {
+            places: Arc::new(Semaphore::new(max.max(1))),
+            waiting: AtomicUsize::new(0),
+            queue,
+            queue_wait,
+        })
+    }
+
+    /// A place now, if one is free.
+    pub fn try_acquire(&self) -> Option<Permit> {
+        Arc::clone(&self.places)
+            .try_acquire_owned()
+            .ok()
+            .map(Permit)
+    }
+
+    /// A place now, or after waiting in the queue; `None` = 503. `queued` is told when the
+    /// request had to wait.
+    pub async fn acquire(&self, queued: impl FnOnce()) -> Option<Permit> {
+        if let Some(p) = self.try_acquire() {
+            return Some(p);
+        }
+        if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.queue {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        let _waiting = Waiting(&self.waiting);
+        queued();
+        let wait = Arc::clone(&self.places).acquire_owned();
+        match tokio::time::timeout(self.queue_wait, wait).await {
+            Ok(Ok(p)) => Some(Permit(p)),
+            // Timed out (or the semaphore closed, which never happens).
+            _ => None,
+        }
+    }
+
+    /// Places taken now.
+    pub fn running(&self, max: usize) -> usize {
+        max.saturating_sub(self.places.available_permits())
+    }
+
+    /// Requests waiting for a place now.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Acquire)
     }
 }
 
 struct Job {
     job: RdmaJob,
-    /// Held until the worker answered.
-    _permit: Permit,
+    /// Freed just before the answer is sent.
+    permit: Permit,
     answer: oneshot::Sender<RdmaOutcome>,
 }
 
@@ -89,50 +138,61 @@ pub struct RdmaWorkers {
     // Declared before `threads`: dropping the senders ends the threads' loops.
     jobs: Option<Sender<Job>>,
     janitor: Option<Sender<()>>,
-    limiter: Arc<Limiter>,
+    admission: Arc<Admission>,
+    max_transfers: usize,
+    stats: Arc<Stats>,
     threads: Vec<JoinHandle<()>>,
 }
 
 impl RdmaWorkers {
     pub fn start(
         runner: Arc<dyn JobRunner>,
-        workers: usize,
-        max_transfers: usize,
-        sweep_every: Duration,
+        settings: &WorkerSettings,
+        stats: Arc<Stats>,
     ) -> std::io::Result<RdmaWorkers> {
         let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded::<Job>();
         let (janitor_tx, janitor_rx) = crossbeam_channel::bounded::<()>(0);
         let mut threads = Vec::new();
-        for i in 0..workers.max(1) {
+        for i in 0..settings.workers.max(1) {
             let rx = jobs_rx.clone();
             let runner = Arc::clone(&runner);
+            let stats = Arc::clone(&stats);
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("hipobj-rdma-{i:02}"))
-                    .spawn(move || worker_loop(&*runner, rx))?,
+                    .spawn(move || worker_loop(&*runner, rx, &stats))?,
             );
         }
         let runner = Arc::clone(&runner);
+        let every = settings.sweep_every;
         threads.push(
             std::thread::Builder::new()
                 .name("hipobj-janitor".into())
-                .spawn(move || janitor_loop(&*runner, janitor_rx, sweep_every))?,
+                .spawn(move || janitor_loop(&*runner, janitor_rx, every))?,
         );
         Ok(RdmaWorkers {
             jobs: Some(jobs_tx),
             janitor: Some(janitor_tx),
-            limiter: Limiter::new(max_transfers),
+            admission: Admission::new(settings.max_transfers, settings.queue, settings.queue_wait),
+            max_transfers: settings.max_transfers.max(1),
+            stats,
             threads,
         })
     }
 
-    pub fn limiter(&self) -> &Arc<Limiter> {
-        &self.limiter
+    pub fn admission(&self) -> &Arc<Admission> {
+        &self.admission
     }
 
-    /// Run `job` on a worker; 503 when the limit is reached.
+    /// Places taken now.
+    pub fn running(&self) -> usize {
+        self.admission.running(self.max_transfers)
+    }
+
+    /// Run `job` on a worker; 503 when no place freed up within the queue wait.
     pub async fn submit(&self, job: RdmaJob) -> RdmaOutcome {
-        let Some(permit) = self.limiter.try_acquire() else {
+        let queued = || Stats::bump(&self.stats.transfers_queued);
+        let Some(permit) = self.admission.acquire(queued).await else {
             debug!("too many RDMA transfers; 503");
             return RdmaOutcome::Rejected(RejectCode::Busy);
         };
@@ -143,7 +203,7 @@ impl RdmaWorkers {
         if jobs
             .send(Job {
                 job,
-                _permit: permit,
+                permit,
                 answer: tx,
             })
             .is_err()
@@ -156,16 +216,37 @@ impl RdmaWorkers {
     }
 }
 
-fn worker_loop(runner: &dyn JobRunner, jobs: Receiver<Job>) {
+fn worker_loop(runner: &dyn JobRunner, jobs: Receiver<Job>, stats: &Stats) {
     while let Ok(Job {
         job,
-        _permit,
+        permit,
         answer,
     }) = jobs.recv()
     {
-        let outcome = runner.run(job);
+        let outcome = run_contained(runner, job, stats);
+        drop(permit);
         // The requester may have left (client hung up); nothing to do then.
         let _ = answer.send(outcome);
+    }
+}
+
+/// Run one job; a panic becomes 500 and the thread lives on.
+fn run_contained(runner: &dyn JobRunner, job: RdmaJob, stats: &Stats) -> RdmaOutcome {
+    let what = format!("{:?} {}/{}", job.kind, job.bucket, job.key);
+    // AssertUnwindSafe: the engine's shared state is poison-free (locks recover) and a panicking
+    // lease destroys its pairing, so nothing half-updated is used afterwards.
+    match catch_unwind(AssertUnwindSafe(|| runner.run(job))) {
+        Ok(outcome) => outcome,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            error!(job = %what, %message, "RDMA job panicked; 500, pairing destroyed");
+            Stats::bump(&stats.worker_panics);
+            RdmaOutcome::Rejected(RejectCode::Failed)
+        }
     }
 }
 
@@ -202,14 +283,45 @@ mod tests {
     use hipobj::token::{Token, Transport};
     use std::sync::Mutex;
 
-    #[test]
-    fn limiter_refuses_above_max_and_frees_on_drop() {
-        let l = Limiter::new(2);
-        let a = l.try_acquire().expect("1");
-        let _b = l.try_acquire().expect("2");
-        assert!(l.try_acquire().is_none());
-        drop(a);
-        assert!(l.try_acquire().is_some());
+    #[tokio::test]
+    async fn admission_refuses_above_max_and_frees_on_drop() {
+        let a = Admission::new(2, 0, Duration::from_millis(10));
+        let p1 = a.try_acquire().expect("1");
+        let _p2 = a.try_acquire().expect("2");
+        assert!(a.try_acquire().is_none());
+        // No queue: refused at once.
+        assert!(a.acquire(|| panic!("must not queue")).await.is_none());
+        drop(p1);
+        assert!(a.acquire(|| panic!("a place is free")).await.is_some());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_queued_request_gets_the_next_free_place() {
+        let a = Admission::new(1, 1, Duration::from_secs(30));
+        let held = a.try_acquire().expect("1");
+        let a2 = Arc::clone(&a);
+        let waiter = tokio::spawn(async move { a2.acquire(|| {}).await.is_some() });
+        while a.waiting() == 0 {
+            tokio::task::yield_now().await;
+        }
+        // The queue (1) is full: the next one is refused at once.
+        assert!(a.acquire(|| panic!("queue is full")).await.is_none());
+        drop(held);
+        assert!(
+            waiter.await.expect("join"),
+            "the waiter got the freed place"
+        );
+        assert_eq!(a.waiting(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_queued_request_gives_up_after_the_queue_wait() {
+        let a = Admission::new(1, 4, Duration::from_millis(20));
+        let _held = a.try_acquire().expect("1");
+        let mut queued = false;
+        assert!(a.acquire(|| queued = true).await.is_none());
+        assert!(queued);
+        assert_eq!(a.waiting(), 0);
     }
 
     /// Blocks every job until released, to fill the pool.
@@ -218,7 +330,10 @@ mod tests {
     }
 
     impl JobRunner for Gate {
-        fn run(&self, _job: RdmaJob) -> RdmaOutcome {
+        fn run(&self, job: RdmaJob) -> RdmaOutcome {
+            if job.key == "panic" {
+                panic!("scripted panic in a job");
+            }
             let _ = self.open.lock().map(|rx| rx.recv());
             RdmaOutcome::Rejected(RejectCode::NotFound)
         }
@@ -227,7 +342,7 @@ mod tests {
         }
     }
 
-    fn job() -> RdmaJob {
+    fn job(key: &str) -> RdmaJob {
         let token = Token {
             transport: Transport::Rc,
             qp_num: 1,
@@ -241,30 +356,42 @@ mod tests {
         RdmaJob {
             token,
             bucket: "b".into(),
-            key: "k".into(),
+            key: key.into(),
             kind: JobKind::Put,
         }
     }
 
+    fn settings(workers: usize, max: usize, queue: usize, wait: Duration) -> WorkerSettings {
+        WorkerSettings {
+            workers,
+            max_transfers: max,
+            queue,
+            queue_wait: wait,
+            sweep_every: Duration::from_secs(60),
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn third_request_over_a_limit_of_two_gets_503() {
+    async fn third_request_over_a_limit_of_two_waits_then_gets_503() {
         let (open_tx, open_rx) = crossbeam_channel::unbounded();
         let runner = Arc::new(Gate {
             open: Mutex::new(open_rx),
         });
-        let pool =
-            Arc::new(RdmaWorkers::start(runner, 2, 2, Duration::from_secs(60)).expect("start"));
+        let stats = Arc::new(Stats::default());
+        let s = settings(2, 2, 1, Duration::from_millis(50));
+        let pool = Arc::new(RdmaWorkers::start(runner, &s, Arc::clone(&stats)).expect("start"));
         let p1 = Arc::clone(&pool);
-        let first = tokio::spawn(async move { p1.submit(job()).await });
+        let first = tokio::spawn(async move { p1.submit(job("k")).await });
         let p2 = Arc::clone(&pool);
-        let second = tokio::spawn(async move { p2.submit(job()).await });
-        while pool.limiter().running() < 2 {
+        let second = tokio::spawn(async move { p2.submit(job("k")).await });
+        while pool.running() < 2 {
             tokio::task::yield_now().await;
         }
         assert_eq!(
-            pool.submit(job()).await,
+            pool.submit(job("k")).await,
             RdmaOutcome::Rejected(RejectCode::Busy)
         );
+        assert_eq!(stats.transfers_queued.load(Ordering::Relaxed), 1);
         open_tx.send(()).expect("open");
         open_tx.send(()).expect("open");
         assert_eq!(
@@ -278,8 +405,52 @@ mod tests {
         // Places are free again.
         open_tx.send(()).expect("open");
         assert_eq!(
-            pool.submit(job()).await,
+            pool.submit(job("k")).await,
             RdmaOutcome::Rejected(RejectCode::NotFound)
         );
+    }
+
+    /// The place is freed before the answer: a client sending its next request right after each
+    /// answer never finds the limit taken by its own previous request.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn back_to_back_requests_at_the_limit_never_get_503() {
+        let (open_tx, open_rx) = crossbeam_channel::unbounded();
+        let runner = Arc::new(Gate {
+            open: Mutex::new(open_rx),
+        });
+        for _ in 0..400 {
+            open_tx.send(()).expect("open");
+        }
+        let s = settings(1, 1, 0, Duration::ZERO);
+        let pool = RdmaWorkers::start(runner, &s, Arc::new(Stats::default())).expect("start");
+        for _ in 0..400 {
+            assert_eq!(
+                pool.submit(job("k")).await,
+                RdmaOutcome::Rejected(RejectCode::NotFound)
+            );
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panicking_job_gets_500_and_the_worker_lives_on() {
+        let (open_tx, open_rx) = crossbeam_channel::unbounded();
+        let runner = Arc::new(Gate {
+            open: Mutex::new(open_rx),
+        });
+        let stats = Arc::new(Stats::default());
+        let s = settings(1, 4, 0, Duration::ZERO);
+        let pool = RdmaWorkers::start(runner, &s, Arc::clone(&stats)).expect("start");
+        assert_eq!(
+            pool.submit(job("panic")).await,
+            RdmaOutcome::Rejected(RejectCode::Failed)
+        );
+        assert_eq!(stats.worker_panics.load(Ordering::Relaxed), 1);
+        // The one worker still serves.
+        open_tx.send(()).expect("open");
+        assert_eq!(
+            pool.submit(job("k")).await,
+            RdmaOutcome::Rejected(RejectCode::NotFound)
+        );
+        assert_eq!(pool.running(), 0);
     }
 }

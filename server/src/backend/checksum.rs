@@ -1,0 +1,221 @@
+//! Object checksums (CRC32, CRC32C, SHA1, SHA256, CRC64NVME): computed while bytes are written,
+//! verified against what the client sent, stored with the object. The digests are s3s's own
+//! (`s3s::checksum::ChecksumHasher`, which wraps crc-fast, sha1 and sha2).
+
+use s3s::checksum::ChecksumHasher;
+use s3s::crypto::Checksum as _;
+use serde::{Deserialize, Serialize};
+
+use super::{StorageError, StorageResult};
+
+/// One checksum algorithm S3 knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ChecksumAlgo {
+    Crc32,
+    Crc32c,
+    Sha1,
+    Sha256,
+    Crc64Nvme,
+}
+
+impl ChecksumAlgo {
+    pub const ALL: [ChecksumAlgo; 5] = [
+        ChecksumAlgo::Crc32,
+        ChecksumAlgo::Crc32c,
+        ChecksumAlgo::Sha1,
+        ChecksumAlgo::Sha256,
+        ChecksumAlgo::Crc64Nvme,
+    ];
+
+    /// From S3's name (`CRC32`, `crc32c`, ...), any case.
+    pub fn parse(name: &str) -> Option<ChecksumAlgo> {
+        match name.to_ascii_uppercase().as_str() {
+            "CRC32" => Some(ChecksumAlgo::Crc32),
+            "CRC32C" => Some(ChecksumAlgo::Crc32c),
+            "SHA1" => Some(ChecksumAlgo::Sha1),
+            "SHA256" => Some(ChecksumAlgo::Sha256),
+            "CRC64NVME" => Some(ChecksumAlgo::Crc64Nvme),
+            _ => None,
+        }
+    }
+
+    /// S3's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChecksumAlgo::Crc32 => "CRC32",
+            ChecksumAlgo::Crc32c => "CRC32C",
+            ChecksumAlgo::Sha1 => "SHA1",
+            ChecksumAlgo::Sha256 => "SHA256",
+            ChecksumAlgo::Crc64Nvme => "CRC64NVME",
+        }
+    }
+
+    /// Digest length in bytes.
+    pub fn digest_len(self) -> usize {
+        match self {
+            ChecksumAlgo::Crc32 | ChecksumAlgo::Crc32c => 4,
+            ChecksumAlgo::Sha1 => 20,
+            ChecksumAlgo::Sha256 => 32,
+            ChecksumAlgo::Crc64Nvme => 8,
+        }
+    }
+}
+
+/// Base64 checksum values, one optional slot per algorithm.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checksums {
+    pub crc32: Option<String>,
+    pub crc32c: Option<String>,
+    pub sha1: Option<String>,
+    pub sha256: Option<String>,
+    pub crc64nvme: Option<String>,
+    /// The values are COMPOSITE multipart checksums (`<digest of part digests>-<parts>`), not
+    /// checksums of the whole object (FULL_OBJECT).
+    #[serde(default)]
+    pub composite: bool,
+}
+
+impl Checksums {
+    pub fn get(&self, algo: ChecksumAlgo) -> Option<&String> {
+        match algo {
+            ChecksumAlgo::Crc32 => self.crc32.as_ref(),
+            ChecksumAlgo::Crc32c => self.crc32c.as_ref(),
+            ChecksumAlgo::Sha1 => self.sha1.as_ref(),
+            ChecksumAlgo::Sha256 => self.sha256.as_ref(),
+            ChecksumAlgo::Crc64Nvme => self.crc64nvme.as_ref(),
+        }
+    }
+
+    pub fn set(&mut self, algo: ChecksumAlgo, value: Option<String>) {
+        let slot = match algo {
+            ChecksumAlgo::Crc32 => &mut self.crc32,
+            ChecksumAlgo::Crc32c => &mut self.crc32c,
+            ChecksumAlgo::Sha1 => &mut self.sha1,
+            ChecksumAlgo::Sha256 => &mut self.sha256,
+            ChecksumAlgo::Crc64Nvme => &mut self.crc64nvme,
+        };
+        *slot = value;
+    }
+
+    /// Algorithms with a value.
+    pub fn algos(&self) -> impl Iterator<Item = ChecksumAlgo> + '_ {
+        ChecksumAlgo::ALL
+            .into_iter()
+            .filter(|a| self.get(*a).is_some())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.algos().next().is_none()
+    }
+
+    fn from_dto(c: s3s::dto::Checksum) -> Checksums {
+        Checksums {
+            crc32: c.checksum_crc32,
+            crc32c: c.checksum_crc32c,
+            sha1: c.checksum_sha1,
+            sha256: c.checksum_sha256,
+            crc64nvme: c.checksum_crc64nvme,
+            composite: false,
+        }
+    }
+}
+
+/// Computes the checksums a write needs, in one pass.
+pub struct ChecksumComputer {
+    hasher: ChecksumHasher,
+}
+
+impl ChecksumComputer {
+    /// Compute every algorithm in `expected` plus `extra`.
+    pub fn new(expected: &Checksums, extra: Option<ChecksumAlgo>) -> Self {
+        let mut hasher = ChecksumHasher::default();
+        for algo in expected.algos().chain(extra) {
+            match algo {
+                ChecksumAlgo::Crc32 => hasher.crc32 = Some(Default::default()),
+                ChecksumAlgo::Crc32c => hasher.crc32c = Some(Default::default()),
+                ChecksumAlgo::Sha1 => hasher.sha1 = Some(Default::default()),
+                ChecksumAlgo::Sha256 => hasher.sha256 = Some(Default::default()),
+                ChecksumAlgo::Crc64Nvme => hasher.crc64nvme = Some(Default::default()),
+            }
+        }
+        ChecksumComputer { hasher }
+    }
+
+    pub fn update(&mut self, data: &[u8]) {
+        self.hasher.update(data);
+    }
+
+    /// The computed values, checked against `expected`.
+    pub fn finish(self, expected: &Checksums) -> StorageResult<Checksums> {
+        let got = Checksums::from_dto(self.hasher.finalize());
+        for algo in expected.algos() {
+            if expected.get(algo) != got.get(algo) {
+                return Err(StorageError::ChecksumMismatch(algo));
+            }
+        }
+        Ok(got)
+    }
+}
+
+/// Checksum of a multipart object from its parts' checksums: the digest of the concatenated
+/// binary part digests, then `-<parts>` (S3's COMPOSITE type). `None` if a part lacks it.
+pub fn composite(algo: ChecksumAlgo, parts: &[&Checksums]) -> Option<String> {
+    let mut joined = Vec::with_capacity(parts.len() * algo.digest_len());
+    for part in parts {
+        let raw = base64_simd::STANDARD.decode_to_vec(part.get(algo)?).ok()?;
+        joined.extend_from_slice(&raw);
+    }
+    let digest: Vec<u8> = match algo {
+        ChecksumAlgo::Crc32 => s3s::crypto::Crc32::checksum(&joined).as_ref().to_vec(),
+        ChecksumAlgo::Crc32c => s3s::crypto::Crc32c::checksum(&joined).as_ref().to_vec(),
+        ChecksumAlgo::Sha1 => s3s::crypto::Sha1::checksum(&joined).as_ref().to_vec(),
+        ChecksumAlgo::Sha256 => s3s::crypto::Sha256::checksum(&joined).as_ref().to_vec(),
+        ChecksumAlgo::Crc64Nvme => s3s::crypto::Crc64Nvme::checksum(&joined).as_ref().to_vec(),
+    };
+    Some(format!(
+        "{}-{}",
+        base64_simd::STANDARD.encode_to_string(&digest),
+        parts.len()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verifies_and_reports_mismatch() {
+        // CRC32 of "hello" is 0x3610a686.
+        let good = Checksums {
+            crc32: Some("NhCmhg==".into()),
+            ..Default::default()
+        };
+        let mut c = ChecksumComputer::new(&good, Some(ChecksumAlgo::Sha256));
+        c.update(b"hel");
+        c.update(b"lo");
+        let got = c.finish(&good).expect("matches");
+        assert_eq!(got.crc32.as_deref(), Some("NhCmhg=="));
+        assert_eq!(
+            got.sha256.as_deref(),
+            Some("LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ=")
+        );
+        let bad = Checksums {
+            crc32: Some("AAAAAA==".into()),
+            ..Default::default()
+        };
+        let mut c = ChecksumComputer::new(&bad, None);
+        c.update(b"hello");
+        assert!(matches!(
+            c.finish(&bad),
+            Err(StorageError::ChecksumMismatch(ChecksumAlgo::Crc32))
+        ));
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for a in ChecksumAlgo::ALL {
+            assert_eq!(ChecksumAlgo::parse(a.as_str()), Some(a));
+        }
+        assert_eq!(ChecksumAlgo::parse("md5"), None);
+    }
+}

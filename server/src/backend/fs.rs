@@ -1,0 +1,707 @@
+//! The embedded filesystem backend: one directory per bucket, one file per object.
+//!
+//! Layout under the data directory:
+//! - `<bucket>/<encoded key>`: the object's bytes (see `keys` for the encoding).
+//! - `<bucket>/.meta/<encoded key>`: its [`Sidecar`] (ETag, metadata, checksums; JSON).
+//! - `<bucket>/.uploads/<upload id>/`: a multipart upload (see `multipart`).
+//! - `<bucket>/.owner`: the identity that owns the bucket (one line).
+//! - `.tmp/`: bytes being written; a commit renames the file into place (atomic replace), an
+//!   abort or a drop removes it.
+
+use std::fs::{self, File};
+use std::io::{self, Seek, SeekFrom};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
+
+use md5::{Digest, Md5};
+
+use super::checksum::ChecksumComputer;
+use super::keys::{decode_key, encode_key};
+use super::meta::{md5_of, Sidecar};
+use super::{
+    select_range, Backend, BucketInfo, CompletedPart, ObjectInfo, ObjectReader, ObjectSource,
+    ObjectWrite, ObjectWriter, PartInfo, StorageError, StorageResult, UploadInfo, UploadOptions,
+    WriteOptions,
+};
+
+pub(super) const META_DIR: &str = ".meta";
+pub(super) const UPLOADS_DIR: &str = ".uploads";
+const TMP_DIR: &str = ".tmp";
+const OWNER_FILE: &str = ".owner";
+
+/// The filesystem store.
+#[derive(Debug)]
+pub struct FsBackend {
+    root: PathBuf,
+    tmp_seq: AtomicU64,
+}
+
+impl FsBackend {
+    /// Use `root` (created if missing) as the data directory.
+    pub fn open(root: &Path) -> io::Result<FsBackend> {
+        fs::create_dir_all(root.join(TMP_DIR))?;
+        Ok(FsBackend {
+            root: root.to_path_buf(),
+            tmp_seq: AtomicU64::new(0),
+        })
+    }
+
+    fn bucket_dir(&self, bucket: &str) -> StorageResult<PathBuf> {
+        // s3s validates bucket names (S3's rules) before any call; check again so no name can
+        // escape the data directory.
+        if bucket.is_empty() || bucket.starts_with('.') || bucket.contains('/') {
+            return Err(StorageError::InvalidBucketName);
+        }
+        Ok(self.root.join(bucket))
+    }
+
+    pub(crate) fn existing_bucket_dir(&self, bucket: &str) -> StorageResult<PathBuf> {
+        let dir = self
+            .bucket_dir(bucket)
+            .map_err(|_| StorageError::NoSuchBucket)?;
+        if dir.is_dir() {
+            Ok(dir)
+        } else {
+            Err(StorageError::NoSuchBucket)
+        }
+    }
+
+    /// A fresh path under `.tmp/`.
+    pub(super) fn tmp_path(&self) -> PathBuf {
+        let seq = self.tmp_seq.fetch_add(1, Ordering::Relaxed);
+        self.root
+            .join(TMP_DIR)
+            .join(format!("{}-{seq}", std::process::id()))
+    }
+
+    /// Start writing bytes that `dest` will place on commit.
+    pub(super) fn writer(&self, dest: Dest, options: WriteOptions) -> StorageResult<ObjectWriter> {
+        let tmp = self.tmp_path();
+        // Readable too: out-of-order writes are hashed back from the file at commit.
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        Ok(Box::new(FsWriter {
+            file,
+            tmp: Some(tmp),
+            side_tmp: self.tmp_path(),
+            dest,
+            md5: Md5::new(),
+            checksums: ChecksumComputer::new(&options.expected, options.compute),
+            hashed_upto: 0,
+            in_order: true,
+            len: 0,
+            options,
+        }))
+    }
+
+    fn keys_of(&self, dir: &Path) -> StorageResult<Vec<String>> {
+        let mut keys = Vec::new();
+        for entry in fs::read_dir(dir)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.starts_with('.') || !entry.file_type()?.is_file() {
+                continue;
+            }
+            if let Some(key) = decode_key(name) {
+                keys.push(key);
+            }
+        }
+        Ok(keys)
+    }
+
+    /// Open `path` and describe it with its sidecar.
+    fn open_file(&self, dir: &Path, key: &str) -> StorageResult<(File, ObjectInfo)> {
+        let name = encode_key(key)?;
+        let mut file = match File::open(dir.join(&name)) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(StorageError::NoSuchKey),
+            Err(e) => return Err(e.into()),
+        };
+        let stat = file.metadata()?;
+        let side =
+            match Sidecar::load_matching(&dir.join(META_DIR).join(&name), stat.ino(), stat.len()) {
+                Some(side) => side,
+                None => {
+                    let etag = md5_of(&mut file)?;
+                    file.seek(SeekFrom::Start(0))?;
+                    Sidecar {
+                        etag,
+                        ..Default::default()
+                    }
+                }
+            };
+        let info = ObjectInfo {
+            key: key.to_string(),
+            size: stat.len(),
+            etag: side.etag,
+            last_modified: stat.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            meta: side.meta,
+            checksums: side.checksums,
+            parts: side.parts,
+            part_sizes: side.part_sizes,
+            part_checksums: side.part_checksums,
+        };
+        Ok((file, info))
+    }
+}
+
+/// Positional reads from an opened object file.
+struct FileSource(File);
+
+impl ObjectSource for FileSource {
+    fn read_at(&mut self, buf: &mut [u8], pos: u64) -> io::Result<usize> {
+        FileExt::read_at(&self.0, buf, pos)
+    }
+}
+
+impl Backend for FsBackend {
+    fn create_bucket(&self, bucket: &str) -> StorageResult<()> {
+        let dir = self.bucket_dir(bucket)?;
+        match fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(StorageError::BucketAlreadyExists)
+            }
+            Err(e) => return Err(e.into()),
+        }
+        fs::create_dir_all(dir.join(META_DIR))?;
+        fs::create_dir_all(dir.join(UPLOADS_DIR))?;
+        Ok(())
+    }
+
+    fn head_bucket(&self, bucket: &str) -> StorageResult<()> {
+        self.existing_bucket_dir(bucket).map(|_| ())
+    }
+
+    fn delete_bucket(&self, bucket: &str) -> StorageResult<()> {
+        let dir = self.existing_bucket_dir(bucket)?;
+        if !self.keys_of(&dir)?.is_empty() {
+            return Err(StorageError::BucketNotEmpty);
+        }
+        fs::remove_dir_all(dir)?;
+        Ok(())
+    }
+
+    fn list_buckets(&self) -> StorageResult<Vec<BucketInfo>> {
+        let mut out = Vec::new();
+        for entry in fs::read_dir(&self.root)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let meta = entry.metadata()?;
+            if name.starts_with('.') || !meta.is_dir() {
+                continue;
+            }
+            out.push(BucketInfo {
+                name,
+                created: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            });
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    fn bucket_owner(&self, bucket: &str) -> StorageResult<Option<String>> {
+        let path = self.existing_bucket_dir(bucket)?.join(OWNER_FILE);
+        match fs::read_to_string(path) {
+            Ok(text) => Ok(Some(text.trim().to_string()).filter(|o| !o.is_empty())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn set_bucket_owner(&self, bucket: &str, owner: &str) -> StorageResult<()> {
+        let path = self.existing_bucket_dir(bucket)?.join(OWNER_FILE);
+        let mut file = match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(StorageError::BucketAlreadyExists)
+            }
+            Err(e) => return Err(e.into()),
+        };
+        use std::io::Write;
+        writeln!(file, "{owner}")?;
+        file.sync_all()?;
+        Ok(())
+    }
+
+    fn open_read(
+        &self,
+        bucket: &str,
+        key: &str,
+        range: Option<&s3s::dto::Range>,
+    ) -> StorageResult<ObjectReader> {
+        let dir = self.existing_bucket_dir(bucket)?;
+        let (file, info) = self.open_file(&dir, key)?;
+        let selected = select_range(range, info.size)?;
+        Ok(ObjectReader::new(
+            info,
+            selected,
+            Box::new(FileSource(file)),
+        ))
+    }
+
+    fn head_object(&self, bucket: &str, key: &str) -> StorageResult<ObjectInfo> {
+        let dir = self.existing_bucket_dir(bucket)?;
+        self.open_file(&dir, key).map(|(_, info)| info)
+    }
+
+    fn create_write(
+        &self,
+        bucket: &str,
+        key: &str,
+        options: WriteOptions,
+    ) -> StorageResult<ObjectWriter> {
+        let dir = self.existing_bucket_dir(bucket)?;
+        let name = encode_key(key)?;
+        let dest = Dest::Object {
+            data: dir.join(&name),
+            sidecar: dir.join(META_DIR).join(&name),
+            key: key.to_string(),
+        };
+        self.writer(dest, options)
+    }
+
+    fn delete_object(&self, bucket: &str, key: &str) -> StorageResult<()> {
+        let dir = self.existing_bucket_dir(bucket)?;
+        let name = encode_key(key)?;
+        for path in [dir.join(&name), dir.join(META_DIR).join(&name)] {
+            match fs::remove_file(path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    fn list_objects(&self, bucket: &str, prefix: &str) -> StorageResult<Vec<ObjectInfo>> {
+        let dir = self.existing_bucket_dir(bucket)?;
+        let mut out = Vec::new();
+        for key in self.keys_of(&dir)? {
+            if !key.starts_with(prefix) {
+                continue;
+            }
+            match self.open_file(&dir, &key) {
+                Ok((_, info)) => out.push(info),
+                // Deleted since the directory was read.
+                Err(StorageError::NoSuchKey) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+
+    fn create_upload(
+        &self,
+        bucket: &str,
+        key: &str,
+        options: UploadOptions,
+    ) -> StorageResult<String> {
+        super::multipart::create(self, bucket, key, options)
+    }
+
+    fn create_part_write(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        part_number: u32,
+        options: WriteOptions,
+    ) -> StorageResult<ObjectWriter> {
+        super::multipart::part_writer(self, bucket, key, upload_id, part_number, options)
+    }
+
+    fn upload_info(&self, bucket: &str, key: &str, upload_id: &str) -> StorageResult<UploadInfo> {
+        super::multipart::info(self, bucket, key, upload_id)
+    }
+
+    fn list_parts(&self, bucket: &str, key: &str, upload_id: &str) -> StorageResult<Vec<PartInfo>> {
+        super::multipart::parts(self, bucket, key, upload_id)
+    }
+
+    fn complete_upload(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        parts: &[CompletedPart],
+        expected: &super::Checksums,
+    ) -> StorageResult<ObjectInfo> {
+        super::multipart::complete(self, bucket, key, upload_id, parts, expected)
+    }
+
+    fn abort_upload(&self, bucket: &str, key: &str, upload_id: &str) -> StorageResult<()> {
+        super::multipart::abort(self, bucket, key, upload_id)
+    }
+
+    fn list_uploads(&self, bucket: &str, prefix: &str) -> StorageResult<Vec<UploadInfo>> {
+        super::multipart::list(self, bucket, prefix)
+    }
+}
+
+/// Where committed bytes go.
+pub(super) enum Dest {
+    Object {
+        data: PathBuf,
+        sidecar: PathBuf,
+        key: String,
+    },
+    /// Part `number` inside an upload's directory.
+    Part { dir: PathBuf, number: u32 },
+}
+
+impl Dest {
+    fn paths(&self) -> (PathBuf, PathBuf) {
+        match self {
+            Dest::Object { data, sidecar, .. } => (data.clone(), sidecar.clone()),
+            Dest::Part { dir, number } => (
+                dir.join(number.to_string()),
+                dir.join(format!("{number}.json")),
+            ),
+        }
+    }
+}
+
+/// Bytes on their way into a temp file.
+struct FsWriter {
+    file: File,
+    /// `None` once committed or aborted.
+    tmp: Option<PathBuf>,
+    side_tmp: PathBuf,
+    dest: Dest,
+    md5: Md5,
+    checksums: ChecksumComputer,
+    /// Bytes `[0, hashed_upto)` went through the hashers in order.
+    hashed_upto: u64,
+    /// False once a write landed anywhere but at `hashed_upto`: rehash from the file at commit.
+    in_order: bool,
+    len: u64,
+    options: WriteOptions,
+}
+
+impl FsWriter {
+    /// MD5 hex and checksums of the whole temp file, verified against the options.
+    fn digests(&mut self) -> StorageResult<(String, super::Checksums)> {
+        if !self.in_order || self.hashed_upto != self.len {
+            self.rehash()?;
+        }
+        let md5 = std::mem::take(&mut self.md5).finalize();
+        if let Some(want) = &self.options.content_md5 {
+            let want = base64_simd::STANDARD
+                .decode_to_vec(want.trim())
+                .map_err(|_| StorageError::InvalidDigest)?;
+            if want.len() != 16 {
+                return Err(StorageError::InvalidDigest);
+            }
+            if want[..] != md5[..] {
+                return Err(StorageError::BadDigest);
+            }
+        }
+        let computer = std::mem::replace(
+            &mut self.checksums,
+            ChecksumComputer::new(&Default::default(), None),
+        );
+        let checksums = computer.finish(&self.options.expected)?;
+        Ok((hex::encode(md5), checksums))
+    }
+
+    fn rehash(&mut self) -> io::Result<()> {
+        self.md5 = Md5::new();
+        self.checksums = ChecksumComputer::new(&self.options.expected, self.options.compute);
+        let mut buf = vec![0u8; 1 << 20];
+        let mut pos = 0;
+        while pos < self.len {
+            let n = FileExt::read_at(&self.file, &mut buf, pos)?;
+            if n == 0 {
+                break;
+            }
+            self.md5.update(&buf[..n]);
+            self.checksums.update(&buf[..n]);
+            pos += n as u64;
+        }
+        self.hashed_upto = pos;
+        self.in_order = true;
+        Ok(())
+    }
+
+    fn place(&mut self, etag: String, checksums: super::Checksums) -> StorageResult<ObjectInfo> {
+        let tmp = self
+            .tmp
+            .take()
+            .ok_or_else(|| StorageError::Io(io::Error::other("already committed")))?;
+        let stat = self.file.metadata()?;
+        let side = Sidecar {
+            ino: stat.ino(),
+            size: stat.len(),
+            etag,
+            meta: self.options.meta.clone(),
+            checksums,
+            parts: None,
+            part_sizes: Vec::new(),
+            part_checksums: Vec::new(),
+        };
+        let (data, sidecar) = self.dest.paths();
+        // Sidecar first: a reader that sees it with the old file notices the inode differs.
+        let placed = side
+            .store(&self.side_tmp, &sidecar)
+            .and_then(|()| fs::rename(&tmp, &data));
+        if let Err(e) = placed {
+            let _ = fs::remove_file(&tmp);
+            // A part whose upload was aborted meanwhile.
+            if e.kind() == io::ErrorKind::NotFound {
+                if let Dest::Part { .. } = self.dest {
+                    return Err(StorageError::NoSuchUpload);
+                }
+            }
+            return Err(e.into());
+        }
+        let key = match &self.dest {
+            Dest::Object { key, .. } => key.clone(),
+            Dest::Part { number, .. } => number.to_string(),
+        };
+        Ok(ObjectInfo {
+            key,
+            size: side.size,
+            etag: side.etag,
+            last_modified: stat.modified().unwrap_or_else(|_| SystemTime::now()),
+            meta: side.meta,
+            checksums: side.checksums,
+            parts: None,
+            part_sizes: Vec::new(),
+            part_checksums: Vec::new(),
+        })
+    }
+}
+
+impl ObjectWrite for FsWriter {
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.file.write_all_at(data, offset)?;
+        if self.in_order && offset == self.hashed_upto {
+            self.md5.update(data);
+            self.checksums.update(data);
+            self.hashed_upto += data.len() as u64;
+        } else {
+            self.in_order = false;
+        }
+        self.len = self.len.max(offset + data.len() as u64);
+        Ok(())
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn commit(mut self: Box<Self>) -> StorageResult<ObjectInfo> {
+        let (etag, checksums) = self.digests()?;
+        self.place(etag, checksums)
+    }
+
+    fn abort(self: Box<Self>) {
+        // Drop removes the temp file.
+    }
+}
+
+impl Drop for FsWriter {
+    fn drop(&mut self) {
+        if let Some(tmp) = self.tmp.take() {
+            let _ = fs::remove_file(tmp);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    fn store() -> (tempfile::TempDir, FsBackend) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = FsBackend::open(dir.path()).expect("open");
+        (dir, s)
+    }
+
+    fn put(s: &FsBackend, key: &str, data: &[u8]) -> ObjectInfo {
+        let mut w = s
+            .create_write("b", key, WriteOptions::default())
+            .expect("put");
+        w.append(data).expect("write");
+        w.commit().expect("commit")
+    }
+
+    #[test]
+    fn put_get_delete_round_trip() {
+        let (dir, s) = store();
+        assert!(matches!(
+            s.create_write("b", "k", WriteOptions::default()),
+            Err(StorageError::NoSuchBucket)
+        ));
+        s.create_bucket("b").expect("create");
+        assert!(matches!(
+            s.create_bucket("b"),
+            Err(StorageError::BucketAlreadyExists)
+        ));
+        let mut w = s
+            .create_write("b", "dir/k", WriteOptions::default())
+            .expect("put");
+        w.append(b"hello ").expect("write");
+        w.append(b"world").expect("write");
+        let info = w.commit().expect("commit");
+        assert_eq!(info.size, 11);
+        assert_eq!(info.etag, "5eb63bbbe01eeed093cb22bb8f5acdc3");
+        let mut o = s.open_read("b", "dir/k", None).expect("get");
+        let mut body = String::new();
+        o.read_to_string(&mut body).expect("read");
+        assert_eq!(body, "hello world");
+        assert_eq!(o.info.etag, info.etag);
+        // Dropped and aborted writers leave nothing.
+        let mut w = s
+            .create_write("b", "gone", WriteOptions::default())
+            .expect("put");
+        w.append(b"x").expect("write");
+        drop(w);
+        let mut w = s
+            .create_write("b", "gone", WriteOptions::default())
+            .expect("put");
+        w.append(b"x").expect("write");
+        w.abort();
+        assert!(matches!(
+            s.open_read("b", "gone", None),
+            Err(StorageError::NoSuchKey)
+        ));
+        assert_eq!(
+            fs::read_dir(dir.path().join(TMP_DIR)).expect("tmp").count(),
+            0
+        );
+        assert!(matches!(
+            s.delete_bucket("b"),
+            Err(StorageError::BucketNotEmpty)
+        ));
+        s.delete_object("b", "dir/k").expect("delete");
+        s.delete_object("b", "dir/k").expect("delete twice is fine");
+        assert!(matches!(
+            s.head_object("b", "dir/k"),
+            Err(StorageError::NoSuchKey)
+        ));
+        s.delete_bucket("b").expect("empty bucket deletes");
+    }
+
+    #[test]
+    fn bucket_owner_is_recorded_once() {
+        let (_dir, s) = store();
+        s.create_bucket("b").expect("create");
+        assert_eq!(s.bucket_owner("b").expect("owner"), None);
+        s.set_bucket_owner("b", "AKIA1").expect("set");
+        assert!(matches!(
+            s.set_bucket_owner("b", "AKIA2"),
+            Err(StorageError::BucketAlreadyExists)
+        ));
+        assert_eq!(
+            s.bucket_owner("b").expect("owner").as_deref(),
+            Some("AKIA1")
+        );
+        // The owner file is no object and does not keep the bucket from being deleted.
+        assert!(s.list_objects("b", "").expect("list").is_empty());
+        s.delete_bucket("b").expect("delete");
+        assert!(matches!(
+            s.bucket_owner("b"),
+            Err(StorageError::NoSuchBucket)
+        ));
+    }
+
+    #[test]
+    fn ranged_and_positional_reads() {
+        let (_dir, s) = store();
+        s.create_bucket("b").expect("create");
+        let data: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
+        put(&s, "k", &data);
+        let range = s3s::dto::Range::Int {
+            first: 100,
+            last: Some(199),
+        };
+        let mut r = s.open_read("b", "k", Some(&range)).expect("open");
+        assert_eq!(r.range, 100..200);
+        let mut got = Vec::new();
+        r.read_to_end(&mut got).expect("read");
+        assert_eq!(got, &data[100..200]);
+        let mut buf = [0u8; 50];
+        assert_eq!(r.read_at(&mut buf, 180).expect("read_at"), 20);
+        assert_eq!(&buf[..20], &data[180..200]);
+        let past = s3s::dto::Range::Int {
+            first: 1000,
+            last: None,
+        };
+        assert!(matches!(
+            s.open_read("b", "k", Some(&past)),
+            Err(StorageError::InvalidRange)
+        ));
+    }
+
+    #[test]
+    fn out_of_order_writes_commit_the_right_digest() {
+        let (_dir, s) = store();
+        s.create_bucket("b").expect("create");
+        let mut w = s
+            .create_write("b", "k", WriteOptions::default())
+            .expect("put");
+        w.write_at(6, b"world").expect("write");
+        w.write_at(0, b"hello ").expect("write");
+        let info = w.commit().expect("commit");
+        assert_eq!(info.etag, "5eb63bbbe01eeed093cb22bb8f5acdc3");
+    }
+
+    #[test]
+    fn bad_digest_stores_nothing_and_keeps_the_old_object() {
+        let (_dir, s) = store();
+        s.create_bucket("b").expect("create");
+        put(&s, "k", b"old");
+        let options = WriteOptions {
+            // MD5 of "something else".
+            content_md5: Some("AAAAAAAAAAAAAAAAAAAAAA==".into()),
+            ..Default::default()
+        };
+        let mut w = s.create_write("b", "k", options).expect("put");
+        w.append(b"new").expect("write");
+        assert!(matches!(w.commit(), Err(StorageError::BadDigest)));
+        let mut r = s.open_read("b", "k", None).expect("open");
+        let mut got = Vec::new();
+        r.read_to_end(&mut got).expect("read");
+        assert_eq!(got, b"old");
+    }
+
+    #[test]
+    fn metadata_is_stored_and_stale_sidecars_ignored() {
+        let (dir, s) = store();
+        s.create_bucket("b").expect("create");
+        let mut options = WriteOptions::default();
+        options.meta.content_type = Some("text/plain".into());
+        options.meta.user.insert("color".into(), "blue".into());
+        let mut w = s.create_write("b", "k", options).expect("put");
+        w.append(b"hello world").expect("write");
+        w.commit().expect("commit");
+        let info = s.head_object("b", "k").expect("head");
+        assert_eq!(info.meta.content_type.as_deref(), Some("text/plain"));
+        assert_eq!(
+            info.meta.user.get("color").map(String::as_str),
+            Some("blue")
+        );
+        // Replace the file behind the store's back: the sidecar no longer matches its inode.
+        let path = dir.path().join("b").join("k");
+        fs::remove_file(&path).expect("rm");
+        fs::write(&path, b"abc").expect("write");
+        let info = s.head_object("b", "k").expect("info");
+        assert_eq!(info.etag, "900150983cd24fb0d6963f7d28e17f72");
+        assert_eq!(info.size, 3);
+        assert_eq!(info.meta, Default::default());
+    }
+}

@@ -1,0 +1,216 @@
+//! Request headers to stored metadata and back: the standard object headers, user metadata,
+//! checksums, and the refusal of server-side encryption (which this server does not do: an object
+//! must never be stored in plaintext when the client asked for encryption).
+
+use s3s::dto::{
+    ChecksumAlgorithm, ChecksumMode, ChecksumType, Metadata, ServerSideEncryption, Timestamp,
+    TimestampFormat,
+};
+use s3s::{s3_error, S3Result};
+
+use crate::backend::{ChecksumAlgo, Checksums, ObjectInfo, ObjectMeta};
+
+/// The standard headers and `x-amz-meta-*` of a PUT, CreateMultipartUpload or REPLACE copy.
+pub struct MetaFields {
+    pub content_type: Option<String>,
+    pub content_encoding: Option<String>,
+    pub content_disposition: Option<String>,
+    pub content_language: Option<String>,
+    pub cache_control: Option<String>,
+    pub expires: Option<Timestamp>,
+    pub metadata: Option<Metadata>,
+}
+
+impl MetaFields {
+    pub fn into_meta(self) -> ObjectMeta {
+        ObjectMeta {
+            content_type: self.content_type,
+            content_encoding: self.content_encoding,
+            content_disposition: self.content_disposition,
+            content_language: self.content_language,
+            cache_control: self.cache_control,
+            expires: self.expires.and_then(|t| format_http_date(&t)),
+            user: self
+                .metadata
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k.to_ascii_lowercase(), v))
+                .collect(),
+        }
+    }
+}
+
+fn format_http_date(t: &Timestamp) -> Option<String> {
+    let mut out = Vec::new();
+    t.format(TimestampFormat::HttpDate, &mut out).ok()?;
+    String::from_utf8(out).ok()
+}
+
+/// The stored `Expires` as a timestamp again.
+pub fn expires_of(meta: &ObjectMeta) -> Option<Timestamp> {
+    let text = meta.expires.as_deref()?;
+    Timestamp::parse(TimestampFormat::HttpDate, text).ok()
+}
+
+/// User metadata for a response (`None` when there is none).
+pub fn metadata_of(meta: &ObjectMeta) -> Option<Metadata> {
+    if meta.user.is_empty() {
+        return None;
+    }
+    Some(
+        meta.user
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    )
+}
+
+/// The SSE fields of a request.
+pub struct SseFields<'a> {
+    pub sse: Option<&'a ServerSideEncryption>,
+    pub customer_algorithm: Option<&'a String>,
+    pub customer_key: Option<&'a String>,
+    pub kms_key_id: Option<&'a String>,
+}
+
+/// Server-side encryption is not implemented: refuse any request that asks for it (SSE-C,
+/// SSE-KMS, SSE-S3) instead of storing or serving plaintext as if it were encrypted.
+pub fn refuse_sse(f: SseFields<'_>) -> S3Result<()> {
+    if f.sse.is_some()
+        || f.customer_algorithm.is_some()
+        || f.customer_key.is_some()
+        || f.kms_key_id.is_some()
+    {
+        return Err(s3_error!(
+            NotImplemented,
+            "server-side encryption (SSE-C, SSE-KMS, SSE-S3) is not supported by this server"
+        ));
+    }
+    Ok(())
+}
+
+/// The checksum values a request carries.
+pub fn expected_checksums(
+    crc32: Option<String>,
+    crc32c: Option<String>,
+    sha1: Option<String>,
+    sha256: Option<String>,
+    crc64nvme: Option<String>,
+) -> Checksums {
+    Checksums {
+        crc32,
+        crc32c,
+        sha1,
+        sha256,
+        crc64nvme,
+        composite: false,
+    }
+}
+
+/// `x-amz-checksum-type` for stored checksums (none without checksums).
+pub fn checksum_type(c: &Checksums) -> Option<ChecksumType> {
+    if c.is_empty() {
+        return None;
+    }
+    Some(ChecksumType::from_static(if c.composite {
+        ChecksumType::COMPOSITE
+    } else {
+        ChecksumType::FULL_OBJECT
+    }))
+}
+
+/// `x-amz-checksum-algorithm` / `x-amz-sdk-checksum-algorithm` as ours.
+pub fn algorithm(a: Option<&ChecksumAlgorithm>) -> S3Result<Option<ChecksumAlgo>> {
+    match a {
+        None => Ok(None),
+        Some(a) => ChecksumAlgo::parse(a.as_str())
+            .map(Some)
+            .ok_or_else(|| s3_error!(InvalidArgument, "unknown checksum algorithm")),
+    }
+}
+
+pub fn algorithm_dto(a: ChecksumAlgo) -> ChecksumAlgorithm {
+    ChecksumAlgorithm::from(a.as_str().to_string())
+}
+
+/// Whether GET/HEAD asked for checksums (`x-amz-checksum-mode: ENABLED`).
+pub fn wants_checksums(mode: Option<&ChecksumMode>) -> bool {
+    mode.is_some_and(|m| m.as_str().eq_ignore_ascii_case("ENABLED"))
+}
+
+/// The checksums to report for these bytes: only for the whole object.
+pub fn reported_checksums(info: &ObjectInfo, whole: bool, wanted: bool) -> Checksums {
+    if whole && wanted {
+        info.checksums.clone()
+    } else {
+        Checksums::default()
+    }
+}
+
+/// `<md5 hex>` or `<md5 hex>-<parts>` as an S3 ETag.
+pub fn etag(value: &str) -> s3s::dto::ETag {
+    s3s::dto::ETag::Strong(value.to_string())
+}
+
+/// Percent-encode a key for `encoding-type=url` (everything but unreserved characters and `/`).
+pub fn url_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for &b in s.as_bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sse_is_refused() {
+        let key = "k".to_string();
+        let refused = refuse_sse(SseFields {
+            sse: None,
+            customer_algorithm: Some(&key),
+            customer_key: None,
+            kms_key_id: None,
+        });
+        assert!(refused.is_err());
+        assert!(refuse_sse(SseFields {
+            sse: None,
+            customer_algorithm: None,
+            customer_key: None,
+            kms_key_id: None,
+        })
+        .is_ok());
+    }
+
+    #[test]
+    fn url_encoding_keeps_slashes() {
+        assert_eq!(url_encode("a b/c+d"), "a%20b/c%2Bd");
+    }
+
+    #[test]
+    fn expires_round_trips() {
+        let t = Timestamp::parse(TimestampFormat::HttpDate, "Wed, 21 Oct 2015 07:28:00 GMT")
+            .expect("date");
+        let meta = MetaFields {
+            content_type: None,
+            content_encoding: None,
+            content_disposition: None,
+            content_language: None,
+            cache_control: None,
+            expires: Some(t.clone()),
+            metadata: None,
+        }
+        .into_meta();
+        assert_eq!(
+            meta.expires.as_deref(),
+            Some("Wed, 21 Oct 2015 07:28:00 GMT")
+        );
+        assert_eq!(expires_of(&meta), Some(t));
+    }
+}

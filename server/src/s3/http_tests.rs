@@ -1,0 +1,331 @@
+//! The S3 core through s3s's HTTP layer (no RDMA, no authentication): status codes, headers and
+//! bodies as a client sees them.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use s3s::service::{S3Service, S3ServiceBuilder};
+use s3s::Body;
+
+use super::HipobjS3;
+use crate::backend::{Backend, FsBackend};
+use crate::stats::Stats;
+
+struct Server {
+    _dir: tempfile::TempDir,
+    service: S3Service,
+}
+
+fn server() -> Server {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage: Arc<dyn Backend> = Arc::new(FsBackend::open(dir.path()).expect("storage"));
+    let service =
+        S3ServiceBuilder::new(HipobjS3::new(storage, None, Arc::new(Stats::default()))).build();
+    Server { _dir: dir, service }
+}
+
+struct Answer {
+    status: u16,
+    headers: http::HeaderMap,
+    body: Bytes,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+async fn call(
+    s: &Server,
+    method: &str,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Answer {
+    let mut req = http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("host", "localhost");
+    for (n, v) in headers {
+        req = req.header(*n, *v);
+    }
+    let req = req.body(Body::from(body.to_vec())).expect("request");
+    let resp = s.service.call(req).await.expect("response");
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let mut body = resp.into_body();
+    let body = body.store_all_limited(1 << 26).await.expect("body");
+    Answer {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// The text between `<tag>` and `</tag>`, every occurrence.
+fn tags(xml: &str, tag: &str) -> Vec<String> {
+    let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
+    xml.split(&open)
+        .skip(1)
+        .filter_map(|s| s.split(&close).next().map(str::to_string))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multipart_upload_by_http_body() {
+    let s = server();
+    assert_eq!(call(&s, "PUT", "/bkt", &[], b"").await.status, 200);
+    let created = call(
+        &s,
+        "POST",
+        "/bkt/big?uploads",
+        &[("content-type", "text/x")],
+        b"",
+    )
+    .await;
+    assert_eq!(created.status, 200, "{}", created.text());
+    let id = tags(&created.text(), "UploadId").remove(0);
+    let part1 = vec![1u8; 5 * 1024 * 1024];
+    let p1 = call(
+        &s,
+        "PUT",
+        &format!("/bkt/big?partNumber=1&uploadId={id}"),
+        &[],
+        &part1,
+    )
+    .await;
+    assert_eq!(p1.status, 200, "{}", p1.text());
+    let p2 = call(
+        &s,
+        "PUT",
+        &format!("/bkt/big?partNumber=2&uploadId={id}"),
+        &[],
+        b"tail",
+    )
+    .await;
+    let (e1, e2) = (
+        p1.header("etag").expect("etag"),
+        p2.header("etag").expect("etag"),
+    );
+    let listed = call(&s, "GET", &format!("/bkt/big?uploadId={id}"), &[], b"").await;
+    assert_eq!(tags(&listed.text(), "PartNumber"), ["1", "2"]);
+    let uploads = call(&s, "GET", "/bkt?uploads", &[], b"").await;
+    assert_eq!(tags(&uploads.text(), "UploadId"), std::slice::from_ref(&id));
+    // Parts out of order: 400 InvalidPartOrder, nothing stored.
+    let wrong = format!(
+        "<CompleteMultipartUpload><Part><PartNumber>2</PartNumber><ETag>{e2}</ETag></Part>\
+         <Part><PartNumber>1</PartNumber><ETag>{e1}</ETag></Part></CompleteMultipartUpload>"
+    );
+    let refused = call(
+        &s,
+        "POST",
+        &format!("/bkt/big?uploadId={id}"),
+        &[],
+        wrong.as_bytes(),
+    )
+    .await;
+    assert_eq!(refused.status, 400);
+    assert!(
+        refused.text().contains("InvalidPartOrder"),
+        "{}",
+        refused.text()
+    );
+    assert_eq!(call(&s, "HEAD", "/bkt/big", &[], b"").await.status, 404);
+    let right = format!(
+        "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>{e1}</ETag></Part>\
+         <Part><PartNumber>2</PartNumber><ETag>{e2}</ETag></Part></CompleteMultipartUpload>"
+    );
+    let done = call(
+        &s,
+        "POST",
+        &format!("/bkt/big?uploadId={id}"),
+        &[],
+        right.as_bytes(),
+    )
+    .await;
+    assert_eq!(done.status, 200, "{}", done.text());
+    let etag = tags(&done.text(), "ETag").remove(0);
+    assert!(etag.trim_end_matches('"').ends_with("-2"), "{etag}");
+    let got = call(&s, "GET", "/bkt/big", &[], b"").await;
+    assert_eq!(got.body.len(), part1.len() + 4);
+    assert_eq!(&got.body[part1.len()..], b"tail");
+    assert_eq!(got.header("content-type"), Some("text/x"));
+    let part2 = call(&s, "GET", "/bkt/big?partNumber=2", &[], b"").await;
+    assert_eq!(part2.status, 206);
+    assert_eq!(&part2.body[..], b"tail");
+    assert_eq!(part2.header("x-amz-mp-parts-count"), Some("2"));
+    // Aborting an unknown upload: 404 NoSuchUpload.
+    let gone = call(&s, "DELETE", "/bkt/big?uploadId=00ff", &[], b"").await;
+    assert_eq!(gone.status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_conditions_copy_and_refusals() {
+    let s = server();
+    call(&s, "PUT", "/bkt", &[], b"").await;
+    let put = call(
+        &s,
+        "PUT",
+        "/bkt/k",
+        &[
+            ("x-amz-meta-color", "blue"),
+            ("content-type", "text/plain"),
+            ("cache-control", "no-cache"),
+            // CRC32 of "hello" is 0x3610a686.
+            ("x-amz-checksum-crc32", "NhCmhg=="),
+        ],
+        b"hello",
+    )
+    .await;
+    assert_eq!(put.status, 200, "{}", put.text());
+    let etag = put.header("etag").expect("etag").to_string();
+    let head = call(
+        &s,
+        "HEAD",
+        "/bkt/k",
+        &[("x-amz-checksum-mode", "ENABLED")],
+        b"",
+    )
+    .await;
+    assert_eq!(head.header("x-amz-meta-color"), Some("blue"));
+    assert_eq!(head.header("cache-control"), Some("no-cache"));
+    assert_eq!(head.header("x-amz-checksum-crc32"), Some("NhCmhg=="));
+    // A wrong checksum stores nothing.
+    let bad = call(
+        &s,
+        "PUT",
+        "/bkt/k",
+        &[("x-amz-checksum-crc32", "AAAAAA==")],
+        b"other",
+    )
+    .await;
+    assert_eq!(bad.status, 400, "{}", bad.text());
+    assert_eq!(
+        &call(&s, "GET", "/bkt/k", &[], b"").await.body[..],
+        b"hello"
+    );
+    // Conditional reads.
+    assert_eq!(
+        call(&s, "GET", "/bkt/k", &[("if-none-match", &etag)], b"")
+            .await
+            .status,
+        304
+    );
+    assert_eq!(
+        call(&s, "GET", "/bkt/k", &[("if-match", "\"nope\"")], b"")
+            .await
+            .status,
+        412
+    );
+    assert_eq!(
+        call(&s, "GET", "/bkt/k", &[("if-match", &etag)], b"")
+            .await
+            .status,
+        200
+    );
+    let old = "Mon, 01 Jan 2001 00:00:00 GMT";
+    assert_eq!(
+        call(&s, "GET", "/bkt/k", &[("if-unmodified-since", old)], b"")
+            .await
+            .status,
+        412
+    );
+    assert_eq!(
+        call(&s, "GET", "/bkt/k", &[("if-modified-since", old)], b"")
+            .await
+            .status,
+        200
+    );
+    // Conditional write.
+    let again = call(&s, "PUT", "/bkt/k", &[("if-none-match", "*")], b"x").await;
+    assert_eq!(again.status, 412);
+    // Copy keeps metadata unless replaced; copying onto itself needs REPLACE.
+    let copied = call(&s, "PUT", "/bkt/c", &[("x-amz-copy-source", "/bkt/k")], b"").await;
+    assert_eq!(copied.status, 200, "{}", copied.text());
+    let c = call(&s, "GET", "/bkt/c", &[], b"").await;
+    assert_eq!(&c.body[..], b"hello");
+    assert_eq!(c.header("x-amz-meta-color"), Some("blue"));
+    let itself = call(&s, "PUT", "/bkt/k", &[("x-amz-copy-source", "/bkt/k")], b"").await;
+    assert_eq!(itself.status, 400);
+    let replaced = call(
+        &s,
+        "PUT",
+        "/bkt/c",
+        &[
+            ("x-amz-copy-source", "/bkt/k"),
+            ("x-amz-metadata-directive", "REPLACE"),
+            ("x-amz-meta-shape", "round"),
+        ],
+        b"",
+    )
+    .await;
+    assert_eq!(replaced.status, 200);
+    let c = call(&s, "HEAD", "/bkt/c", &[], b"").await;
+    assert_eq!(c.header("x-amz-meta-shape"), Some("round"));
+    assert_eq!(c.header("x-amz-meta-color"), None);
+    // Encryption is refused, never stored as plaintext.
+    let sse = call(
+        &s,
+        "PUT",
+        "/bkt/secret",
+        &[("x-amz-server-side-encryption", "aws:kms")],
+        b"x",
+    )
+    .await;
+    assert_eq!(sse.status, 501, "{}", sse.text());
+    assert_eq!(call(&s, "HEAD", "/bkt/secret", &[], b"").await.status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listings_and_multi_delete() {
+    let s = server();
+    call(&s, "PUT", "/bkt", &[], b"").await;
+    for key in ["a/1", "a/2", "b", "c d"] {
+        assert_eq!(
+            call(
+                &s,
+                "PUT",
+                &format!("/bkt/{}", key.replace(' ', "%20")),
+                &[],
+                b"x"
+            )
+            .await
+            .status,
+            200
+        );
+    }
+    let v1 = call(&s, "GET", "/bkt?delimiter=/&max-keys=2", &[], b"").await;
+    let text = v1.text();
+    assert_eq!(tags(&text, "Prefix")[1..], ["a/".to_string()]);
+    assert_eq!(tags(&text, "Key"), ["b"]);
+    assert_eq!(tags(&text, "NextMarker"), ["b"]);
+    assert_eq!(tags(&text, "IsTruncated"), ["true"]);
+    let next = call(
+        &s,
+        "GET",
+        "/bkt?delimiter=/&marker=b&encoding-type=url",
+        &[],
+        b"",
+    )
+    .await;
+    assert_eq!(tags(&next.text(), "Key"), ["c%20d"]);
+    let versions = call(&s, "GET", "/bkt?versions", &[], b"").await;
+    assert_eq!(tags(&versions.text(), "VersionId").len(), 4);
+    assert!(tags(&versions.text(), "VersionId")
+        .iter()
+        .all(|v| v == "null"));
+    let delete = b"<Delete><Object><Key>a/1</Key></Object><Object><Key>b</Key></Object></Delete>";
+    let md5 = {
+        use md5::{Digest, Md5};
+        base64_simd::STANDARD.encode_to_string(Md5::digest(delete))
+    };
+    let deleted = call(&s, "POST", "/bkt?delete", &[("content-md5", &md5)], delete).await;
+    assert_eq!(deleted.status, 200, "{}", deleted.text());
+    assert_eq!(tags(&deleted.text(), "Key"), ["a/1", "b"]);
+    let left = call(&s, "GET", "/bkt", &[], b"").await;
+    assert_eq!(tags(&left.text(), "Key"), ["a/2", "c d"]);
+}

@@ -2,6 +2,7 @@
 //! hipObject's PROTOCOL.md. The only crate of the workspace that uses tokio.
 
 pub mod config;
+pub mod credentials;
 pub mod error;
 pub mod rdma;
 pub mod s3;

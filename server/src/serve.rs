@@ -11,13 +11,12 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder as ConnBuilder;
 use hyper_util::server::graceful::GracefulShutdown;
-use s3s::auth::SimpleAuth;
 use s3s::service::{S3Service, S3ServiceBuilder};
 use s3s::{Body, HttpError, HttpResponse};
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
-use crate::config::Config;
+use crate::config::{AuthMode, Config};
 use crate::rdma::engine::{Engine, EngineSettings};
 use crate::rdma::verbs_port::VerbsPort;
 use crate::rdma::worker::RdmaWorkers;
@@ -97,6 +96,18 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
     }
 }
 
+/// The loud start-up warning of `--anonymous`, on stderr whatever the log filter.
+fn announce_anonymous() {
+    const BANNER: &str = "\
+WARNING ************************************************************************
+WARNING  hipobj-server is serving WITHOUT AUTHENTICATION (--anonymous).
+WARNING  Anyone who can reach this port can read, overwrite and delete every
+WARNING  object, and make this server RDMA into and out of client memory.
+WARNING ************************************************************************";
+    eprintln!("{BANNER}");
+    warn!("serving without authentication (--anonymous)");
+}
+
 /// Resolves on SIGTERM or SIGINT.
 pub async fn shutdown_signal() {
     let term = async {
@@ -127,9 +138,12 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io:
         rdma.clone(),
         Arc::clone(&stats),
     ));
-    if let (Some(ak), Some(sk)) = (&config.access_key, &config.secret_key) {
-        builder.set_auth(SimpleAuth::from_single(ak.clone(), sk.clone()));
-        info!("SigV4 authentication required");
+    match &config.auth {
+        AuthMode::Credentials(table) => {
+            info!(identities = table.len(), "SigV4 authentication required");
+            builder.set_auth(table.clone());
+        }
+        AuthMode::Anonymous => announce_anonymous(),
     }
     let front = Front {
         s3: builder.build(),

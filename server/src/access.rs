@@ -23,6 +23,7 @@ use s3s::access::{S3Access, S3AccessContext};
 use s3s::auth::Credentials;
 use s3s::path::S3Path;
 use s3s::route::S3Route;
+use s3s::validation::NameValidation;
 use s3s::{s3_error, Body, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use tracing::{debug, warn};
 
@@ -35,6 +36,19 @@ use crate::storage::Storage;
 
 /// Path of the counters endpoint.
 pub const STATS_PATH: &str = "/_hipobj/stats";
+/// Its first path segment, which s3s parses as a bucket name before routing.
+const STATS_BUCKET: &str = "_hipobj";
+
+/// Bucket names: AWS's rules, plus the stats path's `_hipobj` so that s3s's path parsing lets
+/// `GET /_hipobj/stats` reach [`StatsRoute`]. The access hook refuses `_hipobj` for everything
+/// else, so no bucket can take that name.
+pub struct BucketNames;
+
+impl NameValidation for BucketNames {
+    fn validate_bucket_name(&self, name: &str) -> bool {
+        name == STATS_BUCKET || s3s::path::check_bucket_name(name)
+    }
+}
 
 /// The access hook.
 pub struct AccessPolicy {
@@ -106,6 +120,9 @@ impl AccessPolicy {
             S3Path::Root => return Ok(()),
             S3Path::Bucket { bucket } | S3Path::Object { bucket, .. } => bucket.to_string(),
         };
+        if bucket == STATS_BUCKET {
+            return Err(S3Error::new(S3ErrorCode::InvalidBucketName));
+        }
         let storage = Arc::clone(&self.storage);
         let b = bucket.clone();
         let owner = tokio::task::spawn_blocking(move || ownership::owner_of(&storage, &b))

@@ -17,7 +17,7 @@ use s3s::{HttpError, HttpResponse};
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
-use crate::access::{AccessPolicy, StatsRoute};
+use crate::access::{AccessPolicy, BucketNames, StatsRoute};
 use crate::config::{AuthMode, Config};
 use crate::credentials::CredentialsTable;
 use crate::identity::HttpPeer;
@@ -159,6 +159,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io:
         config.check_gid_peer,
     ));
     builder.set_route(StatsRoute::new(Arc::clone(&stats), anonymous));
+    builder.set_validation(BucketNames);
     let s3 = builder.build();
 
     let listener = TcpListener::bind(config.listen).await?;

@@ -1,6 +1,13 @@
 //! A started `hipobj-server` binary and a small blocking HTTP/1.1 client, shared by the
-//! integration tests.
+//! integration tests. The server runs with authentication on (a credentials file with the two
+//! test identities) unless the test passes its own `--anonymous`, `--credentials` or key flags;
+//! requests are signed as `TEST_SIGNER` unless sent with `request_as(None, ..)`.
 #![allow(dead_code)]
+
+#[path = "../../../tests/support/sigv4.rs"]
+pub mod sigv4;
+
+use sigv4::{Placement, Signer, TEST_CREDENTIALS, TEST_SIGNER};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -10,37 +17,51 @@ use std::time::Duration;
 pub struct Server {
     child: Child,
     pub addr: SocketAddr,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
+    extra: Vec<String>,
+    /// Requests are signed with this identity unless told otherwise.
+    pub signer: Option<Signer>,
+}
+
+/// Whether the flags already say how to authenticate.
+fn names_auth(extra: &[&str]) -> bool {
+    extra
+        .iter()
+        .any(|a| ["--anonymous", "--credentials", "--access-key"].contains(a))
 }
 
 impl Server {
+    /// Start on 127.0.0.1 with a fresh data directory.
     pub fn start(extra: &[&str]) -> Server {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hipobj-server"))
-            .args(["--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(dir.path())
-            .args(extra)
-            .env("HIPOBJ_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn hipobj-server");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("read the ready line");
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .parse()
-            .expect("address");
+        let mut extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let signer = if names_auth(&extra.iter().map(String::as_str).collect::<Vec<_>>()) {
+            None
+        } else {
+            let creds = dir.path().join("credentials");
+            std::fs::write(&creds, TEST_CREDENTIALS).expect("credentials file");
+            extra.push("--credentials".into());
+            extra.push(creds.display().to_string());
+            Some(TEST_SIGNER)
+        };
+        let data = dir.path().join("data");
+        let (child, addr) = spawn(&data, &extra, Stdio::inherit());
         Server {
             child,
             addr,
-            _dir: dir,
+            dir,
+            extra,
+            signer,
         }
+    }
+
+    /// Stop and start again on a new port with the same flags and data directory.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let (child, addr) = spawn(&self.dir.path().join("data"), &self.extra, Stdio::inherit());
+        self.child = child;
+        self.addr = addr;
     }
 
     pub fn request(
@@ -48,6 +69,64 @@ impl Server {
         method: &str,
         target: &str,
         headers: &[(&str, String)],
+        body: &[u8],
+    ) -> Response {
+        self.request_as(
+            self.signer,
+            Placement::Header,
+            method,
+            target,
+            headers,
+            body,
+        )
+    }
+
+    /// A request signed by `signer` (`None`: unsigned), every header in `headers` signed.
+    pub fn request_as(
+        &self,
+        signer: Option<Signer>,
+        placement: Placement,
+        method: &str,
+        target: &str,
+        headers: &[(&str, String)],
+        body: &[u8],
+    ) -> Response {
+        self.request_with_unsigned(signer, placement, method, target, headers, &[], body)
+    }
+
+    /// Like `request_as`, plus `unsigned` headers left out of the signature.
+    #[allow(clippy::too_many_arguments)]
+    pub fn request_with_unsigned(
+        &self,
+        signer: Option<Signer>,
+        placement: Placement,
+        method: &str,
+        target: &str,
+        headers: &[(&str, String)],
+        unsigned: &[(&str, String)],
+        body: &[u8],
+    ) -> Response {
+        let mut all: Vec<(String, String)> = headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.clone()))
+            .collect();
+        let mut target = target.to_string();
+        if let Some(signer) = signer {
+            let host = self.addr.to_string();
+            let pairs: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            let signed = signer.sign(placement, method, &host, &target, &pairs, body);
+            target = signed.target;
+            all.extend(signed.headers);
+        }
+        all.extend(unsigned.iter().map(|(n, v)| (n.to_string(), v.clone())));
+        self.raw_request(method, &target, &all, body)
+    }
+
+    fn raw_request(
+        &self,
+        method: &str,
+        target: &str,
+        headers: &[(String, String)],
         body: &[u8],
     ) -> Response {
         let mut stream = TcpStream::connect(self.addr).expect("connect");
@@ -78,6 +157,11 @@ impl Server {
         String::from_utf8(self.get("/_hipobj/stats").body).expect("utf8")
     }
 
+    /// Where the server keeps its buckets.
+    pub fn data_dir(&self) -> std::path::PathBuf {
+        self.dir.path().join("data")
+    }
+
     /// SIGTERM, then the exit status.
     pub fn stop(mut self) -> std::process::ExitStatus {
         // SAFETY: plain kill(2) on our own child's pid.
@@ -92,6 +176,32 @@ impl Server {
         let _ = self.child.kill();
         panic!("server did not exit within 10 s of SIGTERM");
     }
+}
+
+/// Start the binary with `--listen 127.0.0.1:0 --data-dir data` and `extra`; wait for its ready
+/// line.
+pub fn spawn(data: &std::path::Path, extra: &[String], stderr: Stdio) -> (Child, SocketAddr) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hipobj-server"))
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data)
+        .args(extra)
+        .env("HIPOBJ_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("spawn hipobj-server");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("read the ready line");
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .parse()
+        .expect("address");
+    (child, addr)
 }
 
 impl Drop for Server {

@@ -247,11 +247,12 @@ fn stats_need_a_signature() {
     assert_eq!(server.request("PUT", "/_hipobj", &[], b"").status, 400);
 }
 
+/// How a start went: `Ok((ready line, stderr))` or `Err((exit code, stderr))`.
+type Started = Result<(String, String), (i32, String)>;
+
 /// Start with `flags` and stderr captured; `Ok(stderr up to the ready line)` when it serves,
 /// `Err((exit code, stderr))` when it refuses to start.
-fn start_capturing(
-    flags: &[&str],
-) -> (std::process::Child, Result<(String, String), (i32, String)>) {
+fn start_capturing(flags: &[&str]) -> (std::process::Child, tempfile::TempDir, Started) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut child = Command::new(env!("CARGO_BIN_EXE_hipobj-server"))
         .args(["--listen", "127.0.0.1:0", "--data-dir"])
@@ -271,7 +272,7 @@ fn start_capturing(
         let status = child.wait().expect("wait");
         let mut text = String::new();
         while err_lines.read_line(&mut text).unwrap_or(0) > 0 {}
-        return (child, Err((status.code().unwrap_or(-1), text)));
+        return (child, dir, Err((status.code().unwrap_or(-1), text)));
     }
     // Whatever stderr says within 3 s of the ready line (the banner comes before it).
     let (tx, rx) = std::sync::mpsc::channel();
@@ -294,13 +295,12 @@ fn start_capturing(
             break;
         }
     }
-    std::mem::forget(dir);
-    (child, Ok((ready, text)))
+    (child, dir, Ok((ready, text)))
 }
 
 #[test]
 fn anonymous_serving_works_and_is_announced() {
-    let (mut child, started) = start_capturing(&["--anonymous"]);
+    let (mut child, _dir, started) = start_capturing(&["--anonymous"]);
     let (ready, stderr) = started.expect("serves");
     assert!(
         stderr.contains("WITHOUT AUTHENTICATION"),
@@ -339,7 +339,7 @@ impl AnonymousClient {
 
 #[test]
 fn refuses_to_start_without_authentication_or_with_a_bad_credentials_file() {
-    let (_c, r) = start_capturing(&[]);
+    let (_c, _d, r) = start_capturing(&[]);
     let (code, stderr) = r.expect_err("must not start");
     assert_eq!(code, 2);
     assert!(stderr.contains("--anonymous"), "{stderr}");
@@ -352,7 +352,7 @@ fn refuses_to_start_without_authentication_or_with_a_bad_credentials_file() {
         ("# c\nalice a\nalice b\n", ":3: duplicate access key"),
     ] {
         std::fs::write(&file, text).expect("write");
-        let (_c, r) = start_capturing(&["--credentials", &file.display().to_string()]);
+        let (_c, _d, r) = start_capturing(&["--credentials", &file.display().to_string()]);
         let (code, stderr) = r.expect_err(text);
         assert_eq!(code, 2, "{text:?}");
         assert!(stderr.contains(want), "{text:?}: {stderr}");

@@ -10,17 +10,22 @@ pub mod sigv4;
 use sigv4::{Placement, Signer, TEST_CREDENTIALS, TEST_SIGNER};
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::Duration;
 
 pub struct Server {
     child: Child,
     pub addr: SocketAddr,
     dir: tempfile::TempDir,
+    listen: String,
     extra: Vec<String>,
     /// Requests are signed with this identity unless told otherwise.
     pub signer: Option<Signer>,
+    /// Requests go to this address of the server (and so come from it: on one host the kernel
+    /// picks the destination as the source); `None`: the address it printed.
+    client_ip: Mutex<Option<IpAddr>>,
 }
 
 /// Whether the flags already say how to authenticate.
@@ -33,6 +38,11 @@ fn names_auth(extra: &[&str]) -> bool {
 impl Server {
     /// Start on 127.0.0.1 with a fresh data directory.
     pub fn start(extra: &[&str]) -> Server {
+        Server::start_listening("127.0.0.1:0", extra)
+    }
+
+    /// Start on `listen` (e.g. `0.0.0.0:0`) with a fresh data directory.
+    pub fn start_listening(listen: &str, extra: &[&str]) -> Server {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let signer = if names_auth(&extra.iter().map(String::as_str).collect::<Vec<_>>()) {
@@ -45,13 +55,15 @@ impl Server {
             Some(TEST_SIGNER)
         };
         let data = dir.path().join("data");
-        let (child, addr) = spawn(&data, &extra, Stdio::inherit());
+        let (child, addr) = spawn(listen, &data, &extra, Stdio::inherit());
         Server {
             child,
             addr,
             dir,
+            listen: listen.to_string(),
             extra,
             signer,
+            client_ip: Mutex::new(None),
         }
     }
 
@@ -59,9 +71,26 @@ impl Server {
     pub fn restart(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let (child, addr) = spawn(&self.dir.path().join("data"), &self.extra, Stdio::inherit());
+        let data = self.dir.path().join("data");
+        let (child, addr) = spawn(&self.listen, &data, &self.extra, Stdio::inherit());
         self.child = child;
         self.addr = addr;
+    }
+
+    /// Send the following requests to (and so from) `ip` (`None`: the printed address).
+    pub fn send_from(&self, ip: Option<IpAddr>) {
+        *self.client_ip.lock().unwrap_or_else(|e| e.into_inner()) = ip;
+    }
+
+    /// Where requests connect to.
+    pub fn target_addr(&self) -> SocketAddr {
+        match *self.client_ip.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(ip) => SocketAddr::new(ip, self.addr.port()),
+            None if self.addr.ip().is_unspecified() => {
+                SocketAddr::new(Ipv4Addr::LOCALHOST.into(), self.addr.port())
+            }
+            None => self.addr,
+        }
     }
 
     pub fn request(
@@ -112,7 +141,7 @@ impl Server {
             .collect();
         let mut target = target.to_string();
         if let Some(signer) = signer {
-            let host = self.addr.to_string();
+            let host = self.target_addr().to_string();
             let pairs: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
             let signed = signer.sign(placement, method, &host, &target, &pairs, body);
             target = signed.target;
@@ -129,13 +158,14 @@ impl Server {
         headers: &[(String, String)],
         body: &[u8],
     ) -> Response {
-        let mut stream = TcpStream::connect(self.addr).expect("connect");
+        let to = self.target_addr();
+        let mut stream = TcpStream::connect(to).expect("connect");
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
             .expect("timeout");
         let mut head = format!(
             "{method} {target} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n",
-            self.addr
+            to
         );
         head.push_str(&format!("content-length: {}\r\n", body.len()));
         for (name, value) in headers {
@@ -178,11 +208,15 @@ impl Server {
     }
 }
 
-/// Start the binary with `--listen 127.0.0.1:0 --data-dir data` and `extra`; wait for its ready
-/// line.
-pub fn spawn(data: &std::path::Path, extra: &[String], stderr: Stdio) -> (Child, SocketAddr) {
+/// Start the binary with `--listen LISTEN --data-dir DATA` and `extra`; wait for its ready line.
+pub fn spawn(
+    listen: &str,
+    data: &std::path::Path,
+    extra: &[String],
+    stderr: Stdio,
+) -> (Child, SocketAddr) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_hipobj-server"))
-        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .args(["--listen", listen, "--data-dir"])
         .arg(data)
         .args(extra)
         .env("HIPOBJ_LOG", "warn")

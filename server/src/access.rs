@@ -159,6 +159,16 @@ impl S3Access for AccessPolicy {
         self.check_bucket(cx.s3_path(), cx.s3_op().name(), &identity)
             .await
             .map_err(refused)?;
+        // An operation that reads a second bucket (CopyObject, UploadPartCopy) names it in a
+        // header; it must be the requester's too.
+        if let Some(source) = copy_source_bucket(cx.headers()) {
+            let path = S3Path::Bucket {
+                bucket: source.into(),
+            };
+            self.check_bucket(&path, "CopySource", &identity)
+                .await
+                .map_err(refused)?;
+        }
         cx.extensions_mut().insert(Requester::new(peer, identity));
         Ok(())
     }
@@ -179,6 +189,14 @@ pub fn requester(extensions: &Extensions) -> S3Result<&Requester> {
     extensions
         .get::<Requester>()
         .ok_or_else(|| s3_error!(InternalError, "request without a checked requester"))
+}
+
+/// The bucket of `x-amz-copy-source: [/]bucket/key[?versionId=..]` (percent-encoded).
+fn copy_source_bucket(headers: &HeaderMap) -> Option<String> {
+    let raw = headers.get("x-amz-copy-source")?.to_str().ok()?;
+    let decoded = urlencoding::decode(raw).ok()?;
+    let bucket = decoded.trim_start_matches('/').split('/').next()?;
+    Some(bucket.to_string())
 }
 
 /// `a.b.c.d` of an IPv4-mapped GID (`::ffff:a.b.c.d`).
@@ -306,6 +324,22 @@ mod tests {
                 .parse()
                 .expect("uri");
         assert!(!token_is_signed(&HeaderMap::new(), &unsigned));
+    }
+
+    #[test]
+    fn copy_source_names_its_bucket() {
+        let mut h = HeaderMap::new();
+        assert_eq!(copy_source_bucket(&h), None);
+        h.insert(
+            "x-amz-copy-source",
+            http::HeaderValue::from_static("/src%2Dbkt/a/b.txt"),
+        );
+        assert_eq!(copy_source_bucket(&h).as_deref(), Some("src-bkt"));
+        h.insert(
+            "x-amz-copy-source",
+            http::HeaderValue::from_static("other/k?versionId=1"),
+        );
+        assert_eq!(copy_source_bucket(&h).as_deref(), Some("other"));
     }
 
     #[test]

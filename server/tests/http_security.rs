@@ -113,6 +113,17 @@ fn another_identitys_bucket_is_403_for_every_operation() {
         assert_eq!(server.request("HEAD", "/mine/new", &[], b"").status, 404);
     };
     refused(&server);
+    // A copy whose source is another identity's bucket, into one's own bucket: 403.
+    assert_eq!(as_other(&server, "PUT", "/theirs", b"").status, 200);
+    let copy = server.request_as(
+        Some(OTHER_SIGNER),
+        Placement::Header,
+        "PUT",
+        "/theirs/copy",
+        &[("x-amz-copy-source", "/mine/k".into())],
+        b"",
+    );
+    assert_eq!(copy.status, 403, "{}", copy.text());
     // The owner survives a restart (it is on disk).
     server.restart();
     refused(&server);

@@ -1,7 +1,10 @@
-//! A small blocking S3 client of our own (plain HTTP/1.1, unsigned requests) and the `S3Ops`
-//! adapter that hipObject transfers call back into. Shared by the end-to-end tests, the demo and the
-//! benchmarks (`#[path]`-included).
+//! A small blocking S3 client of our own (plain HTTP/1.1, SigV4-signed as the test identity, the
+//! token header included in the signature) and the `S3Ops` adapter that hipObject transfers call
+//! back into. Shared by the end-to-end tests, the demo and the benchmarks (`#[path]`-included).
 #![allow(dead_code)]
+
+#[path = "sigv4.rs"]
+pub mod sigv4;
 
 use hipobj::runtime::S3Ops;
 use std::io::{BufRead, BufReader, Write};
@@ -31,13 +34,18 @@ pub struct S3 {
     pub addr: SocketAddr,
     /// Limit on waiting for a response.
     pub timeout: Duration,
+    /// Requests are signed with this identity (`None`: unsigned).
+    pub signer: Option<sigv4::Signer>,
 }
 
 impl S3 {
+    /// An endpoint whose requests are signed as the test identity (the servers of the tests
+    /// are started with `sigv4::TEST_CREDENTIALS`).
     pub fn new(addr: SocketAddr) -> S3 {
         S3 {
             addr,
             timeout: Duration::from_secs(120),
+            signer: Some(sigv4::TEST_SIGNER),
         }
     }
 
@@ -50,7 +58,7 @@ impl S3 {
         body: &[u8],
     ) -> std::io::Result<Response> {
         let mut stream = self.connect()?;
-        let head = request_head(self.addr, method, path, headers, body.len(), false);
+        let head = request_head(self, method, path, headers, body, false);
         stream.write_all(head.as_bytes())?;
         stream.write_all(body)?;
         read_response(&mut BufReader::new(stream), method == "HEAD")
@@ -87,18 +95,31 @@ impl S3 {
 }
 
 fn request_head(
-    addr: SocketAddr,
+    s3: &S3,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
-    body_len: usize,
+    body: &[u8],
     keep_alive: bool,
 ) -> String {
     let connection = if keep_alive { "keep-alive" } else { "close" };
+    let host = s3.addr.to_string();
+    let (target, signature) = match &s3.signer {
+        Some(signer) => {
+            let signed = signer.sign(sigv4::Placement::Header, method, &host, path, headers, body);
+            (signed.target, signed.headers)
+        }
+        None => (path.to_string(), Vec::new()),
+    };
     let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: {connection}\r\nContent-Length: {body_len}\r\n"
+        "{method} {target} HTTP/1.1\r\nHost: {host}\r\nConnection: {connection}\r\nContent-Length: {}\r\n",
+        body.len()
     );
-    for (k, v) in headers {
+    for (k, v) in headers
+        .iter()
+        .copied()
+        .chain(signature.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
     head.push_str("\r\n");
@@ -143,7 +164,7 @@ impl KeepAlive {
         let Some(conn) = self.conn.as_mut() else {
             return Err(std::io::Error::other("no connection"));
         };
-        let head = request_head(self.s3.addr, method, path, headers, body.len(), true);
+        let head = request_head(&self.s3, method, path, headers, body, true);
         // One write for head and body: the request leaves in one segment when it fits.
         let mut out = Vec::with_capacity(head.len() + body.len());
         out.extend_from_slice(head.as_bytes());

@@ -355,6 +355,10 @@ mod tests {
         };
         RdmaJob {
             token,
+            requester: crate::identity::Requester::new(
+                std::net::Ipv4Addr::LOCALHOST.into(),
+                crate::identity::Identity::anonymous(),
+            ),
             bucket: "b".into(),
             key: key.into(),
             kind: JobKind::Put,

@@ -1,5 +1,5 @@
-//! The S3 core through s3s's HTTP layer (no RDMA, no authentication): status codes, headers and
-//! bodies as a client sees them.
+//! The S3 core through s3s's HTTP layer (no RDMA; served as `--anonymous` serves, so the access
+//! hook runs): status codes, headers and bodies as a client sees them.
 
 use std::sync::Arc;
 
@@ -19,8 +19,15 @@ struct Server {
 fn server() -> Server {
     let dir = tempfile::tempdir().expect("tempdir");
     let storage: Arc<dyn Backend> = Arc::new(FsBackend::open(dir.path()).expect("storage"));
-    let service =
-        S3ServiceBuilder::new(HipobjS3::new(storage, None, Arc::new(Stats::default()))).build();
+    let stats = Arc::new(Stats::default());
+    let mut builder = S3ServiceBuilder::new(HipobjS3::new(
+        Arc::clone(&storage),
+        None,
+        Arc::clone(&stats),
+    ));
+    builder.set_auth(crate::credentials::CredentialsTable::default());
+    builder.set_access(crate::access::AccessPolicy::new(storage, stats, true, true));
+    let service = builder.build();
     Server { _dir: dir, service }
 }
 
@@ -53,7 +60,10 @@ async fn call(
     for (n, v) in headers {
         req = req.header(*n, *v);
     }
-    let req = req.body(Body::from(body.to_vec())).expect("request");
+    let mut req = req.body(Body::from(body.to_vec())).expect("request");
+    // As the accept loop tags every request with its connection's peer.
+    req.extensions_mut()
+        .insert(crate::identity::HttpPeer([127, 0, 0, 1].into()));
     let resp = s.service.call(req).await.expect("response");
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();

@@ -191,7 +191,9 @@ fn offsets_and_ranges_inside_a_registration() {
         .unwrap_err();
     assert_eq!(e.code, OpError::BufNotRegistered);
     assert_eq!(
-        rt().mint_token(base, total + 1).unwrap_err().code,
+        rt().mint_token(base, total + 1, TransferKind::Get)
+            .unwrap_err()
+            .code,
         OpError::InvalidValue
     );
     assert_eq!(rt().registrations(), 1);
@@ -308,7 +310,7 @@ fn unregistered_remote_range_writes_nothing() {
     let obj = pattern(size, 6);
     assert_eq!(env.s3.put("bkt", "u", &obj).unwrap().status, 200);
     // Pair the application connection, then send a token whose address lies outside the MR.
-    let tok = rt().mint_token(base, size).unwrap();
+    let tok = rt().mint_token(base, size, TransferKind::Get).unwrap();
     let mut t = hipobj::token::Token::decode_hex(tok.as_bytes()).unwrap();
     let resp = env
         .s3
@@ -318,7 +320,7 @@ fn unregistered_remote_range_writes_nothing() {
     assert!(reply.starts_with("428:"), "{reply}");
     rt().apply_reply(&hipobj::reply::Reply::parse(reply.as_bytes()).unwrap())
         .unwrap();
-    let tok = rt().mint_token(base, size).unwrap();
+    let tok = rt().mint_token(base, size, TransferKind::Get).unwrap();
     t = hipobj::token::Token {
         remote_addr: t.remote_addr + (1 << 30),
         lid: hipobj::token::Token::decode_hex(tok.as_bytes())

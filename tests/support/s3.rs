@@ -4,9 +4,39 @@
 #![allow(dead_code)]
 
 use hipobj::runtime::S3Ops;
+use hipobj::token::Token;
 use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::Duration;
+
+/// The address an HTTP request carrying `token` is sent from: the NIC address of the token's
+/// IPv4-mapped GID (what `hipObjTokenClientNic` returns), so that the server's GID == peer check
+/// holds (PROTOCOL.md 9.4). `None` for a token without one.
+pub fn token_nic(token: &str) -> Option<IpAddr> {
+    Token::decode_hex(token.as_bytes())
+        .ok()?
+        .client_nic_ipv4()
+        .map(IpAddr::V4)
+}
+
+/// A TCP connection to `addr`, from `local` (port chosen by the kernel) when given.
+pub fn connect_from(
+    local: Option<IpAddr>,
+    addr: SocketAddr,
+    timeout: Duration,
+) -> std::io::Result<TcpStream> {
+    let Some(local) = local else {
+        return TcpStream::connect_timeout(&addr, timeout);
+    };
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    socket.bind(&SocketAddr::new(local, 0).into())?;
+    socket.connect_timeout(&addr.into(), timeout)?;
+    Ok(socket.into())
+}
 
 /// One HTTP response.
 #[derive(Debug, Clone)]
@@ -49,7 +79,33 @@ impl S3 {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> std::io::Result<Response> {
-        let mut stream = TcpStream::connect_timeout(&self.addr, Duration::from_secs(5))?;
+        self.request_from(None, method, path, headers, body)
+    }
+
+    /// One request on a fresh connection from `local` (the NIC address of a token).
+    pub fn request_from(
+        &self,
+        local: Option<IpAddr>,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> std::io::Result<Response> {
+        let mut stream = self.send_from(local, method, path, headers, body)?;
+        read_response(&mut BufReader::new(&mut stream), method == "HEAD")
+    }
+
+    /// Send one request on a fresh connection from `local`; the response is left unread on the
+    /// returned stream (tests that act while the server works on it).
+    pub fn send_from(
+        &self,
+        local: Option<IpAddr>,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> std::io::Result<TcpStream> {
+        let mut stream = connect_from(local, self.addr, Duration::from_secs(5))?;
         stream.set_read_timeout(Some(self.timeout))?;
         stream.set_write_timeout(Some(self.timeout))?;
         stream.set_nodelay(true)?;
@@ -64,7 +120,7 @@ impl S3 {
         head.push_str("\r\n");
         stream.write_all(head.as_bytes())?;
         stream.write_all(body)?;
-        read_response(&mut BufReader::new(stream), method == "HEAD")
+        Ok(stream)
     }
 
     pub fn create_bucket(&self, bucket: &str) -> std::io::Result<Response> {
@@ -80,7 +136,8 @@ impl S3 {
     }
 }
 
-fn read_response(r: &mut impl BufRead, head_only: bool) -> std::io::Result<Response> {
+/// Read one HTTP/1.1 response.
+pub fn read_response(r: &mut impl BufRead, head_only: bool) -> std::io::Result<Response> {
     let bad = |m: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, m.to_string());
     let mut line = String::new();
     r.read_line(&mut line)?;
@@ -161,6 +218,8 @@ pub struct RdmaRequest<'a> {
     pub failure: Option<String>,
     /// Run this inside `send_request` before the HTTP request (tests of re-entry).
     pub on_send: Option<Box<dyn FnMut() + 'a>>,
+    /// Replace the token before it is sent (attack tests: another rkey, another address).
+    pub token_filter: Option<Box<dyn FnMut(&str) -> String + 'a>>,
 }
 
 impl<'a> RdmaRequest<'a> {
@@ -186,6 +245,7 @@ impl<'a> RdmaRequest<'a> {
             fail_send: false,
             failure: None,
             on_send: None,
+            token_filter: None,
         }
     }
 
@@ -205,12 +265,20 @@ impl S3Ops for RdmaRequest<'_> {
             return -1;
         }
         self.requests += 1;
+        let token = match self.token_filter.as_mut() {
+            Some(f) => f(token),
+            None => token.to_string(),
+        };
+        let token = token.as_str();
         self.tokens.push(token.to_string());
         let mut headers = vec![("x-amz-rdma-token", token)];
         if let Some(r) = &self.range {
             headers.push(("Range", r.as_str()));
         }
-        match self.s3.request(self.method, &self.path, &headers, &[]) {
+        match self
+            .s3
+            .request_from(token_nic(token), self.method, &self.path, &headers, &[])
+        {
             Ok(resp) => {
                 self.last_status = resp.status;
                 self.reply = resp.header("x-amz-rdma-reply").map(str::to_string);

@@ -9,7 +9,9 @@
 //!    alternating blocks of one process. Target <= 15 % added.
 //!
 //! The application side is a keep-alive HTTP/1.1 client whose socket is bound to the NIC address
-//! of the token (`hipObjTokenClientNic`), as the protocol asks of every client.
+//! of the token (`hipObjTokenClientNic`), as the protocol asks of every client, and which signs
+//! each request (SigV4, the token header included) as the test identity. The time it spends
+//! signing is callback time, not library time.
 //!
 //! Usage: transfer_overhead [GETS_PER_BLOCK] [BLOCKS]   (defaults 300, 4)
 
@@ -59,10 +61,24 @@ impl KeepAlive {
             self.conn = Some(BufReader::new(stream));
         }
         let conn = self.conn.as_mut().expect("connected above");
-        let head = format!(
-            "GET {} HTTP/1.1\r\nHost: {}\r\nContent-Length: 0\r\nx-amz-rdma-token: {token}\r\n\r\n",
-            self.path, self.server
+        let host = self.server.to_string();
+        let headers = [("x-amz-rdma-token", token)];
+        let signed = s3::sigv4::TEST_SIGNER.sign(
+            s3::sigv4::Placement::Header,
+            "GET",
+            &host,
+            &self.path,
+            &headers,
+            &[],
         );
+        let mut head = format!(
+            "GET {} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nx-amz-rdma-token: {token}\r\n",
+            signed.target
+        );
+        for (k, v) in &signed.headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
         conn.get_mut().write_all(head.as_bytes())?;
         let resp = s3::read_response(conn, false)?;
         if resp

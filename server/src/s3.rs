@@ -15,7 +15,9 @@ use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result, S3};
 use tokio::sync::mpsc;
 use tracing::debug;
 
+use crate::access;
 use crate::error::{self, RDMA_BYTES, RDMA_REPLY, RDMA_TOKEN};
+use crate::ownership;
 use crate::rdma::token_header::parse_token_header;
 use crate::rdma::worker::RdmaWorkers;
 use crate::rdma::{JobKind, RdmaJob, RdmaOutcome, RejectCode};
@@ -58,6 +60,7 @@ impl HipobjS3 {
     async fn token_request(
         &self,
         headers: &http::HeaderMap,
+        extensions: &http::Extensions,
         bucket: &str,
         key: &str,
         kind: JobKind,
@@ -83,8 +86,13 @@ impl HipobjS3 {
                 &self.stats,
             )));
         };
+        let requester = match access::requester(extensions) {
+            Ok(r) => r.clone(),
+            Err(e) => return Some(Err(e)),
+        };
         let job = RdmaJob {
             token,
+            requester,
             bucket: bucket.to_string(),
             key: key.to_string(),
             kind,
@@ -161,8 +169,10 @@ impl S3 for HipobjS3 {
         &self,
         req: S3Request<CreateBucketInput>,
     ) -> S3Result<S3Response<CreateBucketOutput>> {
+        let owner = access::requester(&req.extensions)?.identity.clone();
         let bucket = req.input.bucket;
-        self.blocking(move |s| s.create_bucket(&bucket)).await?;
+        self.blocking(move |s| ownership::create_owned_bucket(s, &bucket, &owner))
+            .await?;
         Ok(S3Response::new(CreateBucketOutput::default()))
     }
 
@@ -186,9 +196,12 @@ impl S3 for HipobjS3 {
 
     async fn list_buckets(
         &self,
-        _req: S3Request<ListBucketsInput>,
+        req: S3Request<ListBucketsInput>,
     ) -> S3Result<S3Response<ListBucketsOutput>> {
-        let buckets = self.blocking(|s| s.list_buckets()).await?;
+        let me = access::requester(&req.extensions)?.identity.clone();
+        let buckets = self
+            .blocking(move |s| ownership::own_buckets(s, &me))
+            .await?;
         let buckets = buckets
             .into_iter()
             .map(|(name, created)| Bucket {
@@ -211,7 +224,10 @@ impl S3 for HipobjS3 {
             bucket, key, range, ..
         } = req.input;
         let kind = JobKind::Get { range };
-        if let Some(result) = self.token_request(&req.headers, &bucket, &key, kind).await {
+        if let Some(result) = self
+            .token_request(&req.headers, &req.extensions, &bucket, &key, kind)
+            .await
+        {
             return match result? {
                 RdmaOutcome::Fetched {
                     server,
@@ -269,7 +285,7 @@ impl S3 for HipobjS3 {
             bucket, key, body, ..
         } = req.input;
         if let Some(result) = self
-            .token_request(&req.headers, &bucket, &key, JobKind::Put)
+            .token_request(&req.headers, &req.extensions, &bucket, &key, JobKind::Put)
             .await
         {
             return match result? {
@@ -440,6 +456,7 @@ mod tests {
             watchdog: Duration::from_secs(2),
             flush_wait: Duration::from_secs(1),
             max_pairings: 8,
+            max_pairings_per_client: 8,
             pairing_idle: Duration::from_secs(600),
         };
         let engine = Arc::new(Engine::new(
@@ -450,9 +467,20 @@ mod tests {
         ));
         let workers =
             Arc::new(RdmaWorkers::start(engine, 2, 4, Duration::from_secs(60)).expect("workers"));
-        let service =
-            S3ServiceBuilder::new(HipobjS3::new(storage, Some(workers), Arc::clone(&stats)))
-                .build();
+        let mut builder = S3ServiceBuilder::new(HipobjS3::new(
+            Arc::clone(&storage),
+            Some(workers),
+            Arc::clone(&stats),
+        ));
+        // Anonymous, as `--anonymous` serves (the access hook still runs).
+        builder.set_auth(crate::credentials::CredentialsTable::default());
+        builder.set_access(crate::access::AccessPolicy::new(
+            storage,
+            Arc::clone(&stats),
+            true,
+            true,
+        ));
+        let service = builder.build();
         Harness {
             _dir: dir,
             service,
@@ -489,7 +517,10 @@ mod tests {
         for (n, v) in headers {
             req = req.header(*n, *v);
         }
-        let req = req.body(Body::from(body.to_vec())).expect("request");
+        let mut req = req.body(Body::from(body.to_vec())).expect("request");
+        // The accept loop's tag: the request came from the token GID's address.
+        req.extensions_mut()
+            .insert(crate::identity::HttpPeer([10, 1, 2, 3].into()));
         let resp = h.service.call(req).await.expect("response");
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();

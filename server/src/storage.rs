@@ -102,7 +102,7 @@ impl Storage {
         Ok(self.root.join(bucket))
     }
 
-    fn existing_bucket_dir(&self, bucket: &str) -> StorageResult<PathBuf> {
+    pub(crate) fn existing_bucket_dir(&self, bucket: &str) -> StorageResult<PathBuf> {
         let dir = self.bucket_dir(bucket)?;
         if dir.is_dir() {
             Ok(dir)

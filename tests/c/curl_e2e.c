@@ -1,8 +1,12 @@
 /* End-to-end PUT and GET through hipobj-server with libcurl as the application's S3 client.
  * Runs in the Soft-RoCE lane: curl_e2e ENDPOINT NIC SIZE
- * (e.g. curl_e2e http://127.0.0.1:9000 rxe0 1048576). The bucket "cbkt" must exist. */
+ * (e.g. curl_e2e http://127.0.0.1:9000 rxe0 1048576). The bucket "cbkt" must exist.
+ * With HIPOBJ_S3_USER=ACCESS_KEY:SECRET_KEY in the environment every request is SigV4-signed by
+ * libcurl (CURLOPT_AWS_SIGV4), x-amz-rdma-token included: libcurl signs every x-amz-* header it
+ * sends, as PROTOCOL.md rule 9.2 requires. */
 #include "hipobj.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +62,8 @@ static size_t discard(char *p, size_t s, size_t n, void *u) {
 static int send_request(void *ctx, const char *token, size_t token_len) {
     struct request *r = ctx;
     char header[160];
+    char nic[INET_ADDRSTRLEN];
+    char interface[sizeof "host!" + INET_ADDRSTRLEN];
     CURL *c = curl_easy_init();
     struct curl_slist *h = NULL;
     CURLcode rc;
@@ -67,6 +73,23 @@ static int send_request(void *ctx, const char *token, size_t token_len) {
     snprintf(header, sizeof header, "x-amz-rdma-token: %.*s", (int)token_len, token);
     h = curl_slist_append(h, header);
     h = curl_slist_append(h, "Expect:");
+    if (getenv("HIPOBJ_S3_USER")) {
+        /* libcurl 7.88 does not add the payload hash S3 wants; sent (and signed) by hand. */
+        h = curl_slist_append(h, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+        curl_easy_setopt(c, CURLOPT_AWS_SIGV4, "aws:amz:us-east-1:s3");
+        curl_easy_setopt(c, CURLOPT_USERPWD, getenv("HIPOBJ_S3_USER"));
+    }
+    /* Send HTTP from the RDMA NIC's address, so the server's GID == peer check holds
+     * (PROTOCOL.md 9.4). */
+    if (hipObjTokenClientNic(token, nic, sizeof nic).opError != hipObjSuccess) {
+        curl_slist_free_all(h);
+        curl_easy_cleanup(c);
+        return -1;
+    }
+    if (nic[0]) {
+        snprintf(interface, sizeof interface, "host!%s", nic);
+        curl_easy_setopt(c, CURLOPT_INTERFACE, interface);
+    }
     curl_easy_setopt(c, CURLOPT_URL, r->url);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, r->method);
     if (strcmp(r->method, "PUT") == 0) {

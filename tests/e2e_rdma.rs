@@ -917,3 +917,171 @@ fn require_mw_succeeds_on_rxe_and_refuses_a_device_used_without_windows() {
     runtime::init(cfg).unwrap();
     assert_eq!(rt().protection(), hipobj::pool::Protection::Registration);
 }
+
+/// What an observer's replay of a victim's token did, seen while the victim's window was bound.
+#[derive(Debug, Default)]
+struct Replayed {
+    replies: Vec<String>,
+    victim_untouched: bool,
+}
+
+/// The victim transfers `key` (GET into / PUT from `victim`), and while its paired request's window
+/// is bound, each observer replays its token in a request of its own (method, path).
+fn replay_during(
+    env: &Env,
+    kind: TransferKind,
+    key: &str,
+    victim: &mut [u8],
+    observers: &[(S3, Option<std::net::IpAddr>, &str)],
+) -> Replayed {
+    let base = victim.as_mut_ptr() as usize;
+    let len = victim.len();
+    let before = victim.to_vec();
+    let seen = std::cell::RefCell::new(Replayed::default());
+    let mut req = match kind {
+        TransferKind::Get => RdmaRequest::get(&env.s3, "bkt", key),
+        TransferKind::Put => RdmaRequest::put(&env.s3, "bkt", key),
+    };
+    let method = if kind == TransferKind::Get {
+        "GET"
+    } else {
+        "PUT"
+    };
+    req.token_filter = Some(Box::new(|token: &str| {
+        if decode(token).rkey != 0 {
+            let mut seen = seen.borrow_mut();
+            for (observer, from, path) in observers {
+                let resp = observer
+                    .request_from(*from, method, path, &[("x-amz-rdma-token", token)], &[])
+                    .expect("observer request");
+                seen.replies.push(format!(
+                    "{} {}",
+                    resp.status,
+                    resp.header("x-amz-rdma-reply").unwrap_or("-")
+                ));
+            }
+            // SAFETY: the victim's buffer is registered and alive for the whole transfer; only
+            // the server's RDMA could write it, and reading it here races with nothing else.
+            let now = unsafe { std::slice::from_raw_parts(base as *const u8, len) };
+            seen.victim_untouched = now == before.as_slice();
+        }
+        token.to_string()
+    }));
+    rt().transfer(kind, base, len, 0, &mut req)
+        .expect("the victim's own transfer");
+    drop(req);
+    seen.into_inner()
+}
+
+#[test]
+fn a_token_replayed_from_another_address_or_identity_is_refused() {
+    let Some(env) = Env::new(1, &[]) else { return };
+    let size = 4096;
+    let mut victim = vec![0x11u8; size];
+    let base = victim.as_mut_ptr() as usize;
+    rt().register(base, size, MemoryKind::Host).unwrap();
+    let secret = pattern(size, 31);
+    assert_eq!(env.s3.put("bkt", "victim", &secret).unwrap().status, 200);
+    let other = S3 {
+        signer: Some(s3::sigv4::OTHER_SIGNER),
+        ..env.s3
+    };
+    assert!(other.create_bucket("obs").unwrap().status < 300);
+    assert_eq!(
+        other.put("obs", "junk", &pattern(size, 32)).unwrap().status,
+        200
+    );
+    assert_eq!(
+        env.s3
+            .put("bkt", "junk", &pattern(size, 32))
+            .unwrap()
+            .status,
+        200
+    );
+    let nic = s3::token_nic(&rt().mint_token(base, size, TransferKind::Get).unwrap());
+    // Pair the victim's connection first.
+    put(&env.s3, "pairing", &victim, 0, size).0.unwrap();
+    let observers = [
+        // Same identity, from loopback (not the GID's address).
+        (env.s3, None, "/bkt/junk"),
+        // Another identity, from the victim's own NIC address, on its own bucket.
+        (other, nic, "/obs/junk"),
+    ];
+    let got = replay_during(&env, TransferKind::Get, "victim", &mut victim, &observers);
+    println!("replayed GET token: {:?}", got.replies);
+    assert_eq!(
+        got.replies[0], "403 403",
+        "another address: GID is not the peer"
+    );
+    assert!(
+        got.replies[1].ends_with(" 428") || got.replies[1].contains("428:"),
+        "another identity: unpaired under its own key, {:?}",
+        got.replies[1]
+    );
+    assert!(
+        got.victim_untouched,
+        "a replayed GET token wrote the victim's buffer"
+    );
+    assert_eq!(victim, secret, "the victim's own GET still works");
+    // PUT: the observers try to read the victim's buffer into objects of their own.
+    let observers = [
+        (env.s3, None, "/bkt/stolen-a"),
+        (other, nic, "/obs/stolen-b"),
+    ];
+    let got = replay_during(
+        &env,
+        TransferKind::Put,
+        "victim-put",
+        &mut victim,
+        &observers,
+    );
+    println!("replayed PUT token: {:?}", got.replies);
+    assert_eq!(got.replies[0], "403 403");
+    assert!(got.replies[1].contains("428"), "{:?}", got.replies[1]);
+    for (s3, path) in [(env.s3, ("bkt", "stolen-a")), (other, ("obs", "stolen-b"))] {
+        let r = s3.get(path.0, path.1).unwrap();
+        assert!(
+            r.status != 200 || r.body != secret,
+            "a replayed PUT token read the victim's buffer into {path:?}"
+        );
+    }
+    rt().deregister(base).unwrap();
+}
+
+#[test]
+fn with_the_gid_check_relaxed_the_pairing_key_still_refuses_another_address() {
+    let Some(env) = Env::new(1, &["--allow-gid-peer-mismatch"]) else {
+        return;
+    };
+    let size = 4096;
+    let mut victim = vec![0x22u8; size];
+    let base = victim.as_mut_ptr() as usize;
+    rt().register(base, size, MemoryKind::Host).unwrap();
+    let secret = pattern(size, 33);
+    assert_eq!(env.s3.put("bkt", "victim", &secret).unwrap().status, 200);
+    assert_eq!(
+        env.s3
+            .put("bkt", "junk", &pattern(size, 34))
+            .unwrap()
+            .status,
+        200
+    );
+    put(&env.s3, "pairing", &victim, 0, size).0.unwrap();
+    let observers = [(env.s3, None, "/bkt/junk")];
+    let got = replay_during(&env, TransferKind::Get, "victim", &mut victim, &observers);
+    println!("replayed GET token, GID check off: {:?}", got.replies);
+    assert!(got.replies[0].contains("428"), "{:?}", got.replies[0]);
+    assert!(got.victim_untouched);
+    let observers = [(env.s3, None, "/bkt/stolen")];
+    let got = replay_during(
+        &env,
+        TransferKind::Put,
+        "victim-put",
+        &mut victim,
+        &observers,
+    );
+    assert!(got.replies[0].contains("428"), "{:?}", got.replies[0]);
+    let r = env.s3.get("bkt", "stolen").unwrap();
+    assert!(r.status != 200 || r.body != secret);
+    rt().deregister(base).unwrap();
+}

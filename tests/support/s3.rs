@@ -216,6 +216,9 @@ pub fn read_response(r: &mut impl BufRead, head_only: bool) -> std::io::Result<R
     })
 }
 
+/// Rewrites a token before it is sent.
+pub type TokenFilter<'a> = Box<dyn FnMut(&str) -> String + 'a>;
+
 /// The application side of one hipObject transfer: the S3 request that carries the token.
 pub struct RdmaRequest<'a> {
     s3: &'a S3,
@@ -238,7 +241,7 @@ pub struct RdmaRequest<'a> {
     /// Run this inside `send_request` before the HTTP request (tests of re-entry).
     pub on_send: Option<Box<dyn FnMut() + 'a>>,
     /// Replace the token before it is sent (attack tests: another rkey, another address).
-    pub token_filter: Option<Box<dyn FnMut(&str) -> String + 'a>>,
+    pub token_filter: Option<TokenFilter<'a>>,
 }
 
 impl<'a> RdmaRequest<'a> {

@@ -146,7 +146,12 @@ fn timed_get(client: &mut KeepAlive, buf: &mut [u8]) -> (Duration, Duration) {
         )
     };
     let whole = t.elapsed();
-    assert_eq!(rc, hipObjError_t::SUCCESS, "hipObjGet");
+    assert_eq!(
+        rc,
+        hipObjError_t::SUCCESS,
+        "hipObjGet failed (last reply {:?})",
+        client.reply
+    );
     (whole, whole.saturating_sub(client.in_callbacks))
 }
 
@@ -248,15 +253,27 @@ fn main() {
     // Windows against no windows, alternating blocks in one process.
     let mut with = Vec::new();
     let mut without = Vec::new();
+    let mut lib_with = Vec::new();
+    let mut lib_without = Vec::new();
     for block in 0..blocks * 2 {
         let no_mw = block % 2 == 1;
         init(&client_dev, 1, no_mw);
         let samples = run_gets(srv.addr, 1, gets, &obj);
         runtime::shutdown();
-        let target = if no_mw { &mut without } else { &mut with };
-        target.extend(samples.iter().map(|s| s.0));
+        let (whole, lib) = if no_mw {
+            (&mut without, &mut lib_without)
+        } else {
+            (&mut with, &mut lib_with)
+        };
+        whole.extend(samples.iter().map(|s| s.0));
+        lib.extend(samples.iter().map(|s| s.1));
     }
     let (m_with, m_without) = (median(&mut with), median(&mut without));
+    println!(
+        "windows: time inside hipObjGet outside the callbacks, median {:.1} us with windows, {:.1} us without",
+        us(median(&mut lib_with)),
+        us(median(&mut lib_without)),
+    );
     println!(
         "windows: median 4 KiB GET {:.1} us with bind + invalidate, {:.1} us without (HIPOBJ_PERF_NO_MW): {:+.1} % ({} GETs each, {blocks} alternating blocks each)",
         us(m_with),

@@ -651,3 +651,56 @@ impl AppConnection {
         self.windows().len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registrations_grant_remote_access_only_without_windows() {
+        let windows = Protection::Windows.registration_access();
+        assert!(windows.contains(Access::MW_BIND | Access::LOCAL_WRITE));
+        assert!(!windows.contains(Access::REMOTE_WRITE));
+        assert!(!windows.contains(Access::REMOTE_READ));
+        let rev1 = Protection::Registration.registration_access();
+        assert!(rev1.contains(Access::REMOTE_WRITE | Access::REMOTE_READ | Access::LOCAL_WRITE));
+        assert!(!rev1.contains(Access::MW_BIND));
+    }
+
+    #[test]
+    fn published_state_mints_and_checks() {
+        let unpaired = ConnState {
+            qp_num: 0x12,
+            gid: [7; 16],
+            port: 1,
+            pairing: None,
+        };
+        let t = unpaired.token(0, 0x1000, 4096);
+        assert_eq!((t.qp_num, t.rkey, t.lid, t.port), (0x12, 0, 0, 1));
+        assert_eq!((t.remote_addr, t.length, t.gid), (0x1000, 4096, [7; 16]));
+        let server = Token {
+            qp_num: 0x99,
+            lid: 5,
+            ..t
+        };
+        assert!(
+            !unpaired.matches(&server),
+            "an unpaired connection matches nothing"
+        );
+        let paired = ConnState {
+            pairing: Some(Pairing {
+                server_qp_num: 0x99,
+                pairing_id: 5,
+            }),
+            ..unpaired
+        };
+        assert_eq!(paired.token(0xabcd, 0, 1).lid, 5);
+        assert_eq!(paired.token(0xabcd, 0, 1).rkey, 0xabcd);
+        assert!(paired.matches(&server));
+        assert!(!paired.matches(&Token { lid: 6, ..server }));
+        assert!(!paired.matches(&Token {
+            qp_num: 0x98,
+            ..server
+        }));
+    }
+}

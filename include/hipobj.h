@@ -204,8 +204,11 @@ typedef struct {
  * hipObjParseRdmaReply(), hipObjTokenClientNic() and hipObjPutRdmaToken(),
  * which need no initialisation, and hipObjShutdown(), which then does
  * nothing. The environment is read here (HIPOBJ_MAX_TRANSFERS,
- * HIPOBJ_STAGE_TIMEOUT_MS, HIPOBJ_REQUIRE_GPU_DIRECT); do not modify it from
- * another thread meanwhile.
+ * HIPOBJ_STAGE_TIMEOUT_MS, HIPOBJ_REQUIRE_GPU_DIRECT, HIPOBJ_REQUIRE_MW); do
+ * not modify it from another thread meanwhile. HIPOBJ_REQUIRE_MW=1 makes
+ * this fail with hipObjRdmaError on a device without type-2 memory windows
+ * (MEM_WINDOW_TYPE_2B), instead of falling back to registrations that grant
+ * remote access for their whole life.
  *
  * Errors: hipObjInvalidValue when config is NULL, flags is not 0, or
  * gpuDevice is below -1 or is not an existing GPU; hipObjAlreadyInitialized
@@ -252,6 +255,14 @@ HIPOBJ_API hipObjError_t hipObjBufDeregister(void *devPtr);
  *
  * No GPU work may be using the buffer when this is called. On hipObjSuccess
  * the data is in the buffer.
+ *
+ * Each request of the transfer binds a memory window over exactly these
+ * bytes (remote write only), reachable only by the server QP paired with the
+ * connection, and invalidates it before this returns, success or failure: a
+ * server still retrying after a failed or abandoned request cannot write the
+ * buffer afterwards, so the buffer may be reused at once. The callbacks
+ * should send HTTP from the address hipObjTokenClientNic() gives for the
+ * token (the server checks it against the token's GID).
  *
  * When every RDMA connection is taken, waits for one, or, inside a
  * callback, fails with hipObjBusy (see "Threads and concurrency").
@@ -312,15 +323,40 @@ HIPOBJ_API hipObjError_t hipObjBufSync(void *devPtr, size_t size, off_t offset, 
 
 /* Produce the 88-character hex RDMA token for [devPtr, devPtr + size) of a
  * registered buffer, for an S3 request the application makes itself.
- * op is HIPOBJ_RDMA_OP_PUT or HIPOBJ_RDMA_OP_GET (currently both give the
- * same token). On success *outToken points at a NUL-terminated string owned
- * by hipObject: release it with hipObjPutRdmaToken(), never with free().
- * On failure *outToken is not written. Fails with hipObjBusy while a
- * timed-out staging copy of the buffer is running (see hipObjBufSync()). */
+ * op is HIPOBJ_RDMA_OP_PUT (the server will read these bytes) or
+ * HIPOBJ_RDMA_OP_GET (the server will write them). On success *outToken
+ * points at a NUL-terminated string owned by hipObject: release it with
+ * hipObjPutRdmaToken(), never with free(). On failure *outToken is not
+ * written. Fails with hipObjBusy while a timed-out staging copy of the buffer
+ * is running (see hipObjBufSync()).
+ *
+ * Memory windows (protocol revision 2): registrations grant no remote access
+ * of their own. While the connection that these tokens use is not paired,
+ * the token's rkey is 0 and grants nothing (the server answers 428; pass that
+ * reply to hipObjParseRdmaReply() and ask for a new token). Once it is
+ * paired, this call binds a memory window over exactly [devPtr, devPtr +
+ * size), with remote write for HIPOBJ_RDMA_OP_GET or remote read for
+ * HIPOBJ_RDMA_OP_PUT, reachable only by the server QP of that pairing, and
+ * the token carries the window's rkey. The window stays open until the token
+ * is released with hipObjPutRdmaToken(): finish the request (or give up on
+ * it) before releasing the token, and release every token, or the server
+ * can keep reaching those bytes. On a device without type-2 memory windows
+ * the token carries the registration's own rkey (revision 1; hipObject warns
+ * once, and HIPOBJ_REQUIRE_MW=1 makes hipObjInit() fail instead).
+ *
+ * Send the request from the NIC address that hipObjTokenClientNic() returns
+ * for the token: the server checks that the HTTP peer address is the one in
+ * the token's GID. */
 HIPOBJ_API hipObjError_t hipObjGetRdmaToken(const void *devPtr, size_t size, int op, char **outToken);
 
 /* Release a token from hipObjGetRdmaToken(). NULL is hipObjInvalidValue.
- * Passing any other pointer is undefined behaviour. */
+ * Passing any other pointer is undefined behaviour. While the library is
+ * initialised, the memory window that the token's rkey names is invalidated
+ * first (and the call returns only once the NIC confirmed it, or after the
+ * connection's QP was moved to the error state, which ends every window on
+ * it): from then on the server cannot reach the token's bytes. After
+ * hipObjShutdown() the windows are already gone and this only frees the
+ * string. */
 HIPOBJ_API hipObjError_t hipObjPutRdmaToken(char *token);
 
 /* Parse the first replyLen bytes of an x-amz-rdma-reply value: "ok", "err",

@@ -16,6 +16,12 @@ pub struct EnvConfig {
     pub stage_timeout_ms: u64,
     /// Refuse the host-staged fallback for device buffers.
     pub require_gpu_direct: bool,
+    /// `HIPOBJ_REQUIRE_MW`: refuse a device without type-2 memory windows (PROTOCOL.md 9.6).
+    pub require_mw: bool,
+    /// `HIPOBJ_PERF_NO_MW`: for benchmarks only. Treat the device as one without memory windows
+    /// (revision-1 access: every registration remotely readable and writable), so that the cost
+    /// of bind + invalidate can be measured against it in one process. Never for production.
+    pub perf_no_mw: bool,
 }
 
 impl Default for EnvConfig {
@@ -24,6 +30,8 @@ impl Default for EnvConfig {
             max_transfers: DEFAULT_MAX_TRANSFERS,
             stage_timeout_ms: DEFAULT_STAGE_TIMEOUT_MS,
             require_gpu_direct: false,
+            require_mw: false,
+            perf_no_mw: false,
         }
     }
 }
@@ -40,6 +48,8 @@ impl EnvConfig {
             max_transfers: parse_max_transfers(get("HIPOBJ_MAX_TRANSFERS").as_deref()),
             stage_timeout_ms: parse_stage_timeout_ms(get("HIPOBJ_STAGE_TIMEOUT_MS").as_deref()),
             require_gpu_direct: parse_flag(get("HIPOBJ_REQUIRE_GPU_DIRECT").as_deref()),
+            require_mw: parse_flag(get("HIPOBJ_REQUIRE_MW").as_deref()),
+            perf_no_mw: parse_flag(get("HIPOBJ_PERF_NO_MW").as_deref()),
         }
     }
 }
@@ -176,6 +186,7 @@ mod tests {
             ("HIPOBJ_MAX_TRANSFERS", "4"),
             ("HIPOBJ_STAGE_TIMEOUT_MS", "250"),
             ("HIPOBJ_REQUIRE_GPU_DIRECT", "1"),
+            ("HIPOBJ_REQUIRE_MW", "yes"),
         ]
         .into_iter()
         .collect();
@@ -185,7 +196,9 @@ mod tests {
             EnvConfig {
                 max_transfers: 4,
                 stage_timeout_ms: 250,
-                require_gpu_direct: true
+                require_gpu_direct: true,
+                require_mw: true,
+                perf_no_mw: false,
             }
         );
         assert_eq!(EnvConfig::from_lookup(|_| None), EnvConfig::default());
@@ -194,6 +207,8 @@ mod tests {
             bad,
             EnvConfig {
                 require_gpu_direct: true,
+                require_mw: true,
+                perf_no_mw: true,
                 ..EnvConfig::default()
             }
         );

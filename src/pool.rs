@@ -1,27 +1,43 @@
-//! RDMA connections: one QP worker actor per connection, and the pool that leases them.
+//! RDMA connections: the QP of each connection, its memory window, what it publishes, and the
+//! worker that recovers it.
 //!
-//! Each worker thread (`hipobj-qp-NN`) owns one RC queue pair and is the only code that touches it.
-//! Transfers talk to it through [`ConnectionHandle`]: mint a token for a buffer range, pair the QP with
-//! the server QP named in a `428` reply (PROTOCOL.md rule 5.3), check a `200` reply's server token
-//! against the pairing (rule 5.4), or replace the QP with a fresh, never-paired one (rule 5.5).
+//! **Steady state on the caller's thread.** A transfer leases a connection from the pool; the lease
+//! gives it exclusive use, so it binds and invalidates the connection's window, pairs its QP on a
+//! `428`, and reads the published [`ConnState`] (QP number, GID, port, pairing) to mint tokens and
+//! check `200` replies, all on its own thread: no message and no thread hop per request. The QP
+//! itself sits in a `Mutex` only so that safe Rust can hand `&mut` to whoever holds the lease; it
+//! is taken with `try_lock` and never waited on (a second holder would be a bug: internal error).
+//! The published state is an `ArcSwap`, rewritten only when the QP is paired or replaced.
+//!
+//! **Recovery on the worker.** After a transfer that did not end in success, or whose window could
+//! not be confirmed invalid, the caller hands its lease to the connection's worker thread
+//! (`hipobj-qp-NN`) and returns at once. The worker replaces the QP (and window) by fresh ones
+//! (PROTOCOL.md rule 5.5) and only then drops the lease, so the connection rejoins the pool with a
+//! never-paired QP; if creating the fresh QP fails, it retries and the slot stays out of the pool.
+//!
 //! A QP is paired at most once in its life: every re-pairing and every reset creates a new QP, so a
 //! stale server QP can only ever aim at a dead QP number.
 
+use crate::env::EnvConfig;
 use crate::error::{Error, Result};
 use crate::token::{Token, Transport};
-use crate::verbs::{Access, Device, QpCaps, RcQp, RtrParams, RtsParams};
-use hipobj_actors::answer::{request, Answer};
-use hipobj_actors::sync::channel::{unbounded, Receiver, Sender};
+use crate::verbs::{
+    wc_status_name, Access, BindRange, Device, Mw, QpCaps, RcQp, RtrParams, RtsParams,
+};
+use arc_swap::ArcSwap;
+use hipobj_actors::sync::channel::{unbounded, Receiver, RecvTimeoutError, Sender};
 use hipobj_actors::sync::thread;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, Once, TryLockError};
+use std::time::{Duration, Instant};
 
 pub use hipobj_actors::pool::{AcquireError, Lease, Pool, Wait};
 
 /// Live client QPs of this process (tests check nothing leaks across init/shutdown).
 pub static LIVE_QPS: AtomicUsize = AtomicUsize::new(0);
 
-/// Access rights of client QPs: the server reads and writes our memory.
+/// Access rights of client QPs: the server reads and writes our memory (through windows, or
+/// through the registration itself on a device without them).
 fn qp_access() -> Access {
     Access::REMOTE_READ | Access::REMOTE_WRITE | Access::LOCAL_WRITE
 }
@@ -30,6 +46,68 @@ const CLIENT_TIMEOUT: u8 = 14;
 const CLIENT_RETRY_CNT: u8 = 6;
 const CLIENT_RNR_RETRY: u8 = 6;
 const MIN_RNR_TIMER: u8 = 12;
+/// Send queue of a client QP: one bind and one invalidation at a time, with room to spare.
+const CLIENT_QP_CAPS: QpCaps = QpCaps {
+    max_send_wr: 4,
+    max_recv_wr: 1,
+    cq_depth: 8,
+};
+/// How long a bind or an invalidation may take to complete (both are local operations).
+const LOCAL_OP_LIMIT: Duration = Duration::from_secs(2);
+/// Pause between attempts to create a fresh QP for a failed connection.
+const RECOVERY_RETRY: Duration = Duration::from_millis(100);
+
+/// How transfers of a runtime grant the server access to a buffer (PROTOCOL.md 9.6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protection {
+    /// Registrations have local access and window binding only; each request binds a type-2
+    /// window over exactly its bytes and invalidates it before the call returns (revision 2).
+    Windows,
+    /// The device has no type-2 windows: the registration's rkey grants remote read and write of
+    /// the whole registration (revision 1).
+    Registration,
+}
+
+impl Protection {
+    /// The device's protection, or `hipObjRdmaError` when `HIPOBJ_REQUIRE_MW` asks for windows
+    /// the device lacks. Warns once per process when falling back.
+    pub fn choose(device: &Device, env: &EnvConfig) -> Result<Protection> {
+        let has_windows = device.caps().mem_window_type_2b;
+        if has_windows && !env.perf_no_mw {
+            return Ok(Protection::Windows);
+        }
+        if env.require_mw {
+            return Err(Error::rdma(format!(
+                "HIPOBJ_REQUIRE_MW is set but {} {}",
+                device.name(),
+                if has_windows {
+                    "is used without memory windows (HIPOBJ_PERF_NO_MW)"
+                } else {
+                    "has no type-2 memory windows (MEM_WINDOW_TYPE_2B)"
+                }
+            )));
+        }
+        static WARNED: Once = Once::new();
+        WARNED.call_once(|| {
+            if has_windows {
+                tracing::warn!("HIPOBJ_PERF_NO_MW: memory windows are off (benchmarks only): registrations grant remote access for their whole life");
+            } else {
+                tracing::warn!(device = %device.name(), "the RDMA device has no type-2 memory windows: registrations grant remote read and write for their whole life (protocol revision 1)");
+            }
+        });
+        Ok(Protection::Registration)
+    }
+
+    /// Access rights of every registration under this protection.
+    pub fn registration_access(self) -> Access {
+        match self {
+            Protection::Windows => Access::LOCAL_WRITE | Access::MW_BIND,
+            Protection::Registration => {
+                Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ
+            }
+        }
+    }
+}
 
 /// What pairing did with a `428` reply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,46 +121,99 @@ pub enum PairOutcome {
 
 /// The pairing a connection's QP has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Pairing {
-    server_qp_num: u32,
-    pairing_id: u16,
+pub struct Pairing {
+    pub server_qp_num: u32,
+    pub pairing_id: u16,
 }
 
-/// A QP and what it is paired with. Owned by the worker thread only.
-struct Connection {
-    device: Arc<Device>,
-    qp: RcQp,
-    pairing: Option<Pairing>,
+/// What a connection publishes for lock-free reads: everything a token and a `200` check need.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnState {
+    pub qp_num: u32,
+    pub gid: [u8; 16],
+    pub port: u8,
+    pub pairing: Option<Pairing>,
 }
 
-impl Connection {
-    fn fresh(device: &Arc<Device>) -> Result<Connection> {
-        let mut qp = device.create_rc_qp(QpCaps {
-            max_send_wr: 1,
-            max_recv_wr: 1,
-            cq_depth: 1,
-        })?;
-        qp.to_init(qp_access())?;
-        LIVE_QPS.fetch_add(1, Ordering::Relaxed);
-        Ok(Connection {
-            device: device.clone(),
-            qp,
-            pairing: None,
-        })
-    }
-
-    fn token(&self, rkey: u32, remote_addr: u64, length: u64) -> Token {
-        let port = self.device.port();
+impl ConnState {
+    /// The token for `length` bytes at `remote_addr` reachable with `rkey` (0: nothing).
+    pub fn token(&self, rkey: u32, remote_addr: u64, length: u64) -> Token {
         Token {
             transport: Transport::Rc,
-            qp_num: self.qp.qp_num(),
-            gid: port.gid,
+            qp_num: self.qp_num,
+            gid: self.gid,
             rkey,
             remote_addr,
             length,
-            port: port.port,
+            port: self.port,
             lid: self.pairing.map_or(0, |p| p.pairing_id),
         }
+    }
+
+    /// Rule 5.4: does a `200:<server token>` name this pairing?
+    pub fn matches(&self, server: &Token) -> bool {
+        self.pairing
+            .is_some_and(|p| p.server_qp_num == server.qp_num && p.pairing_id == server.lid)
+    }
+}
+
+/// A QP, its memory window and its pairing. Only the holder of the connection's lease (or the
+/// application connection's lock) touches it. Fields drop in order: the window before the QP.
+pub struct Connection {
+    window: Option<Mw>,
+    qp: RcQp,
+    pairing: Option<Pairing>,
+    /// Set when a window of this QP may still be valid (an invalidation was not confirmed): the
+    /// QP was moved to ERR and must be replaced before any further use.
+    fenced: bool,
+    next_wr_id: u64,
+    device: Arc<Device>,
+}
+
+impl Connection {
+    fn fresh(device: &Arc<Device>, protection: Protection) -> Result<Connection> {
+        let window = match protection {
+            Protection::Windows => Some(device.alloc_mw()?),
+            Protection::Registration => None,
+        };
+        let mut qp = device.create_rc_qp(CLIENT_QP_CAPS)?;
+        qp.to_init(qp_access())?;
+        LIVE_QPS.fetch_add(1, Ordering::Relaxed);
+        Ok(Connection {
+            window,
+            qp,
+            pairing: None,
+            fenced: false,
+            next_wr_id: 1,
+            device: device.clone(),
+        })
+    }
+
+    fn protection(&self) -> Protection {
+        if self.window.is_some() {
+            Protection::Windows
+        } else {
+            Protection::Registration
+        }
+    }
+
+    fn state(&self) -> ConnState {
+        let port = self.device.port();
+        ConnState {
+            qp_num: self.qp.qp_num(),
+            gid: port.gid,
+            port: port.port,
+            pairing: self.pairing,
+        }
+    }
+
+    pub fn is_paired(&self) -> bool {
+        self.pairing.is_some()
+    }
+
+    /// Whether the QP must be replaced before the connection is used again.
+    pub fn is_fenced(&self) -> bool {
+        self.fenced
     }
 
     /// Rule 5.3.
@@ -93,7 +224,7 @@ impl Connection {
         if server.lid == 0 {
             return Err(Error::rdma("428 reply carries pairing id 0"));
         }
-        if self.pairing.is_some() {
+        if self.pairing.is_some() || self.fenced {
             self.replace()?;
             return Ok(PairOutcome::Replaced);
         }
@@ -127,15 +258,16 @@ impl Connection {
         Ok(PairOutcome::Paired)
     }
 
-    /// Rule 5.4: does a `200:<server token>` name this connection's pairing?
-    fn matches(&self, server: &Token) -> bool {
-        self.pairing
-            .is_some_and(|p| p.server_qp_num == server.qp_num && p.pairing_id == server.lid)
-    }
-
-    /// Rule 5.5: destroy the QP and create a fresh, never-paired one.
+    /// Rule 5.5: destroy the QP (and its window) and create fresh, never-paired ones. On error the
+    /// old QP stays, moved to ERR, and the connection stays fenced.
     fn replace(&mut self) -> Result<()> {
-        let fresh = Connection::fresh(&self.device)?;
+        let fresh = match Connection::fresh(&self.device, self.protection()) {
+            Ok(fresh) => fresh,
+            Err(e) => {
+                self.fence();
+                return Err(e);
+            }
+        };
         let old = std::mem::replace(self, fresh);
         tracing::debug!(
             old_qpn = old.qp.qp_num(),
@@ -143,6 +275,85 @@ impl Connection {
             "connection replaced"
         );
         Ok(())
+    }
+
+    /// Move the QP to ERR: from now on it accepts no remote access at all.
+    fn fence(&mut self) {
+        self.fenced = true;
+        if let Err(e) = self.qp.to_error() {
+            tracing::warn!(qpn = self.qp.qp_num(), "could not move a QP to ERR: {e}");
+        }
+    }
+
+    fn wr_id(&mut self) -> u64 {
+        self.next_wr_id = self.next_wr_id.wrapping_add(1);
+        self.next_wr_id
+    }
+
+    /// Post a work request and wait for its successful completion.
+    fn complete(
+        &mut self,
+        what: &str,
+        post: impl FnOnce(&mut RcQp, u64) -> Result<()>,
+    ) -> Result<()> {
+        let wr_id = self.wr_id();
+        post(&mut self.qp, wr_id)?;
+        let done = self
+            .qp
+            .wait_completion(wr_id, Instant::now() + LOCAL_OP_LIMIT)?;
+        if !done.is_success() {
+            return Err(Error::rdma(format!(
+                "{what} on QP {:#x} completed with {} (vendor error {:#x})",
+                self.qp.qp_num(),
+                wc_status_name(done.status),
+                done.vendor_err
+            )));
+        }
+        Ok(())
+    }
+
+    /// Bind `window` over `range` on this (paired, RTS) QP and wait for the bind to complete; the
+    /// window's new rkey. An error leaves no usable bind (the old rkey was invalidated before).
+    fn bind_window(&mut self, window: &mut Mw, range: &BindRange<'_>) -> Result<u32> {
+        if self.pairing.is_none() || self.fenced {
+            return Err(Error::internal("bind on an unpaired or fenced QP"));
+        }
+        let mut rkey = 0;
+        self.complete("memory window bind", |qp, wr_id| {
+            rkey = qp.post_bind_mw(wr_id, window, range)?;
+            Ok(())
+        })?;
+        self.qp.bound(window, rkey);
+        Ok(rkey)
+    }
+
+    /// Bind the connection's own window (PROTOCOL.md 9.7).
+    pub fn bind(&mut self, range: &BindRange<'_>) -> Result<u32> {
+        let mut window = self
+            .window
+            .take()
+            .ok_or_else(|| Error::internal("bind on a connection without a window"))?;
+        let bound = self.bind_window(&mut window, range);
+        self.window = Some(window);
+        bound
+    }
+
+    /// Invalidate `rkey` on this QP and wait for it (PROTOCOL.md 9.8). If that cannot be
+    /// confirmed the QP is fenced (moved to ERR) and must be replaced before it is used again.
+    pub fn invalidate(&mut self, rkey: u32) {
+        if self.fenced {
+            return;
+        }
+        let done = self.complete("memory window invalidation", |qp, wr_id| {
+            qp.post_local_inv(wr_id, rkey).map_err(Error::from)
+        });
+        if let Err(e) = done {
+            tracing::debug!(
+                qpn = self.qp.qp_num(),
+                "window invalidation not confirmed ({e}); fencing the QP"
+            );
+            self.fence();
+        }
     }
 }
 
@@ -152,51 +363,99 @@ impl Drop for Connection {
     }
 }
 
-enum Msg {
-    Mint {
-        rkey: u32,
-        remote_addr: u64,
-        length: u64,
-        answer: Answer<Token>,
-    },
-    Pair {
-        server: Token,
-        answer: Answer<Result<PairOutcome>>,
-    },
-    Matches {
-        server: Token,
-        answer: Answer<bool>,
-    },
-    Replace {
-        answer: Answer<Result<()>>,
-    },
+/// A connection and its published state: the one place that keeps them in step.
+struct Shared {
+    state: ArcSwap<ConnState>,
+    conn: Mutex<Connection>,
 }
 
-struct Worker {
-    conn: Connection,
-}
-
-impl Worker {
-    fn run(mut self, inbox: Receiver<Msg>) {
-        while let Ok(msg) = inbox.recv() {
-            match msg {
-                Msg::Mint {
-                    rkey,
-                    remote_addr,
-                    length,
-                    answer,
-                } => answer.send(self.conn.token(rkey, remote_addr, length)),
-                Msg::Pair { server, answer } => answer.send(self.conn.pair(&server)),
-                Msg::Matches { server, answer } => answer.send(self.conn.matches(&server)),
-                Msg::Replace { answer } => answer.send(self.conn.replace()),
-            }
+impl Shared {
+    fn new(conn: Connection) -> Shared {
+        Shared {
+            state: ArcSwap::from_pointee(conn.state()),
+            conn: Mutex::new(conn),
         }
+    }
+
+    /// The connection, for the holder of its lease: never waits (nobody else may hold it).
+    fn leased(&self) -> Result<ConnGuard<'_>> {
+        let conn = match self.conn.try_lock() {
+            Ok(g) => g,
+            // A panic while the connection was held: it is fenced and replaced below.
+            Err(TryLockError::Poisoned(p)) => {
+                let mut g = p.into_inner();
+                g.fence();
+                g
+            }
+            Err(TryLockError::WouldBlock) => {
+                return Err(Error::internal(
+                    "a leased connection is in use by someone else",
+                ))
+            }
+        };
+        Ok(ConnGuard { conn, shared: self })
+    }
+
+    /// The connection, waiting for other users (the application connection only).
+    fn shared(&self) -> ConnGuard<'_> {
+        let conn = match self.conn.lock() {
+            Ok(g) => g,
+            // A panic while the connection was held: fence it, so it is replaced before use.
+            Err(p) => {
+                let mut g = p.into_inner();
+                g.fence();
+                g
+            }
+        };
+        ConnGuard { conn, shared: self }
     }
 }
 
-/// The handle of one QP worker. Dropping it stops the worker and joins its thread (which destroys
-/// the QP); it is never dropped on the worker's own thread.
+/// Exclusive use of a connection; republishes its state whenever its QP changes.
+pub struct ConnGuard<'a> {
+    conn: MutexGuard<'a, Connection>,
+    shared: &'a Shared,
+}
+
+impl ConnGuard<'_> {
+    fn publish(&self) {
+        self.shared.state.store(Arc::new(self.conn.state()));
+    }
+
+    /// The published state (what tokens and `200` checks read).
+    pub fn state(&self) -> arc_swap::Guard<Arc<ConnState>> {
+        self.shared.state.load()
+    }
+
+    pub fn connection(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
+
+    /// Apply a `428` reply's server token (rule 5.3).
+    pub fn pair(&mut self, server: &Token) -> Result<PairOutcome> {
+        let outcome = self.conn.pair(server);
+        self.publish();
+        outcome
+    }
+
+    /// Replace the QP by a fresh one (rule 5.5).
+    pub fn replace(&mut self) -> Result<()> {
+        let outcome = self.conn.replace();
+        self.publish();
+        outcome
+    }
+}
+
+/// Messages to a connection's worker.
+enum Msg {
+    /// Replace the QP of the leased connection, then let the lease go.
+    Recover(Lease),
+}
+
+/// One pool connection and its worker thread (`hipobj-qp-NN`). Dropping it stops the worker and
+/// joins its thread; it is never dropped on the worker's own thread.
 pub struct ConnectionHandle {
+    shared: Arc<Shared>,
     // Order matters: the sender drops first, so the worker's `recv` fails and it returns before the
     // join below.
     inbox: Option<Sender<Msg>>,
@@ -204,51 +463,80 @@ pub struct ConnectionHandle {
 }
 
 impl ConnectionHandle {
-    /// Create the QP (in INIT) and start its worker thread.
-    pub fn spawn(name: String, device: &Arc<Device>) -> Result<ConnectionHandle> {
-        let conn = Connection::fresh(device)?;
+    /// Create the QP (in INIT) and its window, and start its worker thread.
+    pub fn spawn(
+        name: String,
+        device: &Arc<Device>,
+        protection: Protection,
+    ) -> Result<ConnectionHandle> {
+        let shared = Arc::new(Shared::new(Connection::fresh(device, protection)?));
         let (tx, rx) = unbounded();
-        let worker = Worker { conn };
+        let worker_shared = shared.clone();
         let thread = std::thread::Builder::new()
             .name(name)
             .stack_size(256 * 1024)
-            .spawn(move || worker.run(rx))
+            .spawn(move || recovery_worker(&worker_shared, &rx))
             .map_err(|e| Error::rdma(format!("cannot start a QP worker thread: {e}")))?;
         Ok(ConnectionHandle {
+            shared,
             inbox: Some(tx),
             thread: Some(thread),
         })
     }
 
-    fn ask<T>(&self, make: impl FnOnce(Answer<T>) -> Msg) -> Result<T> {
-        let stopped = || Error::internal("QP worker stopped");
-        let inbox = self.inbox.as_ref().ok_or_else(stopped)?;
-        request(inbox, make).map_err(|_| stopped())
+    /// The connection, for the holder of its lease (checked: never waits).
+    pub fn leased(&self, _lease: &Lease) -> Result<ConnGuard<'_>> {
+        self.shared.leased()
     }
 
-    /// A token for `length` bytes at `remote_addr` of the registration with `rkey`.
-    pub fn mint(&self, rkey: u32, remote_addr: u64, length: u64) -> Result<Token> {
-        self.ask(|answer| Msg::Mint {
-            rkey,
-            remote_addr,
-            length,
-            answer,
-        })
+    /// The published state, read without a lock.
+    pub fn state(&self) -> ConnState {
+        **self.shared.state.load()
     }
 
-    /// Apply a `428` reply's server token (rule 5.3).
-    pub fn pair(&self, server: Token) -> Result<PairOutcome> {
-        self.ask(|answer| Msg::Pair { server, answer })?
+    /// Hand a connection that must not be reused as it is to the worker, which replaces its QP
+    /// and then releases the lease. Returns at once.
+    pub fn recover(&self, lease: Lease) {
+        let Some(inbox) = &self.inbox else { return };
+        if let Err(e) = inbox.send(Msg::Recover(lease)) {
+            // The worker is gone (the runtime is being dropped): replace here instead.
+            let Msg::Recover(lease) = e.0;
+            if let Ok(mut g) = self.shared.leased() {
+                let _ = g.replace();
+            }
+            drop(lease);
+        }
     }
+}
 
-    /// Whether a `200` reply's server token names this pairing (rule 5.4).
-    pub fn matches(&self, server: Token) -> Result<bool> {
-        self.ask(|answer| Msg::Matches { server, answer })
-    }
-
-    /// Replace the QP by a fresh one (rule 5.5).
-    pub fn replace(&self) -> Result<()> {
-        self.ask(|answer| Msg::Replace { answer })?
+/// The worker: replace the QP of each connection handed to it, retrying until a fresh QP exists;
+/// only then does the lease go and the connection rejoin the pool.
+fn recovery_worker(shared: &Shared, inbox: &Receiver<Msg>) {
+    while let Ok(Msg::Recover(lease)) = inbox.recv() {
+        loop {
+            let replaced = shared.leased().and_then(|mut g| g.replace());
+            match replaced {
+                Ok(()) => break,
+                Err(e) => {
+                    tracing::warn!(
+                        slot = lease.slot(),
+                        "cannot replace a failed connection's QP ({e}); retrying, the connection stays out of the pool"
+                    );
+                    match inbox.recv_timeout(RECOVERY_RETRY) {
+                        Err(RecvTimeoutError::Timeout) => {}
+                        // Shutting down: the slot is never used again.
+                        Err(RecvTimeoutError::Disconnected) => return,
+                        Ok(Msg::Recover(other)) => {
+                            tracing::error!(
+                                slot = other.slot(),
+                                "a connection was handed over twice"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        drop(lease);
     }
 }
 
@@ -260,5 +548,159 @@ impl Drop for ConnectionHandle {
                 tracing::error!("a QP worker thread panicked");
             }
         }
+    }
+}
+
+/// One outstanding application-driven window (`hipObjGetRdmaToken`).
+struct AppWindow {
+    window: Mw,
+    qp_num: u32,
+}
+
+/// The dedicated connection of application-driven tokens (PROTOCOL.md section 6, rule 9.9). Not in
+/// the pool: any thread may use it, one at a time (its lock). Each token of a paired connection
+/// gets its own window, invalidated by `hipObjPutRdmaToken`.
+pub struct AppConnection {
+    shared: Shared,
+    windows: Mutex<std::collections::HashMap<u32, AppWindow>>,
+}
+
+impl AppConnection {
+    pub fn new(device: &Arc<Device>, protection: Protection) -> Result<AppConnection> {
+        Ok(AppConnection {
+            shared: Shared::new(Connection::fresh(device, protection)?),
+            windows: Mutex::new(std::collections::HashMap::new()),
+        })
+    }
+
+    fn windows(&self) -> MutexGuard<'_, std::collections::HashMap<u32, AppWindow>> {
+        self.windows.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The published state, read without a lock.
+    pub fn state(&self) -> ConnState {
+        **self.shared.state.load()
+    }
+
+    /// A token for `range` (`registration_rkey` is used as it is under revision-1 protection).
+    /// Under windows: a window bound over exactly the range when the connection is paired, rkey 0
+    /// otherwise (the server answers 428 and moves nothing).
+    pub fn mint(&self, range: &BindRange<'_>, registration_rkey: u32) -> Result<Token> {
+        let mut g = self.shared.shared();
+        if g.conn.is_fenced() {
+            g.replace()?;
+            self.windows().clear();
+        }
+        if g.conn.protection() == Protection::Registration {
+            return Ok(g
+                .conn
+                .state()
+                .token(registration_rkey, range.addr, range.len));
+        }
+        if !g.conn.is_paired() {
+            return Ok(g.conn.state().token(0, range.addr, range.len));
+        }
+        let mut window = g.conn.device.alloc_mw()?;
+        let rkey = g.conn.bind_window(&mut window, range)?;
+        let state = g.conn.state();
+        self.windows().insert(
+            rkey,
+            AppWindow {
+                window,
+                qp_num: state.qp_num,
+            },
+        );
+        Ok(state.token(rkey, range.addr, range.len))
+    }
+
+    /// `hipObjPutRdmaToken`: invalidate the window the token names, if it is one of ours. When
+    /// that cannot be confirmed the QP is fenced (moved to ERR: every window on it is dead) and
+    /// replaced, now or at the next token.
+    pub fn release(&self, token: &Token) {
+        if token.rkey == 0 {
+            return;
+        }
+        let mut g = self.shared.shared();
+        let Some(w) = self.windows().remove(&token.rkey) else {
+            return;
+        };
+        if w.qp_num == g.conn.state().qp_num {
+            g.conn.invalidate(token.rkey);
+        }
+        drop(w.window);
+        if g.conn.is_fenced() {
+            self.windows().clear();
+            if let Err(e) = g.replace() {
+                tracing::warn!("cannot replace the application connection's QP yet: {e}");
+            }
+        }
+    }
+
+    /// Apply a `428` reply (rule 5.3). Replacing the QP ends every window bound on it.
+    pub fn pair(&self, server: &Token) -> Result<PairOutcome> {
+        let mut g = self.shared.shared();
+        let outcome = g.pair(server);
+        if matches!(outcome, Ok(PairOutcome::Replaced) | Err(_)) {
+            self.windows().clear();
+        }
+        outcome
+    }
+
+    /// Windows bound by tokens not yet released (diagnostics and tests).
+    pub fn open_windows(&self) -> usize {
+        self.windows().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registrations_grant_remote_access_only_without_windows() {
+        let windows = Protection::Windows.registration_access();
+        assert!(windows.contains(Access::MW_BIND | Access::LOCAL_WRITE));
+        assert!(!windows.contains(Access::REMOTE_WRITE));
+        assert!(!windows.contains(Access::REMOTE_READ));
+        let rev1 = Protection::Registration.registration_access();
+        assert!(rev1.contains(Access::REMOTE_WRITE | Access::REMOTE_READ | Access::LOCAL_WRITE));
+        assert!(!rev1.contains(Access::MW_BIND));
+    }
+
+    #[test]
+    fn published_state_mints_and_checks() {
+        let unpaired = ConnState {
+            qp_num: 0x12,
+            gid: [7; 16],
+            port: 1,
+            pairing: None,
+        };
+        let t = unpaired.token(0, 0x1000, 4096);
+        assert_eq!((t.qp_num, t.rkey, t.lid, t.port), (0x12, 0, 0, 1));
+        assert_eq!((t.remote_addr, t.length, t.gid), (0x1000, 4096, [7; 16]));
+        let server = Token {
+            qp_num: 0x99,
+            lid: 5,
+            ..t
+        };
+        assert!(
+            !unpaired.matches(&server),
+            "an unpaired connection matches nothing"
+        );
+        let paired = ConnState {
+            pairing: Some(Pairing {
+                server_qp_num: 0x99,
+                pairing_id: 5,
+            }),
+            ..unpaired
+        };
+        assert_eq!(paired.token(0xabcd, 0, 1).lid, 5);
+        assert_eq!(paired.token(0xabcd, 0, 1).rkey, 0xabcd);
+        assert!(paired.matches(&server));
+        assert!(!paired.matches(&Token { lid: 6, ..server }));
+        assert!(!paired.matches(&Token {
+            qp_num: 0x98,
+            ..server
+        }));
     }
 }

@@ -1,10 +1,11 @@
-//! What hipObject keeps for each registered buffer: the NIC registration and, for a device buffer
+//! What hipObject keeps for each registered buffer: the NIC registration (its access rights are
+//! `pool::Protection::registration_access`) and, for a device buffer
 //! that the NIC cannot reach directly, the host staging buffer that stands in for it. The set of
 //! registrations itself is `hipobj_actors::registry::Registry<Buffer>`.
 
 use crate::error::{Error, OpError, Result};
 use crate::hip::HostBuffer;
-use crate::verbs::{Access, Mr};
+use crate::verbs::Mr;
 use hipobj_actors::registry::{Entry, UseError, UseGuard};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,11 +13,6 @@ use std::sync::Arc;
 
 /// Live registrations of this process (tests check nothing leaks across init/shutdown).
 pub static LIVE_BUFFERS: AtomicUsize = AtomicUsize::new(0);
-
-/// Access rights of every registration: the NIC writes it locally, the server reads and writes it.
-pub fn mr_access() -> Access {
-    Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ
-}
 
 /// Start a call's use of a registration: `hipObjBufNotRegistered` once it is retired,
 /// `hipObjBusy` while a staging copy of it that timed out is still running.
@@ -75,8 +71,15 @@ impl Buffer {
         self.kind
     }
 
+    /// The registration's own rkey: it grants remote access only on a device without memory
+    /// windows (`pool::Protection`).
     pub fn rkey(&self) -> u32 {
         self.mr.rkey()
+    }
+
+    /// The NIC registration (windows are bound over it).
+    pub fn mr(&self) -> &Mr {
+        &self.mr
     }
 
     /// The address a token names for `offset` bytes into the registration: the caller's pointer for a

@@ -1,5 +1,6 @@
 //! End-to-end transfers over real RDMA verbs against `hipobj-server`, inside the Soft-RoCE lane
-//! (`make e2e`). Without an RDMA device each test prints "skipped: no RDMA device" and passes.
+//! (`make e2e`). Without an RDMA device each test prints "skipped: no RDMA device" and passes,
+//! except inside the lane (`HIPOBJ_VM=1`), where a missing device fails every test.
 //!
 //! The library has one global state, so the tests take a lock and run one at a time.
 
@@ -34,6 +35,10 @@ impl Env {
     fn new(max_transfers: usize, server_args: &[&str]) -> Option<Env> {
         let lock = serial();
         let Some((client_dev, server_dev)) = device_pair() else {
+            assert!(
+                std::env::var_os("HIPOBJ_VM").is_none(),
+                "no RDMA device inside the lane"
+            );
             eprintln!("skipped: no RDMA device");
             return None;
         };
@@ -191,7 +196,9 @@ fn offsets_and_ranges_inside_a_registration() {
         .unwrap_err();
     assert_eq!(e.code, OpError::BufNotRegistered);
     assert_eq!(
-        rt().mint_token(base, total + 1).unwrap_err().code,
+        rt().mint_token(base, total + 1, TransferKind::Get)
+            .unwrap_err()
+            .code,
         OpError::InvalidValue
     );
     assert_eq!(rt().registrations(), 1);
@@ -308,27 +315,39 @@ fn unregistered_remote_range_writes_nothing() {
     let obj = pattern(size, 6);
     assert_eq!(env.s3.put("bkt", "u", &obj).unwrap().status, 200);
     // Pair the application connection, then send a token whose address lies outside the MR.
-    let tok = rt().mint_token(base, size).unwrap();
+    let tok = rt().mint_token(base, size, TransferKind::Get).unwrap();
     let mut t = hipobj::token::Token::decode_hex(tok.as_bytes()).unwrap();
+    assert_eq!(
+        t.rkey, 0,
+        "a token of an unpaired connection grants nothing"
+    );
+    let nic = s3::token_nic(&tok);
+    assert!(nic.is_some(), "the lane's GIDs are IPv4-mapped");
     let resp = env
         .s3
-        .request("GET", "/bkt/u", &[("x-amz-rdma-token", &tok)], &[])
+        .request_from(nic, "GET", "/bkt/u", &[("x-amz-rdma-token", &tok)], &[])
         .unwrap();
     let reply = resp.header("x-amz-rdma-reply").unwrap().to_string();
     assert!(reply.starts_with("428:"), "{reply}");
     rt().apply_reply(&hipobj::reply::Reply::parse(reply.as_bytes()).unwrap())
         .unwrap();
-    let tok = rt().mint_token(base, size).unwrap();
+    let tok = rt().mint_token(base, size, TransferKind::Get).unwrap();
+    let bound = hipobj::token::Token::decode_hex(tok.as_bytes()).unwrap();
+    assert_ne!(
+        bound.rkey, 0,
+        "a paired connection's token carries a window"
+    );
+    assert_eq!(rt().open_token_windows(), 1);
     t = hipobj::token::Token {
         remote_addr: t.remote_addr + (1 << 30),
-        lid: hipobj::token::Token::decode_hex(tok.as_bytes())
-            .unwrap()
-            .lid,
+        lid: bound.lid,
+        rkey: bound.rkey,
         ..t
     };
     let resp = env
         .s3
-        .request(
+        .request_from(
+            nic,
             "GET",
             "/bkt/u",
             &[("x-amz-rdma-token", &t.encode_hex())],
@@ -342,6 +361,8 @@ fn unregistered_remote_range_writes_nothing() {
         resp.status
     );
     assert!(buf.iter().all(|&b| b == 0x55), "nothing may be written");
+    hipobj::runtime::release_token(tok.as_bytes());
+    assert_eq!(rt().open_token_windows(), 0);
     rt().deregister(base).unwrap();
 }
 
@@ -587,4 +608,480 @@ fn shutdown_wakes_a_transfer_waiting_for_a_connection() {
         0
     );
     env.init(1);
+}
+
+// ---- Protocol revision 2: memory windows (PROTOCOL.md 9.6-9.9) --------------------------------
+
+fn decode(token: &str) -> hipobj::token::Token {
+    hipobj::token::Token::decode_hex(token.as_bytes()).expect("a valid token")
+}
+
+/// `token` with its rkey replaced.
+fn with_rkey(token: &str, rkey: u32) -> String {
+    hipobj::token::Token {
+        rkey,
+        ..decode(token)
+    }
+    .encode_hex()
+}
+
+/// Send `token` in a request of our own (an observer's), from the token's NIC address; the
+/// response's `x-amz-rdma-reply`.
+fn replay(s3: &S3, method: &str, path: &str, token: &str) -> String {
+    let resp = s3
+        .request_from(
+            s3::token_nic(token),
+            method,
+            path,
+            &[("x-amz-rdma-token", token)],
+            &[],
+        )
+        .expect("replayed request");
+    resp.header("x-amz-rdma-reply")
+        .unwrap_or_else(|| panic!("no reply header (status {})", resp.status))
+        .to_string()
+}
+
+#[test]
+fn tokens_carry_a_fresh_window_per_request_and_rkey_0_unpaired() {
+    let Some(env) = Env::new(1, &[]) else { return };
+    assert_eq!(
+        rt().protection(),
+        hipobj::pool::Protection::Windows,
+        "rxe has type-2 memory windows"
+    );
+    let size = 4096;
+    let src = pattern(size, 21);
+    let base = src.as_ptr() as usize;
+    rt().register(base, size, MemoryKind::Host).unwrap();
+    let mr_rkey = rt().registration_rkey(base).unwrap();
+    let mut first = RdmaRequest::put(&env.s3, "bkt", "w");
+    rt().transfer(TransferKind::Put, base, size, 0, &mut first)
+        .unwrap();
+    assert_eq!(first.requests, 2, "{:?}", first.replies);
+    assert_eq!(decode(&first.tokens[0]).rkey, 0, "unpaired: rkey 0");
+    let bound = decode(&first.tokens[1]);
+    assert_ne!(bound.rkey, 0, "paired: a window");
+    assert_ne!(
+        bound.rkey, mr_rkey,
+        "the window, never the registration's rkey"
+    );
+    let mut rkeys = vec![bound.rkey];
+    for _ in 0..3 {
+        let mut req = RdmaRequest::put(&env.s3, "bkt", "w");
+        rt().transfer(TransferKind::Put, base, size, 0, &mut req)
+            .unwrap();
+        let t = decode(&req.tokens[0]);
+        assert_eq!(t.qp_num, bound.qp_num, "the connection stays paired");
+        assert!(!rkeys.contains(&t.rkey), "each request binds a new rkey");
+        assert_eq!((t.remote_addr, t.length), (base as u64, size as u64));
+        rkeys.push(t.rkey);
+    }
+    assert_eq!(env.s3.get("bkt", "w").unwrap().body, src);
+    rt().deregister(base).unwrap();
+}
+
+#[test]
+fn the_registrations_own_rkey_grants_nothing() {
+    let Some(env) = Env::new(1, &[]) else { return };
+    let size = 4096;
+    let mut buf = vec![0x11u8; size];
+    let base = buf.as_mut_ptr() as usize;
+    rt().register(base, size, MemoryKind::Host).unwrap();
+    let mr_rkey = rt().registration_rkey(base).unwrap();
+    let obj = pattern(size, 22);
+    assert_eq!(env.s3.put("bkt", "mr", &obj).unwrap().status, 200);
+    // Pair the connection with a PUT of other bytes (so the buffer's content is known).
+    let (r, _) = put(&env.s3, "pairing", &buf, 0, size);
+    r.unwrap();
+    // GET with the registration's rkey instead of the window's: the server's WRITE is refused.
+    let mut req = RdmaRequest::get(&env.s3, "bkt", "mr");
+    req.token_filter = Some(Box::new(move |t: &str| with_rkey(t, mr_rkey)));
+    let e = rt()
+        .transfer(TransferKind::Get, base, size, 0, &mut req)
+        .unwrap_err();
+    assert_eq!(e.code, OpError::S3Error, "{e} / replies {:?}", req.replies);
+    assert_eq!(req.replies.last().map(String::as_str), Some("500"));
+    assert!(
+        buf.iter().all(|&b| b == 0x11),
+        "the registration's rkey wrote the buffer"
+    );
+    // PUT with the registration's rkey: the server's READ is refused, no object appears.
+    let mut req = RdmaRequest::put(&env.s3, "bkt", "stolen");
+    req.token_filter = Some(Box::new(move |t: &str| with_rkey(t, mr_rkey)));
+    let e = rt()
+        .transfer(TransferKind::Put, base, size, 0, &mut req)
+        .unwrap_err();
+    assert_eq!(e.code, OpError::S3Error, "{e} / replies {:?}", req.replies);
+    assert_ne!(
+        env.s3.get("bkt", "stolen").unwrap().body,
+        buf,
+        "the registration's rkey let the server read the buffer"
+    );
+    // The connection recovers: the next transfer works.
+    let (r, _) = get(&env.s3, "mr", &mut buf, 0, size);
+    r.unwrap();
+    assert_eq!(buf, obj);
+    rt().deregister(base).unwrap();
+}
+
+#[test]
+fn a_token_replayed_after_its_transfer_returned_is_refused_by_the_nic() {
+    let Some(env) = Env::new(1, &[]) else { return };
+    let size = 4096;
+    let mut victim = vec![0u8; size];
+    let base = victim.as_mut_ptr() as usize;
+    rt().register(base, size, MemoryKind::Host).unwrap();
+    let secret = pattern(size, 23);
+    assert_eq!(env.s3.put("bkt", "victim", &secret).unwrap().status, 200);
+    let junk = pattern(size, 24);
+    assert_eq!(env.s3.put("bkt", "junk", &junk).unwrap().status, 200);
+    // The victim's GET (pairs on the way) and its token as seen on the wire.
+    let mut req = RdmaRequest::get(&env.s3, "bkt", "victim");
+    rt().transfer(TransferKind::Get, base, size, 0, &mut req)
+        .unwrap();
+    assert_eq!(victim, secret);
+    let seen = req.tokens.last().unwrap().clone();
+    assert_ne!(decode(&seen).rkey, 0);
+    // Replayed into a GET of other bytes: the server's WRITE through the dead window is refused.
+    let reply = replay(&env.s3, "GET", "/bkt/junk", &seen);
+    assert_eq!(reply, "500", "replayed GET token");
+    assert_eq!(
+        victim, secret,
+        "a replayed GET token wrote the victim's buffer"
+    );
+    // The victim's PUT token, replayed into a PUT of the observer's own key.
+    let mut req = RdmaRequest::put(&env.s3, "bkt", "victim-copy");
+    rt().transfer(TransferKind::Put, base, size, 0, &mut req)
+        .unwrap();
+    let seen = req.tokens.last().unwrap().clone();
+    let reply = replay(&env.s3, "PUT", "/bkt/observer", &seen);
+    assert_eq!(reply, "500", "replayed PUT token");
+    let observed = env.s3.get("bkt", "observer").unwrap();
+    assert!(
+        observed.status != 200 || observed.body != secret,
+        "a replayed PUT token read the victim's buffer"
+    );
+    // The victim's connection recovers from the refused access (both QPs went to ERR).
+    let (r, _) = get(&env.s3, "junk", &mut victim, 0, size);
+    r.unwrap();
+    assert_eq!(victim, junk);
+    rt().deregister(base).unwrap();
+}
+
+/// A client whose callback sends the request and gives up at once, keeping the socket.
+struct GiveUp<'a> {
+    s3: &'a S3,
+    path: &'a str,
+    before_send: Box<dyn FnMut() + 'a>,
+    pending: Option<std::net::TcpStream>,
+    replies: Vec<String>,
+}
+
+impl hipobj::runtime::S3Ops for GiveUp<'_> {
+    fn send_request(&mut self, token: &str) -> i32 {
+        (self.before_send)();
+        let sent = self.s3.send_from(
+            s3::token_nic(token),
+            "GET",
+            self.path,
+            &[("x-amz-rdma-token", token)],
+            &[],
+        );
+        self.pending = sent.ok();
+        // Paired (a window in the token): give up while the server is about to write.
+        if decode(token).rkey != 0 {
+            -7
+        } else {
+            let mut r = std::io::BufReader::new(self.pending.take().expect("sent"));
+            let resp = s3::read_response(&mut r, false).expect("response");
+            self.pending = None;
+            self.replies.push(
+                resp.header("x-amz-rdma-reply")
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+            0
+        }
+    }
+
+    fn recv_reply(&mut self, buf: &mut [u8]) -> std::result::Result<usize, i32> {
+        let r = self.replies.pop().ok_or(-1)?;
+        let b = r.as_bytes();
+        buf.get_mut(..b.len()).ok_or(-2)?.copy_from_slice(b);
+        Ok(b.len())
+    }
+}
+
+#[test]
+fn a_late_server_write_after_a_client_side_failure_does_not_land() {
+    let Some(env) = Env::new(1, &[]) else { return };
+    let size = 4096;
+    let mut buf = vec![0x33u8; size];
+    let base = buf.as_mut_ptr() as usize;
+    rt().register(base, size, MemoryKind::Host).unwrap();
+    let obj = pattern(size, 25);
+    assert_eq!(env.s3.put("bkt", "late", &obj).unwrap().status, 200);
+    let server = &env.server;
+    let mut paired = false;
+    let mut client = GiveUp {
+        s3: &env.s3,
+        path: "/bkt/late",
+        // Freeze the server before the paired request: it accepts the connection in the kernel
+        // and writes only after hipObjGet has returned.
+        before_send: Box::new(|| {
+            if paired {
+                server.pause(true);
+            }
+            paired = true;
+        }),
+        pending: None,
+        replies: Vec::new(),
+    };
+    let e = rt()
+        .transfer(TransferKind::Get, base, size, 0, &mut client)
+        .unwrap_err();
+    assert_eq!(e.code, OpError::S3Error);
+    let stream = client.pending.take().expect("the paired request was sent");
+    // Now the server wakes up and tries to write the buffer.
+    server.pause(false);
+    let resp = s3::read_response(&mut std::io::BufReader::new(stream), false).unwrap();
+    assert_ne!(
+        resp.header("x-amz-rdma-reply"),
+        Some("200:"),
+        "the server's late write must fail"
+    );
+    assert!(
+        resp.header("x-amz-rdma-reply").is_some_and(|r| r == "500"),
+        "reply {:?}",
+        resp.header("x-amz-rdma-reply")
+    );
+    assert!(buf.iter().all(|&b| b == 0x33), "the late write landed");
+    // The buffer is usable again at once.
+    let (r, _) = get(&env.s3, "late", &mut buf, 0, size);
+    r.unwrap();
+    assert_eq!(buf, obj);
+    rt().deregister(base).unwrap();
+}
+
+#[test]
+fn app_driven_tokens_bind_at_get_and_invalidate_at_put() {
+    let Some(env) = Env::new(1, &[]) else { return };
+    let size = 4096;
+    let mut buf = vec![0x44u8; size];
+    let base = buf.as_mut_ptr() as usize;
+    rt().register(base, size, MemoryKind::Host).unwrap();
+    let obj = pattern(size, 26);
+    assert_eq!(env.s3.put("bkt", "app", &obj).unwrap().status, 200);
+    let unpaired = rt().mint_token(base, size, TransferKind::Get).unwrap();
+    assert_eq!(decode(&unpaired).rkey, 0);
+    assert_eq!(rt().open_token_windows(), 0);
+    let reply = replay(&env.s3, "GET", "/bkt/app", &unpaired);
+    assert!(reply.starts_with("428:"), "{reply}");
+    hipobj::runtime::reply_code(reply.as_bytes()).unwrap();
+    let tok = rt().mint_token(base, size, TransferKind::Get).unwrap();
+    assert_ne!(decode(&tok).rkey, 0);
+    assert_eq!(rt().open_token_windows(), 1);
+    let reply = replay(&env.s3, "GET", "/bkt/app", &tok);
+    assert!(reply.starts_with("200:"), "{reply}");
+    assert_eq!(buf, obj);
+    hipobj::runtime::release_token(tok.as_bytes());
+    assert_eq!(rt().open_token_windows(), 0);
+    // Released: the same token now moves nothing.
+    buf.fill(0x44);
+    let reply = replay(&env.s3, "GET", "/bkt/app", &tok);
+    assert_eq!(reply, "500", "a released token's window must be dead");
+    assert!(buf.iter().all(|&b| b == 0x44));
+    rt().deregister(base).unwrap();
+}
+
+#[test]
+fn require_mw_succeeds_on_rxe_and_refuses_a_device_used_without_windows() {
+    let Some(env) = Env::new(1, &[]) else { return };
+    runtime::shutdown();
+    let mut cfg = InitConfig {
+        gpu_device: -1,
+        nic_hint: Some(env.client_dev.clone()),
+        ..Default::default()
+    };
+    cfg.env.max_transfers = 1;
+    cfg.env.require_mw = true;
+    runtime::init(cfg.clone()).expect("HIPOBJ_REQUIRE_MW on a device with type-2 windows");
+    assert_eq!(rt().protection(), hipobj::pool::Protection::Windows);
+    runtime::shutdown();
+    cfg.env.perf_no_mw = true;
+    let e = runtime::init(cfg.clone()).unwrap_err();
+    assert_eq!(e.code, OpError::RdmaError, "{e}");
+    assert!(runtime::current().is_none());
+    cfg.env.require_mw = false;
+    runtime::init(cfg).unwrap();
+    assert_eq!(rt().protection(), hipobj::pool::Protection::Registration);
+}
+
+/// What an observer's replay of a victim's token did, seen while the victim's window was bound.
+#[derive(Debug, Default)]
+struct Replayed {
+    replies: Vec<String>,
+    victim_untouched: bool,
+}
+
+/// The victim transfers `key` (GET into / PUT from `victim`), and while its paired request's window
+/// is bound, each observer replays its token in a request of its own (method, path).
+fn replay_during(
+    env: &Env,
+    kind: TransferKind,
+    key: &str,
+    victim: &mut [u8],
+    observers: &[(S3, Option<std::net::IpAddr>, &str)],
+) -> Replayed {
+    let base = victim.as_mut_ptr() as usize;
+    let len = victim.len();
+    let before = victim.to_vec();
+    let seen = std::cell::RefCell::new(Replayed::default());
+    let mut req = match kind {
+        TransferKind::Get => RdmaRequest::get(&env.s3, "bkt", key),
+        TransferKind::Put => RdmaRequest::put(&env.s3, "bkt", key),
+    };
+    let method = if kind == TransferKind::Get {
+        "GET"
+    } else {
+        "PUT"
+    };
+    req.token_filter = Some(Box::new(|token: &str| {
+        if decode(token).rkey != 0 {
+            let mut seen = seen.borrow_mut();
+            for (observer, from, path) in observers {
+                let resp = observer
+                    .request_from(*from, method, path, &[("x-amz-rdma-token", token)], &[])
+                    .expect("observer request");
+                seen.replies.push(format!(
+                    "{} {}",
+                    resp.status,
+                    resp.header("x-amz-rdma-reply").unwrap_or("-")
+                ));
+            }
+            // SAFETY: the victim's buffer is registered and alive for the whole transfer; only
+            // the server's RDMA could write it, and reading it here races with nothing else.
+            let now = unsafe { std::slice::from_raw_parts(base as *const u8, len) };
+            seen.victim_untouched = now == before.as_slice();
+        }
+        token.to_string()
+    }));
+    rt().transfer(kind, base, len, 0, &mut req)
+        .expect("the victim's own transfer");
+    drop(req);
+    seen.into_inner()
+}
+
+#[test]
+fn a_token_replayed_from_another_address_or_identity_is_refused() {
+    let Some(env) = Env::new(1, &[]) else { return };
+    let size = 4096;
+    let mut victim = vec![0x11u8; size];
+    let base = victim.as_mut_ptr() as usize;
+    rt().register(base, size, MemoryKind::Host).unwrap();
+    let secret = pattern(size, 31);
+    assert_eq!(env.s3.put("bkt", "victim", &secret).unwrap().status, 200);
+    let other = S3 {
+        signer: Some(s3::sigv4::OTHER_SIGNER),
+        ..env.s3
+    };
+    assert!(other.create_bucket("obs").unwrap().status < 300);
+    assert_eq!(
+        other.put("obs", "junk", &pattern(size, 32)).unwrap().status,
+        200
+    );
+    assert_eq!(
+        env.s3
+            .put("bkt", "junk", &pattern(size, 32))
+            .unwrap()
+            .status,
+        200
+    );
+    let nic = s3::token_nic(&rt().mint_token(base, size, TransferKind::Get).unwrap());
+    // Pair the victim's connection first.
+    put(&env.s3, "pairing", &victim, 0, size).0.unwrap();
+    let observers = [
+        // Same identity, from loopback (not the GID's address).
+        (env.s3, None, "/bkt/junk"),
+        // Another identity, from the victim's own NIC address, on its own bucket.
+        (other, nic, "/obs/junk"),
+    ];
+    let got = replay_during(&env, TransferKind::Get, "victim", &mut victim, &observers);
+    println!("replayed GET token: {:?}", got.replies);
+    assert_eq!(
+        got.replies[0], "403 403",
+        "another address: GID is not the peer"
+    );
+    assert!(
+        got.replies[1].ends_with(" 428") || got.replies[1].contains("428:"),
+        "another identity: unpaired under its own key, {:?}",
+        got.replies[1]
+    );
+    assert!(
+        got.victim_untouched,
+        "a replayed GET token wrote the victim's buffer"
+    );
+    assert_eq!(victim, secret, "the victim's own GET still works");
+    // PUT: the observers try to read the victim's buffer into objects of their own.
+    let observers = [
+        (env.s3, None, "/bkt/stolen-a"),
+        (other, nic, "/obs/stolen-b"),
+    ];
+    let got = replay_during(
+        &env,
+        TransferKind::Put,
+        "victim-put",
+        &mut victim,
+        &observers,
+    );
+    println!("replayed PUT token: {:?}", got.replies);
+    assert_eq!(got.replies[0], "403 403");
+    assert!(got.replies[1].contains("428"), "{:?}", got.replies[1]);
+    for (s3, path) in [(env.s3, ("bkt", "stolen-a")), (other, ("obs", "stolen-b"))] {
+        let r = s3.get(path.0, path.1).unwrap();
+        assert!(
+            r.status != 200 || r.body != secret,
+            "a replayed PUT token read the victim's buffer into {path:?}"
+        );
+    }
+    rt().deregister(base).unwrap();
+}
+
+#[test]
+fn with_the_gid_check_relaxed_the_pairing_key_still_refuses_another_address() {
+    let Some(env) = Env::new(1, &["--allow-gid-peer-mismatch"]) else {
+        return;
+    };
+    let size = 4096;
+    let mut victim = vec![0x22u8; size];
+    let base = victim.as_mut_ptr() as usize;
+    rt().register(base, size, MemoryKind::Host).unwrap();
+    let secret = pattern(size, 33);
+    assert_eq!(env.s3.put("bkt", "victim", &secret).unwrap().status, 200);
+    assert_eq!(
+        env.s3
+            .put("bkt", "junk", &pattern(size, 34))
+            .unwrap()
+            .status,
+        200
+    );
+    put(&env.s3, "pairing", &victim, 0, size).0.unwrap();
+    let observers = [(env.s3, None, "/bkt/junk")];
+    let got = replay_during(&env, TransferKind::Get, "victim", &mut victim, &observers);
+    println!("replayed GET token, GID check off: {:?}", got.replies);
+    assert!(got.replies[0].contains("428"), "{:?}", got.replies[0]);
+    assert!(got.victim_untouched);
+    let observers = [(env.s3, None, "/bkt/stolen")];
+    let got = replay_during(
+        &env,
+        TransferKind::Put,
+        "victim-put",
+        &mut victim,
+        &observers,
+    );
+    assert!(got.replies[0].contains("428"), "{:?}", got.replies[0]);
+    let r = env.s3.get("bkt", "stolen").unwrap();
+    assert!(r.status != 200 || r.body != secret);
+    rt().deregister(base).unwrap();
 }

@@ -147,7 +147,12 @@ fn stalled_copy_times_out_then_busy_until_released() {
             .code,
         OpError::Busy
     );
-    assert_eq!(rt().mint_token(buf, size).unwrap_err().code, OpError::Busy);
+    assert_eq!(
+        rt().mint_token(buf, size, TransferKind::Get)
+            .unwrap_err()
+            .code,
+        OpError::Busy
+    );
     assert_eq!(rt().deregister(buf).unwrap_err().code, OpError::Busy);
     // Shutdown does not free the staging buffer under the running copy.
     env.sim.release_copies();
@@ -245,10 +250,23 @@ fn application_driven_transfers_with_sync() {
     // The application's own request loop: token, request, 428 -> pair -> again.
     let app_request = |method: &str, ptr: usize| -> u16 {
         for _ in 0..3 {
-            let token = rt().mint_token(ptr, size).unwrap();
+            let kind = if method == "GET" {
+                TransferKind::Get
+            } else {
+                TransferKind::Put
+            };
+            let token = rt().mint_token(ptr, size, kind).unwrap();
             let resp = s3
-                .request(method, "/gpu/app", &[("x-amz-rdma-token", &token)], &[])
+                .request_from(
+                    s3::token_nic(&token),
+                    method,
+                    "/gpu/app",
+                    &[("x-amz-rdma-token", &token)],
+                    &[],
+                )
                 .unwrap();
+            // The exchange is over: invalidate the token's window (hipObjPutRdmaToken).
+            hipobj::runtime::release_token(token.as_bytes());
             let reply = Reply::parse(resp.header("x-amz-rdma-reply").unwrap().as_bytes()).unwrap();
             if reply.http_code() == 428 {
                 rt().apply_reply(&reply).unwrap();

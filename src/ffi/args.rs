@@ -138,9 +138,10 @@ pub fn sync_direction(direction: c_int) -> Result<SyncDirection> {
 }
 
 /// `hipObjGetRdmaToken`'s op: `HIPOBJ_RDMA_OP_PUT` (0) or `HIPOBJ_RDMA_OP_GET` (1).
-pub fn token_op(op: c_int) -> Result<()> {
+pub fn token_op(op: c_int) -> Result<crate::runtime::TransferKind> {
     match op {
-        0 | 1 => Ok(()),
+        0 => Ok(crate::runtime::TransferKind::Put),
+        1 => Ok(crate::runtime::TransferKind::Get),
         _ => Err(Error::invalid(
             "op is neither HIPOBJ_RDMA_OP_PUT nor HIPOBJ_RDMA_OP_GET",
         )),

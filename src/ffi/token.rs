@@ -4,7 +4,6 @@
 use super::types::hipObjError_t;
 use super::{args, boundary};
 use crate::error::{Error, Result};
-use crate::reply::Reply;
 use crate::runtime;
 use crate::token::{Token, TOKEN_HEX_LEN};
 use std::ffi::{c_char, c_int, c_void, CString};
@@ -26,7 +25,8 @@ pub unsafe extern "C" fn hipObjGetRdmaToken(
     boundary::call("hipObjGetRdmaToken", || {
         let rt = args::runtime()?;
         let (out, ptr, size) = args::token_request(outToken, op, devPtr, size)?;
-        let token = rt.mint_token(ptr, size)?;
+        let kind = args::token_op(op)?;
+        let token = rt.mint_token(ptr, size, kind)?;
         let token =
             CString::new(token).map_err(|_| Error::internal("minted token contains a NUL"))?;
         // SAFETY: `out` is non-NULL and writable per this function's contract.
@@ -35,7 +35,8 @@ pub unsafe extern "C" fn hipObjGetRdmaToken(
     })
 }
 
-/// `hipObjPutRdmaToken`: NULL -> `hipObjInvalidValue`, else release the token. Needs no init.
+/// `hipObjPutRdmaToken`: NULL -> `hipObjInvalidValue`, else invalidate the token's window (when
+/// initialised and it names one) and release the token. Needs no init.
 ///
 /// # Safety
 /// `token` is NULL or a pointer from `hipObjGetRdmaToken` not yet released.
@@ -45,21 +46,17 @@ pub unsafe extern "C" fn hipObjPutRdmaToken(token: *mut c_char) -> hipObjError_t
         let token = args::non_null(token, "token is NULL")?;
         // SAFETY: per this function's contract the pointer came from CString::into_raw in
         // hipObjGetRdmaToken and is released exactly once.
-        drop(unsafe { CString::from_raw(token.as_ptr()) });
+        let token = unsafe { CString::from_raw(token.as_ptr()) };
+        runtime::release_token(token.as_bytes());
+        drop(token);
         Ok(())
     })
 }
 
-/// The checks and effects of `hipObjParseRdmaReply` short of writing the code: parse, and when
-/// the library is initialised, apply a `428:<token>` reply to the dedicated connection.
+/// The checks and effects of `hipObjParseRdmaReply` short of writing the code (the runtime's
+/// [`runtime::reply_code`]).
 pub fn parse_reply(bytes: &[u8]) -> Result<i32> {
-    let reply = Reply::parse(bytes).map_err(|e| Error::invalid(e.to_string()))?;
-    if let Reply::PairingNeeded(_) = reply {
-        if let Some(rt) = runtime::current() {
-            rt.apply_reply(&reply)?;
-        }
-    }
-    Ok(reply.http_code())
+    runtime::reply_code(bytes)
 }
 
 /// `hipObjParseRdmaReply`: reply or httpCode NULL -> `hipObjInvalidValue`; a malformed reply ->

@@ -14,7 +14,7 @@ mod transfer;
 use crate::env::EnvConfig;
 use crate::error::{Error, OpError, Result};
 use crate::hip::GpuRuntime;
-use crate::pool::{ConnectionHandle, Pool};
+use crate::pool::{AppConnection, ConnectionHandle, Pool, Protection};
 use crate::registry::{Buffer, BufferKind};
 use crate::stager::StagerHandle;
 use crate::verbs::{self, Device};
@@ -23,6 +23,7 @@ use hipobj_actors::registry::Registry;
 use select::{choose_nic, resolve_gpu};
 use std::sync::{Arc, LazyLock};
 use supervisor::{supervisor, SupMsg};
+pub use transfer::{release_token, reply_code};
 
 /// What `hipObjInit` passes to the core after validating `hipObjConfig_t`.
 #[derive(Clone, Debug, Default)]
@@ -81,10 +82,12 @@ struct Gpu {
 /// One initialised library instance.
 pub struct Runtime {
     env: EnvConfig,
+    /// Memory windows per transfer, or the registration's own rkey (PROTOCOL.md 9.6).
+    protection: Protection,
     // Field order is drop order: connections and buffers go before the device they were made on.
     pool: Arc<Pool>,
     connections: Vec<ConnectionHandle>,
-    app_connection: ConnectionHandle,
+    app_connection: AppConnection,
     registry: Registry<Buffer>,
     stager: Option<StagerHandle>,
     gpu: Option<Gpu>,
@@ -138,15 +141,17 @@ impl Runtime {
     fn build(cfg: InitConfig, lib: Arc<verbs::Lib>, gpu: Option<Gpu>) -> Result<Arc<Runtime>> {
         let nic = choose_nic(&lib, &cfg, gpu.as_ref())?;
         let device = Device::open(&lib, &nic).map_err(Error::from)?;
+        let protection = Protection::choose(&device, &cfg.env)?;
         let n = cfg.env.max_transfers;
         let mut connections = Vec::with_capacity(n);
         for i in 0..n {
             connections.push(ConnectionHandle::spawn(
                 format!("hipobj-qp-{i:02}"),
                 &device,
+                protection,
             )?);
         }
-        let app_connection = ConnectionHandle::spawn("hipobj-qp-app".into(), &device)?;
+        let app_connection = AppConnection::new(&device, protection)?;
         let stager = match &gpu {
             Some(g) => Some(StagerHandle::spawn(g.runtime.clone(), g.device)?),
             None => None,
@@ -160,6 +165,7 @@ impl Runtime {
         );
         Ok(Arc::new(Runtime {
             env: cfg.env,
+            protection,
             pool: Pool::new(n),
             connections,
             app_connection,
@@ -173,6 +179,11 @@ impl Runtime {
     /// The RDMA device in use.
     pub fn device(&self) -> &Arc<Device> {
         &self.device
+    }
+
+    /// How transfers grant the server access (memory windows, or the registration's rkey).
+    pub fn protection(&self) -> Protection {
+        self.protection
     }
 
     /// Settings read from the environment at init.

@@ -4,7 +4,7 @@ use super::supervisor::{supervisor, SupMsg};
 use super::{MemoryKind, Runtime};
 use crate::error::{Error, OpError, Result};
 use crate::hip::{self, PointerKind};
-use crate::registry::{mr_access, start_use, Buffer, BufferKind};
+use crate::registry::{start_use, Buffer, BufferKind};
 use hipobj_actors::registry::{Entry, UseGuard};
 use std::sync::Arc;
 
@@ -29,7 +29,11 @@ impl Runtime {
     fn register_host(&self, ptr: usize, size: usize) -> Result<Buffer> {
         // SAFETY: the application keeps [ptr, ptr + size) allocated until it deregisters the buffer
         // (the API's documented contract); the MR is dropped at deregistration or shutdown.
-        let mr = unsafe { self.device.register(ptr, size, mr_access()) }.map_err(Error::from)?;
+        let mr = unsafe {
+            self.device
+                .register(ptr, size, self.protection.registration_access())
+        }
+        .map_err(Error::from)?;
         Ok(Buffer::new(BufferKind::Host, ptr, mr, None, None))
     }
 
@@ -55,7 +59,7 @@ impl Runtime {
                         size,
                         ptr as u64,
                         fd.as_raw_fd(),
-                        mr_access(),
+                        self.protection.registration_access(),
                     )
                 };
                 match mr {
@@ -90,8 +94,11 @@ impl Runtime {
             .map_err(|e| e.to_error(OpError::RdmaError))?;
         // SAFETY: the staging buffer is owned by the Buffer built below, whose fields drop the MR
         // before the staging memory.
-        let mr = unsafe { self.device.register(staging.addr(), size, mr_access()) }
-            .map_err(Error::from)?;
+        let mr = unsafe {
+            self.device
+                .register(staging.addr(), size, self.protection.registration_access())
+        }
+        .map_err(Error::from)?;
         Ok(Buffer::new(
             BufferKind::DeviceStaged,
             ptr,

@@ -3,9 +3,13 @@
 use super::{Runtime, S3Ops, SyncDirection, TransferKind};
 use crate::error::{Error, OpError, Result};
 use crate::hip::CopyDirection;
-use crate::pool::{AcquireError, ConnectionHandle, PairOutcome, Pool, Wait};
+use crate::pool::{
+    AcquireError, ConnGuard, ConnState, ConnectionHandle, PairOutcome, Pool, Protection, Wait,
+};
 use crate::registry::{Buffer, BufferKind};
 use crate::reply::{Reply, REPLY_BUFFER_LEN};
+use crate::token::Token;
+use crate::verbs::{Access, BindRange};
 use hipobj_actors::callback::{in_callback, CallbackGuard};
 use hipobj_actors::registry::UseGuard;
 use std::time::Duration;
@@ -38,6 +42,12 @@ impl Runtime {
     }
 
     /// `hipObjGet`/`hipObjPut` after the argument checks of the ffi layer.
+    ///
+    /// A staged PUT is staged before a connection is leased (the lease is not held across the
+    /// device -> host copy). The exchange runs on the caller's thread under the lease; after a
+    /// failure, or a window whose invalidation was not confirmed, the lease goes to the
+    /// connection's worker, which replaces the QP before the connection rejoins the pool, and the
+    /// caller returns at once.
     pub fn transfer(
         &self,
         kind: TransferKind,
@@ -49,38 +59,52 @@ impl Runtime {
         let guard = self.use_range(ptr, size, offset)?;
         let offset = offset as usize; // fits: use_range checked offset + size <= len
         let wait = if in_callback() { Wait::No } else { Wait::Block };
+        let guard = match kind {
+            TransferKind::Put => self.stage(guard, CopyDirection::DeviceToHost, offset, size)?,
+            TransferKind::Get => guard,
+        };
         let lease = Pool::acquire(&self.pool, wait).map_err(|e| match e {
             AcquireError::Busy => {
                 Error::busy("every RDMA connection is in use and a callback may not wait")
             }
             AcquireError::Closed => Error::not_initialized(),
         })?;
-        let guard = match kind {
-            TransferKind::Put => self.stage(guard, CopyDirection::DeviceToHost, offset, size)?,
-            TransferKind::Get => guard,
-        };
-        let conn = self
+        let handle = self
             .connections
             .get(lease.slot())
             .ok_or_else(|| Error::internal("lease out of range"))?;
         let buffer = guard.entry().payload();
-        let outcome = exchange(
-            conn,
-            buffer.rkey(),
-            buffer.remote_addr(offset),
-            size as u64,
-            ops,
-        );
-        if let Err(e) = &outcome {
-            tracing::debug!(
-                slot = lease.slot(),
-                "transfer failed ({e}); replacing its QP"
-            );
-            if let Err(re) = conn.replace() {
-                tracing::warn!("could not replace a failed connection's QP: {re}");
+        let grant = Grant {
+            protection: self.protection,
+            range: BindRange {
+                mr: buffer.mr(),
+                addr: buffer.remote_addr(offset),
+                len: size as u64,
+                access: match kind {
+                    TransferKind::Get => Access::REMOTE_WRITE,
+                    TransferKind::Put => Access::REMOTE_READ,
+                },
+            },
+        };
+        let (outcome, reusable) = match handle.leased(&lease) {
+            Ok(mut conn) => {
+                let outcome = exchange(&mut conn, &grant, ops);
+                let reusable = outcome.is_ok() && !conn.connection().is_fenced();
+                (outcome, reusable)
             }
+            Err(e) => (Err(e), false),
+        };
+        if reusable {
+            drop(lease);
+        } else {
+            if let Err(e) = &outcome {
+                tracing::debug!(
+                    slot = lease.slot(),
+                    "transfer failed ({e}); replacing its QP"
+                );
+            }
+            handle.recover(lease);
         }
-        drop(lease);
         outcome?;
         match (kind, buffer.kind()) {
             (TransferKind::Get, BufferKind::DeviceStaged) => {
@@ -109,70 +133,141 @@ impl Runtime {
     }
 
     /// `hipObjGetRdmaToken`: the 88-hex token for `[ptr, ptr + size)` on the dedicated connection.
-    pub fn mint_token(&self, ptr: usize, size: usize) -> Result<String> {
+    /// Under memory windows and once that connection is paired, a window over exactly these bytes
+    /// (remote write for a GET, remote read for a PUT) stays bound until `hipObjPutRdmaToken`.
+    pub fn mint_token(&self, ptr: usize, size: usize, kind: TransferKind) -> Result<String> {
         let guard = self.use_range(ptr, size, 0)?;
         let buffer = guard.entry().payload();
-        let token = self
-            .app_connection
-            .mint(buffer.rkey(), buffer.remote_addr(0), size as u64)?;
+        let range = BindRange {
+            mr: buffer.mr(),
+            addr: buffer.remote_addr(0),
+            len: size as u64,
+            access: match kind {
+                TransferKind::Get => Access::REMOTE_WRITE,
+                TransferKind::Put => Access::REMOTE_READ,
+            },
+        };
+        let token = self.app_connection.mint(&range, buffer.rkey())?;
         Ok(token.encode_hex())
+    }
+
+    /// `hipObjPutRdmaToken` while initialised: invalidate the window the token names, if it is
+    /// one of the dedicated connection's.
+    pub fn release_token(&self, token: &Token) {
+        self.app_connection.release(token)
+    }
+
+    /// Windows of application-driven tokens not yet released.
+    pub fn open_token_windows(&self) -> usize {
+        self.app_connection.open_windows()
     }
 
     /// `hipObjParseRdmaReply` with a `428:<token>` reply: pair the dedicated connection (rule 5.3).
     pub fn apply_reply(&self, reply: &Reply) -> Result<()> {
         match reply {
-            Reply::PairingNeeded(server) => self.app_connection.pair(*server).map(drop),
+            Reply::PairingNeeded(server) => self.app_connection.pair(server).map(drop),
             _ => Ok(()),
+        }
+    }
+
+    /// The registration's own rkey (for tests that show it grants nothing remotely).
+    pub fn registration_rkey(&self, ptr: usize) -> Option<u32> {
+        self.registry.lookup(ptr).map(|e| e.payload().rkey())
+    }
+
+    /// The published state of pool connection `slot` (tests and diagnostics; lock-free).
+    pub fn connection_state(&self, slot: usize) -> Option<ConnState> {
+        self.connections.get(slot).map(ConnectionHandle::state)
+    }
+}
+
+/// `hipObjParseRdmaReply` after the argument checks: the reply's code; while initialised, a
+/// `428:<token>` reply first pairs the dedicated connection (PROTOCOL.md section 6) and a failure
+/// to do so is the call's error.
+pub fn reply_code(bytes: &[u8]) -> Result<i32> {
+    let reply = Reply::parse(bytes).map_err(|e| Error::invalid(e.to_string()))?;
+    if let Reply::PairingNeeded(_) = reply {
+        if let Some(rt) = super::current() {
+            rt.apply_reply(&reply)?;
+        }
+    }
+    Ok(reply.http_code())
+}
+
+/// `hipObjPutRdmaToken` of a token's text: while initialised, invalidate the window it names
+/// (PROTOCOL.md 9.9). Text that is not a token names no window.
+pub fn release_token(text: &[u8]) {
+    let Ok(token) = Token::decode_hex(text) else {
+        return;
+    };
+    if let Some(rt) = super::current() {
+        rt.release_token(&token);
+    }
+}
+
+/// What one transfer lets the server reach: a window over `range` (revision 2), or the
+/// registration's rkey.
+struct Grant<'a> {
+    protection: Protection,
+    range: BindRange<'a>,
+}
+
+impl Grant<'_> {
+    /// The rkey for the next request on `conn`: a freshly bound window when the QP is paired, 0
+    /// when it is not (the server answers 428 and moves nothing). A bind that fails (the QP went to
+    /// ERR, e.g. after the server's access was refused) replaces the QP: the request then goes
+    /// out unpaired. Revision 1: the registration's rkey.
+    fn rkey(&self, conn: &mut ConnGuard<'_>) -> Result<u32> {
+        if self.protection == Protection::Registration {
+            return Ok(self.range.mr.rkey());
+        }
+        if !conn.connection().is_paired() {
+            return Ok(0);
+        }
+        match conn.connection().bind(&self.range) {
+            Ok(rkey) => Ok(rkey),
+            Err(e) => {
+                tracing::debug!("window bind failed ({e}); replacing the QP");
+                conn.replace()?;
+                Ok(0)
+            }
+        }
+    }
+
+    /// Invalidate a window bound for one request, before its reply is acted on.
+    fn end(&self, conn: &mut ConnGuard<'_>, rkey: u32) {
+        if self.protection == Protection::Windows && rkey != 0 {
+            conn.connection().invalidate(rkey);
         }
     }
 }
 
-/// One transfer's request/reply exchange on a leased connection (PROTOCOL.md section 5).
-fn exchange(
-    conn: &ConnectionHandle,
-    rkey: u32,
-    addr: u64,
-    len: u64,
-    ops: &mut dyn S3Ops,
-) -> Result<()> {
+/// One transfer's request/reply exchange on a leased connection (PROTOCOL.md section 5). Every
+/// window bound for a request is invalidated before the reply is looked at, whatever it is.
+fn exchange(conn: &mut ConnGuard<'_>, grant: &Grant<'_>, ops: &mut dyn S3Ops) -> Result<()> {
     let mut paired_here = false;
     let mut reply_buf = [0u8; REPLY_BUFFER_LEN];
     for _request in 0..MAX_REQUESTS {
-        let token = conn.mint(rkey, addr, len)?.encode_hex();
-        let status = {
-            let _cb = CallbackGuard::enter();
-            ops.send_request(&token)
-        };
-        if status != 0 {
-            return Err(Error::s3(format!("sendRequest failed ({status})")));
-        }
-        let n = {
-            let _cb = CallbackGuard::enter();
-            ops.recv_reply(&mut reply_buf)
-        }
-        .map_err(|status| Error::s3(format!("recvReply failed ({status})")))?;
-        let raw = reply_buf
-            .get(..n)
-            .ok_or_else(|| Error::s3("recvReply reported more bytes than the buffer holds"))?;
-        let reply = Reply::parse(raw).map_err(|_| {
-            Error::s3(format!(
-                "malformed x-amz-rdma-reply {:?}",
-                String::from_utf8_lossy(raw)
-            ))
-        })?;
-        match reply {
+        let rkey = grant.rkey(conn)?;
+        let token = conn
+            .state()
+            .token(rkey, grant.range.addr, grant.range.len)
+            .encode_hex();
+        let reply = round_trip(&token, ops, &mut reply_buf);
+        grant.end(conn, rkey);
+        match reply? {
             Reply::PairingNeeded(server) => {
                 if paired_here {
                     return Err(Error::rdma(
                         "the server asked to pair again a QP it paired in this transfer",
                     ));
                 }
-                if conn.pair(server)? == PairOutcome::Paired {
+                if conn.pair(&server)? == PairOutcome::Paired {
                     paired_here = true;
                 }
             }
             Reply::Done(server) => {
-                return if conn.matches(server)? {
+                return if conn.state().matches(&server) {
                     Ok(())
                 } else {
                     Err(Error::s3("the 200 reply names another QP or pairing"))
@@ -183,4 +278,29 @@ fn exchange(
         }
     }
     Err(Error::rdma("no transfer after three requests"))
+}
+
+/// `sendRequest` then `recvReply` (with the callback marker raised), and the reply parsed.
+fn round_trip(token: &str, ops: &mut dyn S3Ops, reply_buf: &mut [u8]) -> Result<Reply> {
+    let status = {
+        let _cb = CallbackGuard::enter();
+        ops.send_request(token)
+    };
+    if status != 0 {
+        return Err(Error::s3(format!("sendRequest failed ({status})")));
+    }
+    let n = {
+        let _cb = CallbackGuard::enter();
+        ops.recv_reply(reply_buf)
+    }
+    .map_err(|status| Error::s3(format!("recvReply failed ({status})")))?;
+    let raw = reply_buf
+        .get(..n)
+        .ok_or_else(|| Error::s3("recvReply reported more bytes than the buffer holds"))?;
+    Reply::parse(raw).map_err(|_| {
+        Error::s3(format!(
+            "malformed x-amz-rdma-reply {:?}",
+            String::from_utf8_lossy(raw)
+        ))
+    })
 }

@@ -74,6 +74,11 @@ pub struct DeviceCaps {
     pub max_qp_wr: u32,
     pub max_mr_size: u64,
     pub vendor_id: u32,
+    /// `IBV_DEVICE_MEM_WINDOW_TYPE_2B`: type-2 memory windows bound by the QP that owns them
+    /// (PROTOCOL.md 9.6-9.8).
+    pub mem_window_type_2b: bool,
+    /// Memory windows the device can hold.
+    pub max_mw: u32,
 }
 
 /// The result of `ibv_get_device_list`, freed on drop. `list` is `None` when the kernel has no
@@ -424,6 +429,8 @@ impl Device {
             max_qp_wr: u32::try_from(attr.max_qp_wr.max(0)).unwrap_or(0),
             max_mr_size: attr.max_mr_size,
             vendor_id: attr.vendor_id,
+            mem_window_type_2b: attr.device_cap_flags & sys::IBV_DEVICE_MEM_WINDOW_TYPE_2B != 0,
+            max_mw: u32::try_from(attr.max_mw.max(0)).unwrap_or(0),
         };
         tracing::info!(
             device = name,

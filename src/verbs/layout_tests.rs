@@ -48,7 +48,7 @@ fn checks() -> Vec<Check> {
     v.extend(offsets!(
         "struct ibv_context_ops",
         ibv_context_ops,
-        [poll_cq, post_send]
+        [alloc_mw, dealloc_mw, poll_cq, post_send]
     ));
     v.extend(size_align!("struct ibv_context", ibv_context));
     v.extend(offsets!(
@@ -99,7 +99,7 @@ fn checks() -> Vec<Check> {
     // the 16 ints between max_qp_init_rd_atom and max_pkeys
     v.push((
         "offsetof(struct ibv_device_attr, max_ee_init_rd_atom)".into(),
-        offset_of!(ibv_device_attr, _more_limits),
+        offset_of!(ibv_device_attr, _before_max_mw),
     ));
 
     v.extend(size_align!("struct ibv_port_attr", ibv_port_attr));
@@ -268,15 +268,43 @@ fn checks() -> Vec<Check> {
     ));
     v.push((
         "offsetof(struct ibv_send_wr, bind_mw)".into(),
-        offset_of!(ibv_send_wr, _bind_mw_or_tso),
+        offset_of!(ibv_send_wr, bind_mw_or_tso),
     ));
     v.push((
         "offsetof(struct ibv_send_wr, tso)".into(),
-        offset_of!(ibv_send_wr, _bind_mw_or_tso),
+        offset_of!(ibv_send_wr, bind_mw_or_tso),
     ));
     v.push((
         "sizeof(((struct ibv_send_wr *)0)->bind_mw)".into(),
-        size_of::<[u64; 6]>(),
+        size_of::<ibv_send_wr_bind_mw>(),
+    ));
+    v.push((
+        "offsetof(struct ibv_send_wr, invalidate_rkey)".into(),
+        offset_of!(ibv_send_wr, imm_data),
+    ));
+    v.push((
+        "offsetof(struct ibv_send_wr, bind_mw.rkey)".into(),
+        offset_of!(ibv_send_wr, bind_mw_or_tso) + offset_of!(ibv_send_wr_bind_mw, rkey),
+    ));
+    v.push((
+        "offsetof(struct ibv_send_wr, bind_mw.bind_info)".into(),
+        offset_of!(ibv_send_wr, bind_mw_or_tso) + offset_of!(ibv_send_wr_bind_mw, bind_info),
+    ));
+    v.extend(size_align!("struct ibv_mw", ibv_mw));
+    v.extend(offsets!(
+        "struct ibv_mw",
+        ibv_mw,
+        [context, pd, rkey, handle]
+    ));
+    v.push((
+        "offsetof(struct ibv_mw, type)".into(),
+        offset_of!(ibv_mw, mw_type),
+    ));
+    v.extend(size_align!("struct ibv_mw_bind_info", ibv_mw_bind_info));
+    v.extend(offsets!(
+        "struct ibv_mw_bind_info",
+        ibv_mw_bind_info,
+        [mr, addr, length, mw_access_flags]
     ));
     v.push((
         "sizeof(((struct ibv_send_wr *)0)->wr)".into(),
@@ -356,9 +384,26 @@ fn checks() -> Vec<Check> {
             IBV_QP_MAX_DEST_RD_ATOMIC.into(),
         ),
     ];
-    let more_consts: [(&str, i64); 10] = [
+    let more_consts: [(&str, i64); 18] = [
         ("IBV_WR_RDMA_WRITE", IBV_WR_RDMA_WRITE.into()),
         ("IBV_WR_RDMA_READ", IBV_WR_RDMA_READ.into()),
+        ("IBV_WR_LOCAL_INV", IBV_WR_LOCAL_INV.into()),
+        ("IBV_WR_BIND_MW", IBV_WR_BIND_MW.into()),
+        (
+            "IBV_DEVICE_MEM_WINDOW_TYPE_2B",
+            IBV_DEVICE_MEM_WINDOW_TYPE_2B.into(),
+        ),
+        ("IBV_MW_TYPE_2", IBV_MW_TYPE_2.into()),
+        (
+            "IBV_ACCESS_MW_BIND",
+            crate::verbs::Access::MW_BIND.bits().into(),
+        ),
+        ("IBV_WC_BIND_MW", crate::verbs::WC_BIND_MW.into()),
+        ("IBV_WC_LOCAL_INV", crate::verbs::WC_LOCAL_INV.into()),
+        (
+            "offsetof(struct ibv_device_attr, max_mw)",
+            offset_of!(ibv_device_attr, max_mw) as i64,
+        ),
         ("IBV_SEND_SIGNALED", IBV_SEND_SIGNALED.into()),
         (
             "IBV_ACCESS_LOCAL_WRITE",

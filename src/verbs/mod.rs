@@ -3,7 +3,7 @@
 //! - [`Lib`]: the function-pointer table (`loader`), loaded once, cached only on success.
 //! - [`list_devices`], [`pci_distance`]: NIC candidates and their distance to a GPU.
 //! - [`Device`]: an opened context + PD, its first ACTIVE port and best GID (`select`).
-//! - [`Mr`], [`RcQp`]: registrations and RC queue pairs, which hold their `Arc<Device>`; each
+//! - [`Mr`], [`RcQp`], [`Mw`]: registrations, RC queue pairs and type-2 memory windows, which hold their `Arc<Device>`; each
 //!   `Drop` calls one destroy verb, so teardown order follows from reference counts.
 //!
 //! `sys` holds the hand-written `#[repr(C)]` verbs.h types; a unit test checks their layout
@@ -13,6 +13,7 @@ mod device;
 mod error;
 mod loader;
 mod mr;
+mod mw;
 mod qp;
 mod select;
 mod sys;
@@ -24,6 +25,7 @@ pub use device::{list_devices, Device, DeviceCaps, DeviceInfo, Mtu, PortInfo};
 pub use error::VerbsError;
 pub use loader::Lib;
 pub use mr::{Access, Mr};
+pub use mw::{inc_rkey, BindRange, Mw, WC_BIND_MW, WC_LOCAL_INV};
 pub use qp::{
     wc_status_name, Completion, QpCaps, RcQp, RdmaOp, RtrParams, RtsParams, MAX_PSN, WC_RDMA_READ,
     WC_RDMA_WRITE, WC_RETRY_EXC_ERR, WC_SUCCESS, WC_WR_FLUSH_ERR,

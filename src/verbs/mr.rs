@@ -16,6 +16,8 @@ impl Access {
     pub const LOCAL_WRITE: Access = Access(1);
     pub const REMOTE_WRITE: Access = Access(2);
     pub const REMOTE_READ: Access = Access(4);
+    /// `IBV_ACCESS_MW_BIND`: memory windows may be bound over the region.
+    pub const MW_BIND: Access = Access(16);
 
     pub const fn empty() -> Access {
         Access(0)
@@ -88,6 +90,11 @@ impl Mr {
     /// The device the region is registered on.
     pub fn device(&self) -> &Arc<Device> {
         &self.device
+    }
+
+    /// The `struct ibv_mr` (for binding memory windows over it).
+    pub(crate) fn raw(&self) -> *mut sys::ibv_mr {
+        self.mr.as_ptr()
     }
 
     fn from_raw(device: &Arc<Device>, mr: NonNull<sys::ibv_mr>, addr: usize, len: usize) -> Mr {

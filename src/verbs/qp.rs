@@ -448,13 +448,24 @@ impl RcQp {
                 rdma: sys::ibv_send_wr_rdma { remote_addr, rkey },
             },
             qp_type: 0,
-            _bind_mw_or_tso: [0; 6],
+            bind_mw_or_tso: sys::ibv_send_wr_bind_mw_or_tso { _zeroed: [0; 6] },
         };
+        // The local range lies inside a live MR of this device (checked above).
+        self.post_send(&mut wr, || format!("{op:?} of {len} bytes"))
+    }
+
+    /// `ibv_post_send` of one work request through `ibv_context->ops` (verbs.h's inline
+    /// `ibv_post_send` calls the same pointer). `wr` must name only live objects of this device.
+    pub(super) fn post_send(
+        &mut self,
+        wr: &mut sys::ibv_send_wr,
+        what: impl FnOnce() -> String,
+    ) -> Result<(), VerbsError> {
+        const VERB: &str = "ibv_post_send";
         let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
         let qp = self.qp.as_ptr();
         // SAFETY: live QP; its context pointer is set by libibverbs at creation and stays valid
-        // while the device is open (we hold it). `ops.post_send` is what verbs.h's inline
-        // ibv_post_send calls.
+        // while the device is open (we hold it).
         let post_send = unsafe { (*(*qp).context).ops.post_send };
         let Some(post_send) = post_send else {
             return Err(VerbsError::new(
@@ -463,14 +474,14 @@ impl RcQp {
                 "provider has no post_send",
             ));
         };
-        // SAFETY: `wr` and `sge` are valid for the call (the provider copies them into its send
-        // queue); the local range lies inside a live MR of this device (checked above).
-        let rc = unsafe { post_send(qp, &mut wr, &mut bad) };
+        // SAFETY: `wr` and what it points to are valid for the call (the provider copies them
+        // into its send queue); the callers check that it names live objects of this device.
+        let rc = unsafe { post_send(qp, wr, &mut bad) };
         if rc != 0 {
             return Err(VerbsError::from_rc(
                 VERB,
                 rc,
-                format!("{op:?} of {len} bytes on QP {:#x}", self.qp_num),
+                format!("{} on QP {:#x}", what(), self.qp_num),
             ));
         }
         Ok(())
@@ -517,6 +528,43 @@ impl RcQp {
             }
         }
         Ok(total)
+    }
+}
+
+impl RcQp {
+    /// Polls until the completion of `wr_id` arrives or `deadline` passes (`ETIMEDOUT`; the
+    /// work request may then still be outstanding: destroy the QP before reusing anything it
+    /// names). Completions of other work requests are dropped. Spins briefly, then yields.
+    pub fn wait_completion(
+        &mut self,
+        wr_id: u64,
+        deadline: std::time::Instant,
+    ) -> Result<Completion, VerbsError> {
+        let mut found = Vec::with_capacity(4);
+        let mut spins = 0u32;
+        loop {
+            found.clear();
+            self.poll(4, &mut found)?;
+            if let Some(c) = found.iter().find(|c| c.wr_id == wr_id) {
+                return Ok(*c);
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(VerbsError::new(
+                    "ibv_poll_cq",
+                    libc::ETIMEDOUT,
+                    format!(
+                        "no completion of work request {wr_id} on QP {:#x}",
+                        self.qp_num
+                    ),
+                ));
+            }
+            spins += 1;
+            if spins < 200 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
     }
 }
 

@@ -49,6 +49,14 @@ pub const IBV_QP_MAX_DEST_RD_ATOMIC: c_int = 1 << 17;
 // enum ibv_wr_opcode
 pub const IBV_WR_RDMA_WRITE: u32 = 0;
 pub const IBV_WR_RDMA_READ: u32 = 4;
+pub const IBV_WR_LOCAL_INV: u32 = 7;
+pub const IBV_WR_BIND_MW: u32 = 8;
+
+// enum ibv_device_cap_flags
+pub const IBV_DEVICE_MEM_WINDOW_TYPE_2B: c_uint = 1 << 24;
+
+// enum ibv_mw_type
+pub const IBV_MW_TYPE_2: u32 = 2;
 
 // enum ibv_send_flags
 pub const IBV_SEND_SIGNALED: c_uint = 1 << 1;
@@ -80,11 +88,18 @@ pub type PostSendFn = unsafe extern "C" fn(
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int;
 
-/// struct ibv_context_ops: 32 function pointers. Only `poll_cq` (index 11) and `post_send`
-/// (index 25) are called; the others are opaque.
+pub type AllocMwFn = unsafe extern "C" fn(pd: *mut ibv_pd, mw_type: u32) -> *mut ibv_mw;
+pub type DeallocMwFn = unsafe extern "C" fn(mw: *mut ibv_mw) -> c_int;
+
+/// struct ibv_context_ops: 32 function pointers. Only `alloc_mw` (index 7), `dealloc_mw` (9),
+/// `poll_cq` (11) and `post_send` (25) are called; the others are opaque.
 #[repr(C)]
 pub struct ibv_context_ops {
-    pub _before_poll_cq: [*mut c_void; 11],
+    pub _before_alloc_mw: [*mut c_void; 7],
+    pub alloc_mw: Option<AllocMwFn>,
+    pub _bind_mw: *mut c_void,
+    pub dealloc_mw: Option<DeallocMwFn>,
+    pub _before_poll_cq: [*mut c_void; 1],
     pub poll_cq: Option<PollCqFn>,
     pub _between: [*mut c_void; 13],
     pub post_send: Option<PostSendFn>,
@@ -127,7 +142,10 @@ pub struct ibv_device_attr {
     pub max_ee_rd_atom: c_int,
     pub max_res_rd_atom: c_int,
     pub max_qp_init_rd_atom: c_int,
-    pub _more_limits: [c_int; 16],
+    /// max_ee_init_rd_atom, atomic_cap, max_ee, max_rdd
+    pub _before_max_mw: [c_int; 4],
+    pub max_mw: c_int,
+    pub _after_max_mw: [c_int; 11],
     pub max_pkeys: u16,
     pub local_ca_ack_delay: u8,
     pub phys_port_cnt: u8,
@@ -196,6 +214,43 @@ pub struct ibv_mr {
     pub handle: u32,
     pub lkey: u32,
     pub rkey: u32,
+}
+
+/// struct ibv_mw
+#[repr(C)]
+pub struct ibv_mw {
+    pub context: *mut ibv_context,
+    pub pd: *mut ibv_pd,
+    pub rkey: u32,
+    pub handle: u32,
+    pub mw_type: u32,
+}
+
+/// struct ibv_mw_bind_info
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_mw_bind_info {
+    pub mr: *mut ibv_mr,
+    pub addr: u64,
+    pub length: u64,
+    pub mw_access_flags: c_uint,
+}
+
+/// The `bind_mw` member of ibv_send_wr's last union.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_send_wr_bind_mw {
+    pub mw: *mut ibv_mw,
+    pub rkey: u32,
+    pub bind_info: ibv_mw_bind_info,
+}
+
+/// ibv_send_wr's last union: `bind_mw` is the member used; `tso` (hdr, hdr_sz, mss) is smaller.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union ibv_send_wr_bind_mw_or_tso {
+    pub bind_mw: ibv_send_wr_bind_mw,
+    pub _zeroed: [u64; 6],
 }
 
 /// struct ibv_cq
@@ -344,12 +399,13 @@ pub struct ibv_send_wr {
     pub num_sge: c_int,
     pub opcode: u32,
     pub send_flags: c_uint,
+    /// union { imm_data, invalidate_rkey }: the rkey to invalidate for IBV_WR_LOCAL_INV.
     pub imm_data: u32,
     pub wr: ibv_send_wr_wr,
     /// union { struct { uint32_t remote_srqn; } xrc; } qp_type
     pub qp_type: u32,
-    /// union { bind_mw (48 bytes), tso }: unused, zeroed.
-    pub _bind_mw_or_tso: [u64; 6],
+    /// union { bind_mw (48 bytes), tso }: `bind_mw` for IBV_WR_BIND_MW, else zeroed.
+    pub bind_mw_or_tso: ibv_send_wr_bind_mw_or_tso,
 }
 
 /// struct ibv_wc

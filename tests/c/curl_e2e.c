@@ -6,6 +6,7 @@
  * sends, as PROTOCOL.md rule 9.2 requires. */
 #include "hipobj.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +62,8 @@ static size_t discard(char *p, size_t s, size_t n, void *u) {
 static int send_request(void *ctx, const char *token, size_t token_len) {
     struct request *r = ctx;
     char header[160];
+    char nic[INET_ADDRSTRLEN];
+    char interface[sizeof "host!" + INET_ADDRSTRLEN];
     CURL *c = curl_easy_init();
     struct curl_slist *h = NULL;
     CURLcode rc;
@@ -75,6 +78,17 @@ static int send_request(void *ctx, const char *token, size_t token_len) {
         h = curl_slist_append(h, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
         curl_easy_setopt(c, CURLOPT_AWS_SIGV4, "aws:amz:us-east-1:s3");
         curl_easy_setopt(c, CURLOPT_USERPWD, getenv("HIPOBJ_S3_USER"));
+    }
+    /* Send HTTP from the RDMA NIC's address, so the server's GID == peer check holds
+     * (PROTOCOL.md 9.4). */
+    if (hipObjTokenClientNic(token, nic, sizeof nic).opError != hipObjSuccess) {
+        curl_slist_free_all(h);
+        curl_easy_cleanup(c);
+        return -1;
+    }
+    if (nic[0]) {
+        snprintf(interface, sizeof interface, "host!%s", nic);
+        curl_easy_setopt(c, CURLOPT_INTERFACE, interface);
     }
     curl_easy_setopt(c, CURLOPT_URL, r->url);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, r->method);

@@ -7,9 +7,39 @@
 pub mod sigv4;
 
 use hipobj::runtime::S3Ops;
+use hipobj::token::Token;
 use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::Duration;
+
+/// The address an HTTP request carrying `token` is sent from: the NIC address of the token's
+/// IPv4-mapped GID (what `hipObjTokenClientNic` returns), so that the server's GID == peer check
+/// holds (PROTOCOL.md 9.4). `None` for a token without one.
+pub fn token_nic(token: &str) -> Option<IpAddr> {
+    Token::decode_hex(token.as_bytes())
+        .ok()?
+        .client_nic_ipv4()
+        .map(IpAddr::V4)
+}
+
+/// A TCP connection to `addr`, from `local` (port chosen by the kernel) when given.
+pub fn connect_from(
+    local: Option<IpAddr>,
+    addr: SocketAddr,
+    timeout: Duration,
+) -> std::io::Result<TcpStream> {
+    let Some(local) = local else {
+        return TcpStream::connect_timeout(&addr, timeout);
+    };
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    socket.bind(&SocketAddr::new(local, 0).into())?;
+    socket.connect_timeout(&addr.into(), timeout)?;
+    Ok(socket.into())
+}
 
 /// One HTTP response.
 #[derive(Debug, Clone)]
@@ -57,28 +87,40 @@ impl S3 {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> std::io::Result<Response> {
-        let mut stream = self.connect()?;
-        let head = request_head(self, method, path, headers, body, false);
-        stream.write_all(head.as_bytes())?;
-        stream.write_all(body)?;
-        read_response(&mut BufReader::new(stream), method == "HEAD")
+        self.request_from(None, method, path, headers, body)
     }
 
-    fn connect(&self) -> std::io::Result<TcpStream> {
-        let stream = TcpStream::connect_timeout(&self.addr, Duration::from_secs(5))?;
+    /// One request on a fresh connection from `local` (the NIC address of a token).
+    pub fn request_from(
+        &self,
+        local: Option<IpAddr>,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> std::io::Result<Response> {
+        let mut stream = self.send_from(local, method, path, headers, body)?;
+        read_response(&mut BufReader::new(&mut stream), method == "HEAD")
+    }
+
+    /// Send one request on a fresh connection from `local`; the response is left unread on the
+    /// returned stream (tests that act while the server works on it).
+    pub fn send_from(
+        &self,
+        local: Option<IpAddr>,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> std::io::Result<TcpStream> {
+        let mut stream = connect_from(local, self.addr, Duration::from_secs(5))?;
         stream.set_read_timeout(Some(self.timeout))?;
         stream.set_write_timeout(Some(self.timeout))?;
-        // As libcurl does by default.
         stream.set_nodelay(true)?;
+        let head = self.request_head(method, path, headers, body, false);
+        stream.write_all(head.as_bytes())?;
+        stream.write_all(body)?;
         Ok(stream)
-    }
-
-    /// A keep-alive connection to this endpoint (opened on first use).
-    pub fn keep_alive(&self) -> KeepAlive {
-        KeepAlive {
-            s3: *self,
-            conn: None,
-        }
     }
 
     pub fn create_bucket(&self, bucket: &str) -> std::io::Result<Response> {
@@ -92,38 +134,46 @@ impl S3 {
     pub fn get(&self, bucket: &str, key: &str) -> std::io::Result<Response> {
         self.request("GET", &format!("/{bucket}/{key}"), &[], &[])
     }
-}
 
-fn request_head(
-    s3: &S3,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-    keep_alive: bool,
-) -> String {
-    let connection = if keep_alive { "keep-alive" } else { "close" };
-    let host = s3.addr.to_string();
-    let (target, signature) = match &s3.signer {
-        Some(signer) => {
-            let signed = signer.sign(sigv4::Placement::Header, method, &host, path, headers, body);
-            (signed.target, signed.headers)
+    /// A keep-alive connection to this endpoint, opened on first use; from the NIC address of
+    /// the first request's token when it carries one (as our callbacks bind their sockets).
+    pub fn keep_alive(&self) -> KeepAlive {
+        KeepAlive {
+            s3: *self,
+            conn: None,
         }
-        None => (path.to_string(), Vec::new()),
-    };
-    let mut head = format!(
-        "{method} {target} HTTP/1.1\r\nHost: {host}\r\nConnection: {connection}\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers
-        .iter()
-        .copied()
-        .chain(signature.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-    {
-        head.push_str(&format!("{k}: {v}\r\n"));
     }
-    head.push_str("\r\n");
-    head
+
+    /// The request line and headers, signed when the endpoint has a signer.
+    fn request_head(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+        keep_alive: bool,
+    ) -> String {
+        let connection = if keep_alive { "keep-alive" } else { "close" };
+        let host = self.addr.to_string();
+        let (target, signature) = match &self.signer {
+            Some(signer) => {
+                let signed =
+                    signer.sign(sigv4::Placement::Header, method, &host, path, headers, body);
+                (signed.target, signed.headers)
+            }
+            None => (path.to_string(), Vec::new()),
+        };
+        let mut head = format!(
+            "{method} {target} HTTP/1.1\r\nHost: {host}\r\nConnection: {connection}\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        let signature = signature.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        for (k, v) in headers.iter().copied().chain(signature) {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        head
+    }
 }
 
 /// One persistent HTTP/1.1 connection, as an application's own keep-alive client keeps it.
@@ -159,12 +209,20 @@ impl KeepAlive {
         body: &[u8],
     ) -> std::io::Result<Response> {
         if self.conn.is_none() {
-            self.conn = Some(BufReader::new(self.s3.connect()?));
+            let local = headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("x-amz-rdma-token"))
+                .and_then(|(_, token)| token_nic(token));
+            let stream = connect_from(local, self.s3.addr, Duration::from_secs(5))?;
+            stream.set_read_timeout(Some(self.s3.timeout))?;
+            stream.set_write_timeout(Some(self.s3.timeout))?;
+            stream.set_nodelay(true)?;
+            self.conn = Some(BufReader::new(stream));
         }
         let Some(conn) = self.conn.as_mut() else {
             return Err(std::io::Error::other("no connection"));
         };
-        let head = request_head(&self.s3, method, path, headers, body, true);
+        let head = self.s3.request_head(method, path, headers, body, true);
         // One write for head and body: the request leaves in one segment when it fits.
         let mut out = Vec::with_capacity(head.len() + body.len());
         out.extend_from_slice(head.as_bytes());
@@ -187,7 +245,8 @@ impl KeepAlive {
     }
 }
 
-fn read_response(r: &mut impl BufRead, head_only: bool) -> std::io::Result<Response> {
+/// Read one HTTP/1.1 response.
+pub fn read_response(r: &mut impl BufRead, head_only: bool) -> std::io::Result<Response> {
     let bad = |m: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, m.to_string());
     let mut line = String::new();
     r.read_line(&mut line)?;
@@ -247,6 +306,9 @@ fn read_response(r: &mut impl BufRead, head_only: bool) -> std::io::Result<Respo
     })
 }
 
+/// Rewrites a token before it is sent.
+pub type TokenFilter<'a> = Box<dyn FnMut(&str) -> String + 'a>;
+
 /// The application side of one hipObject transfer: the S3 request that carries the token.
 pub struct RdmaRequest<'a> {
     s3: &'a S3,
@@ -270,6 +332,8 @@ pub struct RdmaRequest<'a> {
     pub failure: Option<String>,
     /// Run this inside `send_request` before the HTTP request (tests of re-entry).
     pub on_send: Option<Box<dyn FnMut() + 'a>>,
+    /// Replace the token before it is sent (attack tests: another rkey, another address).
+    pub token_filter: Option<TokenFilter<'a>>,
 }
 
 impl<'a> RdmaRequest<'a> {
@@ -296,6 +360,7 @@ impl<'a> RdmaRequest<'a> {
             fail_send: false,
             failure: None,
             on_send: None,
+            token_filter: None,
         }
     }
 
@@ -321,6 +386,11 @@ impl S3Ops for RdmaRequest<'_> {
             return -1;
         }
         self.requests += 1;
+        let token = match self.token_filter.as_mut() {
+            Some(f) => f(token),
+            None => token.to_string(),
+        };
+        let token = token.as_str();
         self.tokens.push(token.to_string());
         let mut headers = vec![("x-amz-rdma-token", token)];
         if let Some(r) = &self.range {
@@ -328,7 +398,9 @@ impl S3Ops for RdmaRequest<'_> {
         }
         let sent = match self.conn.as_mut() {
             Some(conn) => conn.request(self.method, &self.path, &headers, &[]),
-            None => self.s3.request(self.method, &self.path, &headers, &[]),
+            None => self
+                .s3
+                .request_from(token_nic(token), self.method, &self.path, &headers, &[]),
         };
         match sent {
             Ok(resp) => {

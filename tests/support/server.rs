@@ -107,12 +107,9 @@ impl Server {
             .arg("--data-dir")
             .arg(&self.data_dir)
             .arg("--credentials")
-            .arg(&credentials)
-            // These tests' callbacks send HTTP from 127.0.0.1 while the token names the RDMA
-            // device's GID: PROTOCOL.md rule 9.4 is relaxed here until the callbacks bind their
-            // socket to the NIC address (hipObjTokenClientNic). The server's own lane tests
-            // (server/tests/rdma_e2e.rs) run with the rule on.
-            .arg("--allow-gid-peer-mismatch");
+            .arg(&credentials);
+        // PROTOCOL.md rule 9.4 stays on: the tests' callbacks bind their HTTP socket to the NIC
+        // address of the token (`s3::token_nic`, what hipObjTokenClientNic returns).
         if let Some(d) = &self.device {
             cmd.arg("--device").arg(d);
         }

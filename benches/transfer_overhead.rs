@@ -1,0 +1,284 @@
+//! Library overhead and memory-window cost of a warm 4 KiB GET, in the Soft-RoCE lane (real verbs,
+//! hipobj-server, issues 9 and 10). Every figure is a ratio measured in one boot:
+//!
+//! 1. Overhead: the time spent inside `hipObjGet` (the C entry point) outside its two callbacks,
+//!    as a median and as a percentage of the median whole transfer, at 1 thread and at 16 threads
+//!    (16 connections, each thread its own buffer and keep-alive HTTP connection). Target <= 2 %.
+//! 2. Windows: the median 4 KiB GET with type-2 memory windows (bind + invalidate per request)
+//!    against the same GET with `HIPOBJ_PERF_NO_MW` (the registration's rkey, revision 1), in
+//!    alternating blocks of one process. Target <= 15 % added.
+//!
+//! The application side is a keep-alive HTTP/1.1 client whose socket is bound to the NIC address
+//! of the token (`hipObjTokenClientNic`), as the protocol asks of every client, and which signs
+//! each request (SigV4, the token header included) as the test identity. The time it spends
+//! signing is callback time, not library time.
+//!
+//! Usage: transfer_overhead [GETS_PER_BLOCK] [BLOCKS]   (defaults 300, 4)
+
+#[path = "../tests/support/data.rs"]
+mod data;
+#[path = "../tests/support/s3.rs"]
+mod s3;
+#[path = "../tests/support/server.rs"]
+mod server;
+
+use hipobj::ffi::{hipObjError_t, hipObjGet, hipObjOps_t};
+use hipobj::runtime::{self, InitConfig, MemoryKind};
+use std::ffi::{c_char, c_int, c_void};
+use std::io::{BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+const SIZE: usize = 4096;
+
+/// One thread's S3 client: a keep-alive connection opened from the token's NIC address.
+struct KeepAlive {
+    server: SocketAddr,
+    path: String,
+    conn: Option<BufReader<TcpStream>>,
+    reply: Option<String>,
+    /// Time spent inside the two callbacks during the current call.
+    in_callbacks: Duration,
+}
+
+impl KeepAlive {
+    fn new(server: SocketAddr, path: String) -> KeepAlive {
+        KeepAlive {
+            server,
+            path,
+            conn: None,
+            reply: None,
+            in_callbacks: Duration::ZERO,
+        }
+    }
+
+    fn get(&mut self, token: &str) -> std::io::Result<()> {
+        if self.conn.is_none() {
+            let stream =
+                s3::connect_from(s3::token_nic(token), self.server, Duration::from_secs(5))?;
+            stream.set_nodelay(true)?;
+            stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+            self.conn = Some(BufReader::new(stream));
+        }
+        let conn = self.conn.as_mut().expect("connected above");
+        let host = self.server.to_string();
+        let headers = [("x-amz-rdma-token", token)];
+        let signed = s3::sigv4::TEST_SIGNER.sign(
+            s3::sigv4::Placement::Header,
+            "GET",
+            &host,
+            &self.path,
+            &headers,
+            &[],
+        );
+        let mut head = format!(
+            "GET {} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nx-amz-rdma-token: {token}\r\n",
+            signed.target
+        );
+        for (k, v) in &signed.headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        conn.get_mut().write_all(head.as_bytes())?;
+        let resp = s3::read_response(conn, false)?;
+        if resp
+            .header("connection")
+            .is_some_and(|v| v.eq_ignore_ascii_case("close"))
+        {
+            self.conn = None;
+        }
+        self.reply = resp.header("x-amz-rdma-reply").map(str::to_string);
+        Ok(())
+    }
+}
+
+unsafe extern "C" fn send_request(ctx: *mut c_void, token: *const c_char, len: usize) -> c_int {
+    let t = Instant::now();
+    // SAFETY: ctx is the &mut KeepAlive passed to hipObjGet by `timed_get` below.
+    let client = unsafe { &mut *ctx.cast::<KeepAlive>() };
+    // SAFETY: hipObject passes `len` readable bytes of token text.
+    let token = unsafe { std::slice::from_raw_parts(token.cast::<u8>(), len) };
+    let rc = match std::str::from_utf8(token).map(|t| client.get(t)) {
+        Ok(Ok(())) if client.reply.is_some() => 0,
+        _ => -1,
+    };
+    client.in_callbacks += t.elapsed();
+    rc
+}
+
+unsafe extern "C" fn recv_reply(ctx: *mut c_void, reply: *mut c_char, len: *mut usize) -> c_int {
+    let t = Instant::now();
+    // SAFETY: as in send_request.
+    let client = unsafe { &mut *ctx.cast::<KeepAlive>() };
+    let rc = match client.reply.take() {
+        // SAFETY: `*len` is the capacity of `reply` (hipobj.h); we write at most that much.
+        Some(r) if r.len() <= unsafe { *len } => {
+            // SAFETY: as above.
+            unsafe {
+                std::ptr::copy_nonoverlapping(r.as_ptr(), reply.cast::<u8>(), r.len());
+                *len = r.len();
+            }
+            0
+        }
+        _ => -1,
+    };
+    client.in_callbacks += t.elapsed();
+    rc
+}
+
+/// (whole call, inside the library outside the callbacks) of one GET through the C ABI.
+fn timed_get(client: &mut KeepAlive, buf: &mut [u8]) -> (Duration, Duration) {
+    let mut ops = hipObjOps_t {
+        sendRequest: Some(send_request),
+        recvReply: Some(recv_reply),
+    };
+    client.in_callbacks = Duration::ZERO;
+    let t = Instant::now();
+    // SAFETY: buf is registered and SIZE bytes long; ops and ctx outlive the call.
+    let rc = unsafe {
+        hipObjGet(
+            std::ptr::null_mut(),
+            buf.as_mut_ptr().cast(),
+            SIZE,
+            0,
+            &mut ops,
+            (client as *mut KeepAlive).cast(),
+        )
+    };
+    let whole = t.elapsed();
+    assert_eq!(
+        rc,
+        hipObjError_t::SUCCESS,
+        "hipObjGet failed (last reply {:?})",
+        client.reply
+    );
+    (whole, whole.saturating_sub(client.in_callbacks))
+}
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn init(client_dev: &str, connections: usize, no_mw: bool) {
+    let mut cfg = InitConfig {
+        gpu_device: -1,
+        nic_hint: Some(client_dev.to_string()),
+        ..Default::default()
+    };
+    cfg.env.max_transfers = connections;
+    cfg.env.perf_no_mw = no_mw;
+    runtime::init(cfg).unwrap_or_else(|e| panic!("hipObjInit: {e}"));
+}
+
+/// `threads` threads doing `gets` warm GETs each; all (whole, overhead) samples.
+fn run_gets(
+    server: SocketAddr,
+    threads: usize,
+    gets: usize,
+    expect: &[u8],
+) -> Vec<(Duration, Duration)> {
+    let rt = runtime::current().expect("initialised");
+    std::thread::scope(|sc| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                let rt = rt.clone();
+                sc.spawn(move || {
+                    let mut buf = vec![0u8; SIZE];
+                    rt.register(buf.as_mut_ptr() as usize, SIZE, MemoryKind::Host)
+                        .expect("register");
+                    let mut client = KeepAlive::new(server, "/bench/obj".into());
+                    // Warm: pair this thread's connection and open its HTTP connection.
+                    for _ in 0..3 {
+                        timed_get(&mut client, &mut buf);
+                    }
+                    assert_eq!(buf, expect, "GET bytes");
+                    let samples: Vec<_> = (0..gets)
+                        .map(|_| timed_get(&mut client, &mut buf))
+                        .collect();
+                    assert_eq!(buf, expect, "GET bytes");
+                    rt.deregister(buf.as_mut_ptr() as usize)
+                        .expect("deregister");
+                    samples
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("worker"))
+            .collect()
+    })
+}
+
+fn overhead(server: SocketAddr, client_dev: &str, threads: usize, gets: usize, obj: &[u8]) {
+    init(client_dev, threads.max(1), false);
+    let samples = run_gets(server, threads, gets, obj);
+    runtime::shutdown();
+    let mut whole: Vec<_> = samples.iter().map(|s| s.0).collect();
+    let mut lib: Vec<_> = samples.iter().map(|s| s.1).collect();
+    let (w, l) = (median(&mut whole), median(&mut lib));
+    let p99 = lib[lib.len() * 99 / 100];
+    println!(
+        "overhead, {threads:>2} thread(s): inside hipObjGet outside the callbacks median {:.1} us (p99 {:.1} us) = {:.2} % of the median transfer {:.1} us ({} GETs)",
+        us(l),
+        us(p99),
+        100.0 * l.as_secs_f64() / w.as_secs_f64(),
+        us(w),
+        samples.len()
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().filter(|a| !a.starts_with("--")).collect();
+    let gets: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(300);
+    let blocks: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(4);
+    let Some((client_dev, server_dev)) = server::device_pair() else {
+        eprintln!("transfer_overhead: no RDMA device (run it in the Soft-RoCE lane)");
+        std::process::exit(2);
+    };
+    let srv = server::Server::start(Some(&server_dev), &[]);
+    let s3 = s3::S3::new(srv.addr);
+    assert!(s3.create_bucket("bench").expect("create bucket").status < 300);
+    let obj = data::pattern(SIZE, 0x9e37_79b9);
+    assert_eq!(s3.put("bench", "obj", &obj).expect("put").status, 200);
+    println!("transfer_overhead: {client_dev} -> {server_dev}, 4 KiB GETs, {gets} per block");
+
+    overhead(srv.addr, &client_dev, 1, gets, &obj);
+    overhead(srv.addr, &client_dev, 16, gets / 4, &obj);
+
+    // Windows against no windows, alternating blocks in one process.
+    let mut with = Vec::new();
+    let mut without = Vec::new();
+    let mut lib_with = Vec::new();
+    let mut lib_without = Vec::new();
+    for block in 0..blocks * 2 {
+        let no_mw = block % 2 == 1;
+        init(&client_dev, 1, no_mw);
+        let samples = run_gets(srv.addr, 1, gets, &obj);
+        runtime::shutdown();
+        let (whole, lib) = if no_mw {
+            (&mut without, &mut lib_without)
+        } else {
+            (&mut with, &mut lib_with)
+        };
+        whole.extend(samples.iter().map(|s| s.0));
+        lib.extend(samples.iter().map(|s| s.1));
+    }
+    let (m_with, m_without) = (median(&mut with), median(&mut without));
+    println!(
+        "windows: time inside hipObjGet outside the callbacks, median {:.1} us with windows, {:.1} us without",
+        us(median(&mut lib_with)),
+        us(median(&mut lib_without)),
+    );
+    println!(
+        "windows: median 4 KiB GET {:.1} us with bind + invalidate, {:.1} us without (HIPOBJ_PERF_NO_MW): {:+.1} % ({} GETs each, {blocks} alternating blocks each)",
+        us(m_with),
+        us(m_without),
+        100.0 * (m_with.as_secs_f64() / m_without.as_secs_f64() - 1.0),
+        with.len(),
+    );
+}

@@ -1,9 +1,13 @@
-//! Command-line flags of `hipobj-server`.
+//! Command-line flags of `hipobj-server` (clap derive), turned into a checked [`Config`].
 
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use clap::Parser;
+
+use crate::credentials::{CredentialsError, CredentialsTable};
 
 /// Everything the server is configured with.
 #[derive(Clone, Debug)]
@@ -14,10 +18,21 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// `--device NAME`: the RDMA device; absent = RDMA disabled.
     pub device: Option<String>,
-    /// `--access-key` / `--secret-key`: both set = SigV4 required.
-    pub access_key: Option<String>,
-    pub secret_key: Option<String>,
+    /// Who may make requests (PROTOCOL.md rule 9.1).
+    pub auth: AuthMode,
+    /// Rule 9.4 (client GID must be the HTTP peer's address) is on unless
+    /// `--allow-gid-peer-mismatch`.
+    pub check_gid_peer: bool,
     pub rdma: RdmaSettings,
+}
+
+/// SigV4 over a table of identities, or no authentication at all.
+#[derive(Clone, Debug)]
+pub enum AuthMode {
+    /// `--credentials FILE` and/or `--access-key K --secret-key S`.
+    Credentials(CredentialsTable),
+    /// `--anonymous`: every request is the identity `anonymous`.
+    Anonymous,
 }
 
 /// The RDMA knobs.
@@ -29,8 +44,10 @@ pub struct RdmaSettings {
     pub workers: usize,
     /// `--pairing-idle-secs S`: a pairing unused this long is destroyed.
     pub pairing_idle: Duration,
-    /// `--max-pairings N`: size of the pairing table (least recently used evicted when full).
+    /// `--max-pairings N`: size of the pairing table.
     pub max_pairings: usize,
+    /// `--max-pairings-per-client N`: pairings one (HTTP peer address, identity) may hold.
+    pub max_pairings_per_client: usize,
     /// `--chunk-bytes N`: largest work request (also capped by the port's max_msg_sz).
     pub chunk_bytes: usize,
     /// `--wr-depth N`: work requests in flight per transfer (READs also capped by max_rd_atomic).
@@ -46,6 +63,7 @@ impl Default for RdmaSettings {
             workers: 4,
             pairing_idle: Duration::from_secs(300),
             max_pairings: 1024,
+            max_pairings_per_client: 256,
             chunk_bytes: 1 << 20,
             wr_depth: 8,
             watchdog: Duration::from_millis(2000),
@@ -53,146 +71,187 @@ impl Default for RdmaSettings {
     }
 }
 
-/// Why the command line was rejected (or help was asked for).
-#[derive(Debug, PartialEq, Eq)]
+/// The command line as clap sees it.
+#[derive(Parser, Debug)]
+#[command(
+    name = "hipobj-server",
+    version,
+    about = "S3 server that moves object bytes with one-sided RDMA (hipObject PROTOCOL.md)",
+    after_help = "Authentication: give --credentials and/or --access-key/--secret-key; \
+                  --anonymous serves without it. One of the two is required.\n\
+                  Logs: RUST_LOG or HIPOBJ_LOG (e.g. HIPOBJ_LOG=debug). \
+                  Counters: GET /_hipobj/stats (authenticated; loopback only when anonymous)."
+)]
+pub struct Cli {
+    /// Address to serve S3 on (port 0 = any free port).
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen: SocketAddr,
+    /// Buckets live in DIR/<bucket>/.
+    #[arg(long, value_name = "DIR")]
+    data_dir: PathBuf,
+    /// RDMA device (e.g. rxe0); absent, empty or unusable = RDMA disabled (501).
+    #[arg(long, value_name = "NAME")]
+    device: Option<String>,
+    /// Identities, one `ACCESS_KEY SECRET_KEY` per line (`#` comments, blank lines allowed).
+    #[arg(long, value_name = "FILE")]
+    credentials: Option<PathBuf>,
+    /// One more identity: its access key (with --secret-key).
+    #[arg(long, value_name = "KEY", requires = "secret_key")]
+    access_key: Option<String>,
+    /// The secret key of --access-key.
+    #[arg(long, value_name = "SECRET", requires = "access_key")]
+    secret_key: Option<String>,
+    /// Serve WITHOUT authentication: anyone who reaches the port may read, write and RDMA.
+    #[arg(long, conflicts_with_all = ["credentials", "access_key", "secret_key"])]
+    anonymous: bool,
+    /// Accept token requests whose IPv4-mapped client GID is not the HTTP peer's address
+    /// (PROTOCOL.md rule 9.4 off). Weakens rule 9.3: an identity may then make the server aim
+    /// QPs at client QPs of other hosts.
+    #[arg(long)]
+    allow_gid_peer_mismatch: bool,
+    /// Token requests handled at once; more get 503.
+    #[arg(long, value_name = "N", default_value_t = RdmaSettings::default().max_transfers, value_parser = positive)]
+    max_rdma_transfers: usize,
+    /// RDMA worker threads.
+    #[arg(long, value_name = "N", default_value_t = RdmaSettings::default().workers, value_parser = positive)]
+    rdma_workers: usize,
+    /// Destroy pairings idle this long (seconds).
+    #[arg(long, value_name = "S", default_value_t = RdmaSettings::default().pairing_idle.as_secs())]
+    pairing_idle_secs: u64,
+    /// Pairing table size.
+    #[arg(long, value_name = "N", default_value_t = RdmaSettings::default().max_pairings, value_parser = positive)]
+    max_pairings: usize,
+    /// Pairings one client (HTTP peer address + identity) may hold; at its quota a client's new
+    /// pairing evicts its own least recently used one, never another client's.
+    #[arg(long, value_name = "N", default_value_t = RdmaSettings::default().max_pairings_per_client, value_parser = positive)]
+    max_pairings_per_client: usize,
+    /// Largest RDMA work request in bytes.
+    #[arg(long, value_name = "N", default_value_t = RdmaSettings::default().chunk_bytes, value_parser = positive)]
+    chunk_bytes: usize,
+    /// Work requests in flight per transfer.
+    #[arg(long, value_name = "N", default_value_t = RdmaSettings::default().wr_depth, value_parser = positive)]
+    wr_depth: usize,
+    /// Abort a transfer without progress for this long (milliseconds).
+    #[arg(long, value_name = "MS", default_value_t = 2000, value_parser = positive)]
+    watchdog_ms: usize,
+}
+
+fn positive(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("{s:?} is not a positive integer")),
+    }
+}
+
+/// Why the server refuses to start.
+#[derive(Debug)]
 pub enum ConfigError {
-    Help,
-    Missing(&'static str),
-    NeedsValue(String),
-    BadValue { flag: String, value: String },
-    Unknown(String),
-    HalfCredentials,
+    /// Bad flags, or --help/--version (clap prints and picks the exit code).
+    Cli(clap::Error),
+    /// A credentials file that cannot be used.
+    Credentials(CredentialsError),
+    /// Neither identities nor --anonymous.
+    NoAuthentication,
 }
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConfigError::Help => f.write_str(USAGE),
-            ConfigError::Missing(flag) => write!(f, "missing required flag {flag}\n\n{USAGE}"),
-            ConfigError::NeedsValue(flag) => write!(f, "flag {flag} needs a value"),
-            ConfigError::BadValue { flag, value } => write!(f, "bad value {value:?} for {flag}"),
-            ConfigError::Unknown(arg) => write!(f, "unknown argument {arg:?}\n\n{USAGE}"),
-            ConfigError::HalfCredentials => {
-                f.write_str("--access-key and --secret-key go together")
-            }
+            ConfigError::Cli(e) => write!(f, "{e}"),
+            ConfigError::Credentials(e) => write!(f, "{e}"),
+            ConfigError::NoAuthentication => f.write_str(
+                "refusing to start without authentication: give --credentials FILE \
+                 (one `ACCESS_KEY SECRET_KEY` per line) or --access-key/--secret-key, \
+                 or serve without authentication with --anonymous",
+            ),
         }
     }
 }
 
 impl std::error::Error for ConfigError {}
 
-pub const USAGE: &str = "\
-usage: hipobj-server --listen ADDR:PORT --data-dir DIR [options]
+impl From<clap::Error> for ConfigError {
+    fn from(e: clap::Error) -> Self {
+        ConfigError::Cli(e)
+    }
+}
 
-  --listen ADDR:PORT         address to serve S3 on (port 0 = any free port)
-  --data-dir DIR             buckets live in DIR/<bucket>/
-  --device NAME              RDMA device (e.g. rxe0); absent or unusable = RDMA disabled (501)
-  --access-key KEY           require SigV4 with this access key ...
-  --secret-key SECRET        ... and this secret key
-  --max-rdma-transfers N     token requests at once, more get 503 (default 16)
-  --rdma-workers N           RDMA worker threads (default 4)
-  --pairing-idle-secs S      destroy pairings idle this long (default 300)
-  --max-pairings N           pairing table size, LRU eviction (default 1024)
-  --chunk-bytes N            largest RDMA work request (default 1048576)
-  --wr-depth N               work requests in flight per transfer (default 8)
-  --watchdog-ms MS           abort a transfer without progress for MS (default 2000)
-
-Logs: RUST_LOG or HIPOBJ_LOG (e.g. HIPOBJ_LOG=debug). Counters: GET /_hipobj/stats.";
+impl From<CredentialsError> for ConfigError {
+    fn from(e: CredentialsError) -> Self {
+        ConfigError::Credentials(e)
+    }
+}
 
 impl Config {
-    /// Parse arguments (without the program name). Flags take `--flag VALUE` or `--flag=VALUE`.
-    pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Config, ConfigError> {
-        let mut listen = None;
-        let mut data_dir = None;
-        let mut device = None;
-        let mut access_key = None;
-        let mut secret_key = None;
-        let mut rdma = RdmaSettings::default();
-        let mut it = args.into_iter();
-        while let Some(arg) = it.next() {
-            if arg == "-h" || arg == "--help" {
-                return Err(ConfigError::Help);
-            }
-            let (flag, inline) = match arg.split_once('=') {
-                Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
-                _ => (arg.clone(), None),
-            };
-            if !flag.starts_with("--") {
-                return Err(ConfigError::Unknown(arg));
-            }
-            let mut value = || -> Result<String, ConfigError> {
-                match &inline {
-                    Some(v) => Ok(v.clone()),
-                    None => it
-                        .next()
-                        .ok_or_else(|| ConfigError::NeedsValue(flag.clone())),
-                }
-            };
-            match flag.as_str() {
-                "--listen" => listen = Some(parse_value::<SocketAddr>(&flag, value()?)?),
-                "--data-dir" => data_dir = Some(PathBuf::from(value()?)),
-                "--device" => device = Some(value()?).filter(|d| !d.is_empty()),
-                "--access-key" => access_key = Some(value()?),
-                "--secret-key" => secret_key = Some(value()?),
-                "--max-rdma-transfers" => rdma.max_transfers = positive(&flag, value()?)?,
-                "--rdma-workers" => rdma.workers = positive(&flag, value()?)?,
-                "--pairing-idle-secs" => {
-                    rdma.pairing_idle = Duration::from_secs(parse_value::<u64>(&flag, value()?)?)
-                }
-                "--max-pairings" => rdma.max_pairings = positive(&flag, value()?)?,
-                "--chunk-bytes" => rdma.chunk_bytes = positive(&flag, value()?)?,
-                "--wr-depth" => rdma.wr_depth = positive(&flag, value()?)?,
-                "--watchdog-ms" => {
-                    rdma.watchdog = Duration::from_millis(positive(&flag, value()?)? as u64)
-                }
-                _ => return Err(ConfigError::Unknown(arg)),
-            }
-        }
-        if access_key.is_some() != secret_key.is_some() {
-            return Err(ConfigError::HalfCredentials);
-        }
+    /// Parse a command line (the first item is the program name) and load the credentials.
+    pub fn from_args<I, T>(args: I) -> Result<Config, ConfigError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        Config::from_cli(Cli::try_parse_from(args)?)
+    }
+
+    fn from_cli(cli: Cli) -> Result<Config, ConfigError> {
+        let auth = auth_mode(&cli)?;
         Ok(Config {
-            listen: listen.ok_or(ConfigError::Missing("--listen"))?,
-            data_dir: data_dir.ok_or(ConfigError::Missing("--data-dir"))?,
-            device,
-            access_key,
-            secret_key,
-            rdma,
+            listen: cli.listen,
+            data_dir: cli.data_dir,
+            device: cli.device.filter(|d| !d.is_empty()),
+            auth,
+            check_gid_peer: !cli.allow_gid_peer_mismatch,
+            rdma: RdmaSettings {
+                max_transfers: cli.max_rdma_transfers,
+                workers: cli.rdma_workers,
+                pairing_idle: Duration::from_secs(cli.pairing_idle_secs),
+                max_pairings: cli.max_pairings,
+                max_pairings_per_client: cli.max_pairings_per_client.min(cli.max_pairings),
+                chunk_bytes: cli.chunk_bytes,
+                wr_depth: cli.wr_depth,
+                watchdog: Duration::from_millis(cli.watchdog_ms as u64),
+            },
         })
     }
 }
 
-fn parse_value<T: std::str::FromStr>(flag: &str, value: String) -> Result<T, ConfigError> {
-    value.parse::<T>().map_err(|_| ConfigError::BadValue {
-        flag: flag.to_string(),
-        value,
-    })
-}
-
-fn positive(flag: &str, value: String) -> Result<usize, ConfigError> {
-    match value.parse::<usize>() {
-        Ok(n) if n > 0 => Ok(n),
-        _ => Err(ConfigError::BadValue {
-            flag: flag.to_string(),
-            value,
-        }),
+fn auth_mode(cli: &Cli) -> Result<AuthMode, ConfigError> {
+    if cli.anonymous {
+        return Ok(AuthMode::Anonymous);
     }
+    let mut table = match &cli.credentials {
+        Some(file) => CredentialsTable::from_file(file)?,
+        None => CredentialsTable::default(),
+    };
+    if let (Some(ak), Some(sk)) = (&cli.access_key, &cli.secret_key) {
+        table.insert("--access-key", 0, ak, sk)?;
+    }
+    if table.is_empty() {
+        return Err(ConfigError::NoAuthentication);
+    }
+    Ok(AuthMode::Credentials(table))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn args(s: &str) -> Vec<String> {
-        s.split_whitespace().map(String::from).collect()
+    fn parse(s: &str) -> Result<Config, ConfigError> {
+        Config::from_args(std::iter::once("hipobj-server").chain(s.split_whitespace()))
+    }
+
+    fn clap_kind(r: Result<Config, ConfigError>) -> clap::error::ErrorKind {
+        match r {
+            Err(ConfigError::Cli(e)) => e.kind(),
+            other => panic!("expected a clap error, got {other:?}"),
+        }
     }
 
     #[test]
     fn parses_required_and_extras() {
-        let c = Config::parse(args(
+        let c = parse(
             "--listen 127.0.0.1:9000 --data-dir /tmp/d --device=rxe0 --max-rdma-transfers 3 \
-             --chunk-bytes=4096 --watchdog-ms 50 --pairing-idle-secs 0",
-        ))
+             --chunk-bytes=4096 --watchdog-ms 50 --pairing-idle-secs 0 --anonymous",
+        )
         .expect("valid");
         assert_eq!(c.listen.port(), 9000);
         assert_eq!(c.device.as_deref(), Some("rxe0"));
@@ -200,33 +259,93 @@ mod tests {
         assert_eq!(c.rdma.chunk_bytes, 4096);
         assert_eq!(c.rdma.watchdog, Duration::from_millis(50));
         assert_eq!(c.rdma.pairing_idle, Duration::ZERO);
+        assert!(matches!(c.auth, AuthMode::Anonymous));
+        assert!(c.check_gid_peer);
+        let c = parse(
+            "--listen 127.0.0.1:1 --data-dir /x --access-key a --secret-key s \
+             --allow-gid-peer-mismatch --device= --max-pairings 8",
+        )
+        .expect("valid");
+        assert!(!c.check_gid_peer);
+        assert_eq!(c.device, None);
+        assert_eq!(
+            c.rdma.max_pairings_per_client, 8,
+            "quota capped by the table"
+        );
+        match c.auth {
+            AuthMode::Credentials(t) => assert!(t.contains("a") && t.len() == 1),
+            AuthMode::Anonymous => panic!("credentials expected"),
+        }
+    }
+
+    #[test]
+    fn credentials_file_and_flag_pair_are_one_table() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("creds");
+        std::fs::write(&file, "alice a\nbob b\n").expect("write");
+        let c = parse(&format!(
+            "--listen 127.0.0.1:1 --data-dir /x --credentials {} --access-key carol --secret-key c",
+            file.display()
+        ))
+        .expect("valid");
+        let AuthMode::Credentials(t) = c.auth else {
+            panic!("credentials expected")
+        };
+        assert_eq!(t.len(), 3);
+        // The flag pair may not repeat a key of the file.
+        let dup = parse(&format!(
+            "--listen 127.0.0.1:1 --data-dir /x --credentials {} --access-key bob --secret-key c",
+            file.display()
+        ));
+        assert!(matches!(
+            dup,
+            Err(ConfigError::Credentials(CredentialsError::Duplicate { .. }))
+        ));
+        // A malformed file stops the start with its line.
+        std::fs::write(&file, "alice a\nbob\n").expect("write");
+        let err = parse(&format!(
+            "--listen 127.0.0.1:1 --data-dir /x --credentials {}",
+            file.display()
+        ))
+        .expect_err("malformed");
+        assert!(err.to_string().contains(":2:"), "{err}");
     }
 
     #[test]
     fn rejects_bad_input() {
+        use clap::error::ErrorKind;
         assert_eq!(
-            Config::parse(args("--data-dir /x")).unwrap_err(),
-            ConfigError::Missing("--listen")
+            clap_kind(parse("--data-dir /x --anonymous")),
+            ErrorKind::MissingRequiredArgument
         );
-        assert!(matches!(
-            Config::parse(args("--listen nowhere --data-dir /x")),
-            Err(ConfigError::BadValue { .. })
-        ));
-        assert!(matches!(
-            Config::parse(args("--listen 127.0.0.1:1 --data-dir /x --chunk-bytes 0")),
-            Err(ConfigError::BadValue { .. })
-        ));
         assert_eq!(
-            Config::parse(args("--listen 127.0.0.1:1 --data-dir /x --access-key a")).unwrap_err(),
-            ConfigError::HalfCredentials
+            clap_kind(parse("--listen nowhere --data-dir /x --anonymous")),
+            ErrorKind::ValueValidation
         );
-        assert!(matches!(
-            Config::parse(args("--bogus 1")),
-            Err(ConfigError::Unknown(_))
-        ));
         assert_eq!(
-            Config::parse(args("--listen")).unwrap_err(),
-            ConfigError::NeedsValue("--listen".into())
+            clap_kind(parse(
+                "--listen 127.0.0.1:1 --data-dir /x --chunk-bytes 0 --anonymous"
+            )),
+            ErrorKind::ValueValidation
         );
+        assert_eq!(
+            clap_kind(parse("--listen 127.0.0.1:1 --data-dir /x --access-key a")),
+            ErrorKind::MissingRequiredArgument
+        );
+        assert_eq!(
+            clap_kind(parse(
+                "--listen 127.0.0.1:1 --data-dir /x --anonymous --access-key a --secret-key s"
+            )),
+            ErrorKind::ArgumentConflict
+        );
+        assert_eq!(clap_kind(parse("--bogus 1")), ErrorKind::UnknownArgument);
+        assert_eq!(clap_kind(parse("--help")), ErrorKind::DisplayHelp);
+    }
+
+    #[test]
+    fn refuses_to_start_without_authentication() {
+        let err = parse("--listen 127.0.0.1:1 --data-dir /x").expect_err("no auth");
+        assert!(matches!(err, ConfigError::NoAuthentication));
+        assert!(err.to_string().contains("--anonymous"), "{err}");
     }
 }

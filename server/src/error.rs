@@ -66,6 +66,7 @@ pub fn rejected(code: RejectCode, stats: &Stats) -> S3Error {
     let n = code.http_code();
     let s3_code = match code {
         RejectCode::BadRequest => S3ErrorCode::InvalidArgument,
+        RejectCode::Forbidden => S3ErrorCode::AccessDenied,
         RejectCode::NotFound => S3ErrorCode::NoSuchKey,
         RejectCode::RangeNotSatisfiable => S3ErrorCode::InvalidRange,
         RejectCode::Failed => S3ErrorCode::InternalError,
@@ -73,6 +74,16 @@ pub fn rejected(code: RejectCode, stats: &Stats) -> S3Error {
         RejectCode::Busy => S3ErrorCode::SlowDown,
     };
     with_reply(S3Error::new(s3_code), n, &Reply::Code(i32::from(n)), stats)
+}
+
+/// A refusal of the access check: for a token request, status 403 and `x-amz-rdma-reply: 403`
+/// on the given error (its S3 code and message stay); otherwise the error as it is.
+pub fn refused(err: S3Error, token_request: bool, stats: &Stats) -> S3Error {
+    if token_request {
+        with_reply(err, 403, &Reply::Code(403), stats)
+    } else {
+        err
+    }
 }
 
 /// 428 + `x-amz-rdma-reply: 428:<server token>`.
@@ -112,6 +123,7 @@ mod tests {
         let stats = Stats::default();
         for (code, n) in [
             (RejectCode::BadRequest, 400),
+            (RejectCode::Forbidden, 403),
             (RejectCode::NotFound, 404),
             (RejectCode::RangeNotSatisfiable, 416),
             (RejectCode::Failed, 500),

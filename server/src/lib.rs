@@ -1,9 +1,13 @@
 //! `hipobj-server`: an S3 server (s3s) with a filesystem backend and RDMA transfers per
 //! hipObject's PROTOCOL.md. The only crate of the workspace that uses tokio.
 
+pub mod access;
 pub mod backend;
 pub mod config;
+pub mod credentials;
 pub mod error;
+pub mod identity;
+pub mod ownership;
 pub mod rdma;
 pub mod s3;
 pub mod serve;

@@ -4,12 +4,10 @@ use hipobj_server::config::{Config, ConfigError};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
-    let config = match Config::parse(std::env::args().skip(1)) {
+    let config = match Config::from_args(std::env::args_os()) {
         Ok(c) => c,
-        Err(ConfigError::Help) => {
-            println!("{}", hipobj_server::config::USAGE);
-            return ExitCode::SUCCESS;
-        }
+        // --help, --version and flag errors: clap prints them and picks the exit code.
+        Err(ConfigError::Cli(e)) => e.exit(),
         Err(e) => {
             eprintln!("hipobj-server: {e}");
             return ExitCode::from(2);

@@ -22,8 +22,10 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, S3};
 use tracing::debug;
 
+use crate::access;
 use crate::backend::{Backend, ObjectInfo, StorageError};
 use crate::error::{self, RDMA_BYTES, RDMA_REPLY, RDMA_TOKEN};
+use crate::ownership;
 use crate::rdma::token_header::parse_token_header;
 use crate::rdma::worker::RdmaWorkers;
 use crate::rdma::{JobKind, RdmaJob, RdmaOutcome, RejectCode};
@@ -66,6 +68,7 @@ impl HipobjS3 {
     async fn token_request(
         &self,
         headers: &http::HeaderMap,
+        extensions: &http::Extensions,
         bucket: &str,
         key: &str,
         kind: JobKind,
@@ -91,8 +94,13 @@ impl HipobjS3 {
                 &self.stats,
             )));
         };
+        let requester = match access::requester(extensions) {
+            Ok(r) => r.clone(),
+            Err(e) => return Some(Err(e)),
+        };
         let job = RdmaJob {
             token,
+            requester,
             bucket: bucket.to_string(),
             key: key.to_string(),
             kind,
@@ -119,8 +127,10 @@ impl S3 for HipobjS3 {
         &self,
         req: S3Request<CreateBucketInput>,
     ) -> S3Result<S3Response<CreateBucketOutput>> {
+        let owner = access::requester(&req.extensions)?.identity.clone();
         let bucket = req.input.bucket;
-        self.blocking(move |s| s.create_bucket(&bucket)).await?;
+        self.blocking(move |s| ownership::create_owned_bucket(s, &bucket, &owner))
+            .await?;
         Ok(S3Response::new(CreateBucketOutput::default()))
     }
 
@@ -144,9 +154,12 @@ impl S3 for HipobjS3 {
 
     async fn list_buckets(
         &self,
-        _req: S3Request<ListBucketsInput>,
+        req: S3Request<ListBucketsInput>,
     ) -> S3Result<S3Response<ListBucketsOutput>> {
-        let buckets = self.blocking(|s| s.list_buckets()).await?;
+        let me = access::requester(&req.extensions)?.identity.clone();
+        let buckets = self
+            .blocking(move |s| ownership::own_buckets(s, &me))
+            .await?;
         let buckets = buckets
             .into_iter()
             .map(|b| Bucket {
@@ -170,7 +183,13 @@ impl S3 for HipobjS3 {
             range: req.input.range,
         };
         let Some(result) = self
-            .token_request(&req.headers, &req.input.bucket, &req.input.key, kind)
+            .token_request(
+                &req.headers,
+                &req.extensions,
+                &req.input.bucket,
+                &req.input.key,
+                kind,
+            )
             .await
         else {
             return self.get_plain(req.input).await;
@@ -209,6 +228,7 @@ impl S3 for HipobjS3 {
         let Some(result) = self
             .token_request(
                 &req.headers,
+                &req.extensions,
                 &req.input.bucket,
                 &req.input.key,
                 JobKind::Put,
@@ -403,6 +423,7 @@ mod tests {
             watchdog: Duration::from_secs(2),
             flush_wait: Duration::from_secs(1),
             max_pairings: 8,
+            max_pairings_per_client: 8,
             pairing_idle: Duration::from_secs(600),
         };
         let engine = Arc::new(Engine::new(
@@ -413,9 +434,20 @@ mod tests {
         ));
         let workers =
             Arc::new(RdmaWorkers::start(engine, 2, 4, Duration::from_secs(60)).expect("workers"));
-        let service =
-            S3ServiceBuilder::new(HipobjS3::new(storage, Some(workers), Arc::clone(&stats)))
-                .build();
+        let mut builder = S3ServiceBuilder::new(HipobjS3::new(
+            Arc::clone(&storage),
+            Some(workers),
+            Arc::clone(&stats),
+        ));
+        // Anonymous, as `--anonymous` serves (the access hook still runs).
+        builder.set_auth(crate::credentials::CredentialsTable::default());
+        builder.set_access(crate::access::AccessPolicy::new(
+            storage,
+            Arc::clone(&stats),
+            true,
+            true,
+        ));
+        let service = builder.build();
         Harness {
             _dir: dir,
             service,
@@ -452,7 +484,10 @@ mod tests {
         for (n, v) in headers {
             req = req.header(*n, *v);
         }
-        let req = req.body(Body::from(body.to_vec())).expect("request");
+        let mut req = req.body(Body::from(body.to_vec())).expect("request");
+        // The accept loop's tag: the request came from the token GID's address.
+        req.extensions_mut()
+            .insert(crate::identity::HttpPeer([10, 1, 2, 3].into()));
         let resp = h.service.call(req).await.expect("response");
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();

@@ -1,5 +1,6 @@
-//! Wiring: storage, RDMA (if a usable device was named), the s3s service with optional SigV4,
-//! the `/_hipobj/stats` endpoint in front of it, the accept loop and graceful shutdown.
+//! Wiring: storage, RDMA (if a usable device was named), the s3s service with SigV4 over the
+//! credentials table, the access hook and the `/_hipobj/stats` route (`access`), the accept
+//! loop (which tags each request with its connection's peer address) and graceful shutdown.
 
 use std::future::Future;
 use std::io::Write;
@@ -11,22 +12,24 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder as ConnBuilder;
 use hyper_util::server::graceful::GracefulShutdown;
-use s3s::auth::SimpleAuth;
 use s3s::service::{S3Service, S3ServiceBuilder};
-use s3s::{Body, HttpError, HttpResponse};
+use s3s::{HttpError, HttpResponse};
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
+use crate::access::{AccessPolicy, BucketNames, StatsRoute};
 use crate::backend::{Backend, FsBackend};
-use crate::config::Config;
+use crate::config::{AuthMode, Config};
+use crate::credentials::CredentialsTable;
+use crate::identity::HttpPeer;
 use crate::rdma::engine::{Engine, EngineSettings};
 use crate::rdma::verbs_port::VerbsPort;
 use crate::rdma::worker::RdmaWorkers;
 use crate::s3::HipobjS3;
 use crate::stats::Stats;
 
-/// Path of the counters endpoint (GET, no authentication).
-pub const STATS_PATH: &str = "/_hipobj/stats";
+/// Path of the counters endpoint (see `access::StatsRoute` for who may read it).
+pub use crate::access::STATS_PATH;
 
 /// How often idle pairings are looked for.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
@@ -71,11 +74,12 @@ pub fn start_rdma(
     }
 }
 
-/// The HTTP service: the stats endpoint, everything else to s3s.
+/// The HTTP service of one connection: tags each request with the connection's peer address
+/// (for the access hook and the pairing key), then s3s.
 #[derive(Clone)]
 struct Front {
     s3: S3Service,
-    stats: Arc<Stats>,
+    peer: HttpPeer,
 }
 
 impl hyper::service::Service<http::Request<Incoming>> for Front {
@@ -83,18 +87,22 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
     type Error = HttpError;
     type Future = BoxFuture<'static, Result<HttpResponse, HttpError>>;
 
-    fn call(&self, req: http::Request<Incoming>) -> Self::Future {
-        if req.method() == http::Method::GET && req.uri().path() == STATS_PATH {
-            let body = self.stats.to_json();
-            let mut resp = http::Response::new(Body::from(body));
-            resp.headers_mut().insert(
-                http::header::CONTENT_TYPE,
-                http::HeaderValue::from_static("application/json"),
-            );
-            return Box::pin(async move { Ok(resp) });
-        }
+    fn call(&self, mut req: http::Request<Incoming>) -> Self::Future {
+        req.extensions_mut().insert(self.peer);
         hyper::service::Service::call(&self.s3, req)
     }
+}
+
+/// The loud start-up warning of `--anonymous`, on stderr whatever the log filter.
+fn announce_anonymous() {
+    const BANNER: &str = "\
+WARNING ************************************************************************
+WARNING  hipobj-server is serving WITHOUT AUTHENTICATION (--anonymous).
+WARNING  Anyone who can reach this port can read, overwrite and delete every
+WARNING  object, and make this server RDMA into and out of client memory.
+WARNING ************************************************************************";
+    eprintln!("{BANNER}");
+    warn!("serving without authentication (--anonymous)");
 }
 
 /// Resolves on SIGTERM or SIGINT.
@@ -127,14 +135,32 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io:
         rdma.clone(),
         Arc::clone(&stats),
     ));
-    if let (Some(ak), Some(sk)) = (&config.access_key, &config.secret_key) {
-        builder.set_auth(SimpleAuth::from_single(ak.clone(), sk.clone()));
-        info!("SigV4 authentication required");
-    }
-    let front = Front {
-        s3: builder.build(),
-        stats,
+    // An auth provider is always set, so that s3s always runs the access hook; serving
+    // anonymously it knows no keys.
+    let anonymous = match &config.auth {
+        AuthMode::Credentials(table) => {
+            info!(identities = table.len(), "SigV4 authentication required");
+            builder.set_auth(table.clone());
+            false
+        }
+        AuthMode::Anonymous => {
+            announce_anonymous();
+            builder.set_auth(CredentialsTable::default());
+            true
+        }
     };
+    if !config.check_gid_peer {
+        warn!("--allow-gid-peer-mismatch: client GIDs are not checked against the HTTP peer (PROTOCOL.md rule 9.4 off)");
+    }
+    builder.set_access(AccessPolicy::new(
+        Arc::clone(&storage),
+        Arc::clone(&stats),
+        anonymous,
+        config.check_gid_peer,
+    ));
+    builder.set_route(StatsRoute::new(Arc::clone(&stats), anonymous));
+    builder.set_validation(BucketNames);
+    let s3 = builder.build();
 
     let listener = TcpListener::bind(config.listen).await?;
     let local = listener.local_addr()?;
@@ -161,7 +187,13 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io:
             () = &mut shutdown => break,
         };
         let conn = http
-            .serve_connection(TokioIo::new(stream), front.clone())
+            .serve_connection(
+                TokioIo::new(stream),
+                Front {
+                    s3: s3.clone(),
+                    peer: HttpPeer::of(peer),
+                },
+            )
             .into_owned();
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
@@ -172,7 +204,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io:
     }
     info!("shutting down");
     drop(listener);
-    drop(front);
+    drop(s3);
     if tokio::time::timeout(Duration::from_secs(10), graceful.shutdown())
         .await
         .is_err()

@@ -59,6 +59,7 @@ counters! {
     watchdog_fired,
     /// Replies per code.
     replies_400,
+    replies_403,
     replies_404,
     replies_416,
     replies_500,
@@ -83,6 +84,7 @@ impl Stats {
     pub fn count_reply(&self, code: u16) {
         let counter = match code {
             400 => &self.replies_400,
+            403 => &self.replies_403,
             404 => &self.replies_404,
             416 => &self.replies_416,
             428 => &self.replies_428,

@@ -3,13 +3,19 @@
 //! client side of PROTOCOL.md with `hipobj::verbs` directly: token with pairing 0 -> 428 ->
 //! connect the client QP to the server QP -> GET/PUT move data by the server's RDMA WRITE/READ.
 //!
+//! The server runs with authentication on and listens on every address; requests go to (and
+//! so come from) the client device's own IPv4 address, as PROTOCOL.md rule 9.4 wants. The
+//! attacks of section 9 are played from other addresses and as another identity.
+//!
 //! Ignored by default; run with
 //! `HIPOBJ_TEST_RDMA_DEVICE=rxe0 cargo test -p hipobj-server --test rdma_e2e -- --ignored`.
 
 mod common;
 
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
+use common::sigv4::{Placement, OTHER_SIGNER};
 use common::{pattern, Server};
 use hipobj::reply::Reply;
 use hipobj::token::{Token, Transport};
@@ -98,6 +104,43 @@ impl Client {
     }
 }
 
+/// The IPv4 address of the device's RoCE v2 GID (`::ffff:a.b.c.d`).
+fn gid_ipv4(dev: &Device) -> IpAddr {
+    match Ipv6Addr::from(dev.port().gid).to_ipv4_mapped() {
+        Some(v4) => IpAddr::V4(v4),
+        None => panic!("the device's GID is not IPv4-mapped: {:?}", dev.port().gid),
+    }
+}
+
+/// A server on every address of this host, with authentication on, and requests sent from the
+/// client device's address.
+fn lane_server(dev: &Device, extra: &[&str]) -> Server {
+    let server = Server::start_listening("0.0.0.0:0", extra);
+    server.send_from(Some(gid_ipv4(dev)));
+    server
+}
+
+/// The device and its verbs, from `HIPOBJ_TEST_RDMA_DEVICE` (which the lane must set).
+fn open_device() -> (String, Arc<Device>) {
+    let name = std::env::var("HIPOBJ_TEST_RDMA_DEVICE").expect("HIPOBJ_TEST_RDMA_DEVICE");
+    let lib = Lib::load().expect("libibverbs");
+    let dev = Device::open(&lib, &name).expect("device");
+    (name, dev)
+}
+
+/// Addresses of this host other than the client's: loopback and the lane's other rxe address
+/// (`HIPOBJ_VM_ADDRS="rxe0=169.254.77.1 rxe1=169.254.77.2"`).
+fn other_addresses(client: IpAddr) -> Vec<IpAddr> {
+    let mut out = vec![IpAddr::V4(Ipv4Addr::LOCALHOST)];
+    let lane = std::env::var("HIPOBJ_VM_ADDRS").unwrap_or_default();
+    out.extend(
+        lane.split_whitespace()
+            .filter_map(|kv| kv.split_once('=')?.1.parse::<IpAddr>().ok())
+            .filter(|ip| *ip != client),
+    );
+    out
+}
+
 fn reply(r: &common::Response) -> Reply {
     Reply::parse(
         r.header("x-amz-rdma-reply")
@@ -110,17 +153,18 @@ fn reply(r: &common::Response) -> Reply {
 #[test]
 #[ignore = "needs an RDMA device: set HIPOBJ_TEST_RDMA_DEVICE (e.g. rxe0) and pass --ignored"]
 fn get_and_put_over_real_rdma() {
-    let name = std::env::var("HIPOBJ_TEST_RDMA_DEVICE").expect("HIPOBJ_TEST_RDMA_DEVICE");
-    let lib = Lib::load().expect("libibverbs");
-    let dev = Device::open(&lib, &name).expect("device");
-    let server = Server::start(&[
-        "--device",
-        &name,
-        "--chunk-bytes",
-        "1048576",
-        "--watchdog-ms",
-        "3000",
-    ]);
+    let (name, dev) = open_device();
+    let server = lane_server(
+        &dev,
+        &[
+            "--device",
+            &name,
+            "--chunk-bytes",
+            "1048576",
+            "--watchdog-ms",
+            "3000",
+        ],
+    );
     assert_eq!(server.request("PUT", "/bkt", &[], b"").status, 200);
     let data = pattern(9 * 1024 * 1024 + 123);
     assert_eq!(server.request("PUT", "/bkt/big", &[], &data).status, 200);
@@ -244,10 +288,8 @@ fn get_and_put_over_real_rdma() {
 #[test]
 #[ignore = "needs an RDMA device: set HIPOBJ_TEST_RDMA_DEVICE (e.g. rxe0) and pass --ignored"]
 fn transfer_into_a_destroyed_client_qp_fails_with_500() {
-    let name = std::env::var("HIPOBJ_TEST_RDMA_DEVICE").expect("HIPOBJ_TEST_RDMA_DEVICE");
-    let lib = Lib::load().expect("libibverbs");
-    let dev = Device::open(&lib, &name).expect("device");
-    let server = Server::start(&["--device", &name, "--watchdog-ms", "3000"]);
+    let (name, dev) = open_device();
+    let server = lane_server(&dev, &["--device", &name, "--watchdog-ms", "3000"]);
     assert_eq!(server.request("PUT", "/bkt", &[], b"").status, 200);
     assert_eq!(
         server
@@ -291,17 +333,18 @@ fn transfer_into_a_destroyed_client_qp_fails_with_500() {
 #[test]
 #[ignore = "needs an RDMA device: set HIPOBJ_TEST_RDMA_DEVICE (e.g. rxe0) and pass --ignored"]
 fn parallel_connections_each_pair_once_and_move_correct_bytes() {
-    let name = std::env::var("HIPOBJ_TEST_RDMA_DEVICE").expect("HIPOBJ_TEST_RDMA_DEVICE");
-    let lib = Lib::load().expect("libibverbs");
-    let dev = Device::open(&lib, &name).expect("device");
-    let server = Server::start(&[
-        "--device",
-        &name,
-        "--chunk-bytes",
-        "262144",
-        "--rdma-workers",
-        "3",
-    ]);
+    let (name, dev) = open_device();
+    let server = lane_server(
+        &dev,
+        &[
+            "--device",
+            &name,
+            "--chunk-bytes",
+            "262144",
+            "--rdma-workers",
+            "3",
+        ],
+    );
     assert_eq!(server.request("PUT", "/bkt", &[], b"").status, 200);
     const CONNS: usize = 4;
     const ROUNDS: usize = 5;
@@ -368,5 +411,334 @@ fn parallel_connections_each_pair_once_and_move_correct_bytes() {
         "{stats}"
     );
     assert!(stats.contains("\"replies_500\":0"), "{stats}");
+    assert!(server.stop().success());
+}
+
+// --- PROTOCOL.md section 9: attacks on another client's transfers ---
+
+/// A token naming the client QP `qp_num` at `::ffff:<ip>`, with `lid` as pairing id.
+fn token_for(ip: IpAddr, qp_num: u32, lid: u16, len: u64) -> String {
+    let IpAddr::V4(v4) = ip else {
+        panic!("IPv4 only")
+    };
+    Token {
+        transport: Transport::Rc,
+        qp_num,
+        gid: v4.to_ipv6_mapped().octets(),
+        rkey: 0x1234,
+        remote_addr: 0x7f00_0000_0000,
+        length: len,
+        port: 1,
+        lid,
+    }
+    .encode_hex()
+}
+
+impl Client {
+    /// This connection's token with another pairing id (what a replayer would send).
+    fn token_with_pairing(&self, len: u64, lid: u16) -> String {
+        let mut t = Token::decode_hex(self.token(len).as_bytes()).expect("own token");
+        t.lid = lid;
+        t.encode_hex()
+    }
+}
+
+fn stat(stats: &str, name: &str) -> u64 {
+    let key = format!("\"{name}\":");
+    let at = stats
+        .find(&key)
+        .unwrap_or_else(|| panic!("{name} in {stats}"))
+        + key.len();
+    stats[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .expect("number")
+}
+
+#[test]
+#[ignore = "needs an RDMA device: set HIPOBJ_TEST_RDMA_DEVICE (e.g. rxe0) and pass --ignored"]
+fn a_gid_that_is_not_the_peer_is_403_and_creates_no_server_qp() {
+    let (name, dev) = open_device();
+    let server = lane_server(&dev, &["--device", &name]);
+    assert_eq!(server.request("PUT", "/bkt", &[], b"").status, 200);
+    assert_eq!(server.request("PUT", "/bkt/o", &[], b"object").status, 200);
+    let c = Client::new(&dev, 1 << 16);
+    let me = gid_ipv4(&dev);
+    for ip in other_addresses(me) {
+        server.send_from(Some(ip));
+        for (method, target) in [("GET", "/bkt/o"), ("PUT", "/bkt/new")] {
+            let r = server.request(
+                method,
+                target,
+                &[("x-amz-rdma-token", c.token(1 << 16))],
+                b"",
+            );
+            eprintln!(
+                "{method} with the GID of {me} over HTTP from {ip}: {}",
+                r.status
+            );
+            assert_eq!(r.status, 403, "{method} from {ip}: {}", r.text());
+            assert_eq!(reply(&r), Reply::Code(403));
+        }
+    }
+    server.send_from(Some(me));
+    let stats = server.stats();
+    assert_eq!(stat(&stats, "pairings_created"), 0, "{stats}");
+    assert_eq!(stat(&stats, "pairings_live"), 0, "{stats}");
+    assert_eq!(server.request("HEAD", "/bkt/new", &[], b"").status, 404);
+    assert!(c.buf.iter().all(|&b| b == 0));
+    assert!(server.stop().success());
+}
+
+#[test]
+#[ignore = "needs an RDMA device: set HIPOBJ_TEST_RDMA_DEVICE (e.g. rxe0) and pass --ignored"]
+fn a_replayed_token_reads_and_writes_none_of_the_victims_bytes() {
+    const LEN: usize = 64 * 1024;
+    let (name, dev) = open_device();
+    let server = lane_server(&dev, &["--device", &name, "--watchdog-ms", "3000"]);
+    let me = gid_ipv4(&dev);
+    // The victim (the test identity) pairs its connection and GETs its object.
+    let secret = pattern(LEN);
+    assert_eq!(server.request("PUT", "/victim", &[], b"").status, 200);
+    assert_eq!(
+        server.request("PUT", "/victim/secret", &[], &secret).status,
+        200
+    );
+    let mut c = Client::new(&dev, LEN);
+    let r = server.request(
+        "GET",
+        "/victim/secret",
+        &[("x-amz-rdma-token", c.token(LEN as u64))],
+        b"",
+    );
+    let Reply::PairingNeeded(victim_server) = reply(&r) else {
+        panic!("expected 428: {}", r.text())
+    };
+    c.pair(&victim_server);
+    let r = server.request(
+        "GET",
+        "/victim/secret",
+        &[("x-amz-rdma-token", c.token(LEN as u64))],
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(c.buf[..] == secret[..]);
+    // What the victim has in its registered buffer now, and its token as seen on the wire.
+    let victim_bytes: Vec<u8> = secret.iter().map(|b| b ^ 0xa5).collect();
+    c.buf.copy_from_slice(&victim_bytes);
+    let seen = c.token(LEN as u64);
+    // The attacker (another identity) has its own bucket and object.
+    let evil = vec![0xeeu8; LEN];
+    let as_attacker = |method: &str, target: &str, headers: &[(&str, String)], body: &[u8]| {
+        server.request_as(
+            Some(OTHER_SIGNER),
+            Placement::Header,
+            method,
+            target,
+            headers,
+            body,
+        )
+    };
+    assert_eq!(as_attacker("PUT", "/attacker", &[], b"").status, 200);
+    assert_eq!(as_attacker("PUT", "/attacker/evil", &[], &evil).status, 200);
+
+    // 1. From other addresses (as the attacker, or with the victim's own identity): 403.
+    for ip in other_addresses(me) {
+        server.send_from(Some(ip));
+        for (method, target) in [("GET", "/attacker/evil"), ("PUT", "/attacker/stolen")] {
+            let r = as_attacker(method, target, &[("x-amz-rdma-token", seen.clone())], b"");
+            eprintln!(
+                "replay, attacker identity, {method} from {ip}: {}",
+                r.status
+            );
+            assert_eq!(r.status, 403, "{method} from {ip}: {}", r.text());
+        }
+        for (method, target) in [("GET", "/victim/secret"), ("PUT", "/victim/overwritten")] {
+            let r = server.request(method, target, &[("x-amz-rdma-token", seen.clone())], b"");
+            eprintln!("replay, victim identity, {method} from {ip}: {}", r.status);
+            assert_eq!(r.status, 403, "{method} from {ip}: {}", r.text());
+        }
+    }
+    // 2. From the victim's own address as another identity: the token names no pairing of the
+    //    attacker's key, so it gets its own 428; with that pairing id the server's new QP
+    //    reaches nothing (the victim's QP is paired with another server QP and PSN).
+    server.send_from(Some(me));
+    for (method, target) in [("GET", "/attacker/evil"), ("PUT", "/attacker/stolen")] {
+        let r = as_attacker(method, target, &[("x-amz-rdma-token", seen.clone())], b"");
+        eprintln!(
+            "replay, attacker identity, {method} from the victim's address: {}",
+            r.status
+        );
+        assert_eq!(r.status, 428, "{method}: {}", r.text());
+        let Reply::PairingNeeded(own) = reply(&r) else {
+            panic!("expected 428:<token>")
+        };
+        assert_ne!(own.lid, victim_server.lid);
+        assert_ne!(own.qp_num, victim_server.qp_num);
+        let with_own = c.token_with_pairing(LEN as u64, own.lid);
+        let r = as_attacker(method, target, &[("x-amz-rdma-token", with_own)], b"");
+        eprintln!(
+            "  ... again with its own pairing id {}: {}",
+            own.lid, r.status
+        );
+        assert_ne!(r.status, 200, "{method}: {}", r.text());
+        assert!(r.status >= 400, "{method}: {}", r.text());
+    }
+    assert!(
+        c.buf[..] == victim_bytes[..],
+        "the victim's buffer was written"
+    );
+    assert_eq!(
+        as_attacker("HEAD", "/attacker/stolen", &[], b"").status,
+        404
+    );
+    assert_eq!(as_attacker("GET", "/attacker/evil", &[], b"").body, evil);
+
+    // 3. The victim's pairing is untouched: its next transfers take one request each.
+    let r = server.request(
+        "PUT",
+        "/victim/mine",
+        &[("x-amz-rdma-token", c.token(LEN as u64))],
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(reply(&r), Reply::Done(victim_server));
+    assert_eq!(server.get("/victim/mine").body, victim_bytes);
+    c.buf.fill(0);
+    let r = server.request(
+        "GET",
+        "/victim/secret",
+        &[("x-amz-rdma-token", c.token(LEN as u64))],
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(c.buf[..] == secret[..]);
+    assert!(server.stop().success());
+}
+
+#[test]
+#[ignore = "needs an RDMA device: set HIPOBJ_TEST_RDMA_DEVICE (e.g. rxe0) and pass --ignored"]
+fn spoofed_keys_cannot_tear_down_or_evict_the_victims_pairing() {
+    let (name, dev) = open_device();
+    let server = lane_server(
+        &dev,
+        &[
+            "--device",
+            &name,
+            "--max-pairings",
+            "8",
+            "--max-pairings-per-client",
+            "4",
+        ],
+    );
+    let me = gid_ipv4(&dev);
+    assert_eq!(server.request("PUT", "/victim", &[], b"").status, 200);
+    assert_eq!(
+        server
+            .request("PUT", "/victim/o", &[], &pattern(4096))
+            .status,
+        200
+    );
+    let mut c = Client::new(&dev, 4096);
+    let r = server.request(
+        "GET",
+        "/victim/o",
+        &[("x-amz-rdma-token", c.token(4096))],
+        b"",
+    );
+    let Reply::PairingNeeded(victim_server) = reply(&r) else {
+        panic!("expected 428: {}", r.text())
+    };
+    c.pair(&victim_server);
+    assert_eq!(
+        server
+            .request(
+                "GET",
+                "/victim/o",
+                &[("x-amz-rdma-token", c.token(4096))],
+                b""
+            )
+            .status,
+        200
+    );
+    let victim_qpn = c.qp.qp_num();
+    let as_attacker = |headers: &[(&str, String)]| {
+        server.request_as(
+            Some(OTHER_SIGNER),
+            Placement::Header,
+            "GET",
+            "/attacker/o",
+            headers,
+            b"",
+        )
+    };
+    assert_eq!(
+        server
+            .request_as(
+                Some(OTHER_SIGNER),
+                Placement::Header,
+                "PUT",
+                "/attacker",
+                &[],
+                b""
+            )
+            .status,
+        200
+    );
+    assert_eq!(
+        server
+            .request_as(
+                Some(OTHER_SIGNER),
+                Placement::Header,
+                "PUT",
+                "/attacker/o",
+                &[],
+                b"x"
+            )
+            .status,
+        200
+    );
+    // From the victim's address: the victim's own (GID, QPN) with pairing 0 (revision 1
+    // re-paired, silencing the victim's QP) and with the victim's pairing id, then a flood of
+    // made-up QP numbers; from the other address, a flood with that address's GID.
+    let mut answers = Vec::new();
+    for lid in [0, victim_server.lid] {
+        answers.push(
+            as_attacker(&[("x-amz-rdma-token", token_for(me, victim_qpn, lid, 4096))]).status,
+        );
+    }
+    for n in 0..20u32 {
+        let t = token_for(me, 0x100 + n, 0, 4096);
+        answers.push(as_attacker(&[("x-amz-rdma-token", t)]).status);
+    }
+    let elsewhere = *other_addresses(me).last().expect("an address");
+    server.send_from(Some(elsewhere));
+    for n in 0..20u32 {
+        let qpn = if n == 0 { victim_qpn } else { 0x200 + n };
+        let t = token_for(elsewhere, qpn, 0, 4096);
+        answers.push(as_attacker(&[("x-amz-rdma-token", t)]).status);
+    }
+    server.send_from(Some(me));
+    eprintln!("spoofed-key answers: {answers:?}");
+    assert!(answers.iter().all(|&s| s == 428), "{answers:?}");
+    // The victim's next transfer: one request, the same pairing.
+    let r = server.request(
+        "GET",
+        "/victim/o",
+        &[("x-amz-rdma-token", c.token(4096))],
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(reply(&r), Reply::Done(victim_server));
+    assert_eq!(&c.buf[..], &pattern(4096)[..]);
+    let stats = server.stats();
+    eprintln!("{stats}");
+    assert!(
+        stat(&stats, "pairings_evicted") >= 30,
+        "the flooders evicted their own: {stats}"
+    );
+    assert!(stat(&stats, "pairings_live") <= 8, "{stats}");
     assert!(server.stop().success());
 }

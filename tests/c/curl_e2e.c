@@ -1,6 +1,9 @@
 /* End-to-end PUT and GET through hipobj-server with libcurl as the application's S3 client.
  * Runs in the Soft-RoCE lane: curl_e2e ENDPOINT NIC SIZE
- * (e.g. curl_e2e http://127.0.0.1:9000 rxe0 1048576). The bucket "cbkt" must exist. */
+ * (e.g. curl_e2e http://127.0.0.1:9000 rxe0 1048576). The bucket "cbkt" must exist.
+ * With HIPOBJ_S3_USER=ACCESS_KEY:SECRET_KEY in the environment every request is SigV4-signed by
+ * libcurl (CURLOPT_AWS_SIGV4), x-amz-rdma-token included: libcurl signs every x-amz-* header it
+ * sends, as PROTOCOL.md rule 9.2 requires. */
 #include "hipobj.h"
 
 #include <curl/curl.h>
@@ -67,6 +70,12 @@ static int send_request(void *ctx, const char *token, size_t token_len) {
     snprintf(header, sizeof header, "x-amz-rdma-token: %.*s", (int)token_len, token);
     h = curl_slist_append(h, header);
     h = curl_slist_append(h, "Expect:");
+    if (getenv("HIPOBJ_S3_USER")) {
+        /* libcurl 7.88 does not add the payload hash S3 wants; sent (and signed) by hand. */
+        h = curl_slist_append(h, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+        curl_easy_setopt(c, CURLOPT_AWS_SIGV4, "aws:amz:us-east-1:s3");
+        curl_easy_setopt(c, CURLOPT_USERPWD, getenv("HIPOBJ_S3_USER"));
+    }
     curl_easy_setopt(c, CURLOPT_URL, r->url);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, r->method);
     if (strcmp(r->method, "PUT") == 0) {

@@ -1,7 +1,10 @@
-//! A small blocking S3 client of our own (plain HTTP/1.1, unsigned requests) and the `S3Ops`
-//! adapter that hipObject transfers call back into. Shared by the end-to-end tests, the demo and the
-//! benchmarks (`#[path]`-included).
+//! A small blocking S3 client of our own (plain HTTP/1.1, SigV4-signed as the test identity, the
+//! token header included in the signature) and the `S3Ops` adapter that hipObject transfers call
+//! back into. Shared by the end-to-end tests, the demo and the benchmarks (`#[path]`-included).
 #![allow(dead_code)]
+
+#[path = "sigv4.rs"]
+pub mod sigv4;
 
 use hipobj::runtime::S3Ops;
 use std::io::{BufRead, BufReader, Write};
@@ -31,13 +34,18 @@ pub struct S3 {
     pub addr: SocketAddr,
     /// Limit on waiting for a response.
     pub timeout: Duration,
+    /// Requests are signed with this identity (`None`: unsigned).
+    pub signer: Option<sigv4::Signer>,
 }
 
 impl S3 {
+    /// An endpoint whose requests are signed as the test identity (the servers of the tests
+    /// are started with `sigv4::TEST_CREDENTIALS`).
     pub fn new(addr: SocketAddr) -> S3 {
         S3 {
             addr,
             timeout: Duration::from_secs(120),
+            signer: Some(sigv4::TEST_SIGNER),
         }
     }
 
@@ -53,12 +61,23 @@ impl S3 {
         stream.set_read_timeout(Some(self.timeout))?;
         stream.set_write_timeout(Some(self.timeout))?;
         stream.set_nodelay(true)?;
+        let host = self.addr.to_string();
+        let (target, signature) = match &self.signer {
+            Some(signer) => {
+                let signed =
+                    signer.sign(sigv4::Placement::Header, method, &host, path, headers, body);
+                (signed.target, signed.headers)
+            }
+            None => (path.to_string(), Vec::new()),
+        };
         let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
-            self.addr,
+            "{method} {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {}\r\n",
             body.len()
         );
         for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        for (k, v) in &signature {
             head.push_str(&format!("{k}: {v}\r\n"));
         }
         head.push_str("\r\n");

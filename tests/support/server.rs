@@ -87,11 +87,22 @@ impl Server {
     }
 
     fn spawn(&mut self) {
+        // Authentication on: the test identities of `sigv4::TEST_CREDENTIALS`, which `S3` signs
+        // with. The file sits beside (not in) the data directory.
+        let credentials = self.data_dir.with_extension("credentials");
+        std::fs::write(&credentials, crate::s3::sigv4::TEST_CREDENTIALS).expect("credentials file");
         let mut cmd = Command::new(server_binary());
         cmd.arg("--listen")
             .arg(self.addr.to_string())
             .arg("--data-dir")
-            .arg(&self.data_dir);
+            .arg(&self.data_dir)
+            .arg("--credentials")
+            .arg(&credentials)
+            // These tests' callbacks send HTTP from 127.0.0.1 while the token names the RDMA
+            // device's GID: PROTOCOL.md rule 9.4 is relaxed here until the callbacks bind their
+            // socket to the NIC address (hipObjTokenClientNic). The server's own lane tests
+            // (server/tests/rdma_e2e.rs) run with the rule on.
+            .arg("--allow-gid-peer-mismatch");
         if let Some(d) = &self.device {
             cmd.arg("--device").arg(d);
         }
@@ -163,5 +174,6 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.stop();
         let _ = std::fs::remove_dir_all(&self.data_dir);
+        let _ = std::fs::remove_file(self.data_dir.with_extension("credentials"));
     }
 }

@@ -7,13 +7,14 @@ use std::time::{Duration, Instant};
 use hipobj::token::{Token, Transport};
 use tracing::{debug, info, warn};
 
-use super::pairing::{KeyLease, Pairing, PairingTable};
+use super::pairing::{KeyLease, Pairing, PairingKey, PairingTable};
 use super::port::{Peer, QpSetup, RdmaOp, RdmaPort, RdmaQp};
 use super::selection::{select_bytes, SelectionError};
 use super::staging::StagingPool;
 use super::transfer::{self, ChunkSink, Deadlines, Direction, Remote, Shape};
 use super::{JobKind, RdmaJob, RdmaOutcome, RejectCode};
 use crate::backend::{Backend, ObjectWriter, StorageError, WriteOptions};
+use crate::identity::Requester;
 use crate::stats::Stats;
 
 /// The RDMA knobs the engine uses.
@@ -24,6 +25,7 @@ pub struct EngineSettings {
     pub watchdog: Duration,
     pub flush_wait: Duration,
     pub max_pairings: usize,
+    pub max_pairings_per_client: usize,
     pub pairing_idle: Duration,
 }
 
@@ -35,6 +37,7 @@ impl From<&crate::config::RdmaSettings> for EngineSettings {
             watchdog: s.watchdog,
             flush_wait: Duration::from_secs(1),
             max_pairings: s.max_pairings,
+            max_pairings_per_client: s.max_pairings_per_client,
             pairing_idle: s.pairing_idle,
         }
     }
@@ -84,6 +87,7 @@ impl<P: RdmaPort> Engine<P> {
         Engine {
             table: PairingTable::new(
                 settings.max_pairings,
+                settings.max_pairings_per_client,
                 settings.pairing_idle,
                 Arc::clone(&stats),
             ),
@@ -121,15 +125,17 @@ impl<P: RdmaPort> Engine<P> {
         if job.token.transport != Transport::Rc {
             return RdmaOutcome::Rejected(RejectCode::NotImplemented);
         }
+        let who = &job.requester;
         match job.kind {
-            JobKind::Get { range } => self.get(&job.token, &job.bucket, &job.key, range),
-            JobKind::Put => self.put(&job.token, &job.bucket, &job.key),
+            JobKind::Get { range } => self.get(&job.token, who, &job.bucket, &job.key, range),
+            JobKind::Put => self.put(&job.token, who, &job.bucket, &job.key),
         }
     }
 
     fn get(
         &self,
         token: &Token,
+        who: &Requester,
         bucket: &str,
         key: &str,
         range: Option<s3s::dto::Range>,
@@ -153,7 +159,7 @@ impl<P: RdmaPort> Engine<P> {
             }
         };
         let len = selected.end - selected.start;
-        let mut lease = match self.lease_pairing(token) {
+        let mut lease = match self.lease_pairing(token, who) {
             Ok(lease) => lease,
             Err(unpaired) => return unpaired.into(),
         };
@@ -173,7 +179,7 @@ impl<P: RdmaPort> Engine<P> {
         }
     }
 
-    fn put(&self, token: &Token, bucket: &str, key: &str) -> RdmaOutcome {
+    fn put(&self, token: &Token, who: &Requester, bucket: &str, key: &str) -> RdmaOutcome {
         let mut writer = match self
             .storage
             .create_write(bucket, key, WriteOptions::default())
@@ -181,7 +187,7 @@ impl<P: RdmaPort> Engine<P> {
             Ok(w) => w,
             Err(e) => return reject_storage(e),
         };
-        let mut lease = match self.lease_pairing(token) {
+        let mut lease = match self.lease_pairing(token, who) {
             Ok(lease) => lease,
             Err(unpaired) => return unpaired.into(),
         };
@@ -207,16 +213,25 @@ impl<P: RdmaPort> Engine<P> {
         }
     }
 
-    /// The lease of the token's key when its pairing matches; otherwise silence any old QP,
-    /// create and store a new pairing and answer `Err(PairingNeeded)` (rule 3).
-    fn lease_pairing(&self, token: &Token) -> Result<KeyLease<'_, P::Qp>, Unpaired> {
+    /// The lease of the requester's key for the token's client QP when its pairing matches;
+    /// otherwise silence any old QP of that key, create and store a new pairing and answer
+    /// `Err(PairingNeeded)` (rules 4.3, 4.8).
+    fn lease_pairing(
+        &self,
+        token: &Token,
+        who: &Requester,
+    ) -> Result<KeyLease<'_, P::Qp>, Unpaired> {
         let peer = Peer {
             gid: token.gid,
             qp_num: token.qp_num,
         };
+        let key = PairingKey {
+            requester: who.clone(),
+            client: peer,
+        };
         let mut lease = self
             .table
-            .checkout(peer, Instant::now())
+            .checkout(key, Instant::now())
             .map_err(|_| Unpaired::Rejected(RejectCode::Busy))?;
         let old_id = lease.pairing().map(|p| p.id);
         if token.lid != 0 && old_id == Some(token.lid) {
@@ -401,6 +416,19 @@ mod tests {
         storage: Arc<dyn Backend>,
     }
 
+    /// The requester of every job here: the client GID's own address, one identity.
+    fn client() -> Requester {
+        Requester::new(
+            std::net::IpAddr::from([
+                CLIENT_GID[12],
+                CLIENT_GID[13],
+                CLIENT_GID[14],
+                CLIENT_GID[15],
+            ]),
+            crate::identity::Identity::new("tester"),
+        )
+    }
+
     fn settings() -> EngineSettings {
         EngineSettings {
             chunk_bytes: 1000,
@@ -408,6 +436,7 @@ mod tests {
             watchdog: Duration::from_millis(50),
             flush_wait: Duration::from_secs(2),
             max_pairings: 16,
+            max_pairings_per_client: 16,
             pairing_idle: Duration::from_secs(600),
         }
     }
@@ -465,6 +494,7 @@ mod tests {
     fn get(f: &Fixture, t: Token, key: &str, range: Option<s3s::dto::Range>) -> RdmaOutcome {
         f.engine.run(RdmaJob {
             token: t,
+            requester: client(),
             bucket: "b".into(),
             key: key.into(),
             kind: JobKind::Get { range },
@@ -474,6 +504,7 @@ mod tests {
     fn put(f: &Fixture, t: Token, key: &str) -> RdmaOutcome {
         f.engine.run(RdmaJob {
             token: t,
+            requester: client(),
             bucket: "b".into(),
             key: key.into(),
             kind: JobKind::Put,
@@ -597,6 +628,7 @@ mod tests {
         );
         let job = RdmaJob {
             token: token(1, 10, 0),
+            requester: client(),
             bucket: "nob".into(),
             key: "k".into(),
             kind: JobKind::Put,
@@ -800,9 +832,12 @@ mod tests {
             .engine
             .table
             .checkout(
-                Peer {
-                    gid: CLIENT_GID,
-                    qp_num: 1,
+                PairingKey {
+                    requester: client(),
+                    client: Peer {
+                        gid: CLIENT_GID,
+                        qp_num: 1,
+                    },
                 },
                 Instant::now(),
             )
@@ -822,9 +857,12 @@ mod tests {
             .engine
             .table
             .checkout(
-                Peer {
-                    gid: CLIENT_GID,
-                    qp_num: 0xabc,
+                PairingKey {
+                    requester: client(),
+                    client: Peer {
+                        gid: CLIENT_GID,
+                        qp_num: 0xabc,
+                    },
                 },
                 Instant::now(),
             )
@@ -833,5 +871,56 @@ mod tests {
         assert_eq!(p.qp.qp_num(), server.qp_num);
         assert_eq!(p.id, server.lid);
         assert_eq!(p.start_psn, server.rkey);
+    }
+
+    fn run_as(f: &Fixture, who: Requester, t: Token, kind: JobKind) -> RdmaOutcome {
+        f.engine.run(RdmaJob {
+            token: t,
+            requester: who,
+            bucket: "b".into(),
+            key: "k".into(),
+            kind,
+        })
+    }
+
+    #[test]
+    fn a_replayed_token_of_another_requester_is_unpaired_for_the_replayer() {
+        let f = fixture();
+        let data = pattern(3000);
+        object(&f, "k", &data);
+        f.port.add_region(RKEY, BASE, vec![0; 4096]);
+        let victim = pair(&f, 0x77, 4096, "k");
+        let victim_token = token(0x77, 4096, victim.lid);
+        let victim_qpn = victim.qp_num;
+        let others = [
+            // Another address, same identity.
+            Requester::new(
+                std::net::IpAddr::from([10, 0, 0, 99]),
+                crate::identity::Identity::new("tester"),
+            ),
+            // Same address, another identity.
+            Requester::new(client().peer_ip, crate::identity::Identity::new("mallory")),
+        ];
+        for other in others {
+            for kind in [JobKind::Get { range: None }, JobKind::Put] {
+                match run_as(&f, other.clone(), victim_token, kind) {
+                    RdmaOutcome::PairingNeeded { server } => {
+                        assert_ne!(server.lid, victim.lid);
+                        assert_ne!(server.qp_num, victim_qpn);
+                    }
+                    o => panic!("{other:?}: expected its own 428, got {o:?}"),
+                }
+            }
+        }
+        // Nothing moved, the victim's QP was never silenced, and its next transfer is one
+        // request.
+        assert!(f.port.posted().is_empty(), "{:?}", f.port.posted());
+        assert!(f.port.region(RKEY).iter().all(|&b| b == 0));
+        assert!(!f.port.log().contains(&QpLog::ToError(victim_qpn)));
+        assert!(matches!(
+            get(&f, victim_token, "k", None),
+            RdmaOutcome::Fetched { server, .. } if server == victim
+        ));
+        assert_eq!(&f.port.region(RKEY)[..3000], &data[..]);
     }
 }

@@ -23,11 +23,14 @@ pub mod test_double;
 use hipobj::token::Token;
 
 use crate::backend::ObjectInfo;
+use crate::identity::Requester;
 
 /// A token request for one object.
 #[derive(Debug)]
 pub struct RdmaJob {
     pub token: Token,
+    /// Who asked: part of the pairing key (rule 4.8).
+    pub requester: Requester,
     pub bucket: String,
     pub key: String,
     pub kind: JobKind,
@@ -46,6 +49,9 @@ pub enum JobKind {
 pub enum RejectCode {
     /// Malformed token, suffix mismatch, or buffer too small for the selected bytes.
     BadRequest,
+    /// Token not covered by the signature, client GID not the peer, or a bucket of another
+    /// identity (PROTOCOL.md section 9).
+    Forbidden,
     /// No such bucket or object.
     NotFound,
     /// The Range selects nothing of the object.
@@ -62,6 +68,7 @@ impl RejectCode {
     pub fn http_code(self) -> u16 {
         match self {
             RejectCode::BadRequest => 400,
+            RejectCode::Forbidden => 403,
             RejectCode::NotFound => 404,
             RejectCode::RangeNotSatisfiable => 416,
             RejectCode::Failed => 500,

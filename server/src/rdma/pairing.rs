@@ -1,5 +1,7 @@
-//! The pairing table (PROTOCOL.md section 4, rules 2, 3, 6, 7): one server QP per client QP,
-//! keyed by (client GID, client QP number), shared by every RDMA worker of the process.
+//! The pairing table (PROTOCOL.md section 4, rules 2, 3, 6, 7, 8): one server QP per
+//! [`PairingKey`] = (HTTP peer address, identity, client GID, client QP number), shared by every
+//! RDMA worker of the process. A token only ever finds pairings under its own requester's key, so
+//! it can never silence, replace or use another requester's pairing (rule 9.3).
 //!
 //! Work on a key is serialised: [`PairingTable::checkout`] hands out a [`KeyLease`] that owns the
 //! key's pairing (the QP itself, by value) until it is dropped; a second request for the same key
@@ -7,6 +9,14 @@
 //! only after every work request it posted has completed or flushed (or after its QP was
 //! destroyed), a QP taken out of the table by a lease, an expiry or an eviction never has a work
 //! request outstanding, and silencing it (ERR, then destroy) happens before any 428 is answered.
+//!
+//! Room (rule 4.6 with rule 9.3): a requester (peer address + identity; neither can be forged
+//! over TCP with SigV4) holds at most `max_per_requester` keys. A new key of a requester at its
+//! quota evicts that requester's own least recently used idle key, never another's. When the
+//! whole table is full, idle keys expire first, then the least recently used idle key of the
+//! requester holding the MOST keys is evicted: a flood of made-up (GID, QPN) keys from one
+//! requester only ever evicts the flooder's own pairings, and a client holding fewer keys than
+//! every other requester is never evicted by another requester.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,7 +26,15 @@ use std::time::{Duration, Instant};
 use tracing::{debug, warn};
 
 use super::port::{Peer, RdmaQp};
+use crate::identity::Requester;
 use crate::stats::Stats;
+
+/// The pairing key of rule 4.8: who asked, and which client QP the server QP aims at.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PairingKey {
+    pub requester: Requester,
+    pub client: Peer,
+}
 
 /// A live pairing: the server QP aimed at one client QP.
 pub struct Pairing<Q> {
@@ -49,8 +67,9 @@ pub struct TableFull;
 
 /// The shared pairing table.
 pub struct PairingTable<Q: RdmaQp> {
-    slots: Mutex<HashMap<Peer, Arc<Slot<Q>>>>,
+    slots: Mutex<HashMap<PairingKey, Arc<Slot<Q>>>>,
     max_pairings: usize,
+    max_per_requester: usize,
     idle: Duration,
     clock: AtomicU64,
     stats: Arc<Stats>,
@@ -62,10 +81,18 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl<Q: RdmaQp> PairingTable<Q> {
-    pub fn new(max_pairings: usize, idle: Duration, stats: Arc<Stats>) -> Self {
+    /// A table of `max_pairings` keys, at most `max_per_requester` of them per requester.
+    pub fn new(
+        max_pairings: usize,
+        max_per_requester: usize,
+        idle: Duration,
+        stats: Arc<Stats>,
+    ) -> Self {
+        let max_pairings = max_pairings.max(1);
         PairingTable {
             slots: Mutex::new(HashMap::new()),
-            max_pairings: max_pairings.max(1),
+            max_pairings,
+            max_per_requester: max_per_requester.clamp(1, max_pairings),
             idle,
             clock: AtomicU64::new(0),
             stats,
@@ -81,29 +108,24 @@ impl<Q: RdmaQp> PairingTable<Q> {
         self.len() == 0
     }
 
-    /// Take exclusive hold of `peer`'s key, waiting while another request holds it. A key not
-    /// yet in a full table first expires idle pairings, then evicts the least recently used one
-    /// not in use; when every pairing is in use, [`TableFull`].
-    pub fn checkout(&self, peer: Peer, now: Instant) -> Result<KeyLease<'_, Q>, TableFull> {
+    /// Take exclusive hold of `key`, waiting while another request holds it. A new key first
+    /// makes room (see the module doc: the requester's own quota, then the whole table); when
+    /// no idle key may be evicted, [`TableFull`].
+    pub fn checkout(&self, key: PairingKey, now: Instant) -> Result<KeyLease<'_, Q>, TableFull> {
         loop {
             let mut silenced = Vec::new();
             let slot = {
                 let mut slots = lock(&self.slots);
-                match slots.get(&peer) {
+                match slots.get(&key) {
                     Some(slot) => Arc::clone(slot),
                     None => {
-                        if slots.len() >= self.max_pairings {
-                            silenced.extend(self.expire_locked(&mut slots, now));
-                        }
-                        if slots.len() >= self.max_pairings {
-                            match self.evict_lru_locked(&mut slots) {
-                                Some(p) => silenced.push(p),
-                                None => {
-                                    drop(slots);
-                                    self.silence_all(silenced, "expired");
-                                    return Err(TableFull);
-                                }
-                            }
+                        let room = self.make_room_locked(&mut slots, &key.requester, now);
+                        let full = room.is_err();
+                        silenced.extend(room.unwrap_or_else(|expired| expired));
+                        if full {
+                            drop(slots);
+                            self.silence_all(silenced, "expired");
+                            return Err(TableFull);
                         }
                         let slot = Arc::new(Slot {
                             state: Mutex::new(SlotState {
@@ -115,7 +137,7 @@ impl<Q: RdmaQp> PairingTable<Q> {
                             }),
                             released: Condvar::new(),
                         });
-                        slots.insert(peer, Arc::clone(&slot));
+                        slots.insert(key.clone(), Arc::clone(&slot));
                         slot
                     }
                 }
@@ -133,11 +155,42 @@ impl<Q: RdmaQp> PairingTable<Q> {
             drop(state);
             return Ok(KeyLease {
                 table: self,
-                peer,
+                key,
                 slot,
                 pairing,
             });
         }
+    }
+
+    /// Room for one more key of `requester`: `Ok(pairings to silence)`, or `Err(pairings to
+    /// silence)` when no room can be made (everything evictable is in use).
+    fn make_room_locked(
+        &self,
+        slots: &mut HashMap<PairingKey, Arc<Slot<Q>>>,
+        requester: &Requester,
+        now: Instant,
+    ) -> Result<Vec<Pairing<Q>>, Vec<Pairing<Q>>> {
+        let mut out = Vec::new();
+        let own = |slots: &HashMap<PairingKey, Arc<Slot<Q>>>| {
+            slots.keys().filter(|k| k.requester == *requester).count()
+        };
+        let over_quota = own(slots) >= self.max_per_requester;
+        if over_quota || slots.len() >= self.max_pairings {
+            out.extend(self.expire_locked(slots, now));
+        }
+        if own(slots) >= self.max_per_requester {
+            match self.evict_locked(slots, Victim::OwnOf(requester)) {
+                Some(p) => out.extend(p),
+                None => return Err(out),
+            }
+        }
+        if slots.len() >= self.max_pairings {
+            match self.evict_locked(slots, Victim::HeaviestRequester) {
+                Some(p) => out.extend(p),
+                None => return Err(out),
+            }
+        }
+        Ok(out)
     }
 
     /// Destroy every pairing idle longer than the idle time (and not in use). Returns how many.
@@ -153,11 +206,11 @@ impl<Q: RdmaQp> PairingTable<Q> {
 
     fn expire_locked(
         &self,
-        slots: &mut HashMap<Peer, Arc<Slot<Q>>>,
+        slots: &mut HashMap<PairingKey, Arc<Slot<Q>>>,
         now: Instant,
     ) -> Vec<Pairing<Q>> {
         let mut out = Vec::new();
-        slots.retain(|peer, slot| {
+        slots.retain(|key, slot| {
             let mut state = lock(&slot.state);
             let idle_for = now.saturating_duration_since(state.last_used);
             if state.busy || idle_for < self.idle {
@@ -167,7 +220,7 @@ impl<Q: RdmaQp> PairingTable<Q> {
             slot.released.notify_all();
             if let Some(p) = state.pairing.take() {
                 debug!(
-                    qpn = peer.qp_num,
+                    qpn = key.client.qp_num,
                     pairing = p.id,
                     ?idle_for,
                     "pairing expired"
@@ -180,32 +233,54 @@ impl<Q: RdmaQp> PairingTable<Q> {
         out
     }
 
-    fn evict_lru_locked(&self, slots: &mut HashMap<Peer, Arc<Slot<Q>>>) -> Option<Pairing<Q>> {
-        let mut oldest: Option<(u64, Peer)> = None;
-        for (peer, slot) in slots.iter() {
+    /// Take the chosen idle key out of the table: `None` when no key of that kind is idle,
+    /// `Some(its pairing, if it had one)` otherwise.
+    fn evict_locked(
+        &self,
+        slots: &mut HashMap<PairingKey, Arc<Slot<Q>>>,
+        victim: Victim<'_>,
+    ) -> Option<Option<Pairing<Q>>> {
+        let mut held: HashMap<&Requester, usize> = HashMap::new();
+        if matches!(victim, Victim::HeaviestRequester) {
+            for key in slots.keys() {
+                *held.entry(&key.requester).or_default() += 1;
+            }
+        }
+        // Most keys held first, then least recently used.
+        let mut best: Option<((usize, std::cmp::Reverse<u64>), &PairingKey)> = None;
+        for (key, slot) in slots.iter() {
+            if let Victim::OwnOf(r) = victim {
+                if key.requester != *r {
+                    continue;
+                }
+            }
             let state = lock(&slot.state);
             if state.busy {
                 continue;
             }
-            if oldest.is_none_or(|(seq, _)| state.use_seq < seq) {
-                oldest = Some((state.use_seq, *peer));
+            let held_by_owner = held.get(&key.requester).copied().unwrap_or(0);
+            let rank = (held_by_owner, std::cmp::Reverse(state.use_seq));
+            if best.as_ref().is_none_or(|(r, _)| rank > *r) {
+                best = Some((rank, key));
             }
         }
-        let (_, peer) = oldest?;
-        let slot = slots.remove(&peer)?;
+        let key = best?.1.clone();
+        let slot = slots.remove(&key)?;
         let mut state = lock(&slot.state);
         state.retired = true;
         slot.released.notify_all();
         let pairing = state.pairing.take();
         if let Some(p) = &pairing {
             debug!(
-                qpn = peer.qp_num,
+                qpn = key.client.qp_num,
                 pairing = p.id,
-                "pairing evicted (table full)"
+                peer = %key.requester.peer_ip,
+                identity = %key.requester.identity,
+                "pairing evicted (table or quota full)"
             );
             Stats::bump(&self.stats.pairings_evicted);
         }
-        pairing
+        Some(pairing)
     }
 
     fn silence_all(&self, pairings: Vec<Pairing<Q>>, why: &str) {
@@ -231,18 +306,32 @@ impl<Q: RdmaQp> PairingTable<Q> {
     }
 }
 
+/// Which idle key [`PairingTable::evict_locked`] takes.
+#[derive(Clone, Copy)]
+enum Victim<'a> {
+    /// The least recently used key of this requester (it is at its quota).
+    OwnOf(&'a Requester),
+    /// The least recently used key of the requester holding the most keys (table full).
+    HeaviestRequester,
+}
+
 /// Exclusive hold of one key; returns the pairing to the table when dropped (or retires the
 /// key when it holds none).
 pub struct KeyLease<'t, Q: RdmaQp> {
     table: &'t PairingTable<Q>,
-    peer: Peer,
+    key: PairingKey,
     slot: Arc<Slot<Q>>,
     pairing: Option<Pairing<Q>>,
 }
 
 impl<Q: RdmaQp> KeyLease<'_, Q> {
+    /// The client QP this key's server QP aims at.
     pub fn peer(&self) -> Peer {
-        self.peer
+        self.key.client
+    }
+
+    pub fn key(&self) -> &PairingKey {
+        &self.key
     }
 
     pub fn pairing(&self) -> Option<&Pairing<Q>> {
@@ -288,10 +377,10 @@ impl<Q: RdmaQp> Drop for KeyLease<'_, Q> {
                 state.retired = true;
                 self.slot.released.notify_all();
                 if slots
-                    .get(&self.peer)
+                    .get(&self.key)
                     .is_some_and(|s| Arc::ptr_eq(s, &self.slot))
                 {
-                    slots.remove(&self.peer);
+                    slots.remove(&self.key);
                 }
             }
         }
@@ -301,8 +390,10 @@ impl<Q: RdmaQp> Drop for KeyLease<'_, Q> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::identity::Identity;
     use crate::rdma::port::{QpSetup, RdmaPort};
     use crate::rdma::test_double::{DoublePort, QpLog};
+    use std::net::IpAddr;
     use std::sync::atomic::AtomicUsize;
 
     fn peer(n: u32) -> Peer {
@@ -312,13 +403,39 @@ mod tests {
         }
     }
 
+    fn requester(ip: [u8; 4], identity: &str) -> Requester {
+        Requester::new(IpAddr::from(ip), Identity::new(identity))
+    }
+
+    /// Key `n` of the usual client.
+    fn key(n: u32) -> PairingKey {
+        key_of(&requester([10, 0, 0, 1], "alice"), n)
+    }
+
+    fn key_of(r: &Requester, n: u32) -> PairingKey {
+        PairingKey {
+            requester: r.clone(),
+            client: peer(n),
+        }
+    }
+
     fn pair(
         port: &DoublePort,
         table: &PairingTable<<DoublePort as RdmaPort>::Qp>,
         n: u32,
         id: u16,
     ) {
-        let mut lease = table.checkout(peer(n), Instant::now()).expect("room");
+        pair_key(port, table, key(n), id);
+    }
+
+    fn pair_key(
+        port: &DoublePort,
+        table: &PairingTable<<DoublePort as RdmaPort>::Qp>,
+        key: PairingKey,
+        id: u16,
+    ) {
+        let n = key.client.qp_num;
+        let mut lease = table.checkout(key, Instant::now()).expect("room");
         let qp = port
             .connect_qp(&QpSetup {
                 peer: peer(n),
@@ -337,16 +454,16 @@ mod tests {
     fn lease_returns_pairing_and_empty_lease_retires_key() {
         let port = DoublePort::new();
         let stats = Arc::new(Stats::default());
-        let table = PairingTable::new(4, Duration::from_secs(60), stats.clone());
+        let table = PairingTable::new(4, 4, Duration::from_secs(60), stats.clone());
         pair(&port, &table, 1, 11);
         assert_eq!(table.len(), 1);
         {
-            let lease = table.checkout(peer(1), Instant::now()).expect("room");
+            let lease = table.checkout(key(1), Instant::now()).expect("room");
             assert_eq!(lease.pairing().map(|p| p.id), Some(11));
         }
         {
             // A lease that ends without a pairing takes its key out of the table.
-            let lease = table.checkout(peer(2), Instant::now()).expect("room");
+            let lease = table.checkout(key(2), Instant::now()).expect("room");
             assert!(lease.pairing().is_none());
         }
         assert_eq!(table.len(), 1);
@@ -356,13 +473,13 @@ mod tests {
     #[test]
     fn replacing_a_pairing_silences_the_old_qp_first() {
         let port = DoublePort::new();
-        let table = PairingTable::new(4, Duration::from_secs(60), Arc::new(Stats::default()));
+        let table = PairingTable::new(4, 4, Duration::from_secs(60), Arc::new(Stats::default()));
         pair(&port, &table, 1, 11);
         let old_qpn = {
-            let lease = table.checkout(peer(1), Instant::now()).expect("room");
+            let lease = table.checkout(key(1), Instant::now()).expect("room");
             lease.pairing().map(|p| p.qp.qp_num()).expect("paired")
         };
-        let mut lease = table.checkout(peer(1), Instant::now()).expect("room");
+        let mut lease = table.checkout(key(1), Instant::now()).expect("room");
         lease.destroy_pairing("replaced");
         // The old QP went to ERR and was destroyed before the new one was even created.
         let log = port.log();
@@ -391,10 +508,10 @@ mod tests {
     fn idle_pairings_expire_and_their_qps_are_destroyed() {
         let port = DoublePort::new();
         let stats = Arc::new(Stats::default());
-        let table = PairingTable::new(8, Duration::from_secs(10), stats.clone());
+        let table = PairingTable::new(8, 8, Duration::from_secs(10), stats.clone());
         pair(&port, &table, 1, 11);
         let qpn = table
-            .checkout(peer(1), Instant::now())
+            .checkout(key(1), Instant::now())
             .expect("room")
             .pairing()
             .map(|p| p.qp.qp_num());
@@ -407,7 +524,7 @@ mod tests {
         assert_eq!(stats.pairings_live.load(Ordering::Relaxed), 0);
         // The client's next request finds no pairing.
         assert!(table
-            .checkout(peer(1), Instant::now())
+            .checkout(key(1), Instant::now())
             .expect("room")
             .pairing()
             .is_none());
@@ -416,9 +533,9 @@ mod tests {
     #[test]
     fn a_pairing_in_use_does_not_expire() {
         let port = DoublePort::new();
-        let table = PairingTable::new(8, Duration::from_secs(10), Arc::new(Stats::default()));
+        let table = PairingTable::new(8, 8, Duration::from_secs(10), Arc::new(Stats::default()));
         pair(&port, &table, 1, 11);
-        let lease = table.checkout(peer(1), Instant::now()).expect("room");
+        let lease = table.checkout(key(1), Instant::now()).expect("room");
         assert_eq!(table.expire(Instant::now() + Duration::from_secs(60)), 0);
         drop(lease);
         assert_eq!(table.len(), 1);
@@ -428,18 +545,18 @@ mod tests {
     fn full_table_evicts_least_recently_used() {
         let port = DoublePort::new();
         let stats = Arc::new(Stats::default());
-        let table = PairingTable::new(2, Duration::from_secs(600), stats.clone());
+        let table = PairingTable::new(2, 2, Duration::from_secs(600), stats.clone());
         pair(&port, &table, 1, 11);
         pair(&port, &table, 2, 12);
         // Touch 1, so 2 is the least recently used.
-        drop(table.checkout(peer(1), Instant::now()).expect("room"));
+        drop(table.checkout(key(1), Instant::now()).expect("room"));
         let qpn2 = table
-            .checkout(peer(2), Instant::now())
+            .checkout(key(2), Instant::now())
             .expect("room")
             .pairing()
             .map(|p| p.qp.qp_num());
         // ... and touch 1 again after 2.
-        drop(table.checkout(peer(1), Instant::now()).expect("room"));
+        drop(table.checkout(key(1), Instant::now()).expect("room"));
         pair(&port, &table, 3, 13);
         assert_eq!(table.len(), 2);
         assert_eq!(stats.pairings_evicted.load(Ordering::Relaxed), 1);
@@ -447,7 +564,7 @@ mod tests {
             .log()
             .contains(&QpLog::Destroyed(qpn2.expect("paired"))));
         assert!(table
-            .checkout(peer(1), Instant::now())
+            .checkout(key(1), Instant::now())
             .expect("room")
             .pairing()
             .is_some());
@@ -456,11 +573,11 @@ mod tests {
     #[test]
     fn full_table_of_busy_pairings_is_table_full() {
         let port = DoublePort::new();
-        let table = PairingTable::new(1, Duration::from_secs(600), Arc::new(Stats::default()));
+        let table = PairingTable::new(1, 1, Duration::from_secs(600), Arc::new(Stats::default()));
         pair(&port, &table, 1, 11);
-        let _busy = table.checkout(peer(1), Instant::now()).expect("room");
+        let _busy = table.checkout(key(1), Instant::now()).expect("room");
         assert_eq!(
-            table.checkout(peer(2), Instant::now()).err(),
+            table.checkout(key(2), Instant::now()).err(),
             Some(TableFull)
         );
     }
@@ -468,7 +585,7 @@ mod tests {
     #[test]
     fn requests_for_one_key_are_serialised() {
         let port = DoublePort::new();
-        let table = PairingTable::new(4, Duration::from_secs(600), Arc::new(Stats::default()));
+        let table = PairingTable::new(4, 4, Duration::from_secs(600), Arc::new(Stats::default()));
         pair(&port, &table, 1, 11);
         let inside = AtomicUsize::new(0);
         let max_inside = AtomicUsize::new(0);
@@ -476,7 +593,7 @@ mod tests {
             for _ in 0..4 {
                 s.spawn(|| {
                     for _ in 0..50 {
-                        let lease = table.checkout(peer(1), Instant::now()).expect("room");
+                        let lease = table.checkout(key(1), Instant::now()).expect("room");
                         let n = inside.fetch_add(1, Ordering::SeqCst) + 1;
                         max_inside.fetch_max(n, Ordering::SeqCst);
                         std::thread::yield_now();
@@ -488,5 +605,104 @@ mod tests {
         });
         assert_eq!(max_inside.load(Ordering::SeqCst), 1);
         assert_eq!(table.len(), 1);
+    }
+
+    fn pairing_id(
+        table: &PairingTable<<DoublePort as RdmaPort>::Qp>,
+        key: &PairingKey,
+    ) -> Option<u16> {
+        table
+            .checkout(key.clone(), Instant::now())
+            .expect("room")
+            .pairing()
+            .map(|p| p.id)
+    }
+
+    #[test]
+    fn key_includes_peer_address_and_identity() {
+        let port = DoublePort::new();
+        let table = PairingTable::new(16, 16, Duration::from_secs(600), Arc::new(Stats::default()));
+        let victim = requester([10, 0, 0, 1], "alice");
+        pair_key(&port, &table, key_of(&victim, 7), 11);
+        // The same client QP (GID, QPN) asked for from another address or by another identity
+        // is another key: it finds no pairing, and the victim's is untouched.
+        for other in [
+            requester([10, 0, 0, 9], "alice"),
+            requester([10, 0, 0, 1], "mallory"),
+        ] {
+            let mut lease = table
+                .checkout(key_of(&other, 7), Instant::now())
+                .expect("room");
+            assert!(lease.pairing().is_none(), "{other:?} sees no pairing");
+            // What a re-pairing does first: silence the key's old QP (there is none).
+            lease.destroy_pairing("superseded by a new pairing");
+        }
+        assert!(port
+            .log()
+            .iter()
+            .all(|e| !matches!(e, QpLog::ToError(_) | QpLog::Destroyed(_))));
+        assert_eq!(pairing_id(&table, &key_of(&victim, 7)), Some(11));
+    }
+
+    #[test]
+    fn a_flood_of_made_up_keys_evicts_only_the_flooders_own_pairings() {
+        let port = DoublePort::new();
+        let stats = Arc::new(Stats::default());
+        let table = PairingTable::new(8, 4, Duration::from_secs(600), stats.clone());
+        let victim = requester([10, 0, 0, 1], "alice");
+        pair_key(&port, &table, key_of(&victim, 1), 11);
+        pair_key(&port, &table, key_of(&victim, 2), 12);
+        let victim_qpns: Vec<u32> = port
+            .log()
+            .iter()
+            .filter_map(|e| match e {
+                QpLog::Created(q) => Some(*q),
+                _ => None,
+            })
+            .collect();
+        // One attacker (one address, one identity) pairs 100 made-up client QPs, the victim's
+        // QP numbers included.
+        let mallory = requester([10, 0, 0, 66], "mallory");
+        for n in 0..100 {
+            pair_key(&port, &table, key_of(&mallory, n), 100 + n as u16);
+        }
+        assert_eq!(table.len(), 2 + 4, "the flooder holds its quota, no more");
+        assert_eq!(stats.pairings_evicted.load(Ordering::Relaxed), 96);
+        for q in victim_qpns {
+            assert!(
+                !port.log().contains(&QpLog::Destroyed(q)),
+                "victim QP {q} destroyed"
+            );
+        }
+        assert_eq!(pairing_id(&table, &key_of(&victim, 1)), Some(11));
+        assert_eq!(pairing_id(&table, &key_of(&victim, 2)), Some(12));
+    }
+
+    #[test]
+    fn a_full_table_evicts_from_the_requester_holding_the_most() {
+        let port = DoublePort::new();
+        let stats = Arc::new(Stats::default());
+        let table = PairingTable::new(8, 4, Duration::from_secs(600), stats.clone());
+        let victim = requester([10, 0, 0, 1], "alice");
+        pair_key(&port, &table, key_of(&victim, 1), 11);
+        // Two flooders from other addresses fill the rest of the table and go on.
+        for (i, ip) in [[10, 0, 0, 7], [10, 0, 0, 8]].into_iter().enumerate() {
+            let r = requester(ip, "mallory");
+            for n in 0..10 {
+                pair_key(
+                    &port,
+                    &table,
+                    key_of(&r, n),
+                    (200 + 10 * i + n as usize) as u16,
+                );
+            }
+        }
+        assert_eq!(table.len(), 8);
+        assert_eq!(pairing_id(&table, &key_of(&victim, 1)), Some(11));
+        // The victim's next new key takes the place of a flooder's, not of its own.
+        pair_key(&port, &table, key_of(&victim, 2), 12);
+        assert_eq!(pairing_id(&table, &key_of(&victim, 1)), Some(11));
+        assert_eq!(pairing_id(&table, &key_of(&victim, 2)), Some(12));
+        assert_eq!(table.len(), 8);
     }
 }

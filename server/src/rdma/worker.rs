@@ -240,6 +240,10 @@ mod tests {
         };
         RdmaJob {
             token,
+            requester: crate::identity::Requester::new(
+                std::net::Ipv4Addr::LOCALHOST.into(),
+                crate::identity::Identity::anonymous(),
+            ),
             bucket: "b".into(),
             key: "k".into(),
             kind: JobKind::Put,

@@ -19,9 +19,19 @@ struct Server {
 fn server() -> Server {
     let dir = tempfile::tempdir().expect("tempdir");
     let storage: Arc<dyn Backend> = Arc::new(FsBackend::open(dir.path()).expect("storage"));
-    let service =
-        S3ServiceBuilder::new(HipobjS3::new(storage, None, Arc::new(Stats::default()))).build();
-    Server { _dir: dir, service }
+    let stats = Arc::new(Stats::default());
+    let mut builder = S3ServiceBuilder::new(HipobjS3::new(
+        Arc::clone(&storage),
+        None,
+        Arc::clone(&stats),
+    ));
+    // Anonymous, as `--anonymous` serves (the access hook still runs).
+    builder.set_auth(crate::credentials::CredentialsTable::default());
+    builder.set_access(crate::access::AccessPolicy::new(storage, stats, true, true));
+    Server {
+        _dir: dir,
+        service: builder.build(),
+    }
 }
 
 struct Answer {
@@ -53,7 +63,9 @@ async fn call(
     for (n, v) in headers {
         req = req.header(*n, *v);
     }
-    let req = req.body(Body::from(body.to_vec())).expect("request");
+    let mut req = req.body(Body::from(body.to_vec())).expect("request");
+    req.extensions_mut()
+        .insert(crate::identity::HttpPeer([127, 0, 0, 1].into()));
     let resp = s.service.call(req).await.expect("response");
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();

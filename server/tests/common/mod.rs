@@ -1,45 +1,95 @@
 //! A started `hipobj-server` binary and a small blocking HTTP/1.1 client, shared by the
-//! integration tests.
+//! integration tests. The server runs with authentication on (a credentials file with the two
+//! test identities) unless the test passes its own `--anonymous`, `--credentials` or key flags;
+//! requests are signed as `TEST_SIGNER` unless sent with `request_as(None, ..)`.
 #![allow(dead_code)]
 
+#[path = "../../../tests/support/sigv4.rs"]
+pub mod sigv4;
+
+use sigv4::{Placement, Signer, TEST_CREDENTIALS, TEST_SIGNER};
+
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::Duration;
 
 pub struct Server {
     child: Child,
     pub addr: SocketAddr,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
+    listen: String,
+    extra: Vec<String>,
+    /// Requests are signed with this identity unless told otherwise.
+    pub signer: Option<Signer>,
+    /// Requests go to this address of the server (and so come from it: on one host the kernel
+    /// picks the destination as the source); `None`: the address it printed.
+    client_ip: Mutex<Option<IpAddr>>,
+}
+
+/// Whether the flags already say how to authenticate.
+fn names_auth(extra: &[&str]) -> bool {
+    extra
+        .iter()
+        .any(|a| ["--anonymous", "--credentials", "--access-key"].contains(a))
 }
 
 impl Server {
+    /// Start on 127.0.0.1 with a fresh data directory.
     pub fn start(extra: &[&str]) -> Server {
+        Server::start_listening("127.0.0.1:0", extra)
+    }
+
+    /// Start on `listen` (e.g. `0.0.0.0:0`) with a fresh data directory.
+    pub fn start_listening(listen: &str, extra: &[&str]) -> Server {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hipobj-server"))
-            .args(["--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(dir.path())
-            .args(extra)
-            .env("HIPOBJ_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn hipobj-server");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("read the ready line");
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .parse()
-            .expect("address");
+        let mut extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let signer = if names_auth(&extra.iter().map(String::as_str).collect::<Vec<_>>()) {
+            None
+        } else {
+            let creds = dir.path().join("credentials");
+            std::fs::write(&creds, TEST_CREDENTIALS).expect("credentials file");
+            extra.push("--credentials".into());
+            extra.push(creds.display().to_string());
+            Some(TEST_SIGNER)
+        };
+        let data = dir.path().join("data");
+        let (child, addr) = spawn(listen, &data, &extra, Stdio::inherit());
         Server {
             child,
             addr,
-            _dir: dir,
+            dir,
+            listen: listen.to_string(),
+            extra,
+            signer,
+            client_ip: Mutex::new(None),
+        }
+    }
+
+    /// Stop and start again on a new port with the same flags and data directory.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let data = self.dir.path().join("data");
+        let (child, addr) = spawn(&self.listen, &data, &self.extra, Stdio::inherit());
+        self.child = child;
+        self.addr = addr;
+    }
+
+    /// Send the following requests to (and so from) `ip` (`None`: the printed address).
+    pub fn send_from(&self, ip: Option<IpAddr>) {
+        *self.client_ip.lock().unwrap_or_else(|e| e.into_inner()) = ip;
+    }
+
+    /// Where requests connect to.
+    pub fn target_addr(&self) -> SocketAddr {
+        match *self.client_ip.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(ip) => SocketAddr::new(ip, self.addr.port()),
+            None if self.addr.ip().is_unspecified() => {
+                SocketAddr::new(Ipv4Addr::LOCALHOST.into(), self.addr.port())
+            }
+            None => self.addr,
         }
     }
 
@@ -50,13 +100,72 @@ impl Server {
         headers: &[(&str, String)],
         body: &[u8],
     ) -> Response {
-        let mut stream = TcpStream::connect(self.addr).expect("connect");
+        self.request_as(
+            self.signer,
+            Placement::Header,
+            method,
+            target,
+            headers,
+            body,
+        )
+    }
+
+    /// A request signed by `signer` (`None`: unsigned), every header in `headers` signed.
+    pub fn request_as(
+        &self,
+        signer: Option<Signer>,
+        placement: Placement,
+        method: &str,
+        target: &str,
+        headers: &[(&str, String)],
+        body: &[u8],
+    ) -> Response {
+        self.request_with_unsigned(signer, placement, method, target, headers, &[], body)
+    }
+
+    /// Like `request_as`, plus `unsigned` headers left out of the signature.
+    #[allow(clippy::too_many_arguments)]
+    pub fn request_with_unsigned(
+        &self,
+        signer: Option<Signer>,
+        placement: Placement,
+        method: &str,
+        target: &str,
+        headers: &[(&str, String)],
+        unsigned: &[(&str, String)],
+        body: &[u8],
+    ) -> Response {
+        let mut all: Vec<(String, String)> = headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.clone()))
+            .collect();
+        let mut target = target.to_string();
+        if let Some(signer) = signer {
+            let host = self.target_addr().to_string();
+            let pairs: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            let signed = signer.sign(placement, method, &host, &target, &pairs, body);
+            target = signed.target;
+            all.extend(signed.headers);
+        }
+        all.extend(unsigned.iter().map(|(n, v)| (n.to_string(), v.clone())));
+        self.raw_request(method, &target, &all, body)
+    }
+
+    fn raw_request(
+        &self,
+        method: &str,
+        target: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> Response {
+        let to = self.target_addr();
+        let mut stream = TcpStream::connect(to).expect("connect");
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
             .expect("timeout");
         let mut head = format!(
             "{method} {target} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n",
-            self.addr
+            to
         );
         head.push_str(&format!("content-length: {}\r\n", body.len()));
         for (name, value) in headers {
@@ -78,6 +187,11 @@ impl Server {
         String::from_utf8(self.get("/_hipobj/stats").body).expect("utf8")
     }
 
+    /// Where the server keeps its buckets.
+    pub fn data_dir(&self) -> std::path::PathBuf {
+        self.dir.path().join("data")
+    }
+
     /// SIGTERM, then the exit status.
     pub fn stop(mut self) -> std::process::ExitStatus {
         // SAFETY: plain kill(2) on our own child's pid.
@@ -92,6 +206,36 @@ impl Server {
         let _ = self.child.kill();
         panic!("server did not exit within 10 s of SIGTERM");
     }
+}
+
+/// Start the binary with `--listen LISTEN --data-dir DATA` and `extra`; wait for its ready line.
+pub fn spawn(
+    listen: &str,
+    data: &std::path::Path,
+    extra: &[String],
+    stderr: Stdio,
+) -> (Child, SocketAddr) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hipobj-server"))
+        .args(["--listen", listen, "--data-dir"])
+        .arg(data)
+        .args(extra)
+        .env("HIPOBJ_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("spawn hipobj-server");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("read the ready line");
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .parse()
+        .expect("address");
+    (child, addr)
 }
 
 impl Drop for Server {

@@ -1,0 +1,371 @@
+//! PROTOCOL.md section 9 over HTTP against the real binary (no RDMA needed): identities and a
+//! credentials file, bucket ownership, the signed-token rule (9.2), the GID-is-the-peer rule
+//! (9.4), the stats endpoint (9.5) and anonymous serving. Token requests here run on a server
+//! whose RDMA is disabled, so a token that passes every check is answered 501: a 403 instead
+//! shows that the check ran before any pairing or RDMA.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use common::sigv4::{Placement, Signer, OTHER_SIGNER, TEST_SIGNER};
+use common::Server;
+
+/// A token for client GID `::ffff:<ip>` (PROTOCOL.md section 2), hex encoded.
+fn token_from(ip: [u8; 4], length: u64) -> String {
+    let mut b = Vec::with_capacity(44);
+    b.push(1);
+    b.extend_from_slice(&0x1234u32.to_le_bytes());
+    b.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff]);
+    b.extend_from_slice(&ip);
+    b.extend_from_slice(&0x99u32.to_le_bytes());
+    b.extend_from_slice(&0x7f00_0000_1000u64.to_le_bytes());
+    b.extend_from_slice(&length.to_le_bytes());
+    b.push(1);
+    b.extend_from_slice(&0u16.to_le_bytes());
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+const LOOPBACK: [u8; 4] = [127, 0, 0, 1];
+
+fn rdma_disabled_server(extra: &[&str]) -> Server {
+    let mut flags = vec!["--device", "no-such-rdma-device0"];
+    flags.extend_from_slice(extra);
+    Server::start(&flags)
+}
+
+fn as_other(server: &Server, method: &str, target: &str, body: &[u8]) -> common::Response {
+    server.request_as(
+        Some(OTHER_SIGNER),
+        Placement::Header,
+        method,
+        target,
+        &[],
+        body,
+    )
+}
+
+#[test]
+fn signatures_are_checked_against_the_credentials_file() {
+    let server = Server::start(&[]);
+    assert_eq!(server.request("PUT", "/sig", &[], b"").status, 200);
+    assert_eq!(server.request("PUT", "/sig/k", &[], b"body").status, 200);
+    assert_eq!(server.get("/sig/k").body, b"body");
+    // Unsigned, a wrong secret, an unknown access key: 403, nothing read.
+    let unsigned = server.request_as(None, Placement::Header, "GET", "/sig/k", &[], b"");
+    assert_eq!(unsigned.status, 403, "{}", unsigned.text());
+    let wrong = Signer {
+        access_key: TEST_SIGNER.access_key,
+        secret_key: "not-the-secret",
+    };
+    let r = server.request_as(Some(wrong), Placement::Header, "GET", "/sig/k", &[], b"");
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert!(!r.body.windows(4).any(|w| w == b"body"));
+    let stranger = Signer {
+        access_key: "nobody",
+        secret_key: "x",
+    };
+    let r = server.request_as(Some(stranger), Placement::Header, "GET", "/sig/k", &[], b"");
+    assert_eq!(r.status, 403, "{}", r.text());
+    // A presigned URL of a known identity works.
+    let r = server.request_as(
+        Some(TEST_SIGNER),
+        Placement::Query,
+        "GET",
+        "/sig/k",
+        &[],
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.body, b"body");
+}
+
+#[test]
+fn another_identitys_bucket_is_403_for_every_operation() {
+    let mut server = Server::start(&[]);
+    assert_eq!(server.request("PUT", "/mine", &[], b"").status, 200);
+    assert_eq!(server.request("PUT", "/mine/k", &[], b"owned").status, 200);
+    let refused = |server: &Server| {
+        for (method, target) in [
+            ("GET", "/mine/k"),
+            ("HEAD", "/mine/k"),
+            ("PUT", "/mine/k"),
+            ("PUT", "/mine/new"),
+            ("DELETE", "/mine/k"),
+            ("GET", "/mine?list-type=2"),
+            ("HEAD", "/mine"),
+            ("DELETE", "/mine"),
+        ] {
+            let r = as_other(server, method, target, b"intruder");
+            assert_eq!(r.status, 403, "{method} {target}: {}", r.text());
+            assert!(
+                !r.body.windows(5).any(|w| w == b"owned"),
+                "{method} {target}"
+            );
+        }
+        // Creating it again: BucketAlreadyExists, owner unchanged.
+        let r = as_other(server, "PUT", "/mine", b"");
+        assert_eq!(r.status, 409, "{}", r.text());
+        assert!(r.text().contains("BucketAlreadyExists"), "{}", r.text());
+        // The owner still has everything, unchanged.
+        assert_eq!(server.get("/mine/k").body, b"owned");
+        assert_eq!(server.request("HEAD", "/mine/new", &[], b"").status, 404);
+    };
+    refused(&server);
+    // A copy whose source is another identity's bucket, into one's own bucket: 403.
+    assert_eq!(as_other(&server, "PUT", "/theirs", b"").status, 200);
+    let copy = server.request_as(
+        Some(OTHER_SIGNER),
+        Placement::Header,
+        "PUT",
+        "/theirs/copy",
+        &[("x-amz-copy-source", "/mine/k".into())],
+        b"",
+    );
+    assert_eq!(copy.status, 403, "{}", copy.text());
+    // The owner survives a restart (it is on disk).
+    server.restart();
+    refused(&server);
+    let own = server.request("PUT", "/mine", &[], b"");
+    assert_eq!(own.status, 409, "{}", own.text());
+    assert!(
+        own.text().contains("BucketAlreadyOwnedByYou"),
+        "{}",
+        own.text()
+    );
+}
+
+#[test]
+fn list_buckets_shows_only_your_own() {
+    let server = Server::start(&[]);
+    assert_eq!(server.request("PUT", "/alpha", &[], b"").status, 200);
+    assert_eq!(as_other(&server, "PUT", "/beta", b"").status, 200);
+    let mine = server.get("/").text();
+    assert!(mine.contains("<Name>alpha</Name>"), "{mine}");
+    assert!(!mine.contains("<Name>beta</Name>"), "{mine}");
+    let theirs = as_other(&server, "GET", "/", b"").text();
+    assert!(theirs.contains("<Name>beta</Name>"), "{theirs}");
+    assert!(!theirs.contains("<Name>alpha</Name>"), "{theirs}");
+}
+
+#[test]
+fn a_bucket_without_an_owner_belongs_to_nobody() {
+    let server = Server::start(&[]);
+    // As a revision-1 server left it: a bucket directory without an owner file.
+    std::fs::create_dir_all(server.data_dir().join("legacy/.meta")).expect("mkdir");
+    assert_eq!(server.get("/legacy?list-type=2").status, 403);
+    assert_eq!(
+        as_other(&server, "GET", "/legacy?list-type=2", b"").status,
+        403
+    );
+    assert!(!server.get("/").text().contains("legacy"));
+}
+
+#[test]
+fn a_token_left_out_of_the_signature_is_403_with_reply_403() {
+    let server = rdma_disabled_server(&[]);
+    assert_eq!(server.request("PUT", "/bkt", &[], b"").status, 200);
+    assert_eq!(server.request("PUT", "/bkt/obj", &[], b"hello").status, 200);
+    let token = token_from(LOOPBACK, 4096);
+    for placement in [Placement::Header, Placement::Query] {
+        for (method, target) in [("GET", "/bkt/obj"), ("PUT", "/bkt/new")] {
+            let r = server.request_with_unsigned(
+                Some(TEST_SIGNER),
+                placement,
+                method,
+                target,
+                &[],
+                &[("x-amz-rdma-token", token.clone())],
+                b"",
+            );
+            assert_eq!(r.status, 403, "{placement:?} {method}: {}", r.text());
+            assert_eq!(
+                r.header("x-amz-rdma-reply"),
+                Some("403"),
+                "{placement:?} {method}"
+            );
+            // Signed, the same token gets past the check (501: RDMA is disabled here).
+            let ok = server.request_as(
+                Some(TEST_SIGNER),
+                placement,
+                method,
+                target,
+                &[("x-amz-rdma-token", token.clone())],
+                b"",
+            );
+            assert_eq!(ok.status, 501, "{placement:?} {method}: {}", ok.text());
+        }
+    }
+    assert_eq!(server.request("HEAD", "/bkt/new", &[], b"").status, 404);
+    let stats = server.stats();
+    assert!(stats.contains("\"replies_403\":4"), "{stats}");
+    assert!(
+        stats.contains("\"token_requests\":4"),
+        "only the signed ones: {stats}"
+    );
+}
+
+#[test]
+fn a_client_gid_that_is_not_the_peer_is_403_unless_relaxed() {
+    let server = rdma_disabled_server(&[]);
+    assert_eq!(server.request("PUT", "/bkt", &[], b"").status, 200);
+    assert_eq!(server.request("PUT", "/bkt/obj", &[], b"hello").status, 200);
+    let elsewhere = token_from([10, 9, 9, 9], 4096);
+    let r = server.request(
+        "GET",
+        "/bkt/obj",
+        &[("x-amz-rdma-token", elsewhere.clone())],
+        b"",
+    );
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(r.header("x-amz-rdma-reply"), Some("403"));
+    let own = token_from(LOOPBACK, 4096);
+    let r = server.request("GET", "/bkt/obj", &[("x-amz-rdma-token", own)], b"");
+    assert_eq!(r.status, 501, "{}", r.text());
+    // A token request on another identity's bucket: 403 with the reply header too.
+    let r = server.request_as(
+        Some(OTHER_SIGNER),
+        Placement::Header,
+        "GET",
+        "/bkt/obj",
+        &[("x-amz-rdma-token", token_from(LOOPBACK, 4096))],
+        b"",
+    );
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(r.header("x-amz-rdma-reply"), Some("403"));
+
+    let relaxed = rdma_disabled_server(&["--allow-gid-peer-mismatch"]);
+    assert_eq!(relaxed.request("PUT", "/bkt", &[], b"").status, 200);
+    assert_eq!(
+        relaxed.request("PUT", "/bkt/obj", &[], b"hello").status,
+        200
+    );
+    let r = relaxed.request("GET", "/bkt/obj", &[("x-amz-rdma-token", elsewhere)], b"");
+    assert_eq!(r.status, 501, "{}", r.text());
+}
+
+#[test]
+fn stats_need_a_signature() {
+    let server = Server::start(&[]);
+    let r = server.request_as(None, Placement::Header, "GET", "/_hipobj/stats", &[], b"");
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert!(!r.text().contains("http_gets"));
+    let r = server.get("/_hipobj/stats");
+    assert_eq!(r.status, 200);
+    assert!(r.text().contains("\"http_gets\":0"), "{}", r.text());
+    // No bucket can take the endpoint's name.
+    assert_eq!(server.request("PUT", "/_hipobj", &[], b"").status, 400);
+}
+
+/// How a start went: `Ok((ready line, stderr))` or `Err((exit code, stderr))`.
+type Started = Result<(String, String), (i32, String)>;
+
+/// Start with `flags` and stderr captured; `Ok(stderr up to the ready line)` when it serves,
+/// `Err((exit code, stderr))` when it refuses to start.
+fn start_capturing(flags: &[&str]) -> (std::process::Child, tempfile::TempDir, Started) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hipobj-server"))
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .args(flags)
+        .env("HIPOBJ_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut ready = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut ready)
+        .expect("stdout");
+    let mut err_lines = BufReader::new(child.stderr.take().expect("stderr"));
+    if ready.is_empty() {
+        let status = child.wait().expect("wait");
+        let mut text = String::new();
+        while err_lines.read_line(&mut text).unwrap_or(0) > 0 {}
+        return (child, dir, Err((status.code().unwrap_or(-1), text)));
+    }
+    // Whatever stderr says within 3 s of the ready line (the banner comes before it).
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        while err_lines.read_line(&mut line).unwrap_or(0) > 0 {
+            if tx.send(std::mem::take(&mut line)).is_err() {
+                return;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    let mut text = String::new();
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(line) => text.push_str(&line),
+            Err(_) => break,
+        }
+        if text.contains("serving without authentication") {
+            break;
+        }
+    }
+    (child, dir, Ok((ready, text)))
+}
+
+#[test]
+fn anonymous_serving_works_and_is_announced() {
+    let (mut child, _dir, started) = start_capturing(&["--anonymous"]);
+    let (ready, stderr) = started.expect("serves");
+    assert!(
+        stderr.contains("WITHOUT AUTHENTICATION"),
+        "banner on stderr: {stderr:?}"
+    );
+    let addr = ready
+        .trim()
+        .strip_prefix("listening on ")
+        .expect("ready line");
+    let s3 = AnonymousClient(addr.parse().expect("addr"));
+    assert_eq!(s3.send("PUT", "/open").status, 200);
+    let r = s3.send("GET", "/");
+    assert!(r.text().contains("<Name>open</Name>"), "{}", r.text());
+    // The counters: served on loopback.
+    assert_eq!(s3.send("GET", "/_hipobj/stats").status, 200);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+struct AnonymousClient(std::net::SocketAddr);
+
+impl AnonymousClient {
+    fn send(&self, method: &str, target: &str) -> common::Response {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(self.0).expect("connect");
+        let head = format!(
+            "{method} {target} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n",
+            self.0
+        );
+        stream.write_all(head.as_bytes()).expect("write");
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).expect("read");
+        common::Response::parse(&raw, method == "HEAD")
+    }
+}
+
+#[test]
+fn refuses_to_start_without_authentication_or_with_a_bad_credentials_file() {
+    let (_c, _d, r) = start_capturing(&[]);
+    let (code, stderr) = r.expect_err("must not start");
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--anonymous"), "{stderr}");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("creds");
+    for (text, want) in [
+        ("alice a\nbob\n", ":2: only one field"),
+        ("alice a b\n", ":1: more than two fields"),
+        ("# c\nalice a\nalice b\n", ":3: duplicate access key"),
+    ] {
+        std::fs::write(&file, text).expect("write");
+        let (_c, _d, r) = start_capturing(&["--credentials", &file.display().to_string()]);
+        let (code, stderr) = r.expect_err(text);
+        assert_eq!(code, 2, "{text:?}");
+        assert!(stderr.contains(want), "{text:?}: {stderr}");
+    }
+}

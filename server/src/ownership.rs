@@ -1,17 +1,17 @@
 //! Bucket ownership (PROTOCOL.md rule 9.1): a bucket belongs to the identity that created it.
-//! The backend records the owner beside the bucket (the fs backend: `<bucket>/.owner`, one line:
-//! the access key, or `anonymous`), so a restart keeps it.
+//! The owner is recorded by the storage seam (`Backend::set_bucket_owner`; the fs backend keeps
+//! it in `<bucket>/.owner`, one line: the access key, or `anonymous`), so a restart keeps it.
 //!
 //! A bucket without an owner record (made by a server before revision 2, or caught between its
 //! creation and the owner write) belongs to no identity: every identity gets 403 on it. An
-//! operator adopts such a bucket by writing the access key into its owner record.
+//! operator adopts such a bucket by writing the access key into its `.owner` file.
 
 use std::io;
 
 use crate::backend::{Backend, BucketInfo, StorageError, StorageResult};
 use crate::identity::Identity;
 
-/// Who owns a bucket, as far as the backend says.
+/// Who owns a bucket, as far as the disk says.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Ownership {
     /// No such bucket.
@@ -58,9 +58,9 @@ pub fn create_owned_bucket(
 /// The buckets `identity` owns (ListBuckets shows only these).
 pub fn own_buckets(storage: &dyn Backend, identity: &Identity) -> StorageResult<Vec<BucketInfo>> {
     let mut out = Vec::new();
-    for b in storage.list_buckets()? {
-        if owner_of(storage, &b.name)?.is(identity) {
-            out.push(b);
+    for bucket in storage.list_buckets()? {
+        if owner_of(storage, &bucket.name)?.is(identity) {
+            out.push(bucket);
         }
     }
     Ok(out)
@@ -91,7 +91,7 @@ mod tests {
             .map(|b| b.name)
             .collect();
         assert_eq!(own, ["b"]);
-        // The owner record is not an object, and does not keep the bucket from being deleted.
+        // The owner file is not an object, and does not keep the bucket from being deleted.
         assert!(s.list_objects("b", "").expect("list").is_empty());
         s.delete_bucket("b").expect("delete");
     }

@@ -1,5 +1,5 @@
-//! The S3 core through s3s's HTTP layer (no RDMA; served as `--anonymous` serves, so the access
-//! hook runs): status codes, headers and bodies as a client sees them.
+//! The S3 core through s3s's HTTP layer (no RDMA, no authentication): status codes, headers and
+//! bodies as a client sees them.
 
 use std::sync::Arc;
 
@@ -25,10 +25,13 @@ fn server() -> Server {
         None,
         Arc::clone(&stats),
     ));
+    // Anonymous, as `--anonymous` serves (the access hook still runs).
     builder.set_auth(crate::credentials::CredentialsTable::default());
     builder.set_access(crate::access::AccessPolicy::new(storage, stats, true, true));
-    let service = builder.build();
-    Server { _dir: dir, service }
+    Server {
+        _dir: dir,
+        service: builder.build(),
+    }
 }
 
 struct Answer {
@@ -61,7 +64,6 @@ async fn call(
         req = req.header(*n, *v);
     }
     let mut req = req.body(Body::from(body.to_vec())).expect("request");
-    // As the accept loop tags every request with its connection's peer.
     req.extensions_mut()
         .insert(crate::identity::HttpPeer([127, 0, 0, 1].into()));
     let resp = s.service.call(req).await.expect("response");

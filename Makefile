@@ -3,7 +3,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build deps test unit ctest lint loom fuzz-short e2e demo clean
+.PHONY: all build deps test unit ctest lint loom fuzz-short e2e demo python clean
 
 all: build
 
@@ -31,7 +31,11 @@ loom:
 fuzz-short:
 	fuzz/run-short
 
-e2e: build
+# The Python package (python/): the abi3 wheel in target/wheels, installed in target/python-venv.
+python: deps
+	scripts/build-python
+
+e2e: build python
 	scripts/build-e2e
 	tests/vm/e2e
 

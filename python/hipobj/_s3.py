@@ -28,9 +28,17 @@ def token_client_nic(token: str) -> str:
 
 
 def _add_token(request: Any, **_: Any) -> None:
+    """botocore ``before-sign``: put this thread's token in, so that SigV4 signs it."""
     token = getattr(_outgoing, "token", None)
-    if token is not None:
-        request.headers[TOKEN_HEADER] = token
+    if token is None:
+        return
+    # A token request has an empty body: botocore's flexible checksums would describe that empty
+    # body (PUT) or ask the server to checksum a body it does not send (GET). Leave them out.
+    for name in list(request.headers.keys()):
+        lower = name.lower()
+        if lower.startswith("x-amz-checksum-") or lower == "x-amz-sdk-checksum-algorithm":
+            del request.headers[name]
+    request.headers[TOKEN_HEADER] = token
 
 
 def bind_http_source(client: Any, address: Optional[str]) -> None:

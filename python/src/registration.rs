@@ -33,6 +33,10 @@ impl Registration {
     pub fn writable(&self) -> bool {
         self.writable
     }
+    /// The object whose memory this is, while registered.
+    pub fn owner(&self, py: Python<'_>) -> Option<PyObject> {
+        self.owner.as_ref().map(|o| o.clone_ref(py))
+    }
 
     /// The runtime this buffer is registered with, if it is still registered and still current.
     pub fn live_runtime(&self) -> PyResult<Arc<Runtime>> {

@@ -77,14 +77,14 @@ pub fn transfer(
             )))
         }
     };
-    let (rt, base) = {
+    let (rt, base, owner) = {
         let reg = registration.borrow(py);
         if kind == TransferKind::Get && !reg.writable() {
             return Err(errors::invalid(
                 "the buffer is read-only: a GET needs a writable buffer",
             ));
         }
-        (reg.live_runtime()?, reg.base())
+        (reg.live_runtime()?, reg.base(), reg.owner(py))
     };
     if size == 0 {
         return Err(errors::invalid("size is 0"));
@@ -95,9 +95,10 @@ pub fn transfer(
         raised: None,
         requests: 0,
     };
-    // `registration` (held here) keeps the memory pinned while the GIL is released.
+    // `owner` keeps the memory alive while the GIL is released, even if another thread
+    // deregisters meanwhile (the core then retires the registration once this transfer ends).
     let outcome = py.allow_threads(|| rt.transfer(kind, base, size, offset, &mut ops));
-    drop(registration);
+    drop(owner);
     match outcome {
         Ok(()) => Ok(ops.requests),
         Err(e) => {

@@ -34,6 +34,7 @@ fuzz-short:
 # The Python package (python/): the abi3 wheel in target/wheels, installed in target/python-venv.
 python: deps
 	scripts/build-python
+	PYTHONDONTWRITEBYTECODE=1 target/python-venv/bin/python -m pytest -q -p no:cacheprovider python/tests/test_unit.py
 
 e2e: build python
 	scripts/build-e2e

@@ -9,7 +9,7 @@ use std::sync::{Arc, Weak};
 /// A registered buffer (made by `Session.register`). While it is registered the memory is pinned:
 /// a host buffer's export is held, a device array is referenced. `deregister()` (or leaving a
 /// `with` block, or garbage collection) releases it.
-#[pyclass(module = "hipobj._core")]
+#[pyclass(module = "hipobj._core", weakref)]
 pub struct Registration {
     base: usize,
     len: usize,

@@ -1,4 +1,5 @@
-"""Each documented error: its class, its code, its message, and that nothing was changed."""
+"""Sessions of their own (one at a time per process), and each documented error: its class, its
+code, its message, and that nothing was changed."""
 
 from __future__ import annotations
 
@@ -183,3 +184,12 @@ def test_device_pointer_without_hip_device(open_session):
     with pytest.raises(hipobj.NoDeviceError, match="HIP has no device"):
         open_session.register(FakeDeviceArray(np.zeros(1024, dtype=np.float32)))
     assert hipobj._core.is_initialized()
+
+
+def test_first_transfer_pairs_then_one_request(client, bucket, devices):
+    with hipobj.Session(nic=devices[0], max_transfers=1) as s:
+        buf = bytearray(pattern(4096, 7))
+        with s.register(buf) as reg:
+            first = s.put_object(client, bucket, "pairing", from_=reg)
+            second = s.put_object(client, bucket, "pairing", from_=reg)
+    assert (first.requests, second.requests) == (2, 1)  # 428 + retry, then paired

@@ -30,15 +30,6 @@ def test_round_trip(session, client, bucket, size):
     assert client.get_object(Bucket=bucket, Key=f"rt-{size}")["Body"].read() == src.tobytes()
 
 
-def test_first_transfer_pairs_then_one_request(client, bucket, devices):
-    with hipobj.Session(nic=devices[0], max_transfers=1) as s:
-        buf = bytearray(pattern(4096, 7))
-        with s.register(buf) as reg:
-            first = s.put_object(client, bucket, "pairing", from_=reg)
-            second = s.put_object(client, bucket, "pairing", from_=reg)
-    assert (first.requests, second.requests) == (2, 1)  # 428 + retry, then paired
-
-
 def test_ranged_get_into_offset(session, client, bucket):
     obj = pattern(1 << 20, 11)
     client.put_object(Bucket=bucket, Key="ranged", Body=obj)

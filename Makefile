@@ -3,7 +3,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build deps test unit ctest lint loom fuzz-short s3-conformance e2e demo bench-server clean
+.PHONY: all build deps test unit ctest lint loom fuzz-short s3-conformance e2e demo bench-server python clean
 
 all: build
 
@@ -36,7 +36,12 @@ fuzz-short:
 s3-conformance:
 	scripts/s3-conformance
 
-e2e: build
+# The Python package (python/): the abi3 wheel in target/wheels, installed in target/python-venv.
+python: deps
+	scripts/build-python
+	PYTHONDONTWRITEBYTECODE=1 target/python-venv/bin/python -m pytest -q -p no:cacheprovider python/tests/test_unit.py
+
+e2e: build python
 	scripts/build-e2e
 	tests/vm/e2e
 

@@ -1,0 +1,76 @@
+"""Type stubs of the hipobj package."""
+
+from typing import Any, Dict, Optional, Tuple, Union
+
+from ._core import (
+    AlreadyInitializedError as AlreadyInitializedError,
+    BufAlreadyRegisteredError as BufAlreadyRegisteredError,
+    BufNotRegisteredError as BufNotRegisteredError,
+    BusyError as BusyError,
+    DmabufNotSupportedError as DmabufNotSupportedError,
+    HipObjError as HipObjError,
+    InternalError as InternalError,
+    InvalidValueError as InvalidValueError,
+    NicNotFoundError as NicNotFoundError,
+    NotInitializedError as NotInitializedError,
+    RdmaError as RdmaError,
+    Registration as Registration,
+    S3Error as S3Error,
+    SizeTooLargeError as SizeTooLargeError,
+)
+
+__version__: str
+
+RangeArg = Union[None, str, Tuple[int, int]]
+
+class RdmaNotSupportedError(S3Error): ...
+class NoDeviceError(InvalidValueError): ...
+
+class TransferResult:
+    via: str
+    size: int
+    requests: int
+    etag: Optional[str]
+    headers: Dict[str, str]
+
+class Session:
+    nic: Optional[str]
+    nic_address: Optional[str]
+    gpu: Optional[int]
+    max_transfers: int
+    def __init__(
+        self,
+        nic: Optional[str] = None,
+        gpu: Optional[int] = None,
+        max_transfers: Optional[int] = None,
+        bind_http: bool = True,
+    ) -> None: ...
+    def open(self) -> "Session": ...
+    def close(self) -> None: ...
+    def __enter__(self) -> "Session": ...
+    def __exit__(self, *exc: Any) -> None: ...
+    def register(self, buf: Any) -> Registration: ...
+    def get_object(
+        self,
+        client: Any,
+        bucket: str,
+        key: str,
+        into: Any,
+        offset: int = 0,
+        range: RangeArg = None,
+        fallback: Optional[str] = None,
+    ) -> TransferResult: ...
+    def put_object(
+        self,
+        client: Any,
+        bucket: str,
+        key: str,
+        from_: Any,
+        offset: int = 0,
+        size: Optional[int] = None,
+        fallback: Optional[str] = None,
+    ) -> TransferResult: ...
+
+def current_session() -> Session: ...
+def bind_http_source(client: Any, address: Optional[str]) -> None: ...
+def token_client_nic(token: str) -> str: ...

@@ -1,0 +1,118 @@
+"""boto3 glue: the token goes in through botocore's ``before-sign`` event (so SigV4 signs it), the
+reply comes back in the response headers, and the client's HTTP connections leave from the RDMA
+NIC's address (the server checks that the request's peer address is the token's GID)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Dict, Optional, Tuple
+
+from botocore.exceptions import ClientError
+
+from . import _core
+
+TOKEN_HEADER = "x-amz-rdma-token"
+REPLY_HEADER = "x-amz-rdma-reply"
+BYTES_HEADER = "x-amz-rdma-bytes-transferred"
+
+# The token of the request this thread is sending now (a transfer's callbacks run on the thread
+# that called get_object/put_object, so one slot per thread is enough).
+_outgoing = threading.local()
+_prepare_lock = threading.Lock()
+
+
+def token_client_nic(token: str) -> str:
+    """The client NIC address a token names (``hipObjTokenClientNic``): "" if its GID is not
+    IPv4-mapped. Raises InvalidValueError for a malformed token."""
+    return _core.token_client_nic(token)
+
+
+def _add_token(request: Any, **_: Any) -> None:
+    """botocore ``before-sign``: put this thread's token in, so that SigV4 signs it."""
+    token = getattr(_outgoing, "token", None)
+    if token is None:
+        return
+    # A token request has an empty body: botocore's flexible checksums would describe that empty
+    # body (PUT) or ask the server to checksum a body it does not send (GET). Leave them out.
+    for name in list(request.headers.keys()):
+        lower = name.lower()
+        if lower.startswith("x-amz-checksum-") or lower == "x-amz-sdk-checksum-algorithm":
+            del request.headers[name]
+    request.headers[TOKEN_HEADER] = token
+
+
+def bind_http_source(client: Any, address: Optional[str]) -> None:
+    """Make `client`'s new HTTP connections leave from `address` (port chosen by the kernel);
+    None: no binding. Existing idle connections are dropped. Uses botocore's URLLib3Session
+    (``client._endpoint.http_session``): urllib3's ``source_address`` pool option."""
+    session = client._endpoint.http_session
+    source: Optional[Tuple[str, int]] = (address, 0) if address else None
+    if getattr(session, "_hipobj_source", None) == source:
+        return
+    managers = [session._manager, *session._proxy_managers.values()]
+    for manager in managers:
+        if source is None:
+            manager.connection_pool_kw.pop("source_address", None)
+        else:
+            manager.connection_pool_kw["source_address"] = source
+        manager.clear()
+    if not hasattr(session, "_hipobj_pool_kwargs"):
+        session._hipobj_pool_kwargs = session._get_pool_manager_kwargs
+
+        def pool_kwargs(**extra: Any) -> Dict[str, Any]:
+            kwargs = session._hipobj_pool_kwargs(**extra)
+            if session._hipobj_source is not None:
+                kwargs["source_address"] = session._hipobj_source
+            return kwargs
+
+        session._get_pool_manager_kwargs = pool_kwargs  # proxy managers made later
+    session._hipobj_source = source
+
+
+def prepare_client(client: Any, source_address: Optional[str]) -> None:
+    """Install the token hook once per client and bind its HTTP source address."""
+    with _prepare_lock:
+        client.meta.events.register("before-sign.s3", _add_token, unique_id="hipobj-rdma-token")
+        bind_http_source(client, source_address)
+
+
+class S3Call:
+    """One S3 operation sent once per token: the transfer's ``send`` callback."""
+
+    def __init__(self, client: Any, operation: str, params: Dict[str, Any]):
+        self.client = client
+        self.operation = getattr(client, operation)
+        self.params = params
+        self.headers: Dict[str, str] = {}
+        self.status: Optional[int] = None
+        self.reply: Optional[str] = None
+        self.error: Optional[ClientError] = None
+
+    def send(self, token: str) -> Optional[str]:
+        _outgoing.token = token
+        try:
+            response = self.operation(**self.params)
+            meta = response["ResponseMetadata"]
+            self._drain(response.get("Body"), meta.get("HTTPHeaders", {}))
+            self.error = None
+        except ClientError as e:
+            meta = e.response.get("ResponseMetadata", {})
+            if REPLY_HEADER not in meta.get("HTTPHeaders", {}):
+                raise
+            self.error = e
+        finally:
+            _outgoing.token = None
+        self.headers = meta.get("HTTPHeaders", {})
+        self.status = meta.get("HTTPStatusCode")
+        self.reply = self.headers.get(REPLY_HEADER)
+        return self.reply
+
+    @staticmethod
+    def _drain(body: Any, headers: Dict[str, str]) -> None:
+        if body is None:
+            return
+        # An RDMA GET answers with an empty body; read it so the connection is reused. A server
+        # that ignored the token sent the object itself: drop the connection instead of reading.
+        if int(headers.get("content-length", "0") or 0) <= 65536:
+            body.read()
+        body.close()

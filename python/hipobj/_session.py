@@ -1,0 +1,296 @@
+"""hipobj.Session: hipObjInit/hipObjShutdown as a context manager, registration and the boto3
+get_object/put_object transfers."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional, Tuple, Union
+
+from . import _core
+from ._core import InvalidValueError, NotInitializedError, Registration, S3Error
+from ._errors import RdmaNotSupportedError
+from ._memory import describe, host_view
+from ._s3 import BYTES_HEADER, S3Call, prepare_client
+
+log = logging.getLogger("hipobj")
+
+_current: Optional["Session"] = None
+_current_lock = threading.Lock()
+
+RangeArg = Union[None, str, Tuple[int, int]]
+_RANGE = re.compile(r"bytes=(\d+)-(\d+)")
+_HTTP_CHUNK = 1 << 20
+
+
+def current_session() -> "Session":
+    """The open Session of this process (hipObject is initialised once per process)."""
+    if _current is None:
+        raise NotInitializedError("no hipobj.Session is open")
+    return _current
+
+
+@dataclass
+class TransferResult:
+    """What a get_object/put_object did.
+
+    via: "rdma", or "http" when the server answered 501 and ``fallback="http"`` moved the bytes
+    over plain HTTP. size: bytes moved (a GET: the object's or the range's length). requests:
+    S3 requests sent (2 when the connection was paired first). etag: the object's ETag when the
+    server sent one. headers: the last response's headers."""
+
+    via: str
+    size: int
+    requests: int
+    etag: Optional[str] = None
+    headers: Dict[str, str] = field(default_factory=dict)
+
+
+def _parse_range(rng: RangeArg) -> Optional[Tuple[int, int]]:
+    """(first, last) inclusive from (first, last) or "bytes=first-last"."""
+    if rng is None:
+        return None
+    if isinstance(rng, str):
+        m = _RANGE.fullmatch(rng.strip())
+        if not m:
+            raise InvalidValueError(f"range {rng!r} is not 'bytes=FIRST-LAST'")
+        first, last = int(m.group(1)), int(m.group(2))
+    else:
+        try:
+            first, last = (int(v) for v in rng)
+        except (TypeError, ValueError):
+            raise InvalidValueError(f"range {rng!r} is not (first, last)") from None
+    if first < 0 or last < first:
+        raise InvalidValueError(f"range ({first}, {last}): need 0 <= first <= last")
+    return first, last
+
+
+class Session:
+    """hipObject for this process: ``with hipobj.Session(nic="rxe0") as s: ...``.
+
+    nic: the RDMA device (e.g. "rxe0"); None lets hipObject choose the one closest to the GPU.
+    gpu: the HIP device for device buffers; None = the calling thread's device, or none.
+    max_transfers: RDMA connections = transfers at once (1..1024; None: HIPOBJ_MAX_TRANSFERS, 16).
+    bind_http: make boto3 clients send their requests from the NIC's IP address (the server
+    requires the HTTP peer to be the token's GID address); False leaves clients as they are.
+
+    Only one Session may be open at a time (AlreadyInitializedError otherwise)."""
+
+    def __init__(
+        self,
+        nic: Optional[str] = None,
+        gpu: Optional[int] = None,
+        max_transfers: Optional[int] = None,
+        bind_http: bool = True,
+    ):
+        self._config = (nic, gpu, max_transfers)
+        self._bind_http = bind_http
+        self._open = False
+        self._registrations: "weakref.WeakSet[Registration]" = weakref.WeakSet()
+        self.nic: Optional[str] = None
+        self.nic_address: Optional[str] = None
+        self.gpu: Optional[int] = None
+        self.max_transfers: int = 0
+
+    # lifecycle -----------------------------------------------------------------------------
+    def open(self) -> "Session":
+        """hipObjInit. Raises NicNotFoundError, RdmaError, AlreadyInitializedError, ..."""
+        global _current
+        nic, gpu, max_transfers = self._config
+        with _current_lock:
+            _core.init(nic, gpu, max_transfers)
+            self._open = True
+            _current = self
+        self.nic = _core.nic_name()
+        self.nic_address = _core.nic_address()
+        self.gpu = _core.gpu_device()
+        self.max_transfers = _core.max_transfers()
+        log.info("hipobj session: nic %s (%s), gpu %s", self.nic, self.nic_address, self.gpu)
+        return self
+
+    def close(self) -> None:
+        """Deregister what this Session registered, then hipObjShutdown."""
+        global _current
+        if not self._open:
+            return
+        for reg in list(self._registrations):
+            try:
+                reg.deregister()
+            except _core.HipObjError as e:  # kept registered (and pinned) by the library
+                log.warning("could not deregister %r: %s", reg, e)
+        with _current_lock:
+            _core.shutdown()
+            self._open = False
+            if _current is self:
+                _current = None
+
+    def __enter__(self) -> "Session":
+        return self.open()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = f"nic={self.nic!r} ({self.nic_address}), gpu={self.gpu}" if self._open else "closed"
+        return f"<hipobj.Session {state}>"
+
+    # registration --------------------------------------------------------------------------
+    def register(self, buf: Any) -> Registration:
+        """Register `buf` for RDMA: anything with the buffer protocol (bytearray, numpy array,
+        memoryview, mmap; writable for GETs, read-only serves PUTs), or device memory through
+        ``__cuda_array_interface__`` or DLPack (ROCm PyTorch tensors). The memory stays pinned
+        until ``deregister()``, the end of a ``with`` block, or the Session's close."""
+        self._check_open()
+        mem = describe(buf, has_gpu=self.gpu is not None)
+        if mem is None:
+            reg = _core.register_buffer(buf)
+        else:
+            reg = _core.register_pointer(mem.address, mem.size, mem.owner, mem.writable, mem.device)
+        self._registrations.add(reg)
+        return reg
+
+    def _check_open(self) -> None:
+        if not self._open:
+            raise NotInitializedError("the hipobj.Session is not open")
+
+    def _registration_for(self, buf: Any) -> Tuple[Registration, bool]:
+        """(registration, made here for this call only)."""
+        if isinstance(buf, Registration):
+            return buf, False
+        return self.register(buf), True
+
+    def _client(self, client: Any) -> None:
+        prepare_client(client, self.nic_address if self._bind_http else None)
+
+    # transfers -----------------------------------------------------------------------------
+    def get_object(
+        self,
+        client: Any,
+        bucket: str,
+        key: str,
+        into: Any,
+        offset: int = 0,
+        range: RangeArg = None,
+        fallback: Optional[str] = None,
+    ) -> TransferResult:
+        """GET `bucket/key` by RDMA into `into` (a Registration, or a buffer registered for this
+        call only) at byte `offset`. `range`: (first, last) inclusive or "bytes=first-last".
+        The space from `offset` to the end of the buffer must hold the object (or the range).
+        fallback="http": on a 501 (no RDMA at the server) GET over plain HTTP into host memory.
+        The GIL is released while the bytes move."""
+        self._check_open()
+        self._check_fallback(fallback)
+        reg, temporary = self._registration_for(into)
+        try:
+            span = _parse_range(range)
+            if offset < 0 or offset >= reg.size:
+                raise InvalidValueError(f"offset {offset} is outside the {reg.size}-byte buffer")
+            size = reg.size - offset if span is None else span[1] - span[0] + 1
+            params: Dict[str, Any] = {"Bucket": bucket, "Key": key}
+            if span is not None:
+                params["Range"] = f"bytes={span[0]}-{span[1]}"
+            call = S3Call(client, "get_object", params)
+            try:
+                result = self._transfer("get", reg, size, offset, call)
+            except RdmaNotSupportedError:
+                if fallback != "http":
+                    raise
+                return self._http_get(client, params, reg, offset)
+            result.size = int(call.headers.get(BYTES_HEADER, size))
+            return result
+        finally:
+            if temporary:
+                reg.deregister()
+
+    def put_object(
+        self,
+        client: Any,
+        bucket: str,
+        key: str,
+        from_: Any,
+        offset: int = 0,
+        size: Optional[int] = None,
+        fallback: Optional[str] = None,
+    ) -> TransferResult:
+        """PUT `size` bytes (None: to the end of the buffer) of `from_` at `offset` as
+        `bucket/key`; the server RDMA-READs them. fallback="http": on a 501 PUT the bytes over
+        plain HTTP. The GIL is released while the bytes move."""
+        self._check_open()
+        self._check_fallback(fallback)
+        reg, temporary = self._registration_for(from_)
+        try:
+            if offset < 0 or offset >= reg.size:
+                raise InvalidValueError(f"offset {offset} is outside the {reg.size}-byte buffer")
+            size = reg.size - offset if size is None else size
+            params = {"Bucket": bucket, "Key": key, "Body": b""}
+            call = S3Call(client, "put_object", params)
+            try:
+                return self._transfer("put", reg, size, offset, call)
+            except RdmaNotSupportedError:
+                if fallback != "http":
+                    raise
+                return self._http_put(client, bucket, key, reg, offset, size)
+        finally:
+            if temporary:
+                reg.deregister()
+
+    @staticmethod
+    def _check_fallback(fallback: Optional[str]) -> None:
+        if fallback not in (None, "http"):
+            raise InvalidValueError(f"fallback must be None or 'http', not {fallback!r}")
+
+    def _transfer(self, kind: str, reg: Registration, size: int, offset: int, call: S3Call) -> TransferResult:
+        self._client(call.client)
+        try:
+            requests = _core.transfer(kind, reg, size, offset, call.send)
+        except S3Error as e:
+            e.reply = call.reply
+            e.http_status = call.status
+            if call.reply == "501":
+                err = RdmaNotSupportedError(f"the server does not do RDMA (501): {e}")
+                err.reply, err.http_status = call.reply, call.status
+                raise err from e
+            raise
+        return TransferResult("rdma", size, requests, call.headers.get("etag"), call.headers)
+
+    # plain HTTP, after a 501 -----------------------------------------------------------------
+    @staticmethod
+    def _host_only(reg: Registration) -> None:
+        if reg.device:
+            raise RdmaNotSupportedError(
+                "the server does not do RDMA (501) and fallback='http' needs host memory"
+            )
+
+    def _http_get(self, client: Any, params: Dict[str, Any], reg: Registration, offset: int) -> TransferResult:
+        self._host_only(reg)
+        response = client.get_object(**params)
+        body = response["Body"]
+        length = int(response.get("ContentLength", 0))
+        if length > reg.size - offset:
+            body.close()
+            raise InvalidValueError(f"the object ({length} bytes) does not fit the buffer after offset {offset}")
+        view = host_view(reg.address + offset, length)
+        done = 0
+        while done < length:
+            chunk = body.read(min(_HTTP_CHUNK, length - done))
+            if not chunk:
+                raise S3Error(f"the HTTP body ended after {done} of {length} bytes")
+            view[done : done + len(chunk)] = chunk
+            done += len(chunk)
+        body.close()
+        log.warning("hipobj: %s/%s: the server has no RDMA (501); read over HTTP", params["Bucket"], params["Key"])
+        headers = response["ResponseMetadata"].get("HTTPHeaders", {})
+        return TransferResult("http", length, 2, headers.get("etag"), headers)
+
+    def _http_put(self, client: Any, bucket: str, key: str, reg: Registration, offset: int, size: int) -> TransferResult:
+        self._host_only(reg)
+        if size <= 0 or offset + size > reg.size:
+            raise InvalidValueError(f"bytes {offset}..{offset}+{size} are not inside the {reg.size}-byte buffer")
+        body = bytes(host_view(reg.address + offset, size))
+        response = client.put_object(Bucket=bucket, Key=key, Body=body)
+        log.warning("hipobj: %s/%s: the server has no RDMA (501); written over HTTP", bucket, key)
+        headers = response["ResponseMetadata"].get("HTTPHeaders", {})
+        return TransferResult("http", size, 2, headers.get("etag"), headers)

@@ -1,0 +1,129 @@
+//! `hipobj._core`: the native half of the `hipobj` Python package, a thin layer over
+//! `hipobj::runtime` (the same core as the C library). Everything Python-facing that is not about
+//! memory or the transfer itself (boto3, safetensors, sessions) lives in `python/hipobj/*.py`.
+
+mod buffer;
+mod errors;
+mod registration;
+mod transfer;
+
+use errors::to_py;
+use hipobj::env::{EnvConfig, MAX_MAX_TRANSFERS};
+use hipobj::runtime::{self, InitConfig};
+use hipobj::token::{gid_ipv4, Token};
+use pyo3::prelude::*;
+
+/// `hipObjInit`: open the RDMA device `nic` (a name such as "rxe0"; None: the one closest to the
+/// GPU), stage through HIP device `gpu` (None: the thread's current device, or no GPU), with
+/// `max_transfers` RDMA connections (None: HIPOBJ_MAX_TRANSFERS or 16).
+#[pyfunction]
+#[pyo3(signature = (nic=None, gpu=None, max_transfers=None))]
+fn init(
+    py: Python<'_>,
+    nic: Option<String>,
+    gpu: Option<i32>,
+    max_transfers: Option<i64>,
+) -> PyResult<()> {
+    let gpu_device = gpu.unwrap_or(-1);
+    if gpu_device < -1 {
+        return Err(errors::invalid(format!(
+            "gpu must be None or a device index >= 0, not {gpu_device}"
+        )));
+    }
+    let mut env = EnvConfig::from_env();
+    if let Some(n) = max_transfers {
+        env.max_transfers = usize::try_from(n)
+            .ok()
+            .filter(|n| (1..=MAX_MAX_TRANSFERS).contains(n))
+            .ok_or_else(|| {
+                errors::invalid(format!(
+                    "max_transfers must be 1..{MAX_MAX_TRANSFERS}, not {n}"
+                ))
+            })?;
+    }
+    let cfg = InitConfig {
+        gpu_device,
+        nic_hint: nic,
+        env,
+    };
+    py.allow_threads(|| runtime::init(cfg)).map_err(to_py)
+}
+
+/// `hipObjShutdown`: a no-op when not initialised; transfers in progress finish first.
+#[pyfunction]
+fn shutdown(py: Python<'_>) {
+    py.allow_threads(runtime::shutdown)
+}
+
+/// Whether hipObject is initialised in this process.
+#[pyfunction]
+fn is_initialized() -> bool {
+    runtime::current().is_some()
+}
+
+fn current() -> PyResult<std::sync::Arc<runtime::Runtime>> {
+    runtime::current().ok_or_else(|| to_py(hipobj::error::Error::not_initialized()))
+}
+
+/// The RDMA device in use.
+#[pyfunction]
+fn nic_name() -> PyResult<String> {
+    Ok(current()?.device().name().to_string())
+}
+
+/// The IPv4 address of the GID that tokens carry (what `hipObjTokenClientNic` returns for them),
+/// or None when the GID is not IPv4-mapped.
+#[pyfunction]
+fn nic_address() -> PyResult<Option<String>> {
+    Ok(gid_ipv4(&current()?.device().port().gid).map(|ip| ip.to_string()))
+}
+
+/// The HIP device in use, or None without a GPU.
+#[pyfunction]
+fn gpu_device() -> PyResult<Option<i32>> {
+    Ok(current()?.gpu_device())
+}
+
+/// Connections in use limit (max transfers at once).
+#[pyfunction]
+fn max_transfers() -> PyResult<usize> {
+    Ok(current()?.env().max_transfers)
+}
+
+/// `hipObjTokenClientNic`: the client NIC's IPv4 address that a token names ("" if its GID is not
+/// IPv4-mapped). Raises InvalidValueError for a malformed token.
+#[pyfunction]
+fn token_client_nic(token: &str) -> PyResult<String> {
+    let token = Token::decode_hex(token.as_bytes()).map_err(|e| errors::invalid(e.to_string()))?;
+    Ok(token
+        .client_nic_ipv4()
+        .map(|ip| ip.to_string())
+        .unwrap_or_default())
+}
+
+/// The library version, e.g. "0.1.0".
+#[pyfunction]
+fn version() -> String {
+    hipobj::version::VERSION_CSTR
+        .trim_end_matches('\0')
+        .to_string()
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    errors::add_to(m)?;
+    m.add_class::<registration::Registration>()?;
+    m.add_function(wrap_pyfunction!(init, m)?)?;
+    m.add_function(wrap_pyfunction!(shutdown, m)?)?;
+    m.add_function(wrap_pyfunction!(is_initialized, m)?)?;
+    m.add_function(wrap_pyfunction!(nic_name, m)?)?;
+    m.add_function(wrap_pyfunction!(nic_address, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu_device, m)?)?;
+    m.add_function(wrap_pyfunction!(max_transfers, m)?)?;
+    m.add_function(wrap_pyfunction!(token_client_nic, m)?)?;
+    m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(registration::register_buffer, m)?)?;
+    m.add_function(wrap_pyfunction!(registration::register_pointer, m)?)?;
+    m.add_function(wrap_pyfunction!(transfer::transfer, m)?)?;
+    Ok(())
+}

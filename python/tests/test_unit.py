@@ -1,0 +1,130 @@
+"""Host-only tests of the Python layer (no RDMA device needed; `make python` runs them): argument
+parsing, what memory an object names, the boto3 hook and the HTTP source binding."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+
+import numpy as np
+import pytest
+
+import hipobj
+from hipobj._memory import describe
+from hipobj._s3 import _add_token, _outgoing, prepare_client
+from hipobj._session import _parse_range
+from hipobj_server import make_client
+
+
+def test_parse_range():
+    assert _parse_range(None) is None
+    assert _parse_range((3, 9)) == (3, 9)
+    assert _parse_range("bytes=0-0") == (0, 0)
+    for bad in ["bytes=5-", "bytes=9-3", "0-9", (4, 2), (-1, 3), "bytes=a-b", 7]:
+        with pytest.raises(hipobj.InvalidValueError):
+            _parse_range(bad)
+
+
+class CAI:
+    def __init__(self, array, strides=None, readonly=False):
+        self.__cuda_array_interface__ = {
+            "shape": array.shape, "typestr": array.dtype.str, "strides": strides,
+            "data": (array.ctypes.data, readonly), "version": 3,
+        }
+
+
+class DLPackOnly:
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, stream=None):
+        return self.array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def test_describe():
+    a = np.zeros((4, 8), dtype=np.float32)
+    assert describe(bytearray(3), has_gpu=False) is None  # buffer protocol
+    assert describe(a, has_gpu=False) is None
+    mem = describe(CAI(a, readonly=True), has_gpu=True)
+    assert (mem.address, mem.size, mem.writable, mem.device) == (a.ctypes.data, 128, False, True)
+    with pytest.raises(hipobj.NoDeviceError, match="HIP has no device"):
+        describe(CAI(a), has_gpu=False)
+    with pytest.raises(hipobj.InvalidValueError, match="contiguous"):
+        describe(CAI(a, strides=(4, 16)), has_gpu=True)
+    mem = describe(DLPackOnly(a[1:]), has_gpu=False)
+    assert (mem.address, mem.size, mem.device) == (a[1:].ctypes.data, 96, False)
+    with pytest.raises(hipobj.InvalidValueError, match="contiguous"):
+        describe(DLPackOnly(a[:, ::2]), has_gpu=False)
+    with pytest.raises(hipobj.InvalidValueError, match="neither"):
+        describe(object(), has_gpu=False)
+
+
+def test_not_initialized_without_session():
+    assert not hipobj._core.is_initialized()
+    with pytest.raises(hipobj.NotInitializedError):
+        hipobj._core.register_buffer(bytearray(10))
+    with pytest.raises(hipobj.NotInitializedError):
+        hipobj.current_session()
+
+
+class Recorder(http.server.BaseHTTPRequestHandler):
+    seen: list = []
+
+    def do_GET(self):
+        Recorder.seen.append((self.client_address[0], dict(self.headers)))
+        body = b'<?xml version="1.0"?><ListAllMyBucketsResult><Buckets/></ListAllMyBucketsResult>'
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def stub():
+    srv = http.server.HTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    Recorder.seen = []
+    yield srv
+    srv.shutdown()
+
+
+def test_token_hook_signs_only_our_requests_and_binds_the_source(stub):
+    client = make_client(f"http://127.0.0.1:{stub.server_address[1]}", "a", "b")
+    prepare_client(client, "127.0.0.2")
+    prepare_client(client, "127.0.0.2")  # once per client
+    client.list_buckets()  # no token on the thread: untouched
+    _outgoing.token = "ab" * 44
+    try:
+        client.list_buckets()
+    finally:
+        _outgoing.token = None
+    (peer0, plain), (peer1, ours) = Recorder.seen
+    assert peer0 == peer1 == "127.0.0.2"
+    assert "x-amz-rdma-token" not in plain
+    assert ours["x-amz-rdma-token"] == "ab" * 44
+    assert "x-amz-rdma-token" in ours["Authorization"].split("SignedHeaders=")[1].split(",")[0].split(";")
+    hipobj.bind_http_source(client, None)
+    client.list_buckets()
+    assert Recorder.seen[2][0] == "127.0.0.1"
+
+
+def test_checksum_headers_left_out_of_token_requests():
+    from botocore.awsrequest import AWSRequest
+
+    request = AWSRequest(method="PUT", url="http://x/b/k", headers={"x-amz-checksum-crc32": "AAAAAA==", "x-amz-sdk-checksum-algorithm": "CRC32", "Range": "bytes=0-1"})
+    _add_token(request)  # no token on this thread: nothing changes
+    assert "x-amz-checksum-crc32" in request.headers
+    _outgoing.token = "cd" * 44
+    try:
+        _add_token(request)
+    finally:
+        _outgoing.token = None
+    assert "x-amz-checksum-crc32" not in request.headers
+    assert "x-amz-sdk-checksum-algorithm" not in request.headers
+    assert request.headers["x-amz-rdma-token"] == "cd" * 44 and request.headers["Range"] == "bytes=0-1"

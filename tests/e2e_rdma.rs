@@ -63,7 +63,7 @@ impl Env {
 
 impl Drop for Env {
     fn drop(&mut self) {
-        runtime::shutdown();
+        runtime::shutdown().expect("hipObjShutdown");
     }
 }
 
@@ -465,7 +465,7 @@ fn shutdown_while_transfers_run_then_release() {
             })
             .collect();
         started.wait();
-        runtime::shutdown();
+        runtime::shutdown().expect("hipObjShutdown");
         assert!(runtime::current().is_none());
         hs.into_iter()
             .map(|h| h.join().unwrap())
@@ -507,7 +507,7 @@ fn init_shutdown_cycles_leak_nothing() {
     rt().register(src.as_ptr() as usize, size, MemoryKind::Host)
         .unwrap();
     put(&env.s3, "l", &src, 0, size).0.unwrap();
-    runtime::shutdown();
+    runtime::shutdown().expect("hipObjShutdown");
     let (threads, fds) = (thread_count(), fd_count());
     for i in 0..100 {
         env.init(4);
@@ -516,7 +516,7 @@ fn init_shutdown_cycles_leak_nothing() {
         if i % 10 == 0 {
             put(&env.s3, "l", &src, 0, size).0.unwrap();
         }
-        runtime::shutdown();
+        runtime::shutdown().expect("hipObjShutdown");
     }
     assert_eq!(
         hipobj::pool::LIVE_QPS.load(std::sync::atomic::Ordering::SeqCst),
@@ -571,7 +571,7 @@ fn shutdown_wakes_a_transfer_waiting_for_a_connection() {
         waiter_started_rx.recv().unwrap();
         // Give the waiter time to block on the pool (it cannot get the held connection).
         std::thread::sleep(std::time::Duration::from_millis(300));
-        runtime::shutdown();
+        runtime::shutdown().expect("hipObjShutdown");
         let waiter = waiter.join().unwrap();
         let _ = release_tx.send(());
         (holder.join().unwrap(), waiter)

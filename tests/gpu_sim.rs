@@ -61,7 +61,7 @@ impl Env {
 
 impl Drop for Env {
     fn drop(&mut self) {
-        runtime::shutdown();
+        runtime::shutdown().expect("hipObjShutdown");
     }
 }
 

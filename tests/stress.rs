@@ -254,7 +254,7 @@ fn stress_under_faults() {
     );
     assert_eq!(rt.registrations(), 0);
     drop(rt);
-    runtime::shutdown();
+    runtime::shutdown().expect("hipObjShutdown");
     let qps = hipobj::pool::LIVE_QPS.load(Ordering::SeqCst);
     let bufs = hipobj::registry::LIVE_BUFFERS.load(Ordering::SeqCst);
     println!(

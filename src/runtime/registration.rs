@@ -1,11 +1,12 @@
 //! Registering and deregistering buffers, and finding the registration a call names.
 
-use super::supervisor::{supervisor, SupMsg};
+use super::supervisor::{fault, supervisor};
 use super::{MemoryKind, Runtime};
 use crate::error::{Error, OpError, Result};
 use crate::hip::{self, PointerKind};
 use crate::registry::{mr_access, Buffer, BufferKind};
 use hipobj_actors::registry::{Entry, UseError, UseGuard};
+use hipobj_actors::supervisor::{DeregisterError, RegisterError};
 use std::sync::Arc;
 
 impl Runtime {
@@ -14,16 +15,18 @@ impl Runtime {
         if self.registry.contains(ptr) {
             return Err(already_registered(ptr));
         }
-        let buffer = match kind {
-            MemoryKind::Host => self.register_host(ptr, size)?,
-            MemoryKind::Device => self.register_device(ptr, size)?,
-        };
-        let entry = Entry::new(ptr, size, buffer);
-        supervisor()?.ask(|answer| SupMsg::Publish {
-            runtime: self.clone(),
-            entry,
-            answer,
-        })?
+        // The supervisor reserves the base; the pinning runs here, on the caller's thread.
+        supervisor()?
+            .register(self, ptr, size, || match kind {
+                MemoryKind::Host => self.register_host(ptr, size),
+                MemoryKind::Device => self.register_device(ptr, size),
+            })
+            .map_err(|e| match e {
+                RegisterError::AlreadyRegistered => already_registered(ptr),
+                RegisterError::NotInitialized => Error::not_initialized(),
+                RegisterError::Pin(e) => e,
+                RegisterError::Supervisor(f) => fault(f),
+            })
     }
 
     fn register_host(&self, ptr: usize, size: usize) -> Result<Buffer> {
@@ -111,11 +114,18 @@ impl Runtime {
 
     /// Deregister the registration whose base is `ptr`.
     pub fn deregister(self: &Arc<Self>, ptr: usize) -> Result<()> {
-        supervisor()?.ask(|answer| SupMsg::Retire {
-            runtime: self.clone(),
-            base: ptr,
-            answer,
-        })?
+        let retired = supervisor()?.deregister(self, ptr).map_err(|e| match e {
+            DeregisterError::NotRegistered => not_registered(ptr),
+            DeregisterError::Busy => {
+                Error::busy("the buffer is in use or a staging copy of it still runs")
+            }
+            DeregisterError::NotInitialized => Error::not_initialized(),
+            DeregisterError::Supervisor(f) => fault(f),
+        })?;
+        // The unpinning (ibv_dereg_mr, the dmabuf and staging memory) happens here, on the caller's
+        // thread, when this was the last reference.
+        drop(retired);
+        Ok(())
     }
 
     /// Find `[ptr + offset, + size)` inside a registration and start using it.

@@ -16,6 +16,7 @@ build: deps
 
 unit: deps
 	$(CARGO) test --workspace
+	$(CARGO) test -p hipobj --features sim-gpu --lib --test hip_sim
 
 ctest: build
 	tests/c/run

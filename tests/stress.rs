@@ -2,7 +2,8 @@
 //! register and deregister with checksums while a fault thread restarts the server (dropping every
 //! pairing), freezes it for a while, and lets idle pairings expire. Every call must return a
 //! documented code, no data may be corrupted, no call may hang past the timeouts, and nothing may
-//! leak. Budget: `HIPOBJ_STRESS_SECS` (default 45). Without an RDMA device it prints "skipped".
+//! leak. Budget: `HIPOBJ_STRESS_SECS` (default 45). `#[ignore]`d outside the lane; the lane runs it with
+//! `--include-ignored`, and there it FAILS without an RDMA device.
 
 #[path = "support/s3.rs"]
 mod s3;
@@ -74,11 +75,9 @@ const DOCUMENTED: [OpError; 6] = [
 ];
 
 #[test]
+#[ignore = "needs an RDMA device: runs in the lane (make e2e), fails there without one"]
 fn stress_under_faults() {
-    let Some((client_dev, server_dev)) = server::device_pair() else {
-        eprintln!("skipped: no RDMA device");
-        return;
-    };
+    let (client_dev, server_dev) = server::required_device_pair();
     let secs: u64 = std::env::var("HIPOBJ_STRESS_SECS")
         .ok()
         .and_then(|s| s.parse().ok())

@@ -65,6 +65,44 @@ impl Tally {
     }
 }
 
+/// A call that failed, and when it ran.
+struct Failed {
+    what: &'static str,
+    started: Instant,
+    ended: Instant,
+    error: String,
+}
+
+/// When each injected fault ran; a failure must overlap one (extended by [`FAULT_AFTERMATH`]).
+#[derive(Default)]
+struct FaultWindows {
+    windows: Mutex<Vec<(Instant, Option<Instant>)>>,
+}
+
+/// How long after a fault ends calls may still fail because of it (a request that reached the server
+/// just as it restarted, the server's RDMA retry window).
+const FAULT_AFTERMATH: Duration = Duration::from_secs(2);
+
+impl FaultWindows {
+    fn begin(&self) -> usize {
+        let mut w = self.windows.lock().unwrap();
+        w.push((Instant::now(), None));
+        w.len() - 1
+    }
+
+    fn end(&self, index: usize) {
+        self.windows.lock().unwrap()[index].1 = Some(Instant::now());
+    }
+
+    /// Whether `[started, ended]` overlaps a fault or its aftermath.
+    fn explains(&self, started: Instant, ended: Instant) -> bool {
+        self.windows.lock().unwrap().iter().any(|&(begin, end)| {
+            let until = end.map_or(ended, |e| e + FAULT_AFTERMATH);
+            started <= until && ended >= begin
+        })
+    }
+}
+
 const DOCUMENTED: [OpError; 6] = [
     OpError::S3Error,
     OpError::RdmaError,
@@ -98,6 +136,8 @@ fn stress_under_faults() {
     let tally = Tally::default();
     let stop = AtomicBool::new(false);
     let faults = Mutex::new(BTreeMap::<&str, u64>::new());
+    let windows = FaultWindows::default();
+    let failed = Mutex::new(Vec::<Failed>::new());
     let corrupt = AtomicU64::new(0);
     let longest = Mutex::new(Duration::ZERO);
     let t_end = Instant::now() + Duration::from_secs(secs);
@@ -106,6 +146,7 @@ fn stress_under_faults() {
         // The fault thread.
         let stop_ref = &stop;
         let faults_ref = &faults;
+        let windows_ref = &windows;
         sc.spawn(move || {
             // Whatever happens here (a panic included), the workers must stop.
             struct StopOnExit<'a>(&'a AtomicBool);
@@ -121,6 +162,7 @@ fn stress_under_faults() {
                 if Instant::now() >= t_end {
                     break;
                 }
+                let window = windows_ref.begin();
                 let kind = match rng.below(3) {
                     0 => {
                         srv_ref.restart();
@@ -138,6 +180,7 @@ fn stress_under_faults() {
                         "idle expiry"
                     }
                 };
+                windows_ref.end(window);
                 *faults_ref.lock().unwrap().entry(kind).or_default() += 1;
                 eprintln!("stress: fault injected: {kind}");
             }
@@ -155,6 +198,16 @@ fn stress_under_faults() {
         });
         for t in 0..threads {
             let (tally, stop, corrupt, longest) = (&tally, &stop, &corrupt, &longest);
+            let failed = &failed;
+            let note_failure =
+                move |what: &'static str, started: Instant, e: &hipobj::error::Error| {
+                    failed.lock().unwrap().push(Failed {
+                        what,
+                        started,
+                        ended: Instant::now(),
+                        error: e.to_string(),
+                    });
+                };
             sc.spawn(move || {
                 let mut rng = Rng(0x1234_5678 + t as u64 * 7919);
                 let size = 1 << 20;
@@ -205,6 +258,7 @@ fn stress_under_faults() {
                             }
                             Err(e) => {
                                 assert!(DOCUMENTED.contains(&e.code), "PUT: undocumented {e}");
+                                note_failure("put", t0, e);
                                 expect.remove(&key);
                             }
                         }
@@ -226,7 +280,8 @@ fn stress_under_faults() {
                                 }
                             }
                             Err(e) => {
-                                assert!(DOCUMENTED.contains(&e.code), "GET: undocumented {e}")
+                                assert!(DOCUMENTED.contains(&e.code), "GET: undocumented {e}");
+                                note_failure("get", t0, e);
                             }
                         }
                     }
@@ -280,4 +335,45 @@ fn stress_under_faults() {
     );
     assert_eq!(qps, 0);
     assert_eq!(bufs, 0);
+
+    // Every kind of operation succeeded often enough that the run means something: at least one
+    // PUT and one GET a second, and a register and a deregister every five seconds.
+    let by_code = tally.by_code.lock().unwrap();
+    let ok = |what: &str| by_code.get(&format!("{what} ok")).copied().unwrap_or(0);
+    for (what, min) in [
+        ("put", secs),
+        ("get", secs),
+        ("register", secs / 5),
+        ("deregister", secs / 5),
+    ] {
+        println!("stress: {what}: {} succeeded (minimum {min})", ok(what));
+        assert!(
+            ok(what) >= min.max(1),
+            "only {} successful {what}s in {secs} s (minimum {min})",
+            ok(what)
+        );
+    }
+    // Errors only while a fault (or its aftermath) ran.
+    let failed = failed.lock().unwrap();
+    let unexplained: Vec<_> = failed
+        .iter()
+        .filter(|f| !windows.explains(f.started, f.ended))
+        .map(|f| {
+            format!(
+                "{} at {:?}: {}",
+                f.what,
+                f.started - (t_end - Duration::from_secs(secs)),
+                f.error
+            )
+        })
+        .collect();
+    println!(
+        "stress: {} failed calls, {} outside every fault window",
+        failed.len(),
+        unexplained.len()
+    );
+    assert!(
+        unexplained.is_empty(),
+        "calls failed while no fault was injected: {unexplained:#?}"
+    );
 }

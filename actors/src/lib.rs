@@ -8,11 +8,15 @@
 //! - [`staging`]: the ticket shared by a staging copy and the call that waits for it.
 //! - [`callback`]: the per-thread "inside a callback" depth.
 //! - [`answer`]: one-shot answers to actor requests.
+//! - [`transfer`]: the composition of one transfer (buffer use, staging, lease, exchange, recovery).
+//! - [`fault`]: guard removal for the loom models' break-guards script (loom builds only).
 
 pub mod answer;
 pub mod callback;
+pub mod fault;
 pub mod pool;
 pub mod registry;
 pub mod staging;
 pub mod supervisor;
 pub mod sync;
+pub mod transfer;

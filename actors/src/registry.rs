@@ -88,7 +88,7 @@ impl<E> Entry<E> {
             if cur & RETIRED != 0 {
                 return Err(UseError::Retired);
             }
-            if cur & PENDING_MASK != 0 {
+            if cur & PENDING_MASK != 0 && !crate::fault::broken("use-checks-pending") {
                 return Err(UseError::Pending);
             }
             if cur & USES_MASK == USES_MASK {
@@ -154,6 +154,12 @@ impl<E> UseGuard<E> {
         // the guard's own `Arc<Entry>` and leaked the registration (and its staging memory) on every
         // timed-out copy. Taking the pending mark first, then dropping the guard normally (which
         // gives back the use) keeps the word non-zero throughout and drops the reference.
+        if crate::fault::broken("pending-before-use-ends") {
+            let entry = self.entry.clone();
+            drop(self);
+            entry.state.fetch_add(PENDING_ONE, Ordering::AcqRel);
+            return PendingGuard { entry };
+        }
         self.entry.state.fetch_add(PENDING_ONE, Ordering::AcqRel);
         let pending = PendingGuard {
             entry: self.entry.clone(),
@@ -291,7 +297,7 @@ impl<E> RegistryWriter<E> {
     /// Reserve `base` while its memory is pinned: a second registration of the same base is refused
     /// at once instead of pinning the memory twice. The slab key names the reservation.
     pub fn reserve(&mut self, base: usize) -> Result<usize, AlreadyRegistered> {
-        if self.by_base.contains_key(&base) {
+        if self.by_base.contains_key(&base) && !crate::fault::broken("reserve-checks-base") {
             return Err(AlreadyRegistered);
         }
         let key = self.slots.insert(Slot::Reserved { base });
@@ -337,8 +343,9 @@ impl<E> RegistryWriter<E> {
             // Still being pinned: not registered yet.
             _ => return Err(RemoveError::NotRegistered),
         };
-        #[cfg(not(feature = "fault-deregister-ignores-users"))]
-        entry.try_retire()?;
+        if !crate::fault::broken("retire-checks-users") {
+            entry.try_retire()?;
+        }
         registry.republish(base, None);
         self.by_base.remove(&base);
         self.slots.remove(key);

@@ -366,6 +366,9 @@ impl<R: Instance> SupervisorLoop<R> {
                 self.life = Life::Building;
                 let _ = reply.send(Ok(()));
             }
+            Life::Building if crate::fault::broken("one-build-at-a-time") => {
+                let _ = reply.send(Ok(()));
+            }
             Life::Building => self.deferred.push_back(Msg::BeginInit(reply)),
             Life::Up { .. } => {
                 let _ = reply.send(Err(Refusal::AlreadyInitialized));
@@ -410,8 +413,9 @@ impl<R: Instance> SupervisorLoop<R> {
                 registrations,
             } => {
                 self.published.swap(None);
-                #[cfg(not(feature = "fault-shutdown-leaves-waiters"))]
-                instance.close();
+                if !crate::fault::broken("shutdown-closes") {
+                    instance.close();
+                }
                 let _ = reply.send(Some(Retired {
                     instance,
                     _registrations: registrations,

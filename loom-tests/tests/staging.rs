@@ -4,7 +4,7 @@
 use hipobj_actors::sync::channel::unbounded;
 use hipobj_actors::sync::{thread, Arc};
 use hipobj_loom_tests::harness::check;
-use hipobj_loom_tests::runtime_double::{self as api, ApiError, CopyJob, Deadline, Library, Spec};
+use hipobj_loom_tests::library::{self as api, ApiError, CopyJob, Deadline, Library, Spec};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc as StdArc;
 

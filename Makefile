@@ -28,6 +28,7 @@ lint:
 
 loom:
 	loom-tests/run
+	loom-tests/break-guards
 
 fuzz-short:
 	fuzz/run-short

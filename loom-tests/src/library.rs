@@ -6,7 +6,8 @@
 //!   whose registrations hold the application's memory, an MR and staging memory, each a
 //!   [`Resource`]. It implements the supervisor's [`Instance`] and the transfer's
 //!   [`TransferParts`] the way `hipobj::runtime::Runtime` does, with the exchange reduced to "write
-//!   the connection, read the memory and the MR, run the application's callback".
+//!   the connection, read the memory and the MR, run the application's callback, and have the
+//!   server read (PUT) or write (GET) the staging memory".
 //! - The MR and the staging memory are released by the registration's `Drop`, i.e. when its last
 //!   reference goes (the library's `ibv_dereg_mr` and staging free). The application's memory is
 //!   released by the model as soon as deregister returns `Ok` (what an application may do).
@@ -126,7 +127,10 @@ impl Instance for Runtime {
 /// The application's callback during the exchange.
 pub type Callback<'a> = dyn FnMut() + 'a;
 
-impl<'a> TransferParts<Callback<'a>> for Runtime {
+/// What the exchange gets: the direction and the application's callback.
+pub type Exchange<'x, 'a> = (Direction, &'x mut Callback<'a>);
+
+impl<'x, 'a> TransferParts<Exchange<'x, 'a>> for Runtime {
     type Payload = Buffer;
     type Error = Refused;
 
@@ -165,7 +169,7 @@ impl<'a> TransferParts<Callback<'a>> for Runtime {
         buffer: &Entry<Buffer>,
         _offset: usize,
         _size: usize,
-        callback: &mut Callback<'a>,
+        (direction, callback): &mut (Direction, &mut Callback<'a>),
     ) -> Result<(), Refused> {
         assert!(!buffer.is_retired(), "a transfer runs on a retired buffer");
         self.connections[slot].write();
@@ -174,6 +178,11 @@ impl<'a> TransferParts<Callback<'a>> for Runtime {
         {
             let _in_callback = CallbackGuard::enter();
             callback();
+        }
+        // The server's RDMA READ (PUT) or WRITE (GET) of the staging memory.
+        match direction {
+            Direction::Put => drop(buffer.payload().staging.read()),
+            Direction::Get => buffer.payload().staging.write(),
         }
         buffer.payload().memory.read();
         assert!(
@@ -377,9 +386,14 @@ impl Drop for CallScope {
     }
 }
 
-/// A whole `hipObjGet`: the instance's generation on success.
+/// A whole `hipObjPut`: the instance's generation on success.
 pub fn transfer(lib: &Library, base: usize) -> Result<u32, ApiError> {
     transfer_explained(lib, base).map_err(|r| r.answer)
+}
+
+/// A whole `hipObjGet` (the server writes the staging memory).
+pub fn get(lib: &Library, base: usize) -> Result<u32, ApiError> {
+    run(lib, base, Direction::Get, &mut || {}).map_err(|r| r.answer)
 }
 
 /// [`transfer`], saying which step refused it.
@@ -393,8 +407,24 @@ pub fn transfer_with(
     base: usize,
     callback: &mut Callback<'_>,
 ) -> Result<u32, Refused> {
+    run(lib, base, Direction::Put, callback)
+}
+
+fn run(
+    lib: &Library,
+    base: usize,
+    direction: Direction,
+    callback: &mut Callback<'_>,
+) -> Result<u32, Refused> {
     let scope = CallScope::enter(lib).map_err(Refused::at(Stage::Instance))?;
-    transfer::run(&*scope.runtime, Direction::Get, base, 8, 0, callback)?;
+    transfer::run(
+        &*scope.runtime,
+        direction,
+        base,
+        8,
+        0,
+        &mut (direction, callback),
+    )?;
     Ok(scope.runtime.generation)
 }
 
@@ -460,7 +490,7 @@ pub fn buf_sync(
     deadline: Deadline,
 ) -> Result<(), ApiError> {
     let scope = CallScope::enter(lib)?;
-    let use_guard = transfer::use_range::<Callback<'_>, _>(&*scope.runtime, base, 8, 0)
+    let use_guard = transfer::use_range::<Exchange<'_, '_>, _>(&*scope.runtime, base, 8, 0)
         .map_err(|r| r.answer)?;
     let ticket = Ticket::new();
     let job = CopyJob {

@@ -1,12 +1,14 @@
 //! Registering and deregistering buffers, and finding the registration a call names.
 
 use super::supervisor::{fault, supervisor};
+use super::S3Ops;
 use super::{MemoryKind, Runtime};
 use crate::error::{Error, OpError, Result};
 use crate::hip::{self, PointerKind};
 use crate::registry::{mr_access, Buffer, BufferKind};
-use hipobj_actors::registry::{Entry, UseError, UseGuard};
+use hipobj_actors::registry::UseGuard;
 use hipobj_actors::supervisor::{DeregisterError, RegisterError};
+use hipobj_actors::transfer::{self, Refused};
 use std::sync::Arc;
 
 impl Runtime {
@@ -135,26 +137,22 @@ impl Runtime {
         size: usize,
         offset: u64,
     ) -> Result<UseGuard<Buffer>> {
-        let entry = self
-            .registry
-            .lookup(ptr)
-            .ok_or_else(|| not_registered(ptr))?;
-        let fits = usize::try_from(offset)
-            .ok()
-            .and_then(|o| o.checked_add(size))
-            .is_some_and(|end| end <= entry.len());
-        if !fits {
-            return Err(Error::invalid(format!(
-                "bytes {offset}..{offset}+{size} are not inside the {}-byte registration",
-                entry.len()
-            )));
+        transfer::use_range::<dyn S3Ops, _>(self, ptr, size, offset)
+    }
+}
+
+/// The error of a call that the transfer composition (`hipobj_actors::transfer`) refused.
+pub(super) fn refusal(why: Refused, ptr: usize, size: usize, offset: u64) -> Error {
+    match why {
+        Refused::NotRegistered => not_registered(ptr),
+        Refused::OutOfRange => Error::invalid(format!(
+            "bytes {offset}..{offset}+{size} are not inside the registration at {ptr:#x}"
+        )),
+        Refused::Pending => {
+            Error::busy("a staging copy of this buffer that timed out is still running")
         }
-        Entry::try_use(&entry).map_err(|e| match e {
-            UseError::Retired => not_registered(ptr),
-            UseError::Pending => {
-                Error::busy("a staging copy of this buffer that timed out is still running")
-            }
-        })
+        Refused::Busy => Error::busy("every RDMA connection is in use and a callback may not wait"),
+        Refused::Closed => Error::not_initialized(),
     }
 }
 

@@ -1,13 +1,16 @@
 //! One transfer: the request/reply exchange of PROTOCOL.md section 5, with staging around it.
 
+use super::registration::refusal;
 use super::{Runtime, S3Ops, SyncDirection, TransferKind};
 use crate::error::{Error, OpError, Result};
 use crate::hip::CopyDirection;
-use crate::pool::{AcquireError, ConnectionHandle, PairOutcome, Pool, Wait};
+use crate::pool::{ConnectionHandle, PairOutcome, Pool};
 use crate::registry::{Buffer, BufferKind};
 use crate::reply::{Reply, REPLY_BUFFER_LEN};
-use hipobj_actors::callback::{in_callback, CallbackGuard};
-use hipobj_actors::registry::UseGuard;
+use hipobj_actors::callback::CallbackGuard;
+use hipobj_actors::registry::{Entry, Registry, UseGuard};
+use hipobj_actors::sync::Arc;
+use hipobj_actors::transfer::{self, Direction, Refused, TransferParts};
 use std::time::Duration;
 
 /// A transfer never sends more than this many requests (PROTOCOL.md rule 5.3).
@@ -37,7 +40,8 @@ impl Runtime {
         )
     }
 
-    /// `hipObjGet`/`hipObjPut` after the argument checks of the ffi layer.
+    /// `hipObjGet`/`hipObjPut` after the argument checks of the ffi layer: the composition of
+    /// `hipobj_actors::transfer::run` (the one the loom models drive) over this runtime's parts.
     pub fn transfer(
         &self,
         kind: TransferKind,
@@ -46,56 +50,11 @@ impl Runtime {
         offset: u64,
         ops: &mut dyn S3Ops,
     ) -> Result<()> {
-        let guard = self.use_range(ptr, size, offset)?;
-        let offset = offset as usize; // fits: use_range checked offset + size <= len
-        let wait = if in_callback() { Wait::No } else { Wait::Block };
-        let lease = Pool::acquire(&self.pool, wait).map_err(|e| match e {
-            AcquireError::Busy => {
-                Error::busy("every RDMA connection is in use and a callback may not wait")
-            }
-            AcquireError::Closed => Error::not_initialized(),
-        })?;
-        let guard = match kind {
-            TransferKind::Put => self.stage(guard, CopyDirection::DeviceToHost, offset, size)?,
-            TransferKind::Get => guard,
+        let direction = match kind {
+            TransferKind::Get => Direction::Get,
+            TransferKind::Put => Direction::Put,
         };
-        let conn = self
-            .connections
-            .get(lease.slot())
-            .ok_or_else(|| Error::internal("lease out of range"))?;
-        let buffer = guard.entry().payload();
-        let outcome = exchange(
-            conn,
-            buffer.rkey(),
-            buffer.remote_addr(offset),
-            size as u64,
-            ops,
-        );
-        if let Err(e) = &outcome {
-            tracing::debug!(
-                slot = lease.slot(),
-                "transfer failed ({e}); replacing its QP"
-            );
-            if let Err(re) = conn.replace() {
-                tracing::warn!("could not replace a failed connection's QP: {re}");
-            }
-        }
-        drop(lease);
-        outcome?;
-        match (kind, buffer.kind()) {
-            (TransferKind::Get, BufferKind::DeviceStaged) => {
-                self.stage(guard, CopyDirection::HostToDevice, offset, size)?;
-            }
-            (TransferKind::Get, BufferKind::DeviceDirect) => {
-                if let Some(gpu) = &self.gpu {
-                    gpu.runtime
-                        .make_visible_after_rdma_write(gpu.device)
-                        .map_err(|e| e.to_error(OpError::RdmaError))?;
-                }
-            }
-            _ => {}
-        }
-        Ok(())
+        transfer::run(self, direction, ptr, size, offset, ops)
     }
 
     /// `hipObjBufSync` after the argument checks of the ffi layer.
@@ -123,6 +82,80 @@ impl Runtime {
         match reply {
             Reply::PairingNeeded(server) => self.app_connection.pair(*server).map(drop),
             _ => Ok(()),
+        }
+    }
+}
+
+/// The parts of a transfer that `hipobj_actors::transfer::run` composes.
+impl<'a> TransferParts<dyn S3Ops + 'a> for Runtime {
+    type Payload = Buffer;
+    type Error = Error;
+
+    fn registry(&self) -> &Registry<Buffer> {
+        &self.registry
+    }
+
+    fn pool(&self) -> &Arc<Pool> {
+        &self.pool
+    }
+
+    fn refused(&self, why: Refused, base: usize, size: usize, offset: u64) -> Error {
+        refusal(why, base, size, offset)
+    }
+
+    fn stage_out(
+        &self,
+        guard: UseGuard<Buffer>,
+        offset: usize,
+        size: usize,
+    ) -> Result<UseGuard<Buffer>> {
+        self.stage(guard, CopyDirection::DeviceToHost, offset, size)
+    }
+
+    fn exchange(
+        &self,
+        slot: usize,
+        buffer: &Entry<Buffer>,
+        offset: usize,
+        size: usize,
+        ops: &mut (dyn S3Ops + 'a),
+    ) -> Result<()> {
+        let conn = self
+            .connections
+            .get(slot)
+            .ok_or_else(|| Error::internal("lease out of range"))?;
+        let buffer = buffer.payload();
+        exchange(
+            conn,
+            buffer.rkey(),
+            buffer.remote_addr(offset),
+            size as u64,
+            ops,
+        )
+    }
+
+    fn recover(&self, slot: usize, error: &Error) {
+        tracing::debug!(slot, "transfer failed ({error}); replacing its QP");
+        if let Some(conn) = self.connections.get(slot) {
+            if let Err(re) = conn.replace() {
+                tracing::warn!("could not replace a failed connection's QP: {re}");
+            }
+        }
+    }
+
+    fn stage_in(&self, guard: UseGuard<Buffer>, offset: usize, size: usize) -> Result<()> {
+        match guard.entry().payload().kind() {
+            BufferKind::DeviceStaged => self
+                .stage(guard, CopyDirection::HostToDevice, offset, size)
+                .map(drop),
+            BufferKind::DeviceDirect => match &self.gpu {
+                Some(gpu) => gpu
+                    .runtime
+                    .make_visible_after_rdma_write(gpu.device)
+                    .map_err(|e| e.to_error(OpError::RdmaError)),
+                None => Ok(()),
+            },
+            BufferKind::Host => Ok(()),
         }
     }
 }

@@ -8,13 +8,14 @@
 //! 3. lease a connection: wait for one, or Busy at once from inside a callback (a callback's own
 //!    transfer may hold the only one); Closed after shutdown;
 //! 4. the request/reply exchange on the leased connection ([`TransferParts::exchange`]);
-//! 5. after a failed exchange, the connection is recovered ([`TransferParts::recover`], e.g. its QP
-//!    replaced) before the lease returns it to the pool;
-//! 6. the lease goes back, then, for a GET, the data is made visible on the device
-//!    ([`TransferParts::stage_in`]) with only the buffer in use.
+//! 5. the lease is handed to [`TransferParts::release`] with the outcome: it returns the connection
+//!    to the pool, or after a failure hands the lease to whoever recovers the connection (e.g. the
+//!    connection's worker replaces its QP), which returns it only once recovered;
+//! 6. then, for a GET, the data is made visible on the device ([`TransferParts::stage_in`]) with
+//!    only the buffer in use; the caller never waits for a recovery.
 
 use crate::callback::in_callback;
-use crate::pool::{AcquireError, Pool, Wait};
+use crate::pool::{AcquireError, Lease, Pool, Wait};
 use crate::registry::{Entry, Registry, UseError, UseGuard};
 use crate::sync::Arc;
 
@@ -61,17 +62,18 @@ pub trait TransferParts<Ops: ?Sized> {
         offset: usize,
         size: usize,
     ) -> Result<UseGuard<Self::Payload>, Self::Error>;
-    /// The request/reply exchange on connection `slot`.
+    /// The request/reply exchange on the leased connection.
     fn exchange(
         &self,
-        slot: usize,
+        lease: &Lease,
         buffer: &Entry<Self::Payload>,
         offset: usize,
         size: usize,
         ops: &mut Ops,
     ) -> Result<(), Self::Error>;
-    /// After a failed exchange, before connection `slot` goes back to the pool.
-    fn recover(&self, slot: usize, error: &Self::Error);
+    /// Give the connection back: drop the lease when it is reusable, or hand it to its recovery
+    /// (after a failure), which returns it to the pool once the connection is usable again.
+    fn release(&self, lease: Lease, outcome: &Result<(), Self::Error>);
     /// After a GET (the lease is given back): copy host -> device if staged, or make the RDMA
     /// write visible to the device.
     fn stage_in(
@@ -134,11 +136,8 @@ pub fn run<O: ?Sized, P: TransferParts<O> + ?Sized>(
         };
         parts.refused(why, base, size, offset)
     })?;
-    let exchanged = parts.exchange(lease.slot(), guard.entry(), at, size, ops);
-    if let Err(e) = &exchanged {
-        parts.recover(lease.slot(), e);
-    }
-    drop(lease);
+    let exchanged = parts.exchange(&lease, guard.entry(), at, size, ops);
+    parts.release(lease, &exchanged);
     exchanged?;
     match direction {
         Direction::Get => parts.stage_in(guard, at, size),

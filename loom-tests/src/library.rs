@@ -18,7 +18,7 @@
 //! in flight.
 
 use hipobj_actors::callback::CallbackGuard;
-use hipobj_actors::pool::Pool;
+use hipobj_actors::pool::{Lease, Pool};
 use hipobj_actors::registry::{Entry, Registry, UseGuard};
 use hipobj_actors::staging::{Outcome, Ticket};
 use hipobj_actors::supervisor::{DeregisterError, InitError, Instance, RegisterError, Supervisor};
@@ -165,14 +165,14 @@ impl<'x, 'a> TransferParts<Exchange<'x, 'a>> for Runtime {
     /// the application's callback runs in the middle (with the callback marker raised).
     fn exchange(
         &self,
-        slot: usize,
+        lease: &Lease,
         buffer: &Entry<Buffer>,
         _offset: usize,
         _size: usize,
         (direction, callback): &mut (Direction, &mut Callback<'a>),
     ) -> Result<(), Refused> {
         assert!(!buffer.is_retired(), "a transfer runs on a retired buffer");
-        self.connections[slot].write();
+        self.connections[lease.slot()].write();
         buffer.payload().memory.read();
         buffer.payload().mr.read();
         {
@@ -192,7 +192,9 @@ impl<'x, 'a> TransferParts<Exchange<'x, 'a>> for Runtime {
         Ok(())
     }
 
-    fn recover(&self, _slot: usize, _error: &Refused) {}
+    fn release(&self, lease: Lease, _outcome: &Result<(), Refused>) {
+        drop(lease);
+    }
 
     fn stage_in(
         &self,

@@ -4,7 +4,7 @@ use super::registration::refusal;
 use super::{Runtime, S3Ops, SyncDirection, TransferKind};
 use crate::error::{Error, OpError, Result};
 use crate::hip::CopyDirection;
-use crate::pool::{ConnectionHandle, PairOutcome, Pool};
+use crate::pool::{ConnectionHandle, Lease, PairOutcome, Pool};
 use crate::registry::{Buffer, BufferKind};
 use crate::reply::{Reply, REPLY_BUFFER_LEN};
 use hipobj_actors::callback::CallbackGuard;
@@ -114,7 +114,7 @@ impl<'a> TransferParts<dyn S3Ops + 'a> for Runtime {
 
     fn exchange(
         &self,
-        slot: usize,
+        lease: &Lease,
         buffer: &Entry<Buffer>,
         offset: usize,
         size: usize,
@@ -122,7 +122,7 @@ impl<'a> TransferParts<dyn S3Ops + 'a> for Runtime {
     ) -> Result<()> {
         let conn = self
             .connections
-            .get(slot)
+            .get(lease.slot())
             .ok_or_else(|| Error::internal("lease out of range"))?;
         let buffer = buffer.payload();
         exchange(
@@ -134,13 +134,18 @@ impl<'a> TransferParts<dyn S3Ops + 'a> for Runtime {
         )
     }
 
-    fn recover(&self, slot: usize, error: &Error) {
-        tracing::debug!(slot, "transfer failed ({error}); replacing its QP");
-        if let Some(conn) = self.connections.get(slot) {
-            if let Err(re) = conn.replace() {
-                tracing::warn!("could not replace a failed connection's QP: {re}");
+    /// A failed connection's QP is replaced before the lease returns it to the pool.
+    fn release(&self, lease: Lease, outcome: &Result<()>) {
+        if let Err(error) = outcome {
+            let slot = lease.slot();
+            tracing::debug!(slot, "transfer failed ({error}); replacing its QP");
+            if let Some(conn) = self.connections.get(slot) {
+                if let Err(re) = conn.replace() {
+                    tracing::warn!("could not replace a failed connection's QP: {re}");
+                }
             }
         }
+        drop(lease);
     }
 
     fn stage_in(&self, guard: UseGuard<Buffer>, offset: usize, size: usize) -> Result<()> {

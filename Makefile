@@ -16,7 +16,7 @@ build: deps
 
 unit: deps
 	$(CARGO) test --workspace
-	$(CARGO) test -p hipobj --features sim-gpu --test gpu --test hip_sim
+	$(CARGO) test -p hipobj --features sim-gpu --lib --test hip_sim --test gpu
 
 ctest: build
 	tests/c/run
@@ -28,6 +28,7 @@ lint:
 
 loom:
 	loom-tests/run
+	loom-tests/break-guards
 
 fuzz-short:
 	fuzz/run-short

@@ -120,5 +120,5 @@ fn main() {
     rt.deregister(dst.as_mut_ptr() as usize)
         .expect("deregister");
     drop(rt);
-    runtime::shutdown();
+    runtime::shutdown().expect("hipObjShutdown");
 }

@@ -50,7 +50,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    runtime::shutdown();
+    runtime::shutdown().expect("shutdown");
     if !ok {
         std::process::exit(1);
     }

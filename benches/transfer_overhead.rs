@@ -217,7 +217,7 @@ fn run_gets(
 fn overhead(server: SocketAddr, client_dev: &str, threads: usize, gets: usize, obj: &[u8]) {
     init(client_dev, threads.max(1), false);
     let samples = run_gets(server, threads, gets, obj);
-    runtime::shutdown();
+    runtime::shutdown().expect("shutdown");
     let mut whole: Vec<_> = samples.iter().map(|s| s.0).collect();
     let mut lib: Vec<_> = samples.iter().map(|s| s.1).collect();
     let (w, l) = (median(&mut whole), median(&mut lib));
@@ -259,7 +259,7 @@ fn main() {
         let no_mw = block % 2 == 1;
         init(&client_dev, 1, no_mw);
         let samples = run_gets(srv.addr, 1, gets, &obj);
-        runtime::shutdown();
+        runtime::shutdown().expect("shutdown");
         let (whole, lib) = if no_mw {
             (&mut without, &mut lib_without)
         } else {

@@ -19,6 +19,16 @@ fn shutdown_without_init_is_a_successful_no_op() {
         assert_eq!(hipObjShutdown(), OK);
         assert_eq!(hipObjShutdown(), OK);
     }
+    // No test here initialises hipObject, so no call may have started the supervisor.
+    let threads: Vec<String> = std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim().to_owned())
+        .collect();
+    assert!(
+        !threads.iter().any(|name| name.starts_with("hipobj")),
+        "hipObjShutdown without init started a thread: {threads:?}"
+    );
 }
 
 #[test]

@@ -2,17 +2,21 @@
 //!
 //! Everything here imports its primitives from [`sync`], which switches to loom under
 //! `--cfg hipobj_loom`. The pieces:
-//! - [`lifecycle`]: the current instance, published lock-free; init and shutdown serialised.
+//! - [`supervisor`]: the actor that owns the lifecycle and the registrations and publishes them.
 //! - [`pool`]: connection leases; waiting for a free one, or `Busy` from a callback.
 //! - [`registry`]: the snapshot of registered buffers and each buffer's use/pending/retired word.
 //! - [`staging`]: the ticket shared by a staging copy and the call that waits for it.
 //! - [`callback`]: the per-thread "inside a callback" depth.
 //! - [`answer`]: one-shot answers to actor requests.
+//! - [`transfer`]: the composition of one transfer (buffer use, staging, lease, exchange, recovery).
+//! - [`fault`]: guard removal for the loom models' break-guards script (loom builds only).
 
 pub mod answer;
 pub mod callback;
-pub mod lifecycle;
+pub mod fault;
 pub mod pool;
 pub mod registry;
 pub mod staging;
+pub mod supervisor;
 pub mod sync;
+pub mod transfer;

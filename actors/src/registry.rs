@@ -8,7 +8,7 @@
 //! it is neither retired nor pending; deregistration retires it only from the all-zero state.
 
 use crate::sync::atomic::{AtomicU64, Ordering};
-use crate::sync::{Arc, ArcCell, Mutex};
+use crate::sync::{Arc, ArcCell};
 use std::collections::BTreeMap;
 
 const USES_MASK: u64 = 0xffff_ffff;
@@ -88,7 +88,7 @@ impl<E> Entry<E> {
             if cur & RETIRED != 0 {
                 return Err(UseError::Retired);
             }
-            if cur & PENDING_MASK != 0 {
+            if cur & PENDING_MASK != 0 && !crate::fault::broken("use-checks-pending") {
                 return Err(UseError::Pending);
             }
             if cur & USES_MASK == USES_MASK {
@@ -154,6 +154,12 @@ impl<E> UseGuard<E> {
         // the guard's own `Arc<Entry>` and leaked the registration (and its staging memory) on every
         // timed-out copy. Taking the pending mark first, then dropping the guard normally (which
         // gives back the use) keeps the word non-zero throughout and drops the reference.
+        if crate::fault::broken("pending-before-use-ends") {
+            let entry = self.entry.clone();
+            drop(self);
+            entry.state.fetch_add(PENDING_ONE, Ordering::AcqRel);
+            return PendingGuard { entry };
+        }
         self.entry.state.fetch_add(PENDING_ONE, Ordering::AcqRel);
         let pending = PendingGuard {
             entry: self.entry.clone(),
@@ -188,10 +194,10 @@ impl<E> Drop for PendingGuard<E> {
 
 type Snapshot<E> = BTreeMap<usize, Arc<Entry<E>>>;
 
-/// The set of registrations.
+/// The set of registrations as calls see it: an immutable snapshot loaded without a lock. Only a
+/// [`RegistryWriter`] (owned by the supervisor) replaces it.
 pub struct Registry<E> {
     snapshot: ArcCell<Snapshot<E>>,
-    writer: Mutex<()>,
 }
 
 impl<E> Default for Registry<E> {
@@ -204,7 +210,6 @@ impl<E> Registry<E> {
     pub fn new() -> Registry<E> {
         Registry {
             snapshot: ArcCell::new(Some(Arc::new(BTreeMap::new()))),
-            writer: Mutex::new(()),
         }
     }
 
@@ -235,28 +240,115 @@ impl<E> Registry<E> {
         self.load().values().cloned().collect()
     }
 
-    /// Publish `entry`; `Err(entry)` (handed back unchanged) when its base is already registered.
-    pub fn insert(&self, entry: Arc<Entry<E>>) -> Result<(), Arc<Entry<E>>> {
-        let _w = self.writer.lock();
-        let cur = self.load();
-        if cur.contains_key(&entry.base) {
-            return Err(entry);
+    /// Publish a snapshot with `entry` added (`Some`) or `base` removed (`None`). The old snapshot
+    /// is dropped here; the writer keeps its own reference to every entry it publishes, so this never
+    /// drops the last reference to a registration.
+    fn republish(&self, base: usize, entry: Option<Arc<Entry<E>>>) {
+        let mut next: Snapshot<E> = (*self.load()).clone();
+        match entry {
+            Some(e) => next.insert(base, e),
+            None => next.remove(&base),
+        };
+        drop(self.snapshot.swap(Some(Arc::new(next))));
+    }
+}
+
+/// A base already registered (or being registered).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AlreadyRegistered;
+
+/// A registration slot: reserved while its memory is pinned off the supervisor, then published.
+enum Slot<E> {
+    Reserved { base: usize },
+    Published(Arc<Entry<E>>),
+}
+
+/// The writer side of one instance's registry: a slab of slots (reserved or published) and the
+/// base each slot holds. Owned by the supervisor, which is the only thread that changes it, so it
+/// needs no lock; every change that calls can see is published through [`Registry`].
+pub struct RegistryWriter<E> {
+    slots: slab::Slab<Slot<E>>,
+    by_base: BTreeMap<usize, usize>,
+}
+
+impl<E> Default for RegistryWriter<E> {
+    fn default() -> Self {
+        RegistryWriter::new()
+    }
+}
+
+impl<E> RegistryWriter<E> {
+    pub fn new() -> RegistryWriter<E> {
+        RegistryWriter {
+            slots: slab::Slab::new(),
+            by_base: BTreeMap::new(),
         }
-        let mut next: Snapshot<E> = (*cur).clone();
-        next.insert(entry.base, entry);
-        self.snapshot.swap(Some(Arc::new(next)));
+    }
+
+    /// Slots in use (reserved or published).
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Reserve `base` while its memory is pinned: a second registration of the same base is refused
+    /// at once instead of pinning the memory twice. The slab key names the reservation.
+    pub fn reserve(&mut self, base: usize) -> Result<usize, AlreadyRegistered> {
+        if self.by_base.contains_key(&base) && !crate::fault::broken("reserve-checks-base") {
+            return Err(AlreadyRegistered);
+        }
+        let key = self.slots.insert(Slot::Reserved { base });
+        self.by_base.insert(base, key);
+        Ok(key)
+    }
+
+    /// Publish `entry` in the reservation `key` (which must be a reservation of `entry`'s base);
+    /// `Err(entry)` (handed back unchanged) otherwise.
+    pub fn publish(
+        &mut self,
+        key: usize,
+        entry: Arc<Entry<E>>,
+        registry: &Registry<E>,
+    ) -> Result<(), Arc<Entry<E>>> {
+        match self.slots.get(key) {
+            Some(Slot::Reserved { base }) if *base == entry.base => {}
+            _ => return Err(entry),
+        }
+        registry.republish(entry.base, Some(entry.clone()));
+        self.slots[key] = Slot::Published(entry);
         Ok(())
     }
 
-    /// Retire and unpublish the registration based at `base`.
-    pub fn remove(&self, base: usize) -> Result<Arc<Entry<E>>, RemoveError> {
-        let _w = self.writer.lock();
-        let cur = self.load();
-        let entry = cur.get(&base).cloned().ok_or(RemoveError::NotRegistered)?;
-        entry.try_retire()?;
-        let mut next: Snapshot<E> = (*cur).clone();
-        next.remove(&base);
-        self.snapshot.swap(Some(Arc::new(next)));
+    /// Give up the reservation `key` (pinning failed); a published slot is left alone.
+    pub fn cancel(&mut self, key: usize) {
+        if let Some(Slot::Reserved { base }) = self.slots.get(key) {
+            self.by_base.remove(base);
+            self.slots.remove(key);
+        }
+    }
+
+    /// Retire and unpublish the registration based at `base`, handing it back so that the caller
+    /// drops it (and unpins its memory) on its own thread.
+    pub fn retire(
+        &mut self,
+        base: usize,
+        registry: &Registry<E>,
+    ) -> Result<Arc<Entry<E>>, RemoveError> {
+        let key = *self.by_base.get(&base).ok_or(RemoveError::NotRegistered)?;
+        let entry = match self.slots.get(key) {
+            Some(Slot::Published(entry)) => entry.clone(),
+            // Still being pinned: not registered yet.
+            _ => return Err(RemoveError::NotRegistered),
+        };
+        if !crate::fault::broken("retire-checks-users") {
+            entry.try_retire()?;
+        }
+        registry.republish(base, None);
+        self.by_base.remove(&base);
+        self.slots.remove(key);
         Ok(entry)
     }
 }
@@ -268,22 +360,40 @@ mod tests {
     #[test]
     fn use_pending_retire() {
         let reg: Registry<u32> = Registry::new();
-        reg.insert(Entry::new(0x1000, 64, 7)).unwrap();
-        assert!(reg.insert(Entry::new(0x1000, 8, 8)).is_err());
+        let mut w = RegistryWriter::new();
+        let key = w.reserve(0x1000).unwrap();
+        assert_eq!(w.reserve(0x1000), Err(AlreadyRegistered), "reserved base");
+        assert!(!reg.contains(0x1000), "a reservation is not published");
+        assert_eq!(
+            w.retire(0x1000, &reg).err(),
+            Some(RemoveError::NotRegistered)
+        );
+        w.publish(key, Entry::new(0x1000, 64, 7), &reg).unwrap();
+        assert_eq!(w.reserve(0x1000), Err(AlreadyRegistered), "published base");
         let e = reg.lookup(0x1000).unwrap();
         let g = Entry::try_use(&e).unwrap();
-        assert_eq!(reg.remove(0x1000).err(), Some(RemoveError::Busy));
+        assert_eq!(w.retire(0x1000, &reg).err(), Some(RemoveError::Busy));
         let p = g.into_pending();
         assert_eq!(e.uses(), 0);
         assert_eq!(e.pending(), 1);
         assert_eq!(Entry::try_use(&e).err(), Some(UseError::Pending));
-        assert_eq!(reg.remove(0x1000).err(), Some(RemoveError::Busy));
+        assert_eq!(w.retire(0x1000, &reg).err(), Some(RemoveError::Busy));
         drop(p);
-        let removed = reg.remove(0x1000).unwrap();
+        let removed = w.retire(0x1000, &reg).unwrap();
         assert_eq!(*removed.payload(), 7);
         assert_eq!(Entry::try_use(&e).err(), Some(UseError::Retired));
-        assert_eq!(reg.remove(0x1000).err(), Some(RemoveError::NotRegistered));
-        assert!(reg.is_empty());
+        assert_eq!(
+            w.retire(0x1000, &reg).err(),
+            Some(RemoveError::NotRegistered)
+        );
+        assert!(reg.is_empty() && w.is_empty());
+        let key = w.reserve(0x2000).unwrap();
+        w.cancel(key);
+        assert!(w.is_empty());
+        assert!(
+            w.reserve(0x2000).is_ok(),
+            "a cancelled reservation frees its base"
+        );
     }
 
     #[test]

@@ -1,15 +1,17 @@
 //! loom models of the concurrent core (run with RUSTFLAGS="--cfg hipobj_loom"; see `run`).
 //!
-//! The models in `tests/` drive a small in-memory runtime double composed from the actors pieces the
-//! way the real runtime composes them: [`runtime_double`] (the instance, its pool, its registry and
-//! the API calls), [`resource`] (memory and connections whose use after release loom can see), and
-//! [`harness`] (a model runner that counts the executions loom explores).
+//! The models in `tests/` drive the real concurrent composition of `hipobj_actors` (the supervisor
+//! actor on its own thread, the registry, the pool, `transfer::run`, the staging ticket) through
+//! [`library`], which supplies doubles only at the RDMA and GPU edges; [`resource`] is memory and
+//! connections whose use after release loom can see, and [`harness`] a model runner that counts the
+//! executions loom explores. `break-guards` removes each guard of `hipobj_actors::fault` in turn and
+//! shows its model fail.
 //!
 //! Without `--cfg hipobj_loom` this crate is empty, so ordinary workspace builds skip it.
 
 #[cfg(hipobj_loom)]
 pub mod harness;
 #[cfg(hipobj_loom)]
-pub mod resource;
+pub mod library;
 #[cfg(hipobj_loom)]
-pub mod runtime_double;
+pub mod resource;

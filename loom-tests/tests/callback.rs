@@ -1,10 +1,10 @@
 //! Model 4: a transfer started from a callback when every connection is taken.
 #![cfg(hipobj_loom)]
 
-use hipobj_actors::callback::{in_callback, CallbackGuard};
+use hipobj_actors::callback::in_callback;
 use hipobj_actors::sync::{thread, Arc};
 use hipobj_loom_tests::harness::check;
-use hipobj_loom_tests::runtime_double::{self as api, ApiError, Library, Spec, Transfer};
+use hipobj_loom_tests::library::{self as api, ApiError, Library, Spec};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc as StdArc;
 
@@ -39,25 +39,24 @@ fn callback_transfer_is_busy_when_all_connections_are_taken() {
 
             let (outer_lib, outer_order) = (lib.clone(), order.clone());
             let outer = thread::spawn(move || {
-                let call = Transfer::begin(&outer_lib, BUF).map_err(|r| r.answer)?;
-                let first = outer_order.fetch_add(1, Ordering::SeqCst) == 0;
-                call.run();
-                let inner = {
-                    let _in_callback = CallbackGuard::enter();
+                let (mut first, mut inner) = (false, None);
+                api::transfer_with(&outer_lib, BUF, &mut || {
+                    assert!(in_callback());
+                    first = outer_order.fetch_add(1, Ordering::SeqCst) == 0;
                     // The callback may not deregister the buffer its own transfer uses either.
                     assert_eq!(api::deregister(&outer_lib, BUF), Err(ApiError::Busy));
-                    api::transfer(&outer_lib, BUF)
-                };
+                    inner = Some(api::transfer(&outer_lib, BUF));
+                })
+                .map_err(|r| r.answer)?;
                 assert!(!in_callback(), "the marker ends with the callback");
-                drop(call);
-                Ok::<_, ApiError>((first, inner))
+                Ok::<_, ApiError>((first, inner.expect("the callback ran")))
             });
             let (other_lib, other_order) = (lib.clone(), order.clone());
             let other = thread::spawn(move || {
-                let call = Transfer::begin(&other_lib, BUF).map_err(|r| r.answer)?;
-                other_order.fetch_add(1, Ordering::SeqCst);
-                call.run();
-                Ok::<_, ApiError>(call.generation())
+                api::transfer_with(&other_lib, BUF, &mut || {
+                    other_order.fetch_add(1, Ordering::SeqCst);
+                })
+                .map_err(|r| r.answer)
             });
 
             let (outer_first, inner) = outer.join().unwrap().expect("outer transfer");
@@ -97,13 +96,10 @@ fn callback_shuts_down_while_another_transfer_waits() {
             .unwrap();
             let outer_lib = lib.clone();
             let outer = thread::spawn(move || {
-                let call = Transfer::begin(&outer_lib, BUF).map_err(|r| r.answer)?;
-                {
-                    let _in_callback = CallbackGuard::enter();
+                api::transfer_with(&outer_lib, BUF, &mut || {
                     assert!(api::shutdown(&outer_lib));
-                }
-                call.run();
-                Ok::<_, ApiError>(call.generation())
+                })
+                .map_err(|r| r.answer)
             });
             let other_lib = lib.clone();
             let other = thread::spawn(move || api::transfer(&other_lib, BUF));

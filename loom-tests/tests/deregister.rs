@@ -3,7 +3,7 @@
 
 use hipobj_actors::sync::{thread, Arc};
 use hipobj_loom_tests::harness::check;
-use hipobj_loom_tests::runtime_double::{self as api, ApiError, Library, Spec};
+use hipobj_loom_tests::library::{self as api, ApiError, Library, Spec};
 
 const BUF: usize = 0x1000;
 

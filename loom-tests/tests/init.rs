@@ -3,9 +3,18 @@
 
 use hipobj_actors::sync::{thread, Arc};
 use hipobj_loom_tests::harness::check;
-use hipobj_loom_tests::runtime_double::{self as api, ApiError, Library, Spec, Stage};
+use hipobj_loom_tests::library::{self as api, ApiError, Library, Spec, Stage};
 
 const BUF: usize = 0x1000;
+
+/// An instance without registrations.
+fn bare(generation: u32) -> Spec {
+    Spec {
+        generation,
+        connections: 1,
+        buffers: &[],
+    }
+}
 
 fn spec(generation: u32) -> Spec {
     Spec {
@@ -29,7 +38,7 @@ fn init_races_init() {
                 .into_iter()
                 .map(|generation| {
                     let lib = lib.clone();
-                    thread::spawn(move || api::init(&lib, &spec(generation)))
+                    thread::spawn(move || api::init(&lib, &bare(generation)))
                 })
                 .collect();
             let results: Vec<_> = inits.into_iter().map(|h| h.join().unwrap()).collect();
@@ -42,9 +51,15 @@ fn init_races_init() {
             assert_eq!(losers, 1, "the other is AlreadyInitialized");
             let winner = winners[0];
             seen.record(["instance 1 won", "instance 2 won"][winner.generation as usize - 1]);
+            let (mr, staging) = api::register(&lib, BUF).expect("register on the winner");
             assert_eq!(api::transfer(&lib, BUF), Ok(winner.generation));
             assert!(api::shutdown(&lib));
             winner.assert_all_released_once();
+            assert_eq!(
+                (mr.frees(), staging.frees()),
+                (1, 1),
+                "released with the instance"
+            );
             assert!(!api::shutdown(&lib));
         },
     );
@@ -79,6 +94,10 @@ fn init_after_shutdown_while_an_old_call_runs() {
             seen.record(match old_call.join().unwrap() {
                 Ok(1) => "old call ran on instance 1",
                 Ok(2) => "old call ran on instance 2",
+                // Instance 2 is published before its buffer is registered.
+                Err(r) if r.answer == ApiError::BufNotRegistered && r.stage == Stage::Buffer => {
+                    "old call: instance 2 before its registration"
+                }
                 Err(r) if r.answer == ApiError::NotInitialized && r.stage == Stage::Instance => {
                     "old call: no instance"
                 }

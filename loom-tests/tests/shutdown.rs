@@ -1,9 +1,10 @@
 //! Model 1: shutdown racing a transfer that holds a connection and a transfer waiting for one.
 #![cfg(hipobj_loom)]
 
+use hipobj_actors::sync::channel::unbounded;
 use hipobj_actors::sync::{thread, Arc};
 use hipobj_loom_tests::harness::check;
-use hipobj_loom_tests::runtime_double::{self as api, ApiError, Library, Spec, Stage, Transfer};
+use hipobj_loom_tests::library::{self as api, ApiError, Library, Spec, Stage};
 
 const BUF: usize = 0x1000;
 
@@ -28,19 +29,23 @@ fn shutdown_wakes_a_waiter_while_a_holder_runs() {
         |seen| {
             let lib = Arc::new(Library::new());
             let probe = api::init(&lib, &one_connection()).unwrap();
-            // The holder's lease is taken before the others start; the thread that owns it
-            // follows.
-            let held = Transfer::begin(&lib, BUF).expect("the only connection is free");
-
-            let waiter_lib = lib.clone();
-            let waiter = thread::spawn(move || api::transfer_explained(&waiter_lib, BUF));
+            // The holder's callback (it holds the only connection) starts the waiter and waits
+            // for it to answer; main shuts down once the holder has its connection.
+            let (leased, has_lease) = unbounded::<()>();
+            let holder_lib = lib.clone();
             let holder = thread::spawn(move || {
-                let waited = waiter.join().unwrap();
-                held.run();
-                drop(held);
-                waited
+                let mut waited = None;
+                let ran = api::transfer_with(&holder_lib, BUF, &mut || {
+                    leased.send(()).unwrap();
+                    let waiter_lib = holder_lib.clone();
+                    let waiter = thread::spawn(move || api::transfer_explained(&waiter_lib, BUF));
+                    waited = Some(waiter.join().unwrap());
+                });
+                assert_eq!(ran, Ok(1), "the holder runs on its instance");
+                waited.expect("the callback ran")
             });
 
+            has_lease.recv().unwrap();
             assert!(api::shutdown(&lib));
             let waited = holder.join().unwrap().expect_err("the holder never let go");
             assert_eq!(waited.answer, ApiError::NotInitialized);

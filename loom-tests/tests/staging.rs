@@ -4,7 +4,7 @@
 use hipobj_actors::sync::channel::unbounded;
 use hipobj_actors::sync::{thread, Arc};
 use hipobj_loom_tests::harness::check;
-use hipobj_loom_tests::runtime_double::{self as api, ApiError, CopyJob, Deadline, Library, Spec};
+use hipobj_loom_tests::library::{self as api, ApiError, CopyJob, Deadline, Library, Spec};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc as StdArc;
 
@@ -160,6 +160,44 @@ fn finished_copy_wakes_the_waiting_call() {
                 }
                 other => panic!("unexpected outcome {other:?}"),
             }
+            assert!(api::shutdown(&lib));
+            probe.assert_all_released_once();
+        },
+    );
+}
+
+/// After a staging copy timed out, a GET of the buffer (whose server writes the staging memory the
+/// copy still writes) is Busy until the copy has ended; once it has, the GET runs, ordered after
+/// the copy (loom's cell sees a GET's write concurrent with the copy's).
+#[test]
+fn a_pending_copy_makes_new_transfers_busy() {
+    check(
+        "a_pending_copy_makes_new_transfers_busy",
+        2,
+        &[
+            "busy while the copy runs",
+            "ran after the copy",
+            "sync finished",
+        ],
+        |seen| {
+            let lib = Arc::new(Library::new());
+            let probe = api::init(&lib, &spec()).unwrap();
+            let finishing = StdArc::new(AtomicBool::new(false));
+            let (call, copier) = start_sync(&lib, &finishing, Deadline::AnyTime);
+            match call.join().unwrap() {
+                Err(ApiError::StagingTimedOut) => match api::get(&lib, BUF) {
+                    Err(ApiError::Busy) => seen.record("busy while the copy runs"),
+                    Ok(1) => seen.record("ran after the copy"),
+                    other => panic!("GET under a pending copy: {other:?}"),
+                },
+                Ok(()) => {
+                    seen.record("sync finished");
+                    assert_eq!(api::get(&lib, BUF), Ok(1));
+                }
+                other => panic!("sync: {other:?}"),
+            }
+            copier.join().unwrap();
+            assert_eq!(api::get(&lib, BUF), Ok(1), "idle once the copy ended");
             assert!(api::shutdown(&lib));
             probe.assert_all_released_once();
         },

@@ -51,8 +51,8 @@ fn init(
 
 /// `hipObjShutdown`: a no-op when not initialised; transfers in progress finish first.
 #[pyfunction]
-fn shutdown(py: Python<'_>) {
-    py.allow_threads(runtime::shutdown)
+fn shutdown(py: Python<'_>) -> PyResult<()> {
+    py.allow_threads(runtime::shutdown).map_err(to_py)
 }
 
 /// Whether hipObject is initialised in this process.

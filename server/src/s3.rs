@@ -180,7 +180,7 @@ impl S3 for HipobjS3 {
     ) -> S3Result<S3Response<GetObjectOutput>> {
         presign::check_expiry(&req.uri)?;
         let kind = JobKind::Get {
-            range: req.input.range.clone(),
+            range: req.input.range,
         };
         let Some(result) = self
             .token_request(

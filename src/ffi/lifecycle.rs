@@ -18,11 +18,9 @@ pub unsafe extern "C" fn hipObjInit(config: *mut hipObjConfig_t) -> hipObjError_
     })
 }
 
-/// `hipObjShutdown`: stop the core; a no-op when not initialised. Never fails.
+/// `hipObjShutdown`: stop the core; a no-op when not initialised (it starts nothing then).
+/// `hipObjInternalError` if the supervisor could not do it.
 #[no_mangle]
 pub extern "C" fn hipObjShutdown() -> hipObjError_t {
-    boundary::call("hipObjShutdown", || {
-        runtime::shutdown();
-        Ok(())
-    })
+    boundary::call("hipObjShutdown", runtime::shutdown)
 }

@@ -65,6 +65,8 @@ pub struct SimCalls {
     pub free_host: u64,
     pub start_copy: u64,
     pub copies_finished: u64,
+    /// Times a running copy was asked whether it finished (`hipEventQuery`).
+    pub copy_queries: u64,
     pub make_visible: u64,
 }
 
@@ -153,6 +155,7 @@ struct Counters {
     free_host: AtomicU64,
     start_copy: AtomicU64,
     copies_finished: AtomicU64,
+    copy_queries: AtomicU64,
     make_visible: AtomicU64,
 }
 
@@ -255,10 +258,12 @@ impl SimShared {
 /// Polls a sim copy's result slot.
 struct SimCopyProbe {
     result: Arc<Mutex<CopyStatus>>,
+    shared: Arc<SimShared>,
 }
 
 impl CopyProbe for SimCopyProbe {
     fn probe(&mut self) -> CopyStatus {
+        bump(&self.shared.calls.copy_queries);
         *lock(&self.result)
     }
 }
@@ -408,6 +413,7 @@ impl SimGpu {
             free_host: get(&c.free_host),
             start_copy: get(&c.start_copy),
             copies_finished: get(&c.copies_finished),
+            copy_queries: get(&c.copy_queries),
             make_visible: get(&c.make_visible),
         }
     }
@@ -571,7 +577,10 @@ impl GpuRuntime for SimGpu {
         if !sent {
             return Err(HipError::new("hipMemcpyAsync", HIP_ERROR_NOT_SUPPORTED));
         }
-        Ok(CopyInFlight::running(Box::new(SimCopyProbe { result })))
+        Ok(CopyInFlight::running(Box::new(SimCopyProbe {
+            result,
+            shared: self.shared.clone(),
+        })))
     }
 
     fn make_visible_after_rdma_write(&self, device: i32) -> Result<(), HipError> {

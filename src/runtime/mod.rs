@@ -18,11 +18,11 @@ use crate::pool::{AppConnection, ConnectionHandle, Pool, Protection};
 use crate::registry::{Buffer, BufferKind};
 use crate::stager::StagerHandle;
 use crate::verbs::{self, Device};
-use hipobj_actors::lifecycle::Lifecycle;
 use hipobj_actors::registry::Registry;
+use hipobj_actors::supervisor::InitError;
 use select::{choose_nic, resolve_gpu};
-use std::sync::{Arc, LazyLock};
-use supervisor::{supervisor, SupMsg};
+use std::sync::Arc;
+use supervisor::{fault, running_supervisor, supervisor, PUBLISHED};
 pub use transfer::{release_token, reply_code};
 
 /// What `hipObjInit` passes to the core after validating `hipObjConfig_t`.
@@ -94,11 +94,9 @@ pub struct Runtime {
     device: Arc<Device>,
 }
 
-static LIFECYCLE: LazyLock<Lifecycle<Runtime>> = LazyLock::new(Lifecycle::new);
-
 /// The current runtime, if hipObject is initialised.
 pub fn current() -> Option<Arc<Runtime>> {
-    LIFECYCLE.current()
+    PUBLISHED.load()
 }
 
 /// Initialise (the checks on `hipObjConfig_t` itself are done by the caller).
@@ -123,18 +121,32 @@ fn init_inner(cfg: InitConfig, gpu: Option<Arc<dyn GpuRuntime>>) -> Result<()> {
     let lib = verbs::Lib::load().map_err(|e| Error::rdma(format!("libibverbs: {e}")))?;
     // The GPU is resolved on the calling thread: `-1` means this thread's current HIP device.
     let gpu = resolve_gpu(&cfg, gpu)?;
-    supervisor()?.ask(|answer| SupMsg::Init {
-        cfg,
-        lib,
-        gpu,
-        answer,
-    })?
+    // The runtime (16 QPs and their threads by default) is built on this thread; the supervisor
+    // only hands out the build permit and publishes the result.
+    supervisor()?
+        .init(|| Runtime::build(cfg, lib, gpu))
+        .map(drop)
+        .map_err(|e| match e {
+            InitError::AlreadyInitialized => Error::new(
+                OpError::AlreadyInitialized,
+                "hipObject is already initialized",
+            ),
+            InitError::Failed(e) => e,
+            InitError::Supervisor(f) => fault(f),
+        })
 }
 
-/// Shut down; a no-op when not initialised. Does not wait for calls in progress.
-pub fn shutdown() {
-    let Ok(sup) = supervisor() else { return };
-    let _ = sup.ask(|answer| SupMsg::Shutdown { answer });
+/// Shut down; a no-op when not initialised (nothing is started then). Does not wait for calls in
+/// progress: the runtime is released here, or by the last call in flight when it returns.
+pub fn shutdown() -> Result<()> {
+    let Some(sup) = running_supervisor() else {
+        return Ok(());
+    };
+    if let Some(retired) = sup.shutdown().map_err(fault)? {
+        tracing::info!("hipObject shut down; resources go when the last call returns");
+        drop(retired);
+    }
+    Ok(())
 }
 
 impl Runtime {

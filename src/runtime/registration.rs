@@ -1,11 +1,14 @@
 //! Registering and deregistering buffers, and finding the registration a call names.
 
-use super::supervisor::{supervisor, SupMsg};
+use super::supervisor::{fault, supervisor};
+use super::S3Ops;
 use super::{MemoryKind, Runtime};
 use crate::error::{Error, OpError, Result};
 use crate::hip::{self, PointerKind};
-use crate::registry::{start_use, Buffer, BufferKind};
-use hipobj_actors::registry::{Entry, UseGuard};
+use crate::registry::{Buffer, BufferKind};
+use hipobj_actors::registry::UseGuard;
+use hipobj_actors::supervisor::{DeregisterError, RegisterError};
+use hipobj_actors::transfer::{self, Refused};
 use std::sync::Arc;
 
 impl Runtime {
@@ -14,16 +17,18 @@ impl Runtime {
         if self.registry.contains(ptr) {
             return Err(already_registered(ptr));
         }
-        let buffer = match kind {
-            MemoryKind::Host => self.register_host(ptr, size)?,
-            MemoryKind::Device => self.register_device(ptr, size)?,
-        };
-        let entry = Entry::new(ptr, size, buffer);
-        supervisor()?.ask(|answer| SupMsg::Publish {
-            runtime: self.clone(),
-            entry,
-            answer,
-        })?
+        // The supervisor reserves the base; the pinning runs here, on the caller's thread.
+        supervisor()?
+            .register(self, ptr, size, || match kind {
+                MemoryKind::Host => self.register_host(ptr, size),
+                MemoryKind::Device => self.register_device(ptr, size),
+            })
+            .map_err(|e| match e {
+                RegisterError::AlreadyRegistered => already_registered(ptr),
+                RegisterError::NotInitialized => Error::not_initialized(),
+                RegisterError::Pin(e) => e,
+                RegisterError::Supervisor(f) => fault(f),
+            })
     }
 
     fn register_host(&self, ptr: usize, size: usize) -> Result<Buffer> {
@@ -110,11 +115,18 @@ impl Runtime {
 
     /// Deregister the registration whose base is `ptr`.
     pub fn deregister(self: &Arc<Self>, ptr: usize) -> Result<()> {
-        supervisor()?.ask(|answer| SupMsg::Retire {
-            runtime: self.clone(),
-            base: ptr,
-            answer,
-        })?
+        let retired = supervisor()?.deregister(self, ptr).map_err(|e| match e {
+            DeregisterError::NotRegistered => not_registered(ptr),
+            DeregisterError::Busy => {
+                Error::busy("the buffer is in use or a staging copy of it still runs")
+            }
+            DeregisterError::NotInitialized => Error::not_initialized(),
+            DeregisterError::Supervisor(f) => fault(f),
+        })?;
+        // The unpinning (ibv_dereg_mr, the dmabuf and staging memory) happens here, on the caller's
+        // thread, when this was the last reference.
+        drop(retired);
+        Ok(())
     }
 
     /// Find `[ptr + offset, + size)` inside a registration and start using it.
@@ -124,21 +136,22 @@ impl Runtime {
         size: usize,
         offset: u64,
     ) -> Result<UseGuard<Buffer>> {
-        let entry = self
-            .registry
-            .lookup(ptr)
-            .ok_or_else(|| not_registered(ptr))?;
-        let fits = usize::try_from(offset)
-            .ok()
-            .and_then(|o| o.checked_add(size))
-            .is_some_and(|end| end <= entry.len());
-        if !fits {
-            return Err(Error::invalid(format!(
-                "bytes {offset}..{offset}+{size} are not inside the {}-byte registration",
-                entry.len()
-            )));
+        transfer::use_range::<dyn S3Ops, _>(self, ptr, size, offset)
+    }
+}
+
+/// The error of a call that the transfer composition (`hipobj_actors::transfer`) refused.
+pub(super) fn refusal(why: Refused, ptr: usize, size: usize, offset: u64) -> Error {
+    match why {
+        Refused::NotRegistered => not_registered(ptr),
+        Refused::OutOfRange => Error::invalid(format!(
+            "bytes {offset}..{offset}+{size} are not inside the registration at {ptr:#x}"
+        )),
+        Refused::Pending => {
+            Error::busy("a staging copy of this buffer that timed out is still running")
         }
-        start_use(&entry)
+        Refused::Busy => Error::busy("every RDMA connection is in use and a callback may not wait"),
+        Refused::Closed => Error::not_initialized(),
     }
 }
 

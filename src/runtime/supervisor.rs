@@ -1,125 +1,105 @@
-//! The supervisor actor (`hipobj-sup`): lifecycle changes and the registry's only writer.
+//! The supervisor actor (`hipobj-sup`) of this process: `hipobj_actors::supervisor` run on a named
+//! thread, started by the first call that needs it (a failed start is retried by the next call).
 
-use super::registration::{already_registered, not_registered};
-use super::{Gpu, InitConfig, Runtime, LIFECYCLE};
-use crate::error::{Error, OpError, Result};
+use super::Runtime;
+use crate::error::{Error, Result};
 use crate::registry::Buffer;
-use crate::verbs;
-use hipobj_actors::answer::{request, Answer};
-use hipobj_actors::lifecycle::InitError;
-use hipobj_actors::registry::{Entry, RemoveError};
-use hipobj_actors::sync::channel::{unbounded, Receiver, Sender};
-use std::sync::{Arc, OnceLock};
+use hipobj_actors::registry::Registry;
+use hipobj_actors::supervisor::{Fault, Instance, Supervisor};
+use hipobj_actors::sync::ArcCell;
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
-pub(super) enum SupMsg {
-    Init {
-        cfg: InitConfig,
-        lib: Arc<verbs::Lib>,
-        gpu: Option<Gpu>,
-        answer: Answer<Result<()>>,
-    },
-    Shutdown {
-        answer: Answer<()>,
-    },
-    Publish {
-        runtime: Arc<Runtime>,
-        entry: Arc<Entry<Buffer>>,
-        answer: Answer<Result<()>>,
-    },
-    Retire {
-        runtime: Arc<Runtime>,
-        base: usize,
-        answer: Answer<Result<()>>,
-    },
-}
+impl Instance for Runtime {
+    type Payload = Buffer;
 
-pub(super) struct SupervisorHandle {
-    inbox: Sender<SupMsg>,
-}
+    fn registry(&self) -> &Registry<Buffer> {
+        &self.registry
+    }
 
-impl SupervisorHandle {
-    pub(super) fn ask<T>(&self, make: impl FnOnce(Answer<T>) -> SupMsg) -> Result<T> {
-        request(&self.inbox, make).map_err(|_| Error::internal("the supervisor has stopped"))
+    fn close(&self) {
+        self.pool.close();
     }
 }
 
-pub(super) fn supervisor() -> Result<&'static SupervisorHandle> {
-    static SUPERVISOR: OnceLock<std::result::Result<SupervisorHandle, String>> = OnceLock::new();
+/// Where the current runtime is published (read lock-free by every call).
+pub(super) static PUBLISHED: LazyLock<Arc<ArcCell<Runtime>>> =
+    LazyLock::new(|| Arc::new(ArcCell::new(None)));
+
+static SUPERVISOR: StartOnce<Supervisor<Runtime>> = StartOnce::new();
+
+/// The supervisor, started now if it is not running.
+pub(super) fn supervisor() -> Result<&'static Supervisor<Runtime>> {
     SUPERVISOR
-        .get_or_init(|| {
-            let (tx, rx) = unbounded();
+        .get_or_start(|| {
+            let (handle, state) = Supervisor::spawn_parts(PUBLISHED.clone());
             std::thread::Builder::new()
                 .name("hipobj-sup".into())
-                .spawn(move || Supervisor.run(rx))
-                .map(|_| SupervisorHandle { inbox: tx })
-                .map_err(|e| e.to_string())
+                .spawn(move || state.run())
+                .map(|_| handle)
         })
-        .as_ref()
         .map_err(|e| Error::internal(format!("cannot start the supervisor thread: {e}")))
 }
 
-struct Supervisor;
+/// The supervisor if it was started (shutdown never starts it).
+pub(super) fn running_supervisor() -> Option<&'static Supervisor<Runtime>> {
+    SUPERVISOR.get()
+}
 
-impl Supervisor {
-    fn run(self, inbox: Receiver<SupMsg>) {
-        while let Ok(msg) = inbox.recv() {
-            match msg {
-                SupMsg::Init {
-                    cfg,
-                    lib,
-                    gpu,
-                    answer,
-                } => {
-                    let r = LIFECYCLE
-                        .init(|| Runtime::build(cfg, lib, gpu))
-                        .map(drop)
-                        .map_err(|e| match e {
-                            InitError::AlreadyInitialized => Error::new(
-                                OpError::AlreadyInitialized,
-                                "hipObject is already initialized",
-                            ),
-                            InitError::Failed(e) => e,
-                        });
-                    answer.send(r);
-                }
-                SupMsg::Shutdown { answer } => {
-                    if let Some(old) = LIFECYCLE.shutdown() {
-                        old.pool.close();
-                        tracing::info!(
-                            "hipObject shut down; resources go when the last call returns"
-                        );
-                    }
-                    answer.send(());
-                }
-                SupMsg::Publish {
-                    runtime,
-                    entry,
-                    answer,
-                } => {
-                    let r = runtime
-                        .registry
-                        .insert(entry)
-                        .map_err(|e| already_registered(e.base()));
-                    answer.send(r);
-                }
-                SupMsg::Retire {
-                    runtime,
-                    base,
-                    answer,
-                } => {
-                    let r = runtime
-                        .registry
-                        .remove(base)
-                        .map(drop)
-                        .map_err(|e| match e {
-                            RemoveError::NotRegistered => not_registered(base),
-                            RemoveError::Busy => Error::busy(
-                                "the buffer is in use or a staging copy of it still runs",
-                            ),
-                        });
-                    answer.send(r);
-                }
-            }
+pub(super) fn fault(f: Fault) -> Error {
+    match f {
+        Fault::Stopped => Error::internal("the supervisor has stopped"),
+        Fault::Failed => Error::internal("the supervisor failed while handling this call"),
+    }
+}
+
+/// A value started once on first use; a failed start is not remembered, so the next call retries.
+struct StartOnce<T> {
+    value: OnceLock<T>,
+    starting: Mutex<()>,
+}
+
+impl<T> StartOnce<T> {
+    const fn new() -> StartOnce<T> {
+        StartOnce {
+            value: OnceLock::new(),
+            starting: Mutex::new(()),
         }
+    }
+
+    fn get(&self) -> Option<&T> {
+        self.value.get()
+    }
+
+    fn get_or_start<E>(
+        &self,
+        start: impl FnOnce() -> std::result::Result<T, E>,
+    ) -> std::result::Result<&T, E> {
+        if let Some(v) = self.value.get() {
+            return Ok(v);
+        }
+        let _one_at_a_time = self.starting.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(v) = self.value.get() {
+            return Ok(v);
+        }
+        let v = start()?;
+        Ok(self.value.get_or_init(|| v))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StartOnce;
+
+    #[test]
+    fn a_failed_start_is_retried() {
+        let once: StartOnce<u32> = StartOnce::new();
+        assert!(once.get().is_none());
+        assert_eq!(once.get_or_start(|| Err("no thread")), Err("no thread"));
+        assert!(once.get().is_none(), "the failure is not cached");
+        assert_eq!(once.get_or_start(|| Ok::<_, &str>(7)), Ok(&7));
+        assert_eq!(
+            once.get_or_start(|| -> Result<u32, &str> { panic!("started twice") }),
+            Ok(&7)
+        );
     }
 }

@@ -1,17 +1,18 @@
 //! One transfer: the request/reply exchange of PROTOCOL.md section 5, with staging around it.
 
+use super::registration::refusal;
 use super::{Runtime, S3Ops, SyncDirection, TransferKind};
 use crate::error::{Error, OpError, Result};
 use crate::hip::CopyDirection;
-use crate::pool::{
-    AcquireError, ConnGuard, ConnState, ConnectionHandle, PairOutcome, Pool, Protection, Wait,
-};
+use crate::pool::{ConnGuard, ConnState, ConnectionHandle, Lease, PairOutcome, Pool, Protection};
 use crate::registry::{Buffer, BufferKind};
 use crate::reply::{Reply, REPLY_BUFFER_LEN};
 use crate::token::Token;
 use crate::verbs::{Access, BindRange};
-use hipobj_actors::callback::{in_callback, CallbackGuard};
-use hipobj_actors::registry::UseGuard;
+use hipobj_actors::callback::CallbackGuard;
+use hipobj_actors::registry::{Entry, Registry, UseGuard};
+use hipobj_actors::sync::Arc;
+use hipobj_actors::transfer::{self, Direction, Refused, TransferParts};
 use std::time::Duration;
 
 /// A transfer never sends more than this many requests (PROTOCOL.md rule 5.3).
@@ -41,7 +42,8 @@ impl Runtime {
         )
     }
 
-    /// `hipObjGet`/`hipObjPut` after the argument checks of the ffi layer.
+    /// `hipObjGet`/`hipObjPut` after the argument checks of the ffi layer: the composition of
+    /// `hipobj_actors::transfer::run` (the one the loom models drive) over this runtime's parts.
     ///
     /// A staged PUT is staged before a connection is leased (the lease is not held across the
     /// device -> host copy). The exchange runs on the caller's thread under the lease; after a
@@ -56,70 +58,11 @@ impl Runtime {
         offset: u64,
         ops: &mut dyn S3Ops,
     ) -> Result<()> {
-        let guard = self.use_range(ptr, size, offset)?;
-        let offset = offset as usize; // fits: use_range checked offset + size <= len
-        let wait = if in_callback() { Wait::No } else { Wait::Block };
-        let guard = match kind {
-            TransferKind::Put => self.stage(guard, CopyDirection::DeviceToHost, offset, size)?,
-            TransferKind::Get => guard,
+        let direction = match kind {
+            TransferKind::Get => Direction::Get,
+            TransferKind::Put => Direction::Put,
         };
-        let lease = Pool::acquire(&self.pool, wait).map_err(|e| match e {
-            AcquireError::Busy => {
-                Error::busy("every RDMA connection is in use and a callback may not wait")
-            }
-            AcquireError::Closed => Error::not_initialized(),
-        })?;
-        let handle = self
-            .connections
-            .get(lease.slot())
-            .ok_or_else(|| Error::internal("lease out of range"))?;
-        let buffer = guard.entry().payload();
-        let grant = Grant {
-            protection: self.protection,
-            range: BindRange {
-                mr: buffer.mr(),
-                addr: buffer.remote_addr(offset),
-                len: size as u64,
-                access: match kind {
-                    TransferKind::Get => Access::REMOTE_WRITE,
-                    TransferKind::Put => Access::REMOTE_READ,
-                },
-            },
-        };
-        let (outcome, reusable) = match handle.leased(&lease) {
-            Ok(mut conn) => {
-                let outcome = exchange(&mut conn, &grant, ops);
-                let reusable = outcome.is_ok() && !conn.connection().is_fenced();
-                (outcome, reusable)
-            }
-            Err(e) => (Err(e), false),
-        };
-        if reusable {
-            drop(lease);
-        } else {
-            if let Err(e) = &outcome {
-                tracing::debug!(
-                    slot = lease.slot(),
-                    "transfer failed ({e}); replacing its QP"
-                );
-            }
-            handle.recover(lease);
-        }
-        outcome?;
-        match (kind, buffer.kind()) {
-            (TransferKind::Get, BufferKind::DeviceStaged) => {
-                self.stage(guard, CopyDirection::HostToDevice, offset, size)?;
-            }
-            (TransferKind::Get, BufferKind::DeviceDirect) => {
-                if let Some(gpu) = &self.gpu {
-                    gpu.runtime
-                        .make_visible_after_rdma_write(gpu.device)
-                        .map_err(|e| e.to_error(OpError::RdmaError))?;
-                }
-            }
-            _ => {}
-        }
-        Ok(())
+        transfer::run(self, direction, ptr, size, offset, ops)
     }
 
     /// `hipObjBufSync` after the argument checks of the ffi layer.
@@ -178,6 +121,107 @@ impl Runtime {
     /// The published state of pool connection `slot` (tests and diagnostics; lock-free).
     pub fn connection_state(&self, slot: usize) -> Option<ConnState> {
         self.connections.get(slot).map(ConnectionHandle::state)
+    }
+}
+
+/// The parts of a transfer that `hipobj_actors::transfer::run` composes.
+impl<'a> TransferParts<dyn S3Ops + 'a> for Runtime {
+    type Payload = Buffer;
+    type Error = Error;
+
+    fn registry(&self) -> &Registry<Buffer> {
+        &self.registry
+    }
+
+    fn pool(&self) -> &Arc<Pool> {
+        &self.pool
+    }
+
+    fn refused(&self, why: Refused, base: usize, size: usize, offset: u64) -> Error {
+        refusal(why, base, size, offset)
+    }
+
+    fn stage_out(
+        &self,
+        guard: UseGuard<Buffer>,
+        offset: usize,
+        size: usize,
+    ) -> Result<UseGuard<Buffer>> {
+        self.stage(guard, CopyDirection::DeviceToHost, offset, size)
+    }
+
+    fn exchange(
+        &self,
+        lease: &Lease,
+        direction: Direction,
+        buffer: &Entry<Buffer>,
+        offset: usize,
+        size: usize,
+        ops: &mut (dyn S3Ops + 'a),
+    ) -> Result<()> {
+        let handle = self.connection(lease)?;
+        let buffer = buffer.payload();
+        let grant = Grant {
+            protection: self.protection,
+            range: BindRange {
+                mr: buffer.mr(),
+                addr: buffer.remote_addr(offset),
+                len: size as u64,
+                access: match direction {
+                    Direction::Get => Access::REMOTE_WRITE,
+                    Direction::Put => Access::REMOTE_READ,
+                },
+            },
+        };
+        let mut conn = handle.leased(lease)?;
+        exchange(&mut conn, &grant, ops)
+    }
+
+    /// A connection that failed, or whose window invalidation was not confirmed (fenced), goes
+    /// to its worker, which replaces the QP before the lease returns it to the pool.
+    fn release(&self, lease: Lease, outcome: &Result<()>) {
+        let Ok(handle) = self.connection(&lease) else {
+            return;
+        };
+        let fenced = handle
+            .leased(&lease)
+            .map_or(true, |mut c| c.connection().is_fenced());
+        if outcome.is_ok() && !fenced {
+            drop(lease);
+            return;
+        }
+        if let Err(e) = outcome {
+            tracing::debug!(
+                slot = lease.slot(),
+                "transfer failed ({e}); replacing its QP"
+            );
+        }
+        handle.recover(lease);
+    }
+
+    fn stage_in(&self, guard: UseGuard<Buffer>, offset: usize, size: usize) -> Result<()> {
+        match guard.entry().payload().kind() {
+            BufferKind::DeviceStaged => self
+                .stage(guard, CopyDirection::HostToDevice, offset, size)
+                .map(drop),
+            BufferKind::DeviceDirect => match &self.gpu {
+                Some(gpu) => gpu
+                    .runtime
+                    .make_visible_after_rdma_write(gpu.device)
+                    .map_err(|e| e.to_error(OpError::RdmaError)),
+                None => Ok(()),
+            },
+            BufferKind::Host => Ok(()),
+        }
+    }
+}
+
+impl Runtime {
+    /// The pool connection a lease names.
+    fn connection(&self, lease: &Lease) -> Result<&ConnectionHandle> {
+        self.connections
+            .get(lease.slot())
+            .ok_or_else(|| Error::internal("lease out of range"))
     }
 }
 

@@ -28,6 +28,15 @@ pub fn rdma_devices() -> Vec<String> {
 }
 
 /// (client device, server device): two devices when there are two, else both on the one.
+/// The lane's (client, server) devices; panics without one: every caller is an RDMA test that
+/// must fail, not pass, where it finds no device (they are `#[ignore]`d outside the lane).
+#[allow(dead_code)]
+pub fn required_device_pair() -> (String, String) {
+    device_pair().expect(
+        "no RDMA device with an active port: this test needs one (run it in the lane: make e2e)",
+    )
+}
+
 pub fn device_pair() -> Option<(String, String)> {
     let d = rdma_devices();
     match d.len() {

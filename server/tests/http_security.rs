@@ -311,7 +311,8 @@ fn start_capturing(flags: &[&str]) -> (std::process::Child, tempfile::TempDir, S
 
 #[test]
 fn anonymous_serving_works_and_is_announced() {
-    let (mut child, _dir, started) = start_capturing(&["--anonymous"]);
+    let (child, _dir, started) = start_capturing(&["--anonymous"]);
+    let _child = KillOnDrop(child);
     let (ready, stderr) = started.expect("serves");
     assert!(
         stderr.contains("WITHOUT AUTHENTICATION"),
@@ -327,8 +328,16 @@ fn anonymous_serving_works_and_is_announced() {
     assert!(r.text().contains("<Name>open</Name>"), "{}", r.text());
     // The counters: served on loopback.
     assert_eq!(s3.send("GET", "/_hipobj/stats").status, 200);
-    let _ = child.kill();
-    let _ = child.wait();
+}
+
+/// The server is killed however the test ends.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 struct AnonymousClient(std::net::SocketAddr);

@@ -3,7 +3,11 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build deps test unit ctest lint loom fuzz-short e2e demo clean
+.PHONY: all build deps test unit ctest lint loom fuzz-short e2e demo clean install uninstall examples
+
+# Where `make install` puts the library, header, pkg-config/CMake files and the two binaries.
+PREFIX ?= /usr/local
+DESTDIR ?=
 
 all: build
 
@@ -40,6 +44,16 @@ test: unit ctest lint loom fuzz-short e2e
 demo: build
 	scripts/build-e2e
 	scripts/demo
+
+install: build
+	PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" scripts/install
+
+uninstall:
+	PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" scripts/install --uninstall
+
+# examples/get-object and examples/put-object (libcurl), linked against the build tree.
+examples: build
+	scripts/build-examples
 
 clean:
 	$(CARGO) clean

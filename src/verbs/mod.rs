@@ -3,6 +3,7 @@
 //! - [`Lib`]: the function-pointer table (`loader`), loaded once, cached only on success.
 //! - [`list_devices`], [`pci_distance`]: NIC candidates and their distance to a GPU.
 //! - [`Device`]: an opened context + PD, its first ACTIVE port and best GID (`select`).
+//! - [`inventory`]: every device, port and GID as `hipobj info` shows them.
 //! - [`Mr`], [`RcQp`]: registrations and RC queue pairs, which hold their `Arc<Device>`; each
 //!   `Drop` calls one destroy verb, so teardown order follows from reference counts.
 //!
@@ -11,6 +12,7 @@
 
 mod device;
 mod error;
+mod inventory;
 mod loader;
 mod mr;
 mod qp;
@@ -22,6 +24,7 @@ mod layout_tests;
 
 pub use device::{list_devices, Device, DeviceCaps, DeviceInfo, Mtu, PortInfo};
 pub use error::VerbsError;
+pub use inventory::{inventory, DeviceReport, GidReport, MemoryWindows, PortReport};
 pub use loader::Lib;
 pub use mr::{Access, Mr};
 pub use qp::{

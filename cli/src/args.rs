@@ -97,6 +97,13 @@ pub struct BenchArgs {
     /// Print the results as JSON instead of a table
     #[arg(long)]
     pub json: bool,
+    /// perftest ib_write_bw MB/s measured on this device pair: GETs are also shown as a ratio to it
+    /// (the server RDMA-WRITEs a GET)
+    #[arg(long, value_name = "MB/s")]
+    pub perftest_write: Option<f64>,
+    /// perftest ib_read_bw MB/s measured on this device pair: PUTs are also shown as a ratio to it
+    #[arg(long, value_name = "MB/s")]
+    pub perftest_read: Option<f64>,
     #[command(flatten)]
     pub endpoint: Endpoint,
 }

@@ -52,6 +52,8 @@ pub struct Cell {
     pub ratio_mb_per_s: f64,
     /// HTTP p50 over RDMA p50 (above 1: RDMA is faster).
     pub ratio_p50: f64,
+    /// RDMA MB/s over the perftest figure given for this direction, if one was given.
+    pub ratio_perftest: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -59,6 +61,8 @@ pub struct Report {
     pub endpoint: String,
     pub nic: String,
     pub iterations: usize,
+    pub perftest_write_mb_per_s: Option<f64>,
+    pub perftest_read_mb_per_s: Option<f64>,
     pub cells: Vec<Cell>,
 }
 
@@ -305,7 +309,12 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
                 bar.set_message(format!("{} {} x{threads}", op.name(), size_text(size)));
                 let rdma = rdma_cell(&s3, &session, args, op, size, threads)?;
                 let http = http_cell(&s3, args, op, size, threads)?;
+                let perftest = match op {
+                    Op::Get => args.perftest_write,
+                    Op::Put => args.perftest_read,
+                };
                 cells.push(Cell {
+                    ratio_perftest: perftest.map(|p| ratio(rdma.mb_per_s, p)),
                     op,
                     size,
                     concurrency: threads,
@@ -323,6 +332,8 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         endpoint: s3.endpoint().to_owned(),
         nic: session.nic().to_owned(),
         iterations: args.iterations,
+        perftest_write_mb_per_s: args.perftest_write,
+        perftest_read_mb_per_s: args.perftest_read,
         cells,
     };
     if args.json {
@@ -340,11 +351,16 @@ fn table(r: &Report) -> String {
         "hipobj bench: {} via {}, {} timed operations per thread and cell (after one warm-up)\n",
         r.endpoint, r.nic, r.iterations
     );
-    out.push_str(&format!(
-        "{:<4} {:>7} {:>4} | {:>9} {:>8} {:>8} {:>8} | {:>9} {:>8} {:>8} {:>8} | {:>9} {:>9}\n",
-        "op",
-        "size",
-        "conc",
+    let perftest = r.perftest_write_mb_per_s.is_some() || r.perftest_read_mb_per_s.is_some();
+    if perftest {
+        let mbs = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1} MB/s"));
+        out.push_str(&format!(
+            "perftest on this device pair: ib_write_bw {}, ib_read_bw {}\n",
+            mbs(r.perftest_write_mb_per_s),
+            mbs(r.perftest_read_mb_per_s)
+        ));
+    }
+    let heads = [
         "RDMA MB/s",
         "ops/s",
         "p50 ms",
@@ -353,12 +369,30 @@ fn table(r: &Report) -> String {
         "ops/s",
         "p50 ms",
         "p99 ms",
+    ];
+    out.push_str(&format!(
+        "{:<4} {:>7} {:>4} | {:>9} {:>8} {:>8} {:>8} | {:>9} {:>8} {:>8} {:>8} | {:>9} {:>9}{}\n",
+        "op",
+        "size",
+        "conc",
+        heads[0],
+        heads[1],
+        heads[2],
+        heads[3],
+        heads[4],
+        heads[5],
+        heads[6],
+        heads[7],
         "MB/s x",
-        "p50 x"
+        "p50 x",
+        if perftest { " | vs perftest" } else { "" }
     ));
     for c in &r.cells {
+        let vs = c
+            .ratio_perftest
+            .map_or(String::new(), |x| format!(" | {x:>10.2}x"));
         out.push_str(&format!(
-            "{:<4} {:>7} {:>4} | {:>9.1} {:>8.1} {:>8.2} {:>8.2} | {:>9.1} {:>8.1} {:>8.2} {:>8.2} | {:>8.2}x {:>8.2}x\n",
+            "{:<4} {:>7} {:>4} | {:>9.1} {:>8.1} {:>8.2} {:>8.2} | {:>9.1} {:>8.1} {:>8.2} {:>8.2} | {:>8.2}x {:>8.2}x{vs}\n",
             c.op.name(),
             size_text(c.size),
             c.concurrency,
@@ -377,6 +411,11 @@ fn table(r: &Report) -> String {
     out.push_str(
         "MB/s x = RDMA MB/s / HTTP MB/s; p50 x = HTTP p50 / RDMA p50 (above 1: RDMA is faster)\n",
     );
+    if perftest {
+        out.push_str(
+            "vs perftest = RDMA MB/s / ib_write_bw (GET) or ib_read_bw (PUT) of the same boot\n",
+        );
+    }
     out
 }
 

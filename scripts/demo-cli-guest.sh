@@ -10,7 +10,7 @@ echo "=== hipobj command line: info, cp each way (64 MiB, bytes checked), bench 
 . tests/support/server.sh
 set -- $HIPOBJ_VM_DEVICES
 CLI_DEV=${1:-rxe0} SRV_DEV=${2:-${1:-rxe0}}
-HIPOBJ=${HIPOBJ_CLI_BIN:-$PWD/target/e2e/release/hipobj}
+HIPOBJ=${HIPOBJ_CLI_BIN:-$PWD/target/release/hipobj}
 start_hipobj_server "$SRV_DEV" || exit 1
 export AWS_ENDPOINT_URL=$HIPOBJ_SRV_URL HIPOBJ_NIC=$CLI_DEV
 export AWS_ACCESS_KEY_ID=$HIPOBJ_TEST_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$HIPOBJ_TEST_SECRET_KEY

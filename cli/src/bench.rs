@@ -34,7 +34,10 @@ impl Op {
 /// One path's figures in one cell.
 #[derive(Debug, Serialize)]
 pub struct Stats {
+    /// Timed operations that succeeded (the figures are theirs).
     pub operations: usize,
+    /// Timed operations that failed (the first failure is printed on stderr).
+    pub errors: usize,
     pub mb_per_s: f64,
     pub ops_per_s: f64,
     pub p50_ms: f64,
@@ -75,12 +78,13 @@ fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1].as_secs_f64() * 1e3
 }
 
-fn stats(mut latencies: Vec<Duration>, wall: Duration, size: u64) -> Stats {
+fn stats(mut latencies: Vec<Duration>, errors: usize, wall: Duration, size: u64) -> Stats {
     latencies.sort();
     let n = latencies.len();
     let secs = wall.as_secs_f64();
     Stats {
         operations: n,
+        errors,
         mb_per_s: mb_per_s(size * n as u64, secs),
         ops_per_s: if secs > 0.0 { n as f64 / secs } else { 0.0 },
         p50_ms: percentile_ms(&latencies, 50.0),
@@ -96,13 +100,14 @@ fn pattern(size: u64) -> Vec<u8> {
 }
 
 /// Runs `threads` workers; each gets ready (`setup`, untimed: registration, warm-up, pairing),
-/// then all start together and each does `iterations` timed operations. Latencies and wall time.
+/// then all start together and each does `iterations` timed operations. Latencies of those that
+/// succeeded, the number that failed, and the wall time.
 fn run_threads<W>(
     threads: usize,
     iterations: usize,
     setup: impl Fn(usize) -> Result<W, Failure> + Sync,
     op: impl Fn(&mut W) -> Result<(), Failure> + Sync,
-) -> Result<(Vec<Duration>, Duration), Failure> {
+) -> Result<(Vec<Duration>, usize, Duration), Failure> {
     let start = Barrier::new(threads + 1);
     std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
@@ -113,22 +118,34 @@ fn run_threads<W>(
                     start.wait();
                     let mut worker = worker?;
                     let mut lat = Vec::with_capacity(iterations);
+                    let mut errors = 0;
                     for _ in 0..iterations {
                         let t0 = Instant::now();
-                        op(&mut worker)?;
-                        lat.push(t0.elapsed());
+                        match op(&mut worker) {
+                            Ok(()) => lat.push(t0.elapsed()),
+                            Err(f) => {
+                                if errors == 0 {
+                                    eprintln!("hipobj bench: {f}");
+                                }
+                                errors += 1;
+                            }
+                        }
                     }
-                    Ok::<_, Failure>(lat)
+                    Ok::<_, Failure>((lat, errors))
                 })
             })
             .collect();
         start.wait();
         let t0 = Instant::now();
         let mut all = Vec::new();
+        let mut errors = 0;
         let mut first_err = None;
         for w in workers {
             match w.join() {
-                Ok(Ok(lat)) => all.extend(lat),
+                Ok(Ok((lat, e))) => {
+                    all.extend(lat);
+                    errors += e;
+                }
                 Ok(Err(f)) => first_err = first_err.or(Some(f)),
                 Err(_) => {
                     first_err = first_err.or(Some(Failure::Transfer(
@@ -140,7 +157,7 @@ fn run_threads<W>(
         let wall = t0.elapsed();
         match first_err {
             Some(f) => Err(f),
-            None => Ok((all, wall)),
+            None => Ok((all, errors, wall)),
         }
     })
 }
@@ -181,7 +198,7 @@ fn rdma_cell(
     } else {
         TransferKind::Put
     };
-    let (lat, wall) = run_threads(
+    let (lat, errors, wall) = run_threads(
         threads,
         args.iterations,
         |t| {
@@ -200,7 +217,7 @@ fn rdma_cell(
         },
         |(buf, obj)| rdma_transfer(s3, buf, kind, obj),
     )?;
-    Ok(stats(lat, wall, size))
+    Ok(stats(lat, errors, wall, size))
 }
 
 fn http_cell(
@@ -211,7 +228,7 @@ fn http_cell(
     threads: usize,
 ) -> Result<Stats, Failure> {
     let data = pattern(size);
-    let (lat, wall) = run_threads(
+    let (lat, errors, wall) = run_threads(
         threads,
         args.iterations,
         |t| {
@@ -241,7 +258,7 @@ fn http_cell(
             Op::Put => s3.put_plain(obj, data.clone()),
         },
     )?;
-    Ok(stats(lat, wall, size))
+    Ok(stats(lat, errors, wall, size))
 }
 
 /// One GET of the smallest object on every connection at once, so that no timed transfer pays
@@ -336,12 +353,22 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         perftest_read_mb_per_s: args.perftest_read,
         cells,
     };
+    let failed: usize = report
+        .cells
+        .iter()
+        .map(|c| c.rdma.errors + c.http.errors)
+        .sum();
     if args.json {
         let text = serde_json::to_string_pretty(&report)
             .map_err(|e| Failure::Transfer(format!("JSON: {e}")))?;
         println!("{text}");
     } else {
         print!("{}", table(&report));
+    }
+    if failed > 0 {
+        return Err(Failure::Transfer(format!(
+            "{failed} timed operations failed (see above)"
+        )));
     }
     Ok(())
 }
@@ -388,9 +415,15 @@ fn table(r: &Report) -> String {
         if perftest { " | vs perftest" } else { "" }
     ));
     for c in &r.cells {
-        let vs = c
+        let mut vs = c
             .ratio_perftest
             .map_or(String::new(), |x| format!(" | {x:>10.2}x"));
+        if c.rdma.errors + c.http.errors > 0 {
+            vs.push_str(&format!(
+                "  ({} RDMA / {} HTTP operations failed)",
+                c.rdma.errors, c.http.errors
+            ));
+        }
         out.push_str(&format!(
             "{:<4} {:>7} {:>4} | {:>9.1} {:>8.1} {:>8.2} {:>8.2} | {:>9.1} {:>8.1} {:>8.2} {:>8.2} | {:>8.2}x {:>8.2}x{vs}\n",
             c.op.name(),
@@ -437,10 +470,11 @@ mod tests {
     fn stats_from_latencies() {
         let s = stats(
             vec![Duration::from_millis(10); 4],
+            1,
             Duration::from_secs(1),
             1_000_000,
         );
-        assert_eq!(s.operations, 4);
+        assert_eq!((s.operations, s.errors), (4, 1));
         assert!((s.mb_per_s - 4.0).abs() < 1e-9);
         assert!((s.ops_per_s - 4.0).abs() < 1e-9);
     }

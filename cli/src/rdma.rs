@@ -64,6 +64,11 @@ impl<'a> RdmaRequest<'a> {
         }
         if let Some(r) = &self.last {
             let reply = r.header("x-amz-rdma-reply").unwrap_or("");
+            if r.status == 500 && reply == "500" {
+                return Failure::Transfer(format!(
+                    "{what}: the server's RDMA operation failed (500); its pairing was dropped, a retry pairs again"
+                ));
+            }
             if let Some(f) = Failure::from_status(r.status, &what) {
                 return f;
             }

@@ -3,7 +3,11 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build deps test unit ctest lint loom fuzz-short s3-conformance e2e demo bench-server python clean
+.PHONY: all build deps test unit ctest lint loom fuzz-short s3-conformance e2e demo bench-server python clean install uninstall examples
+
+# Where `make install` puts the library, header, pkg-config/CMake files and the two binaries.
+PREFIX ?= /usr/local
+DESTDIR ?=
 
 all: build
 
@@ -55,6 +59,15 @@ demo: build
 # hipobj-server data-path figures (issue 11) as ratios to perftest, in one lane boot.
 bench-server: deps
 	benches/server-datapath
+install: build
+	PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" scripts/install
+
+uninstall:
+	PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" scripts/install --uninstall
+
+# examples/get-object and examples/put-object (libcurl), linked against the build tree.
+examples: build
+	scripts/build-examples
 
 clean:
 	$(CARGO) clean

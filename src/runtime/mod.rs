@@ -136,6 +136,21 @@ fn init_inner(cfg: InitConfig, gpu: Option<Arc<dyn GpuRuntime>>) -> Result<()> {
         })
 }
 
+/// The RDMA device `init` would open for `nic_hint` and a GPU at `gpu_pci_bus_id` (`None`: no
+/// GPU), by the same rules, without opening it (diagnostics: `hipobj info`).
+pub fn nic_choice(
+    lib: &Arc<verbs::Lib>,
+    nic_hint: Option<&str>,
+    gpu_pci_bus_id: Option<&str>,
+) -> Result<String> {
+    let cfg = InitConfig {
+        gpu_device: -1,
+        nic_hint: nic_hint.map(str::to_owned),
+        env: EnvConfig::default(),
+    };
+    choose_nic(lib, &cfg, gpu_pci_bus_id)
+}
+
 /// Shut down; a no-op when not initialised (nothing is started then). Does not wait for calls in
 /// progress: the runtime is released here, or by the last call in flight when it returns.
 pub fn shutdown() -> Result<()> {
@@ -151,7 +166,8 @@ pub fn shutdown() -> Result<()> {
 
 impl Runtime {
     fn build(cfg: InitConfig, lib: Arc<verbs::Lib>, gpu: Option<Gpu>) -> Result<Arc<Runtime>> {
-        let nic = choose_nic(&lib, &cfg, gpu.as_ref())?;
+        let gpu_bus = gpu.as_ref().and_then(|g| g.pci_bus_id.as_deref());
+        let nic = choose_nic(&lib, &cfg, gpu_bus)?;
         let device = Device::open(&lib, &nic).map_err(Error::from)?;
         let protection = Protection::choose(&device, &cfg.env)?;
         let n = cfg.env.max_transfers;

@@ -48,18 +48,17 @@ pub(super) fn resolve_gpu(
 pub(super) fn choose_nic(
     lib: &Arc<verbs::Lib>,
     cfg: &InitConfig,
-    gpu: Option<&Gpu>,
+    gpu_bus: Option<&str>,
 ) -> Result<String> {
     let hint = nic_hint(cfg);
     let candidates = verbs::list_devices(lib, hint).map_err(Error::from)?;
-    let gpu_bus = gpu.and_then(|g| g.pci_bus_id.clone());
     if let Some(bus) = gpu_bus {
         let best = candidates
             .iter()
             .filter_map(|d| {
                 d.pci_bus_id
                     .as_deref()
-                    .map(|b| (verbs::pci_distance(&bus, b), d))
+                    .map(|b| (verbs::pci_distance(bus, b), d))
             })
             .min_by_key(|(dist, _)| *dist);
         if let Some((dist, d)) = best {

@@ -83,14 +83,14 @@ pub struct DeviceCaps {
 
 /// The result of `ibv_get_device_list`, freed on drop. `list` is `None` when the kernel has no
 /// RDMA support (`ENOSYS`): that is a machine with no devices, not an error.
-struct DeviceList<'a> {
+pub(super) struct DeviceList<'a> {
     lib: &'a Lib,
     list: Option<NonNull<*mut sys::ibv_device>>,
     len: usize,
 }
 
 impl<'a> DeviceList<'a> {
-    fn get(lib: &'a Lib) -> Result<DeviceList<'a>, VerbsError> {
+    pub(super) fn get(lib: &'a Lib) -> Result<DeviceList<'a>, VerbsError> {
         let mut num: libc::c_int = 0;
         // SAFETY: `num` is a valid out-pointer; the list is freed by `Drop`.
         let list = unsafe { (lib.get_device_list)(&mut num) };
@@ -114,7 +114,7 @@ impl<'a> DeviceList<'a> {
     }
 
     /// (name, device) pairs.
-    fn devices(&self) -> Vec<(String, NonNull<sys::ibv_device>)> {
+    pub(super) fn devices(&self) -> Vec<(String, NonNull<sys::ibv_device>)> {
         let Some(list) = self.list else {
             return Vec::new();
         };
@@ -157,7 +157,7 @@ pub(crate) struct Context {
 }
 
 impl Context {
-    fn open(
+    pub(super) fn open(
         lib: &Arc<Lib>,
         name: &str,
         dev: NonNull<sys::ibv_device>,
@@ -176,7 +176,7 @@ impl Context {
         }
     }
 
-    fn query_device(&self) -> Result<sys::ibv_device_attr, VerbsError> {
+    pub(super) fn query_device(&self) -> Result<sys::ibv_device_attr, VerbsError> {
         // SAFETY: ibv_device_attr is plain old data; all-zero is a valid value.
         let mut attr: sys::ibv_device_attr = unsafe { std::mem::zeroed() };
         // SAFETY: live context, valid out-pointer of the header's type.
@@ -187,7 +187,7 @@ impl Context {
         Ok(attr)
     }
 
-    fn query_port(&self, port: u8) -> Result<sys::ibv_port_attr, VerbsError> {
+    pub(super) fn query_port(&self, port: u8) -> Result<sys::ibv_port_attr, VerbsError> {
         // SAFETY: plain old data, zeroed as verbs.h's inline wrapper does before the call.
         let mut attr: sys::ibv_port_attr = unsafe { std::mem::zeroed() };
         // SAFETY: live context; the buffer is the full current struct, at least as large as the
@@ -220,7 +220,12 @@ impl Context {
     /// Every readable, non-empty GID entry of `port`, with its RoCE type. Uses
     /// `ibv_query_gid_ex` when libibverbs has it; otherwise `ibv_query_gid` plus the type from
     /// sysfs (`ports/<port>/gid_attrs/types/<i>`).
-    fn gid_candidates(&self, name: &str, port: u8, gid_tbl_len: i32) -> Vec<GidCandidate> {
+    pub(super) fn gid_candidates(
+        &self,
+        name: &str,
+        port: u8,
+        gid_tbl_len: i32,
+    ) -> Vec<GidCandidate> {
         let len = u32::try_from(gid_tbl_len).unwrap_or(0);
         let mut out = Vec::new();
         for index in 0..len {
@@ -293,7 +298,7 @@ impl Drop for Context {
 }
 
 /// The PCIe bus id of device `name`: the basename of the resolved `device` link in sysfs.
-fn pci_bus_id(name: &str) -> Option<String> {
+pub(super) fn pci_bus_id(name: &str) -> Option<String> {
     let path = std::fs::canonicalize(format!("{SYSFS_INFINIBAND}/{name}/device")).ok()?;
     Some(path.file_name()?.to_string_lossy().into_owned())
 }

@@ -3,6 +3,7 @@
 //! - [`Lib`]: the function-pointer table (`loader`), loaded once, cached only on success.
 //! - [`list_devices`], [`pci_distance`]: NIC candidates and their distance to a GPU.
 //! - [`Device`]: an opened context + PD, its first ACTIVE port and best GID (`select`).
+//! - [`inventory`]: every device, port and GID as `hipobj info` shows them.
 //! - [`Mr`], [`RcQp`], [`Mw`]: registrations, RC queue pairs and type-2 memory windows, which hold their `Arc<Device>`; each
 //!   `Drop` calls one destroy verb, so teardown order follows from reference counts.
 //!
@@ -11,6 +12,7 @@
 
 mod device;
 mod error;
+mod inventory;
 mod loader;
 mod mr;
 mod mw;
@@ -23,6 +25,7 @@ mod layout_tests;
 
 pub use device::{list_devices, Device, DeviceCaps, DeviceInfo, Mtu, PortInfo};
 pub use error::VerbsError;
+pub use inventory::{inventory, DeviceReport, GidReport, MemoryWindows, PortReport};
 pub use loader::Lib;
 pub use mr::{Access, Mr};
 pub use mw::{inc_rkey, BindRange, Mw, WC_BIND_MW, WC_LOCAL_INV};

@@ -1,0 +1,127 @@
+//! The command line (clap).
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "hipobj", version, about = "Copy S3 objects over RDMA with hipObject, measure it, describe the RDMA devices",
+          after_help = crate::failure::EXIT_CODES)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Copy an object to a file (`cp s3://BUCKET/KEY FILE`) or a file to an object (`cp FILE s3://BUCKET/KEY`) over RDMA.
+    Cp(CpArgs),
+    /// Sizes x concurrency x GET/PUT over RDMA, and the same over plain HTTP on the same server.
+    Bench(BenchArgs),
+    /// RDMA devices, ports and GIDs (and which one hipObject uses), HIP devices and their closest NIC.
+    Info(InfoArgs),
+    /// Create a bucket (`mb s3://BUCKET`); succeeds if it exists already.
+    Mb(MbArgs),
+}
+
+/// Who signs the requests (see `credentials.rs` for the order).
+#[derive(Args, Debug, Clone, Default)]
+pub struct CredentialArgs {
+    /// Access key (else AWS_ACCESS_KEY_ID, else the profile's)
+    #[arg(long)]
+    pub access_key: Option<String>,
+    /// Secret key (else AWS_SECRET_ACCESS_KEY, else the profile's)
+    #[arg(long)]
+    pub secret_key: Option<String>,
+    /// Profile of ~/.aws/credentials (else AWS_PROFILE, else "default")
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// SigV4 region (else AWS_REGION, AWS_DEFAULT_REGION, us-east-1)
+    #[arg(long)]
+    pub region: Option<String>,
+}
+
+/// Where the server is and how hipObject reaches it.
+#[derive(Args, Debug, Clone)]
+pub struct Endpoint {
+    /// S3 endpoint, http://HOST:PORT
+    #[arg(long, env = "AWS_ENDPOINT_URL")]
+    pub endpoint: String,
+    /// RDMA device(s) hipObject may use (its nicHint); needed without a GPU
+    #[arg(long, env = "HIPOBJ_NIC")]
+    pub nic: Option<String>,
+    /// Land in / send from memory of HIP device N
+    #[arg(long, value_name = "N")]
+    pub gpu: Option<i32>,
+    #[command(flatten)]
+    pub credentials: CredentialArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct CpArgs {
+    /// Source: s3://BUCKET/KEY or a file
+    pub source: String,
+    /// Destination: a file or s3://BUCKET/KEY
+    pub destination: String,
+    /// Only bytes FIRST-LAST (inclusive, as HTTP Range; "FIRST-" = to the end) of the source
+    #[arg(long, value_name = "FIRST-LAST")]
+    pub range: Option<String>,
+    /// Largest single GET transfer; larger objects are fetched in ranges of this size
+    #[arg(long, default_value = "64M", value_parser = crate::units::parse_size)]
+    pub chunk: u64,
+    /// If the server declines RDMA (501), copy over plain HTTP instead of failing
+    #[arg(long)]
+    pub http_fallback: bool,
+    /// No progress bar
+    #[arg(long, short)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub endpoint: Endpoint,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Object sizes (K, M, G suffixes: powers of 1024)
+    #[arg(long, value_delimiter = ',', default_value = "4K,1M,16M", value_parser = crate::units::parse_size)]
+    pub sizes: Vec<u64>,
+    /// Transfers in flight (threads)
+    #[arg(long, value_delimiter = ',', default_value = "1,4")]
+    pub concurrency: Vec<usize>,
+    /// Operations: get, put
+    #[arg(long, value_delimiter = ',', default_value = "get,put")]
+    pub ops: Vec<crate::bench::Op>,
+    /// Timed operations per thread and cell (after one untimed warm-up operation)
+    #[arg(long, default_value_t = 8)]
+    pub iterations: usize,
+    /// Bucket for the benchmark objects (created if missing)
+    #[arg(long, default_value = "hipobj-bench")]
+    pub bucket: String,
+    /// Print the results as JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+    /// perftest ib_write_bw MB/s measured on this device pair: GETs are also shown as a ratio to it
+    /// (the server RDMA-WRITEs a GET)
+    #[arg(long, value_name = "MB/s")]
+    pub perftest_write: Option<f64>,
+    /// perftest ib_read_bw MB/s measured on this device pair: PUTs are also shown as a ratio to it
+    #[arg(long, value_name = "MB/s")]
+    pub perftest_read: Option<f64>,
+    #[command(flatten)]
+    pub endpoint: Endpoint,
+}
+
+#[derive(Args, Debug)]
+pub struct InfoArgs {
+    /// The nicHint to explain the choice for (else HIPOBJ_NIC)
+    #[arg(long, env = "HIPOBJ_NIC")]
+    pub nic: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct MbArgs {
+    /// s3://BUCKET
+    pub bucket: String,
+    /// S3 endpoint, http://HOST:PORT
+    #[arg(long, env = "AWS_ENDPOINT_URL")]
+    pub endpoint: String,
+    #[command(flatten)]
+    pub credentials: CredentialArgs,
+}

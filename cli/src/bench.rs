@@ -1,0 +1,481 @@
+//! `hipobj bench`: for each operation x size x concurrency, `--iterations` timed transfers per
+//! thread over RDMA, then the same requests over plain HTTP (the body carries the data) against
+//! the same server; MB/s, ops/s, p50/p99 latency of each, and the RDMA/HTTP ratios.
+
+use crate::args::BenchArgs;
+use crate::credentials;
+use crate::failure::Failure;
+use crate::rdma::RdmaRequest;
+use crate::s3::{ObjectPath, S3};
+use crate::session::Session;
+use crate::units::{mb_per_s, size_text};
+use hipobj::runtime::TransferKind;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    Get,
+    Put,
+}
+
+impl Op {
+    fn name(self) -> &'static str {
+        match self {
+            Op::Get => "GET",
+            Op::Put => "PUT",
+        }
+    }
+}
+
+/// One path's figures in one cell.
+#[derive(Debug, Serialize)]
+pub struct Stats {
+    /// Timed operations that succeeded (the figures are theirs).
+    pub operations: usize,
+    /// Timed operations that failed (the first failure is printed on stderr).
+    pub errors: usize,
+    pub mb_per_s: f64,
+    pub ops_per_s: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Cell {
+    pub op: Op,
+    pub size: u64,
+    pub concurrency: usize,
+    pub rdma: Stats,
+    pub http: Stats,
+    /// RDMA MB/s over HTTP MB/s.
+    pub ratio_mb_per_s: f64,
+    /// HTTP p50 over RDMA p50 (above 1: RDMA is faster).
+    pub ratio_p50: f64,
+    /// RDMA MB/s over the perftest figure given for this direction, if one was given.
+    pub ratio_perftest: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub endpoint: String,
+    pub nic: String,
+    pub iterations: usize,
+    pub perftest_write_mb_per_s: Option<f64>,
+    pub perftest_read_mb_per_s: Option<f64>,
+    pub cells: Vec<Cell>,
+}
+
+/// The nearest-rank percentile `p` (0..100] of sorted durations, in ms.
+fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1].as_secs_f64() * 1e3
+}
+
+fn stats(mut latencies: Vec<Duration>, errors: usize, wall: Duration, size: u64) -> Stats {
+    latencies.sort();
+    let n = latencies.len();
+    let secs = wall.as_secs_f64();
+    Stats {
+        operations: n,
+        errors,
+        mb_per_s: mb_per_s(size * n as u64, secs),
+        ops_per_s: if secs > 0.0 { n as f64 / secs } else { 0.0 },
+        p50_ms: percentile_ms(&latencies, 50.0),
+        p99_ms: percentile_ms(&latencies, 99.0),
+    }
+}
+
+/// The bytes of a benchmark object (checked on the first GET of every thread).
+fn pattern(size: u64) -> Vec<u8> {
+    (0..size)
+        .map(|i| (i.wrapping_mul(131).wrapping_add(size) % 251) as u8)
+        .collect()
+}
+
+/// Runs `threads` workers; each gets ready (`setup`, untimed: registration, warm-up, pairing),
+/// then all start together and each does `iterations` timed operations. Latencies of those that
+/// succeeded, the number that failed, and the wall time.
+fn run_threads<W>(
+    threads: usize,
+    iterations: usize,
+    setup: impl Fn(usize) -> Result<W, Failure> + Sync,
+    op: impl Fn(&mut W) -> Result<(), Failure> + Sync,
+) -> Result<(Vec<Duration>, usize, Duration), Failure> {
+    let start = Barrier::new(threads + 1);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let (start, setup, op) = (&start, &setup, &op);
+                scope.spawn(move || {
+                    let worker = setup(t);
+                    start.wait();
+                    let mut worker = worker?;
+                    let mut lat = Vec::with_capacity(iterations);
+                    let mut errors = 0;
+                    for _ in 0..iterations {
+                        let t0 = Instant::now();
+                        match op(&mut worker) {
+                            Ok(()) => lat.push(t0.elapsed()),
+                            Err(f) => {
+                                if errors == 0 {
+                                    eprintln!("hipobj bench: {f}");
+                                }
+                                errors += 1;
+                            }
+                        }
+                    }
+                    Ok::<_, Failure>((lat, errors))
+                })
+            })
+            .collect();
+        start.wait();
+        let t0 = Instant::now();
+        let mut all = Vec::new();
+        let mut errors = 0;
+        let mut first_err = None;
+        for w in workers {
+            match w.join() {
+                Ok(Ok((lat, e))) => {
+                    all.extend(lat);
+                    errors += e;
+                }
+                Ok(Err(f)) => first_err = first_err.or(Some(f)),
+                Err(_) => {
+                    first_err = first_err.or(Some(Failure::Transfer(
+                        "a benchmark thread panicked".into(),
+                    )))
+                }
+            }
+        }
+        let wall = t0.elapsed();
+        match first_err {
+            Some(f) => Err(f),
+            None => Ok((all, errors, wall)),
+        }
+    })
+}
+
+fn object(bucket: &str, op: Op, size: u64, thread: usize) -> ObjectPath {
+    let key = match op {
+        Op::Get => format!("bench/get-{size}"),
+        Op::Put => format!("bench/put-{size}-{thread}"),
+    };
+    ObjectPath {
+        bucket: bucket.to_owned(),
+        key,
+    }
+}
+
+fn rdma_transfer(
+    s3: &S3,
+    buf: &crate::session::Registered,
+    kind: TransferKind,
+    obj: &ObjectPath,
+) -> Result<(), Failure> {
+    let mut req = RdmaRequest::new(s3, kind, obj, None);
+    buf.transfer(kind, 0, buf.len(), &mut req)
+        .map_err(|e| req.failure(&e))
+}
+
+fn rdma_cell(
+    s3: &S3,
+    session: &Session,
+    args: &BenchArgs,
+    op: Op,
+    size: u64,
+    threads: usize,
+) -> Result<Stats, Failure> {
+    let data = pattern(size);
+    let kind = if op == Op::Get {
+        TransferKind::Get
+    } else {
+        TransferKind::Put
+    };
+    let (lat, errors, wall) = run_threads(
+        threads,
+        args.iterations,
+        |t| {
+            let mut buf = session.buffer(size as usize)?;
+            let obj = object(&args.bucket, op, size, t);
+            if op == Op::Put {
+                buf.fill(&data)?;
+            }
+            rdma_transfer(s3, &buf, kind, &obj)?; // warm-up: pairs this thread's connection
+            if op == Op::Get && buf.read(size as usize)? != data {
+                return Err(Failure::Transfer(format!(
+                    "GET {obj} over RDMA returned other bytes"
+                )));
+            }
+            Ok((buf, obj))
+        },
+        |(buf, obj)| rdma_transfer(s3, buf, kind, obj),
+    )?;
+    Ok(stats(lat, errors, wall, size))
+}
+
+fn http_cell(
+    s3: &S3,
+    args: &BenchArgs,
+    op: Op,
+    size: u64,
+    threads: usize,
+) -> Result<Stats, Failure> {
+    let data = pattern(size);
+    let (lat, errors, wall) = run_threads(
+        threads,
+        args.iterations,
+        |t| {
+            let obj = object(&args.bucket, op, size, t);
+            match op {
+                Op::Get if s3.get_plain(&obj, None)? != data => {
+                    return Err(Failure::Transfer(format!(
+                        "GET {obj} over HTTP returned other bytes"
+                    )))
+                }
+                Op::Get => {}
+                Op::Put => s3.put_plain(&obj, data.clone())?,
+            }
+            Ok(obj)
+        },
+        |obj| match op {
+            Op::Get => {
+                let body = s3.get_plain(obj, None)?;
+                if body.len() as u64 != size {
+                    return Err(Failure::Transfer(format!(
+                        "GET {obj}: {} bytes, expected {size}",
+                        body.len()
+                    )));
+                }
+                Ok(())
+            }
+            Op::Put => s3.put_plain(obj, data.clone()),
+        },
+    )?;
+    Ok(stats(lat, errors, wall, size))
+}
+
+/// One GET of the smallest object on every connection at once, so that no timed transfer pays
+/// for pairing (PROTOCOL.md section 7).
+fn pair_connections(
+    s3: &S3,
+    session: &Session,
+    args: &BenchArgs,
+    connections: usize,
+) -> Result<(), Failure> {
+    let size = args.sizes.iter().copied().min().unwrap_or(4096);
+    let obj = object(&args.bucket, Op::Get, size, 0);
+    run_threads(
+        connections,
+        1,
+        |_| session.buffer(size as usize),
+        |buf| rdma_transfer(s3, buf, TransferKind::Get, &obj),
+    )
+    .map(drop)
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else {
+        0.0
+    }
+}
+
+pub fn run(args: &BenchArgs) -> Result<(), Failure> {
+    if args.iterations == 0 || args.concurrency.iter().any(|&c| c == 0 || c > 64) {
+        return Err(Failure::Usage(
+            "--iterations must be >= 1 and --concurrency 1..64".into(),
+        ));
+    }
+    let creds = credentials::resolve(&args.endpoint.credentials)?;
+    let s3 = S3::new(&args.endpoint.endpoint, creds)?;
+    s3.ensure_bucket(&args.bucket)?;
+    for &size in &args.sizes {
+        s3.put_plain(&object(&args.bucket, Op::Get, size, 0), pattern(size))?;
+    }
+    // As many connections as the largest concurrency, all paired before anything is timed.
+    let connections = args.concurrency.iter().copied().max().unwrap_or(1);
+    let session = Session::open_with(
+        args.endpoint.nic.as_deref(),
+        args.endpoint.gpu,
+        Some(connections),
+    )?;
+    pair_connections(&s3, &session, args, connections)?;
+    let cells_total = args.ops.len() * args.sizes.len() * args.concurrency.len();
+    let bar = if args.json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(cells_total as u64)
+    };
+    if let Ok(style) =
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {pos}/{len} cells {msg}")
+    {
+        bar.set_style(style);
+    }
+    let mut cells = Vec::new();
+    for &op in &args.ops {
+        for &size in &args.sizes {
+            for &threads in &args.concurrency {
+                bar.set_message(format!("{} {} x{threads}", op.name(), size_text(size)));
+                let rdma = rdma_cell(&s3, &session, args, op, size, threads)?;
+                let http = http_cell(&s3, args, op, size, threads)?;
+                let perftest = match op {
+                    Op::Get => args.perftest_write,
+                    Op::Put => args.perftest_read,
+                };
+                cells.push(Cell {
+                    ratio_perftest: perftest.map(|p| ratio(rdma.mb_per_s, p)),
+                    op,
+                    size,
+                    concurrency: threads,
+                    ratio_mb_per_s: ratio(rdma.mb_per_s, http.mb_per_s),
+                    ratio_p50: ratio(http.p50_ms, rdma.p50_ms),
+                    rdma,
+                    http,
+                });
+                bar.inc(1);
+            }
+        }
+    }
+    bar.finish_and_clear();
+    let report = Report {
+        endpoint: s3.endpoint().to_owned(),
+        nic: session.nic().to_owned(),
+        iterations: args.iterations,
+        perftest_write_mb_per_s: args.perftest_write,
+        perftest_read_mb_per_s: args.perftest_read,
+        cells,
+    };
+    let failed: usize = report
+        .cells
+        .iter()
+        .map(|c| c.rdma.errors + c.http.errors)
+        .sum();
+    if args.json {
+        let text = serde_json::to_string_pretty(&report)
+            .map_err(|e| Failure::Transfer(format!("JSON: {e}")))?;
+        println!("{text}");
+    } else {
+        print!("{}", table(&report));
+    }
+    if failed > 0 {
+        return Err(Failure::Transfer(format!(
+            "{failed} timed operations failed (see above)"
+        )));
+    }
+    Ok(())
+}
+
+fn table(r: &Report) -> String {
+    let mut out = format!(
+        "hipobj bench: {} via {}, {} timed operations per thread and cell (after one warm-up)\n",
+        r.endpoint, r.nic, r.iterations
+    );
+    let perftest = r.perftest_write_mb_per_s.is_some() || r.perftest_read_mb_per_s.is_some();
+    if perftest {
+        let mbs = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1} MB/s"));
+        out.push_str(&format!(
+            "perftest on this device pair: ib_write_bw {}, ib_read_bw {}\n",
+            mbs(r.perftest_write_mb_per_s),
+            mbs(r.perftest_read_mb_per_s)
+        ));
+    }
+    let heads = [
+        "RDMA MB/s",
+        "ops/s",
+        "p50 ms",
+        "p99 ms",
+        "HTTP MB/s",
+        "ops/s",
+        "p50 ms",
+        "p99 ms",
+    ];
+    out.push_str(&format!(
+        "{:<4} {:>7} {:>4} | {:>9} {:>8} {:>8} {:>8} | {:>9} {:>8} {:>8} {:>8} | {:>9} {:>9}{}\n",
+        "op",
+        "size",
+        "conc",
+        heads[0],
+        heads[1],
+        heads[2],
+        heads[3],
+        heads[4],
+        heads[5],
+        heads[6],
+        heads[7],
+        "MB/s x",
+        "p50 x",
+        if perftest { " | vs perftest" } else { "" }
+    ));
+    for c in &r.cells {
+        let mut vs = c
+            .ratio_perftest
+            .map_or(String::new(), |x| format!(" | {x:>10.2}x"));
+        if c.rdma.errors + c.http.errors > 0 {
+            vs.push_str(&format!(
+                "  ({} RDMA / {} HTTP operations failed)",
+                c.rdma.errors, c.http.errors
+            ));
+        }
+        out.push_str(&format!(
+            "{:<4} {:>7} {:>4} | {:>9.1} {:>8.1} {:>8.2} {:>8.2} | {:>9.1} {:>8.1} {:>8.2} {:>8.2} | {:>8.2}x {:>8.2}x{vs}\n",
+            c.op.name(),
+            size_text(c.size),
+            c.concurrency,
+            c.rdma.mb_per_s,
+            c.rdma.ops_per_s,
+            c.rdma.p50_ms,
+            c.rdma.p99_ms,
+            c.http.mb_per_s,
+            c.http.ops_per_s,
+            c.http.p50_ms,
+            c.http.p99_ms,
+            c.ratio_mb_per_s,
+            c.ratio_p50
+        ));
+    }
+    out.push_str(
+        "MB/s x = RDMA MB/s / HTTP MB/s; p50 x = HTTP p50 / RDMA p50 (above 1: RDMA is faster)\n",
+    );
+    if perftest {
+        out.push_str(
+            "vs perftest = RDMA MB/s / ib_write_bw (GET) or ib_read_bw (PUT) of the same boot\n",
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let d: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(percentile_ms(&d, 50.0), 50.0);
+        assert_eq!(percentile_ms(&d, 99.0), 99.0);
+        let one = [Duration::from_millis(7)];
+        assert_eq!(percentile_ms(&one, 99.0), 7.0);
+        assert_eq!(percentile_ms(&[], 50.0), 0.0);
+    }
+
+    #[test]
+    fn stats_from_latencies() {
+        let s = stats(
+            vec![Duration::from_millis(10); 4],
+            1,
+            Duration::from_secs(1),
+            1_000_000,
+        );
+        assert_eq!((s.operations, s.errors), (4, 1));
+        assert!((s.mb_per_s - 4.0).abs() < 1e-9);
+        assert!((s.ops_per_s - 4.0).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,295 @@
+//! S3 requests: signed with `aws-sigv4` (SigV4, every header we add is in SignedHeaders, the RDMA
+//! token included), sent with `reqwest`'s blocking client, from a chosen local address (the RDMA
+//! NIC's, so the server sees the same address in the HTTP peer and in the token's GID).
+
+use crate::credentials::Credentials;
+use crate::failure::Failure;
+use aws_sigv4::http_request::{
+    sign, PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningSettings,
+    UriPathNormalizationMode,
+};
+use aws_sigv4::sign::v4;
+use aws_smithy_runtime_api::client::identity::Identity;
+use reqwest::blocking::Client;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+/// Longer than the server's RDMA retry window (PROTOCOL.md rule 5.7), long enough for large
+/// plain-HTTP bodies on a slow lane.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// `s3://bucket/key`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectPath {
+    pub bucket: String,
+    pub key: String,
+}
+
+impl ObjectPath {
+    /// `Some` for an `s3://` argument (which must then name a bucket and a key).
+    pub fn parse(arg: &str) -> Option<Result<ObjectPath, Failure>> {
+        let rest = arg.strip_prefix("s3://")?;
+        Some(match rest.split_once('/') {
+            Some((b, k)) if !b.is_empty() && !k.is_empty() => Ok(ObjectPath {
+                bucket: b.to_owned(),
+                key: k.to_owned(),
+            }),
+            _ => Err(Failure::Usage(format!("{arg}: expected s3://BUCKET/KEY"))),
+        })
+    }
+}
+
+impl std::fmt::Display for ObjectPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "s3://{}/{}", self.bucket, self.key)
+    }
+}
+
+/// One HTTP response.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// An S3 endpoint with its credentials.
+pub struct S3 {
+    endpoint: String,
+    credentials: Credentials,
+    /// One connection pool per local address.
+    clients: Mutex<HashMap<Option<IpAddr>, Client>>,
+}
+
+/// Percent-encode a key for the URL path (S3 style: '/' kept, unreserved kept).
+fn encode_key(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    for b in key.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+impl S3 {
+    pub fn new(endpoint: &str, credentials: Credentials) -> Result<S3, Failure> {
+        let endpoint = endpoint.trim_end_matches('/').to_owned();
+        let url = reqwest::Url::parse(&endpoint)
+            .map_err(|e| Failure::Usage(format!("--endpoint {endpoint}: {e}")))?;
+        if url.host_str().is_none() || !matches!(url.scheme(), "http" | "https") {
+            return Err(Failure::Usage(format!(
+                "--endpoint {endpoint}: expected http://HOST:PORT"
+            )));
+        }
+        Ok(S3 {
+            endpoint,
+            credentials,
+            clients: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    fn client(&self, local: Option<IpAddr>) -> Result<Client, Failure> {
+        let mut clients = self
+            .clients
+            .lock()
+            .map_err(|_| Failure::Transfer("HTTP client table poisoned".into()))?;
+        if let Some(c) = clients.get(&local) {
+            return Ok(c.clone());
+        }
+        let c = Client::builder()
+            .local_address(local)
+            .timeout(REQUEST_TIMEOUT)
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| Failure::Http(format!("cannot build the HTTP client: {e}")))?;
+        clients.insert(local, c.clone());
+        Ok(c)
+    }
+
+    /// The URL of a bucket (`key` None) or object.
+    pub fn url(&self, bucket: &str, key: Option<&str>) -> String {
+        match key {
+            Some(k) => format!("{}/{bucket}/{}", self.endpoint, encode_key(k)),
+            None => format!("{}/{bucket}", self.endpoint),
+        }
+    }
+
+    /// SigV4 headers for the request (empty when there are no keys: anonymous).
+    fn sign(
+        &self,
+        method: &str,
+        url: &str,
+        headers: &[(&str, String)],
+        body: &[u8],
+    ) -> Result<Vec<(String, String)>, Failure> {
+        let Some(keys) = &self.credentials.keys else {
+            return Ok(Vec::new());
+        };
+        let identity: Identity = aws_credential_types::Credentials::new(
+            &keys.access_key,
+            &keys.secret_key,
+            keys.session_token.clone(),
+            None,
+            "hipobj",
+        )
+        .into();
+        let mut settings = SigningSettings::default();
+        settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
+        settings.percent_encoding_mode = PercentEncodingMode::Single;
+        settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
+        let params = v4::SigningParams::builder()
+            .identity(&identity)
+            .region(&self.credentials.region)
+            .name("s3")
+            .time(SystemTime::now())
+            .settings(settings)
+            .build()
+            .map_err(|e| Failure::Usage(format!("signing parameters: {e}")))?
+            .into();
+        // Bodies are not hashed (large PUTs would pay for it twice): UNSIGNED-PAYLOAD.
+        let payload = if body.is_empty() {
+            SignableBody::Bytes(body)
+        } else {
+            SignableBody::UnsignedPayload
+        };
+        let signable = SignableRequest::new(
+            method,
+            url,
+            headers.iter().map(|(k, v)| (*k, v.as_str())),
+            payload,
+        )
+        .map_err(|e| Failure::Usage(format!("cannot sign {method} {url}: {e}")))?;
+        let (instructions, _) = sign(signable, &params)
+            .map_err(|e| Failure::Usage(format!("cannot sign {method} {url}: {e}")))?
+            .into_parts();
+        Ok(instructions
+            .headers()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect())
+    }
+
+    /// One signed request from `local` (None: the system's choice). Any status is returned; only
+    /// a failure to reach the server is an error.
+    pub fn request(
+        &self,
+        method: &str,
+        url: &str,
+        headers: &[(&str, String)],
+        body: Vec<u8>,
+        local: Option<IpAddr>,
+    ) -> Result<Response, Failure> {
+        let signed = self.sign(method, url, headers, &body)?;
+        let m = reqwest::Method::from_bytes(method.as_bytes())
+            .map_err(|e| Failure::Usage(format!("method {method}: {e}")))?;
+        let mut req = self.client(local)?.request(m, url);
+        for (k, v) in headers {
+            req = req.header(*k, v);
+        }
+        for (k, v) in &signed {
+            req = req.header(k, v);
+        }
+        let resp = req.body(body).send().map_err(|e| {
+            let from = local.map(|a| format!(" from {a}")).unwrap_or_default();
+            Failure::Http(format!("{method} {url}{from}: {e}"))
+        })?;
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let body = resp
+            .bytes()
+            .map_err(|e| Failure::Http(format!("{method} {url}: reading the body: {e}")))?
+            .to_vec();
+        Ok(Response {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    /// HEAD of an object: its size.
+    pub fn object_size(&self, obj: &ObjectPath) -> Result<u64, Failure> {
+        let url = self.url(&obj.bucket, Some(&obj.key));
+        let r = self.request("HEAD", &url, &[], Vec::new(), None)?;
+        if let Some(f) = Failure::from_status(r.status, &format!("HEAD {obj}")) {
+            return Err(f);
+        }
+        r.header("content-length")
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| Failure::Http(format!("HEAD {obj}: no Content-Length")))
+    }
+
+    /// Create a bucket unless it exists (and is ours).
+    pub fn ensure_bucket(&self, bucket: &str) -> Result<(), Failure> {
+        let url = self.url(bucket, None);
+        let r = self.request("HEAD", &url, &[], Vec::new(), None)?;
+        if r.status == 200 {
+            return Ok(());
+        }
+        let r = self.request("PUT", &url, &[], Vec::new(), None)?;
+        match Failure::from_status(r.status, &format!("create bucket {bucket}")) {
+            None => Ok(()),
+            Some(f) => Err(f),
+        }
+    }
+
+    /// Plain-HTTP GET (optionally a byte range `first..=last`): the body.
+    pub fn get_plain(
+        &self,
+        obj: &ObjectPath,
+        range: Option<(u64, u64)>,
+    ) -> Result<Vec<u8>, Failure> {
+        let url = self.url(&obj.bucket, Some(&obj.key));
+        let headers: Vec<(&str, String)> = range
+            .map(|(a, b)| vec![("range", format!("bytes={a}-{b}"))])
+            .unwrap_or_default();
+        let r = self.request("GET", &url, &headers, Vec::new(), None)?;
+        match Failure::from_status(r.status, &format!("GET {obj}")) {
+            None => Ok(r.body),
+            Some(f) => Err(f),
+        }
+    }
+
+    /// Plain-HTTP PUT of `body`.
+    pub fn put_plain(&self, obj: &ObjectPath, body: Vec<u8>) -> Result<(), Failure> {
+        let url = self.url(&obj.bucket, Some(&obj.key));
+        let headers = [("content-type", "application/octet-stream".to_owned())];
+        let r = self.request("PUT", &url, &headers, body, None)?;
+        match Failure::from_status(r.status, &format!("PUT {obj}")) {
+            None => Ok(()),
+            Some(f) => Err(f),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_paths() {
+        let p = ObjectPath::parse("s3://b/dir/k").unwrap().unwrap();
+        assert_eq!((p.bucket.as_str(), p.key.as_str()), ("b", "dir/k"));
+        assert!(ObjectPath::parse("s3://b").unwrap().is_err());
+        assert!(ObjectPath::parse("s3:///k").unwrap().is_err());
+        assert!(ObjectPath::parse("./file").is_none());
+    }
+
+    #[test]
+    fn keys_are_percent_encoded() {
+        assert_eq!(encode_key("a b/c+d~"), "a%20b/c%2Bd~");
+    }
+}

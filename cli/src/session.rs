@@ -1,0 +1,175 @@
+//! hipObject through its Rust API (`hipobj::runtime`): one initialised runtime per command, and
+//! registered buffers (host memory, or GPU memory with `--gpu`).
+
+use crate::failure::Failure;
+use crate::gpu::DeviceBuffer;
+use hipobj::error::{Error, OpError};
+use hipobj::runtime::{self, InitConfig, MemoryKind, Runtime, S3Ops, TransferKind};
+use std::sync::Arc;
+
+/// An initialised hipObject; shut down on drop.
+pub struct Session {
+    runtime: Arc<Runtime>,
+    gpu: Option<i32>,
+}
+
+/// What a failed library call means for the user.
+pub fn library_failure(e: &Error, what: &str) -> Failure {
+    match e.code {
+        OpError::NicNotFound => Failure::NoNic(format!("{what}: {}", e.detail)),
+        _ => Failure::Transfer(format!("{what}: {e}")),
+    }
+}
+
+impl Session {
+    /// `hipObjInit` with `nicHint` = `nic` and `gpuDevice` = `gpu` (-1 without).
+    pub fn open(nic: Option<&str>, gpu: Option<i32>) -> Result<Session, Failure> {
+        Session::open_with(nic, gpu, None)
+    }
+
+    /// As `open`, with `max_transfers` RDMA connections instead of `HIPOBJ_MAX_TRANSFERS`'s.
+    pub fn open_with(
+        nic: Option<&str>,
+        gpu: Option<i32>,
+        max_transfers: Option<usize>,
+    ) -> Result<Session, Failure> {
+        if let Some(g) = gpu {
+            // the library checks too; this says why in the user's terms
+            let count = crate::gpu::device_count()?;
+            if g < 0 || g >= count {
+                return Err(Failure::Gpu(format!(
+                    "--gpu {g}: this host has {count} HIP device(s)"
+                )));
+            }
+        }
+        let mut env = hipobj::env::EnvConfig::from_env();
+        if let Some(n) = max_transfers {
+            env.max_transfers = n;
+        }
+        let cfg = InitConfig {
+            gpu_device: gpu.unwrap_or(-1),
+            nic_hint: nic.map(str::to_owned),
+            env,
+        };
+        if let Err(e) = runtime::init(cfg) {
+            let mut f = library_failure(&e, "hipObject init");
+            if let (Failure::NoNic(m), None) = (&mut f, nic) {
+                m.push_str(" (give --nic DEVICE; `hipobj info` lists them)");
+            }
+            return Err(f);
+        }
+        let runtime = runtime::current()
+            .ok_or_else(|| Failure::Transfer("hipObject did not stay initialised".into()))?;
+        Ok(Session { runtime, gpu })
+    }
+
+    /// The RDMA device in use.
+    pub fn nic(&self) -> &str {
+        self.runtime.device().name()
+    }
+
+    /// A registered buffer of `len` bytes (GPU memory with `--gpu`).
+    pub fn buffer(&self, len: usize) -> Result<Registered, Failure> {
+        let memory = match self.gpu {
+            Some(g) => Memory::Gpu(DeviceBuffer::new(g, len)?),
+            None => Memory::Host(vec![0u8; len]),
+        };
+        let (ptr, kind) = match &memory {
+            Memory::Host(v) => (v.as_ptr() as usize, MemoryKind::Host),
+            Memory::Gpu(d) => (d.as_ptr(), MemoryKind::Device),
+        };
+        self.runtime
+            .register(ptr, len, kind)
+            .map_err(|e| library_failure(&e, "register buffer"))?;
+        Ok(Registered {
+            runtime: self.runtime.clone(),
+            memory,
+            ptr,
+            len,
+        })
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Err(e) = runtime::shutdown() {
+            eprintln!("hipobj: shutdown: {e}");
+        }
+    }
+}
+
+enum Memory {
+    Host(Vec<u8>),
+    Gpu(DeviceBuffer),
+}
+
+/// Memory registered with hipObject; deregistered on drop (before it is freed).
+pub struct Registered {
+    runtime: Arc<Runtime>,
+    memory: Memory,
+    ptr: usize,
+    len: usize,
+}
+
+impl Registered {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// One `hipObjGet`/`hipObjPut` of `size` bytes at `offset` of this buffer.
+    pub fn transfer(
+        &self,
+        kind: TransferKind,
+        offset: usize,
+        size: usize,
+        ops: &mut dyn S3Ops,
+    ) -> Result<(), Error> {
+        self.runtime
+            .transfer(kind, self.ptr, size, offset as u64, ops)
+    }
+
+    /// Fill the start of the buffer from `data`.
+    pub fn fill(&mut self, data: &[u8]) -> Result<(), Failure> {
+        match &mut self.memory {
+            Memory::Host(v) => {
+                let dst = v
+                    .get_mut(..data.len())
+                    .ok_or_else(|| Failure::Transfer("data larger than the buffer".into()))?;
+                dst.copy_from_slice(data);
+                Ok(())
+            }
+            Memory::Gpu(d) => d.upload(data),
+        }
+    }
+
+    /// The first `len` bytes of the buffer, on the host.
+    pub fn read(&self, len: usize) -> Result<Vec<u8>, Failure> {
+        match &self.memory {
+            Memory::Host(v) => v
+                .get(..len)
+                .map(<[u8]>::to_vec)
+                .ok_or_else(|| Failure::Transfer("read past the buffer".into())),
+            Memory::Gpu(d) => {
+                let mut out = vec![0u8; len];
+                d.download(&mut out)?;
+                Ok(out)
+            }
+        }
+    }
+
+    /// The host bytes without copying (host memory only).
+    pub fn host_bytes(&self, len: usize) -> Option<&[u8]> {
+        match &self.memory {
+            Memory::Host(v) => v.get(..len),
+            Memory::Gpu(_) => None,
+        }
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        if let Err(e) = self.runtime.deregister(self.ptr) {
+            tracing::warn!("deregistering a buffer failed: {e}");
+        }
+    }
+}

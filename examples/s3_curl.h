@@ -1,0 +1,44 @@
+/* The S3 client the two examples share: one libcurl request per hipObject callback, signed by
+ * libcurl's own SigV4 (CURLOPT_AWS_SIGV4), bound to the NIC address the token names. */
+#ifndef S3_CURL_H
+#define S3_CURL_H
+
+#include <stddef.h>
+
+/* Where the object is and who asks for it (from argv or the AWS_* variables, s3_parse_args). */
+struct s3_target {
+    const char *endpoint;   /* http://host:port (-e, or AWS_ENDPOINT_URL) */
+    const char *region;     /* -r, or AWS_REGION / AWS_DEFAULT_REGION, else us-east-1 */
+    const char *access_key; /* -a, or AWS_ACCESS_KEY_ID; none: unsigned requests */
+    const char *secret_key; /* -s, or AWS_SECRET_ACCESS_KEY */
+    const char *nic;        /* -n, or HIPOBJ_NIC: the RDMA device hipObjInit uses */
+    const char *bucket, *key;
+};
+
+/* One transfer's state, the `ctx` of hipObjGet/hipObjPut. */
+struct s3_request {
+    const struct s3_target *target;
+    const char *method; /* "GET" or "PUT" */
+    long http_status;   /* of the last response */
+    char reply[512];    /* its x-amz-rdma-reply value */
+    size_t reply_len;
+    int have_reply;
+    int requests;       /* requests sent (a first transfer pairs: 2) */
+};
+
+/* Fills `t` from the options before the positional arguments; returns the index of the first
+ * positional argument, or -1 after printing what is wrong. */
+int s3_parse_args(int argc, char **argv, struct s3_target *t);
+
+/* The hipObjOps_t callbacks. */
+int s3_send_request(void *ctx, const char *token, size_t token_len);
+int s3_recv_reply(void *ctx, char *reply, size_t *reply_len);
+
+/* Whether the server declined RDMA (HTTP 501 / reply "501"): then use plain HTTP. */
+int s3_declined_rdma(const struct s3_request *r);
+
+/* Plain HTTP (no token): the object's bytes in the body. 0 on a 2xx status. */
+int s3_plain_get(struct s3_request *r, void *buf, size_t size, size_t *received);
+int s3_plain_put(struct s3_request *r, const void *buf, size_t size);
+
+#endif

@@ -1,0 +1,49 @@
+# Start and stop hipobj-server from the lane's shell tests (the shell twin of server.rs). Source it:
+#   . tests/support/server.sh
+#   start_hipobj_server DEVICE [EXTRA SERVER FLAGS...]   # device "" = no RDMA (token requests get 501)
+#   -> HIPOBJ_SRV_URL (http://ADDR:PORT), HIPOBJ_SRV_LOG, HIPOBJ_SRV_DATA; stopped at exit
+# The server requires SigV4 with HIPOBJ_TEST_ACCESS_KEY / HIPOBJ_TEST_SECRET_KEY (exported, so the
+# clients under test can read them); it listens on the lane address of its device (any local
+# address works: the clients bind their socket to their own NIC's address).
+HIPOBJ_TEST_ACCESS_KEY=${HIPOBJ_TEST_ACCESS_KEY:-hipobjtestkey}
+HIPOBJ_TEST_SECRET_KEY=${HIPOBJ_TEST_SECRET_KEY:-hipobjtestsecret0123456789}
+export HIPOBJ_TEST_ACCESS_KEY HIPOBJ_TEST_SECRET_KEY
+HIPOBJ_SRV_PIDS=()
+
+lane_addr() { # device -> its IPv4 address in the lane (HIPOBJ_VM_ADDRS), else 127.0.0.1
+  local a
+  for a in ${HIPOBJ_VM_ADDRS:-}; do [ "${a%%=*}" = "$1" ] && { echo "${a#*=}"; return; }; done
+  echo 127.0.0.1
+}
+
+stop_hipobj_servers() {
+  local p
+  for p in "${HIPOBJ_SRV_PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+  HIPOBJ_SRV_PIDS=()
+}
+trap stop_hipobj_servers EXIT
+
+start_hipobj_server() { # device [flags...]
+  local dev=$1 bin=${HIPOBJ_SERVER_BIN:-$PWD/target/e2e/release/hipobj-server} addr port i
+  shift
+  addr=$(lane_addr "$dev")
+  HIPOBJ_SRV_DATA=$(mktemp -d /tmp/hipobj-srv.XXXXXX)
+  HIPOBJ_SRV_LOG=$HIPOBJ_SRV_DATA.log
+  "$bin" --listen "$addr:0" --data-dir "$HIPOBJ_SRV_DATA" ${dev:+--device "$dev"} \
+    --access-key "$HIPOBJ_TEST_ACCESS_KEY" --secret-key "$HIPOBJ_TEST_SECRET_KEY" "$@" >"$HIPOBJ_SRV_LOG" 2>&1 &
+  HIPOBJ_SRV_PIDS+=($!)
+  for ((i = 0; i < 600; i++)); do
+    port=$(sed -n 's/.*listening on [0-9.]*:\([0-9]*\).*/\1/p' "$HIPOBJ_SRV_LOG" | head -1)
+    [ -n "$port" ] && break
+    kill -0 "${HIPOBJ_SRV_PIDS[-1]}" 2>/dev/null || break
+    sleep 0.1
+  done
+  [ -n "$port" ] || { echo "hipobj-server did not start:"; cat "$HIPOBJ_SRV_LOG"; return 1; }
+  HIPOBJ_SRV_URL=http://$addr:$port
+}
+
+# create_bucket BUCKET: a signed CreateBucket (curl's own SigV4) on the last server started
+create_bucket() {
+  curl -sSf --aws-sigv4 "aws:amz:us-east-1:s3" --user "$HIPOBJ_TEST_ACCESS_KEY:$HIPOBJ_TEST_SECRET_KEY" \
+    -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -X PUT "$HIPOBJ_SRV_URL/$1" -o /dev/null
+}

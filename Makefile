@@ -3,7 +3,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build deps test unit ctest lint loom fuzz-short s3-conformance e2e demo bench-server python clean install uninstall examples
+.PHONY: all build deps test unit ctest lint loom fuzz-short s3-conformance s3-conformance-full e2e demo bench-server python clean install uninstall examples
 
 # Where `make install` puts the library, header, pkg-config/CMake files and the two binaries.
 PREFIX ?= /usr/local
@@ -37,8 +37,13 @@ loom:
 fuzz-short:
 	fuzz/run-short
 
-# ceph/s3-tests test_s3.py against hipobj-server and s3s-fs 0.14.1; fails below tests/s3/baseline.txt.
+# ceph/s3-tests test_s3.py (unmodified snapshot in ../shared/thirdparty) against hipobj-server:
+# the case groups issue 11 names; fails below tests/s3/baseline-groups.txt. The whole suite, with
+# s3s-fs 0.14.1 beside it in the same run: make s3-conformance-full (about 40 min here).
 s3-conformance:
+	scripts/s3-conformance --ours-only --selection groups
+
+s3-conformance-full:
 	scripts/s3-conformance
 
 # The Python package (python/): the abi3 wheel in target/wheels, installed in target/python-venv.

@@ -507,14 +507,17 @@ fn pipelined_get_and_put_are_byte_exact_with_ranges() {
     let name = std::env::var("HIPOBJ_TEST_RDMA_DEVICE").expect("HIPOBJ_TEST_RDMA_DEVICE");
     let lib = Lib::load().expect("libibverbs");
     let dev = Device::open(&lib, &name).expect("device");
-    let server = Server::start(&[
-        "--device",
-        &name,
-        "--chunk-bytes",
-        "262144",
-        "--wr-depth",
-        "4",
-    ]);
+    let server = lane_server(
+        &dev,
+        &[
+            "--device",
+            &name,
+            "--chunk-bytes",
+            "262144",
+            "--wr-depth",
+            "4",
+        ],
+    );
     assert_eq!(server.request("PUT", "/bkt", &[], b"").status, 200);
     let size = 9 * 1024 * 1024 + 123;
     let data = pattern(size);
@@ -577,16 +580,19 @@ fn failed_pipelined_put_stores_nothing() {
     let name = std::env::var("HIPOBJ_TEST_RDMA_DEVICE").expect("HIPOBJ_TEST_RDMA_DEVICE");
     let lib = Lib::load().expect("libibverbs");
     let dev = Device::open(&lib, &name).expect("device");
-    let server = Server::start(&[
-        "--device",
-        &name,
-        "--chunk-bytes",
-        "262144",
-        "--wr-depth",
-        "4",
-        "--watchdog-ms",
-        "5000",
-    ]);
+    let server = lane_server(
+        &dev,
+        &[
+            "--device",
+            &name,
+            "--chunk-bytes",
+            "262144",
+            "--wr-depth",
+            "4",
+            "--watchdog-ms",
+            "5000",
+        ],
+    );
     assert_eq!(server.request("PUT", "/bkt", &[], b"").status, 200);
     let old = pattern(1000);
     assert_eq!(server.request("PUT", "/bkt/keep", &[], &old).status, 200);
@@ -633,14 +639,17 @@ fn a_request_for_a_busy_pairing_key_gets_503_at_once() {
     let name = std::env::var("HIPOBJ_TEST_RDMA_DEVICE").expect("HIPOBJ_TEST_RDMA_DEVICE");
     let lib = Lib::load().expect("libibverbs");
     let dev = Device::open(&lib, &name).expect("device");
-    let server = Server::start(&[
-        "--device",
-        &name,
-        "--chunk-bytes",
-        "262144",
-        "--wr-depth",
-        "2",
-    ]);
+    let server = lane_server(
+        &dev,
+        &[
+            "--device",
+            &name,
+            "--chunk-bytes",
+            "262144",
+            "--wr-depth",
+            "2",
+        ],
+    );
     assert_eq!(server.request("PUT", "/bkt", &[], b"").status, 200);
     let size = 32 * 1024 * 1024;
     let data = pattern(size);

@@ -81,7 +81,7 @@ fn nic_address() -> PyResult<Option<String>> {
 /// The HIP device in use, or None without a GPU.
 #[pyfunction]
 fn gpu_device() -> PyResult<Option<i32>> {
-    Ok(current()?.gpu_device())
+    Ok(current()?.gpu().map(|(_, device)| device))
 }
 
 /// Connections in use limit (max transfers at once).

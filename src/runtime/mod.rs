@@ -214,12 +214,6 @@ impl Runtime {
         self.protection
     }
 
-    /// The GPU device this runtime stages through and chose its NIC by; `None` without a GPU
-    /// (no HIP runtime, or no device): then only host memory can be registered.
-    pub fn gpu_device(&self) -> Option<i32> {
-        self.gpu.as_ref().map(|g| g.device)
-    }
-
     /// Settings read from the environment at init.
     pub fn env(&self) -> &EnvConfig {
         &self.env

@@ -13,7 +13,13 @@
 //! each request (SigV4, the token header included) as the test identity. The time it spends
 //! signing is callback time, not library time.
 //!
-//! Usage: transfer_overhead [GETS_PER_BLOCK] [BLOCKS]   (defaults 300, 4)
+//! 3. Breakdown (only in the build with the `stage-timing` feature, which
+//!    `benches/run-transfer-overhead` runs after the plain build in the same boot): the median time
+//!    per stage of the warm GET (`hipobj_actors::stages`), the library's share of the callback
+//!    stage (the adapter around the application's callbacks), what lies outside the marks (the C
+//!    boundary), and what one clock read costs here (each stage pays about one).
+//!
+//! Usage: transfer_overhead [GETS_PER_BLOCK] [BLOCKS]   (defaults 300, 4; BLOCKS 0 skips part 2)
 
 #[path = "../tests/support/data.rs"]
 mod data;
@@ -24,6 +30,7 @@ mod server;
 
 use hipobj::ffi::{hipObjError_t, hipObjGet, hipObjOps_t};
 use hipobj::runtime::{self, InitConfig, MemoryKind};
+use hipobj_actors::stages::{self, Breakdown, Stage};
 use std::ffi::{c_char, c_int, c_void};
 use std::io::{BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -126,8 +133,21 @@ unsafe extern "C" fn recv_reply(ctx: *mut c_void, reply: *mut c_char, len: *mut 
     rc
 }
 
-/// (whole call, inside the library outside the callbacks) of one GET through the C ABI.
-fn timed_get(client: &mut KeepAlive, buf: &mut [u8]) -> (Duration, Duration) {
+/// One timed GET.
+#[derive(Clone, Copy)]
+struct Sample {
+    /// The whole `hipObjGet` call.
+    whole: Duration,
+    /// Inside `hipObjGet`, outside the two callbacks.
+    lib: Duration,
+    /// Inside the two callbacks.
+    callbacks: Duration,
+    /// Per stage (the `stage-timing` build only).
+    stages: Option<Breakdown>,
+}
+
+/// One GET through the C ABI.
+fn timed_get(client: &mut KeepAlive, buf: &mut [u8]) -> Sample {
     let mut ops = hipObjOps_t {
         sendRequest: Some(send_request),
         recvReply: Some(recv_reply),
@@ -146,13 +166,19 @@ fn timed_get(client: &mut KeepAlive, buf: &mut [u8]) -> (Duration, Duration) {
         )
     };
     let whole = t.elapsed();
+    let stages = stages::take();
     assert_eq!(
         rc,
         hipObjError_t::SUCCESS,
         "hipObjGet failed (last reply {:?})",
         client.reply
     );
-    (whole, whole.saturating_sub(client.in_callbacks))
+    Sample {
+        whole,
+        lib: whole.saturating_sub(client.in_callbacks),
+        callbacks: client.in_callbacks,
+        stages,
+    }
 }
 
 fn median(v: &mut [Duration]) -> Duration {
@@ -162,6 +188,57 @@ fn median(v: &mut [Duration]) -> Duration {
 
 fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
+}
+
+/// Median of `f` over the samples, in microseconds.
+fn median_us(samples: &[Sample], f: impl Fn(&Sample) -> Duration) -> f64 {
+    let mut v: Vec<Duration> = samples.iter().map(f).collect();
+    us(median(&mut v))
+}
+
+/// The median cost of one `Instant::now()` here (the stage marks read the clock once each).
+fn clock_cost() -> Duration {
+    let mut v: Vec<Duration> = (0..2000)
+        .map(|_| {
+            let t = Instant::now();
+            let _ = std::hint::black_box(Instant::now());
+            t.elapsed()
+        })
+        .collect();
+    median(&mut v)
+}
+
+/// The per-stage medians of a run (the `stage-timing` build), one line per stage.
+fn print_breakdown(threads: usize, samples: &[Sample]) {
+    if samples.iter().any(|s| s.stages.is_none()) {
+        return;
+    }
+    let ns = |s: &Sample, stage: Stage| Duration::from_nanos(s.stages.map_or(0, |b| b.ns[stage as usize]));
+    let marked = |s: &Sample| Duration::from_nanos(s.stages.map_or(0, |b| b.ns.iter().sum()));
+    println!("breakdown, {threads:>2} thread(s), median us per stage ({} GETs; each stage includes one clock read of {:.2} us):", samples.len(), us(clock_cost()));
+    let mut lib_sum = 0.0;
+    for (stage, name) in stages::ALL {
+        let m = median_us(samples, |s| ns(s, stage));
+        if stage == Stage::Callbacks {
+            let adapter = median_us(samples, |s| ns(s, stage).saturating_sub(s.callbacks));
+            lib_sum += adapter;
+            println!("  {name:<12} {m:>9.1}  (application {:.1}, library adapter {adapter:.1})", median_us(samples, |s| s.callbacks));
+        } else {
+            lib_sum += m;
+            println!("  {name:<12} {m:>9.1}");
+        }
+    }
+    let outside = median_us(samples, |s| s.whole.saturating_sub(marked(s)));
+    let polls = samples.iter().map(|s| s.stages.map_or(0, |b| u64::from(b.empty_polls))).sum::<u64>();
+    let yields = samples.iter().map(|s| s.stages.map_or(0, |b| u64::from(b.yields))).sum::<u64>();
+    println!(
+        "  {:<12} {outside:>9.1}  (C boundary, argument checks, runtime load)\n  sum of library medians {:.1} us; measured library median {:.1} us; completion waits: {:.2} empty polls and {:.2} yields per GET",
+        "outside",
+        lib_sum + outside,
+        median_us(samples, |s| s.lib),
+        polls as f64 / samples.len() as f64,
+        yields as f64 / samples.len() as f64,
+    );
 }
 
 fn init(client_dev: &str, connections: usize, no_mw: bool) {
@@ -181,7 +258,7 @@ fn run_gets(
     threads: usize,
     gets: usize,
     expect: &[u8],
-) -> Vec<(Duration, Duration)> {
+) -> Vec<Sample> {
     let rt = runtime::current().expect("initialised");
     std::thread::scope(|sc| {
         let workers: Vec<_> = (0..threads)
@@ -218,8 +295,8 @@ fn overhead(server: SocketAddr, client_dev: &str, threads: usize, gets: usize, o
     init(client_dev, threads.max(1), false);
     let samples = run_gets(server, threads, gets, obj);
     runtime::shutdown().expect("shutdown");
-    let mut whole: Vec<_> = samples.iter().map(|s| s.0).collect();
-    let mut lib: Vec<_> = samples.iter().map(|s| s.1).collect();
+    let mut whole: Vec<_> = samples.iter().map(|s| s.whole).collect();
+    let mut lib: Vec<_> = samples.iter().map(|s| s.lib).collect();
     let (w, l) = (median(&mut whole), median(&mut lib));
     let p99 = lib[lib.len() * 99 / 100];
     println!(
@@ -230,6 +307,7 @@ fn overhead(server: SocketAddr, client_dev: &str, threads: usize, gets: usize, o
         us(w),
         samples.len()
     );
+    print_breakdown(threads, &samples);
 }
 
 fn main() {
@@ -250,6 +328,9 @@ fn main() {
     overhead(srv.addr, &client_dev, 1, gets, &obj);
     overhead(srv.addr, &client_dev, 16, gets / 4, &obj);
 
+    if blocks == 0 {
+        return;
+    }
     // Windows against no windows, alternating blocks in one process.
     let mut with = Vec::new();
     let mut without = Vec::new();
@@ -265,8 +346,8 @@ fn main() {
         } else {
             (&mut with, &mut lib_with)
         };
-        whole.extend(samples.iter().map(|s| s.0));
-        lib.extend(samples.iter().map(|s| s.1));
+        whole.extend(samples.iter().map(|s| s.whole));
+        lib.extend(samples.iter().map(|s| s.lib));
     }
     let (m_with, m_without) = (median(&mut with), median(&mut without));
     println!(

@@ -25,6 +25,7 @@ use crate::verbs::{
     wc_status_name, Access, BindRange, Device, Mw, QpCaps, RcQp, RtrParams, RtsParams,
 };
 use arc_swap::ArcSwap;
+use hipobj_actors::stages::{self, Stage};
 use hipobj_actors::sync::channel::{unbounded, Receiver, RecvTimeoutError, Sender};
 use hipobj_actors::sync::thread;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -294,13 +295,16 @@ impl Connection {
     fn complete(
         &mut self,
         what: &str,
+        stage: (Stage, Stage),
         post: impl FnOnce(&mut RcQp, u64) -> Result<()>,
     ) -> Result<()> {
         let wr_id = self.wr_id();
         post(&mut self.qp, wr_id)?;
+        stages::mark(stage.0);
         let done = self
             .qp
             .wait_completion(wr_id, Instant::now() + LOCAL_OP_LIMIT)?;
+        stages::mark(stage.1);
         if !done.is_success() {
             return Err(Error::rdma(format!(
                 "{what} on QP {:#x} completed with {} (vendor error {:#x})",
@@ -319,7 +323,8 @@ impl Connection {
             return Err(Error::internal("bind on an unpaired or fenced QP"));
         }
         let mut rkey = 0;
-        self.complete("memory window bind", |qp, wr_id| {
+        let stage = (Stage::BindPost, Stage::BindWait);
+        self.complete("memory window bind", stage, |qp, wr_id| {
             rkey = qp.post_bind_mw(wr_id, window, range)?;
             Ok(())
         })?;
@@ -344,7 +349,8 @@ impl Connection {
         if self.fenced {
             return;
         }
-        let done = self.complete("memory window invalidation", |qp, wr_id| {
+        let stage = (Stage::InvalidatePost, Stage::InvalidateWait);
+        let done = self.complete("memory window invalidation", stage, |qp, wr_id| {
             qp.post_local_inv(wr_id, rkey).map_err(Error::from)
         });
         if let Err(e) = done {

@@ -9,6 +9,7 @@
 //! - [`callback`]: the per-thread "inside a callback" depth.
 //! - [`answer`]: one-shot answers to actor requests.
 //! - [`transfer`]: the composition of one transfer (buffer use, staging, lease, exchange, recovery).
+//! - [`stages`]: per-stage timing of a transfer (feature `stage-timing`, benchmarks only).
 //! - [`fault`]: guard removal for the loom models' break-guards script (loom builds only).
 
 pub mod answer;
@@ -17,6 +18,7 @@ pub mod fault;
 pub mod pool;
 pub mod registry;
 pub mod staging;
+pub mod stages;
 pub mod supervisor;
 pub mod sync;
 pub mod transfer;

@@ -17,6 +17,7 @@
 use crate::callback::in_callback;
 use crate::pool::{AcquireError, Lease, Pool, Wait};
 use crate::registry::{Entry, Registry, UseError, UseGuard};
+use crate::stages::{self, Stage};
 use crate::sync::Arc;
 
 /// Which way a transfer moves data.
@@ -119,7 +120,9 @@ pub fn run<O: ?Sized, P: TransferParts<O> + ?Sized>(
     offset: u64,
     ops: &mut O,
 ) -> Result<(), P::Error> {
+    stages::start();
     let guard = use_range::<O, P>(parts, base, size, offset)?;
+    stages::mark(Stage::Lookup);
     let at = offset as usize; // fits: use_range checked offset + size <= len
     let guard = match direction {
         Direction::Put => parts.stage_out(guard, at, size)?,
@@ -137,11 +140,15 @@ pub fn run<O: ?Sized, P: TransferParts<O> + ?Sized>(
         };
         parts.refused(why, base, size, offset)
     })?;
+    stages::mark(Stage::Lease);
     let exchanged = parts.exchange(&lease, direction, guard.entry(), at, size, ops);
     parts.release(lease, &exchanged);
+    stages::mark(Stage::Release);
     exchanged?;
-    match direction {
+    let finished = match direction {
         Direction::Get => parts.stage_in(guard, at, size),
         Direction::Put => Ok(()),
-    }
+    };
+    stages::mark(Stage::Finish);
+    finished
 }

@@ -11,6 +11,7 @@ use crate::token::Token;
 use crate::verbs::{Access, BindRange};
 use hipobj_actors::callback::CallbackGuard;
 use hipobj_actors::registry::{Entry, Registry, UseGuard};
+use hipobj_actors::stages::{self, Stage};
 use hipobj_actors::sync::Arc;
 use hipobj_actors::transfer::{self, Direction, Refused, TransferParts};
 use std::time::Duration;
@@ -174,6 +175,7 @@ impl<'a> TransferParts<dyn S3Ops + 'a> for Runtime {
             },
         };
         let mut conn = handle.leased(lease)?;
+        stages::mark(Stage::Connection);
         exchange(&mut conn, &grant, ops)
     }
 
@@ -297,6 +299,7 @@ fn exchange(conn: &mut ConnGuard<'_>, grant: &Grant<'_>, ops: &mut dyn S3Ops) ->
             .state()
             .token(rkey, grant.range.addr, grant.range.len)
             .encode_hex();
+        stages::mark(Stage::Token);
         let reply = round_trip(&token, ops, &mut reply_buf);
         grant.end(conn, rkey);
         match reply? {
@@ -311,7 +314,9 @@ fn exchange(conn: &mut ConnGuard<'_>, grant: &Grant<'_>, ops: &mut dyn S3Ops) ->
                 }
             }
             Reply::Done(server) => {
-                return if conn.state().matches(&server) {
+                let named_here = conn.state().matches(&server);
+                stages::mark(Stage::Check);
+                return if named_here {
                     Ok(())
                 } else {
                     Err(Error::s3("the 200 reply names another QP or pairing"))
@@ -338,13 +343,16 @@ fn round_trip(token: &str, ops: &mut dyn S3Ops, reply_buf: &mut [u8]) -> Result<
         ops.recv_reply(reply_buf)
     }
     .map_err(|status| Error::s3(format!("recvReply failed ({status})")))?;
+    stages::mark(Stage::Callbacks);
     let raw = reply_buf
         .get(..n)
         .ok_or_else(|| Error::s3("recvReply reported more bytes than the buffer holds"))?;
-    Reply::parse(raw).map_err(|_| {
+    let reply = Reply::parse(raw).map_err(|_| {
         Error::s3(format!(
             "malformed x-amz-rdma-reply {:?}",
             String::from_utf8_lossy(raw)
         ))
-    })
+    });
+    stages::mark(Stage::ReplyParse);
+    reply
 }

@@ -213,7 +213,9 @@ fn print_breakdown(threads: usize, samples: &[Sample]) {
     if samples.iter().any(|s| s.stages.is_none()) {
         return;
     }
-    let ns = |s: &Sample, stage: Stage| Duration::from_nanos(s.stages.map_or(0, |b| b.ns[stage as usize]));
+    let ns = |s: &Sample, stage: Stage| {
+        Duration::from_nanos(s.stages.map_or(0, |b| b.ns[stage as usize]))
+    };
     let marked = |s: &Sample| Duration::from_nanos(s.stages.map_or(0, |b| b.ns.iter().sum()));
     println!("breakdown, {threads:>2} thread(s), median us per stage ({} GETs; each stage includes one clock read of {:.2} us):", samples.len(), us(clock_cost()));
     let mut lib_sum = 0.0;
@@ -222,15 +224,24 @@ fn print_breakdown(threads: usize, samples: &[Sample]) {
         if stage == Stage::Callbacks {
             let adapter = median_us(samples, |s| ns(s, stage).saturating_sub(s.callbacks));
             lib_sum += adapter;
-            println!("  {name:<12} {m:>9.1}  (application {:.1}, library adapter {adapter:.1})", median_us(samples, |s| s.callbacks));
+            println!(
+                "  {name:<12} {m:>9.1}  (application {:.1}, library adapter {adapter:.1})",
+                median_us(samples, |s| s.callbacks)
+            );
         } else {
             lib_sum += m;
             println!("  {name:<12} {m:>9.1}");
         }
     }
     let outside = median_us(samples, |s| s.whole.saturating_sub(marked(s)));
-    let polls = samples.iter().map(|s| s.stages.map_or(0, |b| u64::from(b.empty_polls))).sum::<u64>();
-    let yields = samples.iter().map(|s| s.stages.map_or(0, |b| u64::from(b.yields))).sum::<u64>();
+    let polls = samples
+        .iter()
+        .map(|s| s.stages.map_or(0, |b| u64::from(b.empty_polls)))
+        .sum::<u64>();
+    let yields = samples
+        .iter()
+        .map(|s| s.stages.map_or(0, |b| u64::from(b.yields)))
+        .sum::<u64>();
     println!(
         "  {:<12} {outside:>9.1}  (C boundary, argument checks, runtime load)\n  sum of library medians {:.1} us; measured library median {:.1} us; completion waits: {:.2} empty polls and {:.2} yields per GET",
         "outside",
@@ -253,12 +264,7 @@ fn init(client_dev: &str, connections: usize, no_mw: bool) {
 }
 
 /// `threads` threads doing `gets` warm GETs each; all (whole, overhead) samples.
-fn run_gets(
-    server: SocketAddr,
-    threads: usize,
-    gets: usize,
-    expect: &[u8],
-) -> Vec<Sample> {
+fn run_gets(server: SocketAddr, threads: usize, gets: usize, expect: &[u8]) -> Vec<Sample> {
     let rt = runtime::current().expect("initialised");
     std::thread::scope(|sc| {
         let workers: Vec<_> = (0..threads)

@@ -30,7 +30,7 @@ use hipobj_actors::sync::channel::{unbounded, Receiver, RecvTimeoutError, Sender
 use hipobj_actors::sync::thread;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Once, TryLockError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub use hipobj_actors::pool::{AcquireError, Lease, Pool, Wait};
 
@@ -291,20 +291,9 @@ impl Connection {
         self.next_wr_id
     }
 
-    /// Post a work request and wait for its successful completion.
-    fn complete(
-        &mut self,
-        what: &str,
-        stage: (Stage, Stage),
-        post: impl FnOnce(&mut RcQp, u64) -> Result<()>,
-    ) -> Result<()> {
-        let wr_id = self.wr_id();
-        post(&mut self.qp, wr_id)?;
-        stages::mark(stage.0);
-        let done = self
-            .qp
-            .wait_completion(wr_id, Instant::now() + LOCAL_OP_LIMIT)?;
-        stages::mark(stage.1);
+    /// Wait for the successful completion of work request `wr_id` (`what`, for the error).
+    fn confirm(&mut self, what: &str, wr_id: u64) -> Result<()> {
+        let done = self.qp.wait_completion(wr_id, LOCAL_OP_LIMIT)?;
         if !done.is_success() {
             return Err(Error::rdma(format!(
                 "{what} on QP {:#x} completed with {} (vendor error {:#x})",
@@ -316,31 +305,53 @@ impl Connection {
         Ok(())
     }
 
-    /// Bind `window` over `range` on this (paired, RTS) QP and wait for the bind to complete; the
-    /// window's new rkey. An error leaves no usable bind (the old rkey was invalidated before).
-    fn bind_window(&mut self, window: &mut Mw, range: &BindRange<'_>) -> Result<u32> {
+    /// Post a bind of `window` over `range` on this (paired, RTS) QP; the rkey it will have.
+    fn post_bind_window(&mut self, window: &Mw, range: &BindRange<'_>) -> Result<PostedBind> {
         if self.pairing.is_none() || self.fenced {
             return Err(Error::internal("bind on an unpaired or fenced QP"));
         }
-        let mut rkey = 0;
-        let stage = (Stage::BindPost, Stage::BindWait);
-        self.complete("memory window bind", stage, |qp, wr_id| {
-            rkey = qp.post_bind_mw(wr_id, window, range)?;
-            Ok(())
-        })?;
-        self.qp.bound(window, rkey);
-        Ok(rkey)
+        let wr_id = self.wr_id();
+        let rkey = self.qp.post_bind_mw(wr_id, window, range)?;
+        Ok(PostedBind { wr_id, rkey })
     }
 
-    /// Bind the connection's own window (PROTOCOL.md 9.7).
-    pub fn bind(&mut self, range: &BindRange<'_>) -> Result<u32> {
+    /// Wait for a posted bind of `window`; once it completed successfully its rkey is the
+    /// window's. An error leaves no usable bind (the old rkey was invalidated before).
+    fn confirm_bind_window(&mut self, window: &mut Mw, bind: PostedBind) -> Result<u32> {
+        self.confirm("memory window bind", bind.wr_id)?;
+        self.qp.bound(window, bind.rkey);
+        Ok(bind.rkey)
+    }
+
+    /// Bind `window` over `range` on this (paired, RTS) QP and wait for the bind to complete; the
+    /// window's new rkey.
+    fn bind_window(&mut self, window: &mut Mw, range: &BindRange<'_>) -> Result<u32> {
+        let bind = self.post_bind_window(window, range)?;
+        self.confirm_bind_window(window, bind)
+    }
+
+    /// Post a bind of the connection's own window over `range` (PROTOCOL.md 9.7). Its rkey is
+    /// known at once (work such as the token may go on meanwhile); the window grants nothing
+    /// remotely to rely on until [`Connection::confirm_bind`] has seen the bind complete.
+    pub fn post_bind(&mut self, range: &BindRange<'_>) -> Result<PostedBind> {
+        let window = self
+            .window
+            .take()
+            .ok_or_else(|| Error::internal("bind on a connection without a window"))?;
+        let posted = self.post_bind_window(&window, range);
+        self.window = Some(window);
+        posted
+    }
+
+    /// Wait for the bind [`Connection::post_bind`] posted to complete; its rkey.
+    pub fn confirm_bind(&mut self, bind: PostedBind) -> Result<u32> {
         let mut window = self
             .window
             .take()
             .ok_or_else(|| Error::internal("bind on a connection without a window"))?;
-        let bound = self.bind_window(&mut window, range);
+        let confirmed = self.confirm_bind_window(&mut window, bind);
         self.window = Some(window);
-        bound
+        confirmed
     }
 
     /// Invalidate `rkey` on this QP and wait for it (PROTOCOL.md 9.8). If that cannot be
@@ -349,10 +360,16 @@ impl Connection {
         if self.fenced {
             return;
         }
-        let stage = (Stage::InvalidatePost, Stage::InvalidateWait);
-        let done = self.complete("memory window invalidation", stage, |qp, wr_id| {
-            qp.post_local_inv(wr_id, rkey).map_err(Error::from)
-        });
+        let wr_id = self.wr_id();
+        let done = self
+            .qp
+            .post_local_inv(wr_id, rkey)
+            .map_err(Error::from)
+            .and_then(|()| {
+                stages::mark(Stage::InvalidatePost);
+                self.confirm("memory window invalidation", wr_id)
+            });
+        stages::mark(Stage::InvalidateWait);
         if let Err(e) = done {
             tracing::debug!(
                 qpn = self.qp.qp_num(),
@@ -366,6 +383,21 @@ impl Connection {
 impl Drop for Connection {
     fn drop(&mut self) {
         LIVE_QPS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A window bind posted and not yet seen complete: the rkey the window will have.
+#[must_use = "a posted bind must be confirmed before the server may use its rkey"]
+#[derive(Debug)]
+pub struct PostedBind {
+    wr_id: u64,
+    rkey: u32,
+}
+
+impl PostedBind {
+    /// The rkey the bind gives the window (chosen by us: `ibv_inc_rkey`).
+    pub fn rkey(&self) -> u32 {
+        self.rkey
     }
 }
 

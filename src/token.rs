@@ -102,16 +102,25 @@ impl Token {
         hex::encode(self.to_bytes())
     }
 
+    /// Lowercase hex into `out`, without allocating (a transfer's token for `sendRequest`).
+    pub fn encode_hex_into<'a>(&self, out: &'a mut [u8; TOKEN_HEX_LEN]) -> &'a str {
+        let written = hex::encode_to_slice(self.to_bytes(), out);
+        debug_assert!(written.is_ok(), "88 hex digits fit 88 bytes");
+        // Hex digits are ASCII; an encoding failure (impossible: the lengths match) leaves zeros.
+        std::str::from_utf8(out).unwrap_or_default()
+    }
+
     /// Decode exactly 88 hex digits (either case). Nothing may follow them.
     pub fn decode_hex(s: &[u8]) -> Result<Token, TokenError> {
         if s.len() != TOKEN_HEX_LEN {
             return Err(TokenError::Length(s.len()));
         }
-        if let Some(i) = s.iter().position(|c| !c.is_ascii_hexdigit()) {
+        let mut b = [0u8; TOKEN_LEN];
+        if hex::decode_to_slice(s, &mut b).is_err() {
+            // Only now look for where (a reply is parsed on every transfer: one pass when valid).
+            let i = s.iter().position(|c| !c.is_ascii_hexdigit()).unwrap_or(0);
             return Err(TokenError::NotHex(i));
         }
-        let mut b = [0u8; TOKEN_LEN];
-        hex::decode_to_slice(s, &mut b).map_err(|_| TokenError::NotHex(0))?;
         Token::from_bytes(&b)
     }
 
@@ -160,6 +169,8 @@ pub(crate) mod tests {
     fn worked_example_encodes_exactly() {
         assert_eq!(EXAMPLE_HEX.len(), TOKEN_HEX_LEN);
         assert_eq!(example().encode_hex(), EXAMPLE_HEX);
+        let mut text = [0u8; TOKEN_HEX_LEN];
+        assert_eq!(example().encode_hex_into(&mut text), EXAMPLE_HEX);
         assert_eq!(Token::decode_hex(EXAMPLE_HEX.as_bytes()), Ok(example()));
         assert_eq!(
             example().client_nic_ipv4(),

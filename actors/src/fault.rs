@@ -14,10 +14,12 @@
 //! - `one-build-at-a-time`: an init that arrives during a build waits for it;
 //! - `reserve-checks-base`: a base being registered or registered is not reserved again;
 //! - `callback-never-waits`: a transfer from a callback does not wait for a connection
-//!   ([`crate::transfer`]).
+//!   ([`crate::transfer`]);
+//! - `give-back-wakes-a-waiter`: a connection given back wakes a transfer waiting for one
+//!   ([`crate::pool`]).
 
 /// The guards `HIPOBJ_BREAK_GUARD` may name.
-pub const GUARDS: [&str; 9] = [
+pub const GUARDS: [&str; 10] = [
     "retire-checks-users",
     "use-checks-pending",
     "pending-before-use-ends",
@@ -27,6 +29,7 @@ pub const GUARDS: [&str; 9] = [
     "one-build-at-a-time",
     "reserve-checks-base",
     "callback-never-waits",
+    "give-back-wakes-a-waiter",
 ];
 
 /// Whether `guard` was removed for this loom run.

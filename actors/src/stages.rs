@@ -199,6 +199,10 @@ mod tests {
         assert_eq!((b.empty_polls, b.yields), (1, 0), "{b:?}");
         mark(Stage::Lease);
         count(Event::Yield);
-        assert_eq!(take(), Some(Breakdown::default()), "nothing counts after take");
+        assert_eq!(
+            take(),
+            Some(Breakdown::default()),
+            "nothing counts after take"
+        );
     }
 }

@@ -4,10 +4,12 @@ use super::registration::refusal;
 use super::{Runtime, S3Ops, SyncDirection, TransferKind};
 use crate::error::{Error, OpError, Result};
 use crate::hip::CopyDirection;
-use crate::pool::{ConnGuard, ConnState, ConnectionHandle, Lease, PairOutcome, Pool, Protection};
+use crate::pool::{
+    ConnGuard, ConnState, ConnectionHandle, Lease, PairOutcome, Pool, PostedBind, Protection,
+};
 use crate::registry::{Buffer, BufferKind};
 use crate::reply::{Reply, REPLY_BUFFER_LEN};
-use crate::token::Token;
+use crate::token::{Token, TOKEN_HEX_LEN};
 use crate::verbs::{Access, BindRange};
 use hipobj_actors::callback::CallbackGuard;
 use hipobj_actors::registry::{Entry, Registry, UseGuard};
@@ -259,23 +261,41 @@ struct Grant<'a> {
 }
 
 impl Grant<'_> {
-    /// The rkey for the next request on `conn`: a freshly bound window when the QP is paired, 0
-    /// when it is not (the server answers 428 and moves nothing). A bind that fails (the QP went to
-    /// ERR, e.g. after the server's access was refused) replaces the QP: the request then goes
-    /// out unpaired. Revision 1: the registration's rkey.
-    fn rkey(&self, conn: &mut ConnGuard<'_>) -> Result<u32> {
+    /// The rkey for the next request on `conn`: a window bind posted when the QP is paired, 0
+    /// when it is not (the server answers 428 and moves nothing). A bind that cannot be posted
+    /// (the QP went to ERR, e.g. after the server's access was refused) replaces the QP: the
+    /// request then goes out unpaired. Revision 1: the registration's rkey.
+    fn post(&self, conn: &mut ConnGuard<'_>) -> Result<Bind> {
         if self.protection == Protection::Registration {
-            return Ok(self.range.mr.rkey());
+            return Ok(Bind::Ready(self.range.mr.rkey()));
         }
         if !conn.connection().is_paired() {
-            return Ok(0);
+            return Ok(Bind::Ready(0));
         }
-        match conn.connection().bind(&self.range) {
-            Ok(rkey) => Ok(rkey),
+        match conn.connection().post_bind(&self.range) {
+            Ok(posted) => Ok(Bind::Posted(posted)),
             Err(e) => {
                 tracing::debug!("window bind failed ({e}); replacing the QP");
                 conn.replace()?;
-                Ok(0)
+                Ok(Bind::Ready(0))
+            }
+        }
+    }
+
+    /// Wait for a posted bind before anything may reach the server. `Some(rkey)`: the token
+    /// built with `bind.rkey()` stands; `None`: the bind failed and the QP was replaced, so the
+    /// request goes out unpaired with a token of the fresh QP.
+    fn confirm(&self, conn: &mut ConnGuard<'_>, bind: Bind) -> Result<Option<u32>> {
+        let posted = match bind {
+            Bind::Ready(rkey) => return Ok(Some(rkey)),
+            Bind::Posted(posted) => posted,
+        };
+        match conn.connection().confirm_bind(posted) {
+            Ok(rkey) => Ok(Some(rkey)),
+            Err(e) => {
+                tracing::debug!("window bind failed ({e}); replacing the QP");
+                conn.replace()?;
+                Ok(None)
             }
         }
     }
@@ -288,19 +308,54 @@ impl Grant<'_> {
     }
 }
 
-/// One transfer's request/reply exchange on a leased connection (PROTOCOL.md section 5). Every
-/// window bound for a request is invalidated before the reply is looked at, whatever it is.
+/// The rkey of one request: ready at once, or a window bind posted and not yet confirmed.
+enum Bind {
+    Ready(u32),
+    Posted(PostedBind),
+}
+
+impl Bind {
+    fn rkey(&self) -> u32 {
+        match self {
+            Bind::Ready(rkey) => *rkey,
+            Bind::Posted(posted) => posted.rkey(),
+        }
+    }
+}
+
+/// The token text of a request with `rkey` over the grant's bytes, from the connection's
+/// published state.
+fn token_text<'t>(
+    conn: &ConnGuard<'_>,
+    grant: &Grant<'_>,
+    rkey: u32,
+    text: &'t mut [u8; TOKEN_HEX_LEN],
+) -> &'t str {
+    conn.state()
+        .token(rkey, grant.range.addr, grant.range.len)
+        .encode_hex_into(text)
+}
+
+/// One transfer's request/reply exchange on a leased connection (PROTOCOL.md section 5). A
+/// request's window bind is confirmed before `sendRequest` is called (the token is built while
+/// the bind completes), and every window bound for a request is invalidated before the reply is
+/// looked at, whatever it is.
 fn exchange(conn: &mut ConnGuard<'_>, grant: &Grant<'_>, ops: &mut dyn S3Ops) -> Result<()> {
     let mut paired_here = false;
     let mut reply_buf = [0u8; REPLY_BUFFER_LEN];
+    let mut text = [0u8; TOKEN_HEX_LEN];
     for _request in 0..MAX_REQUESTS {
-        let rkey = grant.rkey(conn)?;
-        let token = conn
-            .state()
-            .token(rkey, grant.range.addr, grant.range.len)
-            .encode_hex();
+        let bind = grant.post(conn)?;
+        stages::mark(Stage::BindPost);
+        token_text(conn, grant, bind.rkey(), &mut text);
         stages::mark(Stage::Token);
-        let reply = round_trip(&token, ops, &mut reply_buf);
+        let confirmed = grant.confirm(conn, bind)?;
+        stages::mark(Stage::BindWait);
+        let (rkey, token) = match confirmed {
+            Some(rkey) => (rkey, std::str::from_utf8(&text).unwrap_or_default()),
+            None => (0, token_text(conn, grant, 0, &mut text)),
+        };
+        let reply = round_trip(token, ops, &mut reply_buf);
         grant.end(conn, rkey);
         match reply? {
             Reply::PairingNeeded(server) => {

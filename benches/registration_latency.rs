@@ -120,7 +120,10 @@ fn small_loop_spans(rt: &Arc<Runtime>, samples: usize, epoch: Instant) -> (Sampl
 
 /// The big buffer's pins and unpins, and the small pairs that overlapped one of them.
 fn report_overlaps(big_pins: &[Span], big_unpins: &[Span], small: &[Span], idle_p99: Duration) {
-    for (what, big) in [("register (pin)", big_pins), ("deregister (unpin)", big_unpins)] {
+    for (what, big) in [
+        ("register (pin)", big_pins),
+        ("deregister (unpin)", big_unpins),
+    ] {
         let mut lens: Vec<Duration> = big.iter().map(Span::len).collect();
         lens.sort();
         if lens.is_empty() {

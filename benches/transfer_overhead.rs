@@ -19,6 +19,12 @@
 //!    stage (the adapter around the application's callbacks), what lies outside the marks (the C
 //!    boundary), and what one clock read costs here (each stage pays about one).
 //!
+//! 4. The verbs floor: the two operations revision 2 requires per request (PROTOCOL.md 9.7/9.8),
+//!    a type-2 window bind and its invalidation, each posted and waited for, on a paired QP of the
+//!    client device with nothing else in between (and once more with a loopback TCP round trip
+//!    between them, as the HTTP exchange sits between them in a GET), as a share of the 1-thread
+//!    transfer median: the part of the overhead no library code can remove.
+//!
 //! Usage: transfer_overhead [GETS_PER_BLOCK] [BLOCKS]   (defaults 300, 4; BLOCKS 0 skips part 2)
 
 #[path = "../tests/support/data.rs"]
@@ -32,7 +38,7 @@ use hipobj::ffi::{hipObjError_t, hipObjGet, hipObjOps_t};
 use hipobj::runtime::{self, InitConfig, MemoryKind};
 use hipobj_actors::stages::{self, Breakdown, Stage};
 use std::ffi::{c_char, c_int, c_void};
-use std::io::{BufReader, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -297,7 +303,14 @@ fn run_gets(server: SocketAddr, threads: usize, gets: usize, expect: &[u8]) -> V
     })
 }
 
-fn overhead(server: SocketAddr, client_dev: &str, threads: usize, gets: usize, obj: &[u8]) {
+/// The overhead at `threads` threads; the median whole transfer.
+fn overhead(
+    server: SocketAddr,
+    client_dev: &str,
+    threads: usize,
+    gets: usize,
+    obj: &[u8],
+) -> Duration {
     init(client_dev, threads.max(1), false);
     let samples = run_gets(server, threads, gets, obj);
     runtime::shutdown().expect("shutdown");
@@ -314,6 +327,136 @@ fn overhead(server: SocketAddr, client_dev: &str, threads: usize, gets: usize, o
         samples.len()
     );
     print_breakdown(threads, &samples);
+    w
+}
+
+/// A loopback TCP echo of one byte (stands in for the HTTP exchange between bind and invalidate).
+struct Echo {
+    stream: TcpStream,
+}
+
+impl Echo {
+    fn start() -> Echo {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind echo");
+        let addr = listener.local_addr().expect("echo address");
+        std::thread::spawn(move || {
+            let Ok((mut s, _)) = listener.accept() else {
+                return;
+            };
+            let _ = s.set_nodelay(true);
+            let mut b = [0u8; 1];
+            while s.read_exact(&mut b).is_ok() && s.write_all(&b).is_ok() {}
+        });
+        let stream = TcpStream::connect(addr).expect("connect echo");
+        stream.set_nodelay(true).expect("nodelay");
+        Echo { stream }
+    }
+
+    fn round_trip(&mut self) {
+        let mut b = [7u8; 1];
+        self.stream.write_all(&b).expect("echo write");
+        self.stream.read_exact(&mut b).expect("echo read");
+    }
+}
+
+/// Part 4: median bind (post + wait) and invalidation (post + wait) on a paired QP of
+/// `client_dev`, `n` times each way; printed against `transfer` (the 1-thread median GET).
+fn verbs_floor(client_dev: &str, n: usize, transfer: Duration) {
+    use hipobj::verbs::{self, Access, BindRange, Device, Lib, QpCaps, RtrParams, RtsParams};
+    let lib = Lib::load().expect("libibverbs");
+    let device = Device::open(&lib, client_dev).expect("open the client device");
+    let caps = QpCaps {
+        max_send_wr: 4,
+        max_recv_wr: 1,
+        cq_depth: 8,
+    };
+    let access = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::LOCAL_WRITE;
+    let mut a = device.create_rc_qp(caps).expect("QP a");
+    let mut b = device.create_rc_qp(caps).expect("QP b");
+    let port = device.port().clone();
+    let (qpn_a, qpn_b) = (a.qp_num(), b.qp_num());
+    for (qp, peer) in [(&mut a, qpn_b), (&mut b, qpn_a)] {
+        qp.to_init(access).expect("INIT");
+        qp.to_rtr(&RtrParams {
+            dest_qp_num: peer,
+            dest_gid: port.gid,
+            rq_psn: 0x100,
+            path_mtu: port.active_mtu,
+            max_dest_rd_atomic: 1,
+            min_rnr_timer: 12,
+        })
+        .expect("RTR");
+        qp.to_rts(&RtsParams {
+            sq_psn: 0x100,
+            timeout: 14,
+            retry_cnt: 6,
+            rnr_retry: 6,
+            max_rd_atomic: 1,
+        })
+        .expect("RTS");
+    }
+    let buf = vec![0u8; SIZE];
+    // SAFETY: `buf` outlives `mr` (dropped at the end of this function, after `mr`).
+    let mr = unsafe {
+        device.register(
+            buf.as_ptr() as usize,
+            buf.len(),
+            Access::LOCAL_WRITE | Access::MW_BIND,
+        )
+    }
+    .expect("register");
+    let mut mw = device.alloc_mw().expect("alloc_mw");
+    let range = BindRange {
+        mr: &mr,
+        addr: buf.as_ptr() as u64,
+        len: SIZE as u64,
+        access: Access::REMOTE_WRITE,
+    };
+    let limit = Duration::from_secs(2);
+    let mut echo = Echo::start();
+    for with_tcp in [false, true] {
+        let (mut binds, mut invals) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for i in 0..n as u64 {
+            let t0 = Instant::now();
+            let rkey = a.post_bind_mw(2 * i, &mw, &range).expect("bind");
+            let done = a.wait_completion(2 * i, limit).expect("bind completion");
+            assert!(
+                done.is_success(),
+                "bind: {}",
+                verbs::wc_status_name(done.status)
+            );
+            a.bound(&mut mw, rkey);
+            let t1 = Instant::now();
+            if with_tcp {
+                echo.round_trip();
+            }
+            let t2 = Instant::now();
+            a.post_local_inv(2 * i + 1, rkey).expect("invalidate");
+            let done = a
+                .wait_completion(2 * i + 1, limit)
+                .expect("invalidation completion");
+            assert!(
+                done.is_success(),
+                "invalidate: {}",
+                verbs::wc_status_name(done.status)
+            );
+            binds.push(t1 - t0);
+            invals.push(t2.elapsed());
+        }
+        let (bind, inval) = (median(&mut binds), median(&mut invals));
+        println!(
+            "verbs floor{}: window bind median {:.1} us + invalidation {:.1} us = {:.1} us = {:.2} % of the 1-thread median transfer {:.1} us ({n} each, {client_dev}, paired QP)",
+            if with_tcp { " (TCP round trip between)" } else { "" },
+            us(bind),
+            us(inval),
+            us(bind + inval),
+            100.0 * (bind + inval).as_secs_f64() / transfer.as_secs_f64(),
+            us(transfer),
+        );
+    }
+    drop(mw);
+    drop(mr);
+    drop(buf);
 }
 
 fn main() {
@@ -331,8 +474,9 @@ fn main() {
     assert_eq!(s3.put("bench", "obj", &obj).expect("put").status, 200);
     println!("transfer_overhead: {client_dev} -> {server_dev}, 4 KiB GETs, {gets} per block");
 
-    overhead(srv.addr, &client_dev, 1, gets, &obj);
+    let transfer = overhead(srv.addr, &client_dev, 1, gets, &obj);
     overhead(srv.addr, &client_dev, 16, gets / 4, &obj);
+    verbs_floor(&client_dev, gets, transfer);
 
     if blocks == 0 {
         return;

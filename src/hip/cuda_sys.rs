@@ -6,6 +6,7 @@
 //! entry points exist in every driver since CUDA 11.0; `cuMemGetHandleForAddressRange` (11.7) and
 //! `cuFlushGPUDirectRDMAWrites` (11.3) are optional.
 
+use super::dl::{open_first, optional, required};
 use super::error::HipLoadError;
 use libloading::Library;
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void};
@@ -142,56 +143,12 @@ pub struct CudaLib {
     _library: Library,
 }
 
-/// Look up a required symbol.
-///
-/// # Safety
-/// `T` must be the C signature of `name` as `cuda.h` declares it.
-unsafe fn required<T: Copy>(
-    lib: &Library,
-    soname: &str,
-    name: &'static str,
-) -> Result<T, HipLoadError> {
-    // SAFETY: the caller guarantees `T` matches the symbol's type.
-    match unsafe { lib.get::<T>(name.as_bytes()) } {
-        Ok(symbol) => Ok(*symbol),
-        Err(_) => Err(HipLoadError::MissingSymbol {
-            library: soname.to_owned(),
-            symbol: name,
-        }),
-    }
-}
-
-/// Look up an optional symbol.
-///
-/// # Safety
-/// `T` must be the C signature of `name` as `cuda.h` declares it.
-unsafe fn optional<T: Copy>(lib: &Library, name: &'static str) -> Option<T> {
-    // SAFETY: the caller guarantees `T` matches the symbol's type.
-    unsafe { lib.get::<T>(name.as_bytes()) }
-        .ok()
-        .map(|symbol| *symbol)
-}
-
 impl CudaLib {
     /// Open the first of `names` that loads and resolve the table. Callers serialise this (see
     /// `cuda::load`): opening runs the library's initialisers and `dlerror` isn't thread-safe.
     pub fn open(names: &[&str]) -> Result<CudaLib, HipLoadError> {
-        let mut reason = String::from("no candidate names");
-        for name in names {
-            // SAFETY: loading libcuda runs its ELF initialisers, which only set up the driver's
-            // own state; callers serialise loading, as libloading asks.
-            match unsafe { Library::new(name) } {
-                Ok(library) => return CudaLib::resolve(library, name),
-                Err(err) => {
-                    tracing::debug!(library = name, error = %err, "CUDA driver candidate did not load");
-                    reason = err.to_string();
-                }
-            }
-        }
-        Err(HipLoadError::LibraryNotFound {
-            tried: names.iter().map(|n| (*n).to_owned()).collect(),
-            reason,
-        })
+        let (library, name) = open_first(names, "CUDA driver")?;
+        CudaLib::resolve(library, name)
     }
 
     fn resolve(library: Library, soname: &str) -> Result<CudaLib, HipLoadError> {

@@ -17,6 +17,7 @@ mod amd;
 mod copy;
 mod cuda;
 mod cuda_sys;
+mod dl;
 mod error;
 mod host_buffer;
 mod memory_type;

@@ -5,6 +5,7 @@
 //! use. All of them exist in ROCm 5.2 except `hipMemGetHandleForAddressRange` (ROCm 7) and
 //! `hsa_amd_portable_export_dmabuf` (a later ROCr than 5.2).
 
+use super::dl::{open_first, optional, required};
 use super::error::HipLoadError;
 use libloading::Library;
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void};
@@ -118,58 +119,14 @@ pub struct HipLib {
     _library: Library,
 }
 
-/// Look up a required symbol.
-///
-/// # Safety
-/// `T` must be the C signature of `name` as HIP declares it.
-unsafe fn required<T: Copy>(
-    lib: &Library,
-    soname: &str,
-    name: &'static str,
-) -> Result<T, HipLoadError> {
-    // SAFETY: the caller guarantees `T` matches the symbol's type.
-    match unsafe { lib.get::<T>(name.as_bytes()) } {
-        Ok(symbol) => Ok(*symbol),
-        Err(_) => Err(HipLoadError::MissingSymbol {
-            library: soname.to_owned(),
-            symbol: name,
-        }),
-    }
-}
-
-/// Look up an optional symbol.
-///
-/// # Safety
-/// `T` must be the C signature of `name` as its library declares it.
-unsafe fn optional<T: Copy>(lib: &Library, name: &'static str) -> Option<T> {
-    // SAFETY: the caller guarantees `T` matches the symbol's type.
-    unsafe { lib.get::<T>(name.as_bytes()) }
-        .ok()
-        .map(|symbol| *symbol)
-}
-
 impl HipLib {
     /// Open the first of `names` that loads and resolve the table.
     ///
     /// Opening a library runs its initialisers, and `dlerror` isn't thread-safe: callers
     /// serialise this (see `amd::load`).
     pub fn open(names: &[&str]) -> Result<HipLib, HipLoadError> {
-        let mut reason = String::from("no candidate names");
-        for name in names {
-            // SAFETY: loading libamdhip64 runs its ELF initialisers, which only set up the HIP
-            // runtime's own state; callers serialise loading, as libloading asks.
-            match unsafe { Library::new(name) } {
-                Ok(library) => return HipLib::resolve(library, name),
-                Err(err) => {
-                    tracing::debug!(library = name, error = %err, "HIP runtime candidate did not load");
-                    reason = err.to_string();
-                }
-            }
-        }
-        Err(HipLoadError::LibraryNotFound {
-            tried: names.iter().map(|n| (*n).to_owned()).collect(),
-            reason,
-        })
+        let (library, name) = open_first(names, "HIP runtime")?;
+        HipLib::resolve(library, name)
     }
 
     fn resolve(library: Library, soname: &str) -> Result<HipLib, HipLoadError> {

@@ -1,17 +1,17 @@
-/* End-to-end PUT and GET through hipobj-server with libcurl as the application's S3 client.
+/* End-to-end PUT and GET through hipobj-server with libcurl as the application's S3 client: the
+ * examples' own client (examples/s3_curl.c: CURLOPT_AWS_SIGV4, HTTP sent from the token's NIC
+ * address), driven here through hipObjPut/hipObjGet with checks on what each transfer did.
  * Runs in the Soft-RoCE lane: curl_e2e ENDPOINT NIC SIZE
  * (e.g. curl_e2e http://127.0.0.1:9000 rxe0 1048576). The bucket "cbkt" must exist.
- * With HIPOBJ_S3_USER=ACCESS_KEY:SECRET_KEY in the environment every request is SigV4-signed by
- * libcurl (CURLOPT_AWS_SIGV4), x-amz-rdma-token included: libcurl signs every x-amz-* header it
- * sends, as PROTOCOL.md rule 9.2 requires. */
+ * With HIPOBJ_S3_USER=ACCESS_KEY:SECRET_KEY in the environment every request is SigV4-signed,
+ * x-amz-rdma-token included, as PROTOCOL.md rule 9.2 requires. */
 #include "hipobj.h"
+#include "s3_curl.h"
 
-#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 static int passed, failed;
 #define CHECK(cond, ...)                                                                                     \
@@ -26,115 +26,46 @@ static int passed, failed;
         }                                                                                                    \
     } while (0)
 
-/* One S3 request per transfer attempt; the reply header is kept for recvReply. */
-struct request {
-    const char *url;
-    const char *method;
-    char reply[512];
-    size_t reply_len;
-    int have_reply;
-    int requests;
-};
-
-static size_t on_header(char *buf, size_t size, size_t n, void *userdata) {
-    struct request *r = userdata;
-    size_t len = size * n;
-    static const char name[] = "x-amz-rdma-reply:";
-    if (len > sizeof name - 1 && strncasecmp(buf, name, sizeof name - 1) == 0) {
-        const char *v = buf + sizeof name - 1;
-        size_t vl = len - (sizeof name - 1);
-        while (vl && (*v == ' ' || *v == '\t')) { v++; vl--; }
-        while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' ')) vl--;
-        if (vl < sizeof r->reply) {
-            memcpy(r->reply, v, vl);
-            r->reply_len = vl;
-            r->have_reply = 1;
-        }
-    }
-    return len;
-}
-
-static size_t discard(char *p, size_t s, size_t n, void *u) {
-    (void)p; (void)u;
-    return s * n;
-}
-
-static int send_request(void *ctx, const char *token, size_t token_len) {
-    struct request *r = ctx;
-    char header[160];
-    char nic[INET_ADDRSTRLEN];
-    char interface[sizeof "host!" + INET_ADDRSTRLEN];
-    CURL *c = curl_easy_init();
-    struct curl_slist *h = NULL;
-    CURLcode rc;
-    if (!c || token_len != 88) return -1;
-    r->have_reply = 0;
-    r->requests++;
-    snprintf(header, sizeof header, "x-amz-rdma-token: %.*s", (int)token_len, token);
-    h = curl_slist_append(h, header);
-    /* No empty "Expect:" to suppress 100-continue: libcurl 7.88 signs it without sending it
-     * (SignatureDoesNotMatch); the token requests' bodies are empty anyway. */
-    if (getenv("HIPOBJ_S3_USER")) {
-        /* libcurl 7.88 does not add the payload hash S3 wants; sent (and signed) by hand. */
-        h = curl_slist_append(h, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-        curl_easy_setopt(c, CURLOPT_AWS_SIGV4, "aws:amz:us-east-1:s3");
-        curl_easy_setopt(c, CURLOPT_USERPWD, getenv("HIPOBJ_S3_USER"));
-    }
-    /* Send HTTP from the RDMA NIC's address, so the server's GID == peer check holds
-     * (PROTOCOL.md 9.4). */
-    if (hipObjTokenClientNic(token, nic, sizeof nic).opError != hipObjSuccess) {
-        curl_slist_free_all(h);
-        curl_easy_cleanup(c);
-        return -1;
-    }
-    if (nic[0]) {
-        snprintf(interface, sizeof interface, "host!%s", nic);
-        curl_easy_setopt(c, CURLOPT_INTERFACE, interface);
-    }
-    curl_easy_setopt(c, CURLOPT_URL, r->url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, r->method);
-    if (strcmp(r->method, "PUT") == 0) {
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, 0L);
-        h = curl_slist_append(h, "Content-Type: application/octet-stream");
-    }
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
-    rc = curl_easy_perform(c);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    /* Whatever the HTTP status, a response that carries the reply header is handed over. */
-    return (rc == CURLE_OK && r->have_reply) ? 0 : -1;
-}
-
-static int recv_reply(void *ctx, char *reply, size_t *reply_len) {
-    struct request *r = ctx;
-    if (!r->have_reply || r->reply_len > *reply_len) return -1;
-    memcpy(reply, r->reply, r->reply_len);
-    *reply_len = r->reply_len;
+/* HIPOBJ_S3_USER=ACCESS:SECRET into the target's key pair (none: unsigned requests). */
+static int credentials_from_env(struct s3_target *t, char *buf, size_t len) {
+    const char *user = getenv("HIPOBJ_S3_USER");
+    char *colon;
+    if (!user || !*user) return 0;
+    if (strlen(user) >= len || !(colon = strchr(strcpy(buf, user), ':'))) return -1;
+    *colon = '\0';
+    t->access_key = buf;
+    t->secret_key = colon + 1;
     return 0;
 }
 
 int main(int argc, char **argv) {
     hipObjConfig_t cfg;
-    hipObjOps_t ops = {send_request, recv_reply};
+    hipObjOps_t ops = {s3_send_request, s3_recv_reply};
     hipObjError_t e;
-    struct request req;
-    char url[512];
+    struct s3_target target;
+    struct s3_request req;
+    char user[512];
     size_t size, i;
     unsigned char *src, *dst;
     if (argc != 4) {
         fprintf(stderr, "usage: %s ENDPOINT NIC SIZE\n", argv[0]);
         return 2;
     }
+    memset(&target, 0, sizeof target);
+    target.endpoint = argv[1];
+    target.region = "us-east-1";
+    target.nic = argv[2];
+    target.bucket = "cbkt";
+    target.key = "from-c";
+    if (credentials_from_env(&target, user, sizeof user) != 0) {
+        fprintf(stderr, "HIPOBJ_S3_USER must be ACCESS_KEY:SECRET_KEY\n");
+        return 2;
+    }
     size = (size_t)strtoull(argv[3], NULL, 10);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     memset(&cfg, 0, sizeof cfg);
     cfg.gpuDevice = -1;
-    cfg.nicHint = argv[2];
+    cfg.nicHint = target.nic;
     e = hipObjInit(&cfg);
     CHECK(e.opError == hipObjSuccess, "hipObjInit: %s", hipObjGetErrorString(e.opError));
     if (e.opError != hipObjSuccess) goto out;
@@ -145,20 +76,21 @@ int main(int argc, char **argv) {
     CHECK(hipObjBufRegisterHost(src, size).opError == hipObjSuccess, "register src");
     CHECK(hipObjBufRegisterHost(dst, size).opError == hipObjSuccess, "register dst");
 
-    snprintf(url, sizeof url, "%s/cbkt/from-c", argv[1]);
     memset(&req, 0, sizeof req);
-    req.url = url;
+    req.target = &target;
     req.method = "PUT";
     e = hipObjPut(NULL, src, size, 0, &ops, &req);
     CHECK(e.opError == hipObjSuccess, "hipObjPut: %s", hipObjGetErrorString(e.opError));
     CHECK(req.requests == 2, "first PUT pairs then transfers: %d requests", req.requests);
+    CHECK(req.http_status == 200, "PUT answered %ld", req.http_status);
 
     memset(&req, 0, sizeof req);
-    req.url = url;
+    req.target = &target;
     req.method = "GET";
     e = hipObjGet(NULL, dst, size, 0, &ops, &req);
     CHECK(e.opError == hipObjSuccess, "hipObjGet: %s", hipObjGetErrorString(e.opError));
     CHECK(req.requests == 1, "paired GET takes one request: %d", req.requests);
+    CHECK(req.http_status == 200, "GET answered %ld", req.http_status);
     CHECK(memcmp(src, dst, size) == 0, "GET returned the bytes PUT stored");
 
     CHECK(hipObjBufDeregister(src).opError == hipObjSuccess, "deregister src");

@@ -15,14 +15,17 @@ counters() { # rxe's retry counters (cumulative), after each figure
       [ -r "$c/$n" ] && printf '%s=%s ' "$n" "$(<"$c/$n")"; done)"
   done
 }
-figure() { # MODE ROUNDS
-  echo "=== $1 ($(date -u +%T), guest load $(cut -d' ' -f1-3 /proc/loadavg))"
+figure() { # MODE ROUNDS (HIPOBJ_BENCH_SERVER_ARGS: a server variant)
+  echo "=== $1${HIPOBJ_BENCH_SERVER_ARGS:+ (server $HIPOBJ_BENCH_SERVER_ARGS)} ($(date -u +%T), guest load $(cut -d' ' -f1-3 /proc/loadavg))"
   "$BENCH" "$1" "$2" || { echo "FAIL: $1"; FAILED=$((FAILED + 1)); }
   counters
 }
 echo "=== $(date -u '+%F %T') UTC, guest load $(cut -d' ' -f1-3 /proc/loadavg), devices ${HIPOBJ_VM_DEVICES:-?}"
 figure single "$ROUNDS"
 figure streams4 "$STREAM_ROUNDS"
+# Variant: READs of one transfer limited to 2 MiB in flight (8 x 256 KiB) instead of 8 MiB
+# (32 x 256 KiB); WRITEs then 2 x 1 MiB: compare the PUT ratios of the two streams4 runs.
+HIPOBJ_BENCH_SERVER_ARGS="--wr-depth 2" figure streams4 "$STREAM_ROUNDS"
 figure threads16 8
 figure small 1000
 echo "=== server-datapath benchmarks: $FAILED failed"

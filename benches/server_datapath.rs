@@ -11,6 +11,8 @@
 //!   `ib_read_bw` (PUT) run just before, one QP, 8 MiB messages.
 //! - `streams4`: 4 threads at once, 8 MiB each, aggregate vs `ib_write_bw -q 4` (GET) and
 //!   `ib_read_bw -q 4` (PUT) run just before.
+//!   `HIPOBJ_BENCH_SERVER_ARGS` runs it against a server with extra flags (a variant beside the
+//!   defaults in the same boot).
 //! - `threads16`: 16 client threads, server and client with default settings, PUT + GET + verify;
 //!   counts errors (exit 1 if any).
 //! - `small`: keep-alive 4 KiB plain-HTTP GETs, median and p99, with TCP_NODELAY (the server's
@@ -76,7 +78,13 @@ struct Setup {
 }
 
 fn setup(client_dev: &str, server_dev: &str) -> Setup {
-    let srv = server::Server::start(Some(server_dev), &[]);
+    // `HIPOBJ_BENCH_SERVER_ARGS`: extra server flags of a variant measured beside the defaults.
+    let extra = std::env::var("HIPOBJ_BENCH_SERVER_ARGS").unwrap_or_default();
+    let extra: Vec<&str> = extra.split_whitespace().collect();
+    if !extra.is_empty() {
+        println!("server flags: {}", extra.join(" "));
+    }
+    let srv = server::Server::start(Some(server_dev), &extra);
     let s3 = S3::new(srv.addr);
     assert!(s3.create_bucket(BUCKET).expect("create bucket").status < 300);
     let cfg = InitConfig {

@@ -1,13 +1,18 @@
 //! Benchmarks of hipobj-server's data path (issue 11), run by `benches/server-datapath` in ONE
-//! Soft-RoCE lane boot, alternating with perftest on the same devices. Each figure is a ratio to
-//! a baseline measured in the same boot, never a timed assertion:
+//! Soft-RoCE lane boot. Each figure is a ratio to a baseline measured in the same boot, never a
+//! timed assertion; the RDMA figures alternate with their perftest baseline round by round
+//! (perftest, ours, perftest, ours, ...: `benches/server-datapath-perftest.sh`, named by
+//! `HIPOBJ_BENCH_PERFTEST`) and report the median of the per-round ratios, so a change of the
+//! machine's load during the run hits both sides alike:
 //!
 //! - `single`: 8 MiB RDMA GET and PUT, one stream, keep-alive client (hipObject runtime + our
 //!   keep-alive HTTP client), against the request/response limit = one measured HTTP round trip
-//!   (keep-alive GET of an empty object) + 8 MiB at perftest's single-QP rate
-//!   (`HIPOBJ_BASELINE_WRITE_MBS` for GET, `HIPOBJ_BASELINE_READ_MBS` for PUT).
-//! - `streams4`: 4 threads at once, 8 MiB each, aggregate vs `ib_write_bw/ib_read_bw -q 4`
-//!   (`HIPOBJ_BASELINE_WRITE4_MBS`, `HIPOBJ_BASELINE_READ4_MBS`).
+//!   (keep-alive GET of an empty object) + 8 MiB at the rate of the `ib_write_bw` (GET) or
+//!   `ib_read_bw` (PUT) run just before, one QP, 8 MiB messages.
+//! - `streams4`: 4 threads at once, 8 MiB each, aggregate vs `ib_write_bw -q 4` (GET) and
+//!   `ib_read_bw -q 4` (PUT) run just before.
+//!   `HIPOBJ_BENCH_SERVER_ARGS` runs it against a server with extra flags (a variant beside the
+//!   defaults in the same boot).
 //! - `threads16`: 16 client threads, server and client with default settings, PUT + GET + verify;
 //!   counts errors (exit 1 if any).
 //! - `small`: keep-alive 4 KiB plain-HTTP GETs, median and p99, with TCP_NODELAY (the server's
@@ -22,6 +27,8 @@ mod s3;
 #[path = "../tests/support/server.rs"]
 mod server;
 
+use std::path::PathBuf;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use hipobj::runtime::{self, InitConfig, MemoryKind, Runtime, TransferKind};
@@ -30,6 +37,14 @@ use s3::{RdmaRequest, S3};
 const MIB: usize = 1 << 20;
 const OBJECT: usize = 8 * MIB;
 const BUCKET: &str = "bench";
+/// perftest messages: the object size, as one transfer of ours moves it.
+const PERF_SIZE: usize = OBJECT;
+/// Iterations per perftest run (perftest wants at least 5): 64 MiB with one QP, 40 MiB per QP
+/// with four.
+const PERF_ITERS_1: usize = 8;
+const PERF_ITERS_4: usize = 5;
+/// Transfers of ours per round (the round's figure is their median, or their aggregate).
+const OURS_PER_ROUND: usize = 2;
 
 fn main() {
     // `cargo bench` passes --bench; skip flags.
@@ -63,7 +78,13 @@ struct Setup {
 }
 
 fn setup(client_dev: &str, server_dev: &str) -> Setup {
-    let srv = server::Server::start(Some(server_dev), &[]);
+    // `HIPOBJ_BENCH_SERVER_ARGS`: extra server flags of a variant measured beside the defaults.
+    let extra = std::env::var("HIPOBJ_BENCH_SERVER_ARGS").unwrap_or_default();
+    let extra: Vec<&str> = extra.split_whitespace().collect();
+    if !extra.is_empty() {
+        println!("server flags: {}", extra.join(" "));
+    }
+    let srv = server::Server::start(Some(server_dev), &extra);
     let s3 = S3::new(srv.addr);
     assert!(s3.create_bucket(BUCKET).expect("create bucket").status < 300);
     let cfg = InitConfig {
@@ -129,13 +150,6 @@ fn percentile(v: &mut [f64], p: f64) -> f64 {
     v[i]
 }
 
-fn baseline(name: &str) -> Option<f64> {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse::<f64>().ok())
-        .filter(|v| *v > 0.0)
-}
-
 /// Median seconds of a keep-alive plain GET of an empty object: one HTTP round trip.
 fn round_trip(s3: &S3, conn: &mut s3::KeepAlive) -> f64 {
     assert!(s3.put(BUCKET, "empty", b"").expect("put empty").status < 300);
@@ -150,62 +164,185 @@ fn round_trip(s3: &S3, conn: &mut s3::KeepAlive) -> f64 {
     median(&mut v[10..])
 }
 
+/// The perftest runs between our rounds (`HIPOBJ_BENCH_PERFTEST`: the runner script).
+struct Perftest {
+    script: PathBuf,
+}
+
+impl Perftest {
+    fn from_env() -> Option<Perftest> {
+        let script = std::env::var_os("HIPOBJ_BENCH_PERFTEST")?;
+        Some(Perftest {
+            script: PathBuf::from(script),
+        })
+    }
+
+    /// perftest's "BW average" (MB/s) of `tool` with `qps` QPs of 8 MiB messages; `None` when it
+    /// failed twice (the script says why on stderr).
+    fn mbs(&self, tool: &str, qps: usize) -> Option<f64> {
+        let iters = if qps == 1 { PERF_ITERS_1 } else { PERF_ITERS_4 };
+        let mut cmd = Command::new(&self.script);
+        cmd.args([
+            tool,
+            &qps.to_string(),
+            &PERF_SIZE.to_string(),
+            &iters.to_string(),
+        ]);
+        if tool == "ib_read_bw" && qps > 1 {
+            cmd.args(READ_MULTI_QP_ARGS);
+        }
+        let out = cmd.output().ok()?;
+        eprint!("{}", String::from_utf8_lossy(&out.stderr));
+        if !out.status.success() {
+            return None;
+        }
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|v| *v > 0.0)
+    }
+}
+
+/// `ib_read_bw -q N` with 8 MiB messages hangs on rxe under TCG at perftest's default local ACK
+/// timeout (`-u 14`, 67 ms): the responder device serves one QP's 8 MiB READ response (2048
+/// packets) at a time, the other QPs' requesters hear nothing for longer than 67 ms, retry
+/// (`completer_retry_err` on the client device, `duplicate_request` on the server device), and
+/// each retry restarts a response that again outlasts the timer. Measured in the lane: `-q 4 -s
+/// 8M` timed out at 100 s three times (also with `-o 16`, `-t 16 -o 4`); `-q 4 -s 1M` passed with
+/// 134 retries; `-q 4 -s 8M -u 20` (4.3 s) passes. The baseline therefore runs with `-u 20`.
+/// (The server's own QPs keep timeout 14, PROTOCOL.md rule 4.3; its READs are `--chunk-bytes`
+/// long, 1 MiB by default, short enough for the timer.)
+const READ_MULTI_QP_ARGS: &[&str] = &["-u", "20"];
+
+/// One figure over the rounds: ours and the baseline of each round, ratio = score(ours, base).
+#[derive(Default)]
+struct Rounds {
+    ratios: Vec<f64>,
+    ours: Vec<f64>,
+    bases: Vec<f64>,
+    missing_base: usize,
+}
+
+impl Rounds {
+    fn add(&mut self, ours: f64, base: Option<f64>, ratio: impl Fn(f64, f64) -> f64) {
+        self.ours.push(ours);
+        match base {
+            Some(b) => {
+                self.bases.push(b);
+                self.ratios.push(ratio(ours, b));
+            }
+            None => self.missing_base += 1,
+        }
+    }
+
+    fn median_ratio(&mut self) -> Option<f64> {
+        (!self.ratios.is_empty()).then(|| median(&mut self.ratios))
+    }
+}
+
 fn single(client_dev: &str, server_dev: &str, rounds: usize) -> bool {
+    let perf = Perftest::from_env();
     let Setup { srv, s3 } = setup(client_dev, server_dev);
     let mut conn = s3.keep_alive();
     let src = Buffer::new(data::pattern(OBJECT, 0x5eed_0001));
     let dst = Buffer::new(vec![0u8; OBJECT]);
-    // Pair every client connection the runtime may pick (pairing is one extra round trip).
+    let tiny = Buffer::new(vec![7u8; 4096]);
+    // Pair every client connection the runtime may pick (pairing is one extra round trip), with
+    // a small buffer (pairing does not depend on it); then the objects the GETs read.
     for i in 0..20 {
-        timed(&s3, &mut conn, TransferKind::Put, &src, &format!("o{i}")).expect("warm-up PUT");
+        timed(&s3, &mut conn, TransferKind::Put, &tiny, "pairing").expect("warm-up PUT");
+        if i < OURS_PER_ROUND {
+            timed(&s3, &mut conn, TransferKind::Put, &src, &format!("o{i}")).expect("object");
+        }
     }
     let rtt = round_trip(&s3, &mut conn);
-    let (mut put, mut get) = (Vec::new(), Vec::new());
+    println!("single: HTTP round trip {:.2} ms (median of 50)", rtt * 1e3);
+    let efficiency = |t: f64, perf: f64| (rtt + OBJECT as f64 / (perf * 1e6)) / t;
+    let (mut get, mut put) = (Rounds::default(), Rounds::default());
+    let mut repaired = 0;
     for round in 0..rounds {
-        let key = format!("o{round}");
-        let (t, n) = timed(&s3, &mut conn, TransferKind::Put, &src, &key).expect("PUT");
-        if n == 1 {
-            put.push(t);
+        let base_w = perf.as_ref().and_then(|p| p.mbs("ib_write_bw", 1));
+        let mut times = Vec::new();
+        for i in 0..OURS_PER_ROUND {
+            let (t, n) =
+                timed(&s3, &mut conn, TransferKind::Get, &dst, &format!("o{i}")).expect("GET");
+            assert!(dst.0 == src.0, "GET returned other bytes");
+            if n == 1 {
+                times.push(t);
+            } else {
+                repaired += 1;
+            }
         }
-        let (t, n) = timed(&s3, &mut conn, TransferKind::Get, &dst, &key).expect("GET");
-        if n == 1 {
-            get.push(t);
+        let t_get = (!times.is_empty()).then(|| median(&mut times));
+        let base_r = perf.as_ref().and_then(|p| p.mbs("ib_read_bw", 1));
+        let mut times = Vec::new();
+        for i in 0..OURS_PER_ROUND {
+            let (t, n) =
+                timed(&s3, &mut conn, TransferKind::Put, &src, &format!("o{i}")).expect("PUT");
+            if n == 1 {
+                times.push(t);
+            } else {
+                repaired += 1;
+            }
         }
-        assert!(dst.0 == src.0, "GET returned other bytes");
+        let t_put = (!times.is_empty()).then(|| median(&mut times));
+        let show = |b: Option<f64>| b.map_or("failed".into(), |b| format!("{b:.1} MB/s"));
+        let ms = |t: Option<f64>| t.map_or("paired again".into(), |t| format!("{:.1} ms", t * 1e3));
+        println!(
+            "round {round}: ib_write_bw {}, GET {}; ib_read_bw {}, PUT {}",
+            show(base_w),
+            ms(t_get),
+            show(base_r),
+            ms(t_put)
+        );
+        if let Some(t) = t_get {
+            get.add(t, base_w, efficiency);
+        }
+        if let Some(t) = t_put {
+            put.add(t, base_r, efficiency);
+        }
     }
-    println!(
-        "single: {} PUT and {} GET rounds without pairing, HTTP round trip {:.2} ms",
-        put.len(),
-        get.len(),
-        rtt * 1e3
-    );
+    if repaired > 0 {
+        println!("single: {repaired} transfers paired again (left out)");
+    }
     let mut ok = true;
-    for (name, times, base_var) in [
-        ("GET", &mut get, "HIPOBJ_BASELINE_WRITE_MBS"),
-        ("PUT", &mut put, "HIPOBJ_BASELINE_READ_MBS"),
+    for (name, figure, tool) in [
+        ("GET", &mut get, "ib_write_bw"),
+        ("PUT", &mut put, "ib_read_bw"),
     ] {
-        if times.is_empty() {
-            println!("single {name}: every round paired again; no figure");
+        if figure.ours.is_empty() {
+            println!("RESULT single 8MiB {name}: no transfer without pairing; no figure");
             ok = false;
             continue;
         }
-        let t = median(times);
-        let mbs = OBJECT as f64 / t / 1e6;
+        let t = median(&mut figure.ours);
         print!(
-            "RESULT single 8MiB {name}: {:.2} ms, {mbs:.1} MB/s",
-            t * 1e3
+            "RESULT single 8MiB {name}: median {:.2} ms, {:.1} MB/s over {} rounds",
+            t * 1e3,
+            OBJECT as f64 / t / 1e6,
+            figure.ours.len()
         );
-        match baseline(base_var) {
-            Some(perf) => {
-                let limit = rtt + OBJECT as f64 / (perf * 1e6);
+        match figure.median_ratio() {
+            Some(eff) => {
+                let perf = median(&mut figure.bases);
                 println!(
-                    "; limit {:.2} ms (RTT {:.2} ms + 8 MiB at {perf:.1} MB/s); EFFICIENCY {:.2}",
-                    limit * 1e3,
+                    "; {tool} median {perf:.1} MB/s, limit {:.2} ms (RTT {:.2} ms + 8 MiB at it); EFFICIENCY {eff:.2} (median of {} rounds)",
+                    (rtt + OBJECT as f64 / (perf * 1e6)) * 1e3,
                     rtt * 1e3,
-                    limit / t
+                    figure.ratios.len()
                 );
             }
-            None => println!("; no {base_var}"),
+            None => {
+                println!("; no {tool} baseline");
+                ok = false;
+            }
+        }
+        if figure.missing_base > 0 {
+            println!(
+                "  ({} rounds without a {tool} baseline)",
+                figure.missing_base
+            );
         }
     }
     println!("server stats: {}", srv.stats().trim());
@@ -213,6 +350,7 @@ fn single(client_dev: &str, server_dev: &str, rounds: usize) -> bool {
 }
 
 fn streams(client_dev: &str, server_dev: &str, streams: usize, rounds: usize) -> bool {
+    let perf = Perftest::from_env();
     let Setup { srv, s3 } = setup(client_dev, server_dev);
     let src = Buffer::new(data::pattern(OBJECT, 0x5eed_0002));
     let dsts: Vec<Buffer> = (0..streams)
@@ -220,27 +358,56 @@ fn streams(client_dev: &str, server_dev: &str, streams: usize, rounds: usize) ->
         .collect();
     let s3 = &s3;
     let mut ok = true;
-    for kind in [TransferKind::Put, TransferKind::Get] {
-        // Warm-up: pair the connections, create the objects.
-        run_streams(s3, kind, &src, &dsts, 1);
-        let t = Instant::now();
-        let errors = run_streams(s3, kind, &src, &dsts, rounds);
-        let secs = t.elapsed().as_secs_f64();
-        let mbs = (streams * rounds * OBJECT) as f64 / secs / 1e6;
-        let base_var = match kind {
-            TransferKind::Get => "HIPOBJ_BASELINE_WRITE4_MBS",
-            TransferKind::Put => "HIPOBJ_BASELINE_READ4_MBS",
-        };
-        print!("RESULT {streams} streams 8MiB {kind:?}: {mbs:.1} MB/s aggregate, {errors} errors");
-        match baseline(base_var) {
-            Some(perf) => println!(
-                " ; perftest -q {streams} {perf:.1} MB/s; RATIO {:.2}",
-                mbs / perf
-            ),
-            None => println!(" ; no {base_var}"),
+    // Warm-up: pair the connections, create the objects.
+    ok &= run_streams(s3, TransferKind::Put, &src, &dsts, 1) == 0;
+    ok &= run_streams(s3, TransferKind::Get, &src, &dsts, 1) == 0;
+    let (mut get, mut put) = (Rounds::default(), Rounds::default());
+    let mut errors = 0;
+    for round in 0..rounds {
+        let mut line = format!("round {round}:");
+        for (kind, figure, tool) in [
+            (TransferKind::Get, &mut get, "ib_write_bw"),
+            (TransferKind::Put, &mut put, "ib_read_bw"),
+        ] {
+            let base = perf.as_ref().and_then(|p| p.mbs(tool, streams));
+            let t = Instant::now();
+            errors += run_streams(s3, kind, &src, &dsts, OURS_PER_ROUND);
+            let secs = t.elapsed().as_secs_f64();
+            let mbs = (streams * OURS_PER_ROUND * OBJECT) as f64 / secs / 1e6;
+            figure.add(mbs, base, |ours, base| ours / base);
+            let shown = base.map_or("failed".into(), |b| format!("{b:.1} MB/s"));
+            line.push_str(&format!(
+                " {tool} -q {streams} {shown}, {kind:?} {mbs:.1} MB/s;"
+            ));
         }
-        ok &= errors == 0;
+        println!("{line}");
     }
+    for (kind, figure, tool) in [
+        (TransferKind::Get, &mut get, "ib_write_bw"),
+        (TransferKind::Put, &mut put, "ib_read_bw"),
+    ] {
+        let mbs = median(&mut figure.ours);
+        print!("RESULT {streams} streams 8MiB {kind:?}: median {mbs:.1} MB/s aggregate");
+        match figure.median_ratio() {
+            Some(ratio) => println!(
+                " ; {tool} -q {streams} median {:.1} MB/s; RATIO {ratio:.2} (median of {} rounds)",
+                median(&mut figure.bases),
+                figure.ratios.len()
+            ),
+            None => {
+                println!(" ; no {tool} -q {streams} baseline");
+                ok = false;
+            }
+        }
+        if figure.missing_base > 0 {
+            println!(
+                "  ({} rounds without a {tool} -q {streams} baseline)",
+                figure.missing_base
+            );
+        }
+    }
+    println!("RESULT {streams} streams: {errors} errors");
+    ok &= errors == 0;
     for d in &dsts {
         ok &= d.0 == src.0;
     }

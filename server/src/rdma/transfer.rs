@@ -35,9 +35,20 @@ pub struct Shape {
     pub slots: usize,
 }
 
+/// Longest RDMA READ. A READ's response is one burst from the client's NIC; on Soft-RoCE the
+/// responder sends one QP's whole response before it serves another QP, so with several clients
+/// a long response starves the others' requesters past the 67 ms ACK timeout (PROTOCOL.md rule
+/// 4.3), and their retries restart responses that again outlast it: measured with perftest in the
+/// lane, `ib_read_bw -q 4` of 8 MiB messages never finished, of 1 MiB messages it finished with
+/// retries. So READs are cut shorter than `--chunk-bytes`; `--wr-depth` of them are in flight
+/// (2 MiB by default): in one lane boot (benches/server-datapath-2026-12-01T1211.log) 4 streams
+/// of PUT reached 0.90x `ib_read_bw -q 4` with 2 MiB in flight per transfer, 0.53x with 8 MiB.
+pub const MAX_READ_CHUNK: u32 = 256 << 10;
+
 impl Shape {
     /// The shape for `op` given the settings and the port's limits: twice as many slots as work
     /// requests in flight, so the local end works on a full window while another is at the NIC.
+    /// READs are at most [`MAX_READ_CHUNK`] long, `wr_depth` of them within max_rd_atomic.
     pub fn new(
         op: RdmaOp,
         chunk_bytes: usize,
@@ -48,11 +59,14 @@ impl Shape {
         let chunk = (chunk_bytes.min(u32::MAX as usize) as u32)
             .min(max_msg_sz)
             .max(1);
-        let depth = match op {
-            RdmaOp::Write => wr_depth,
-            RdmaOp::Read => wr_depth.min(usize::from(max_rd_atomic)),
-        }
-        .max(1);
+        let (chunk, depth) = match op {
+            RdmaOp::Write => (chunk, wr_depth),
+            RdmaOp::Read => (
+                chunk.min(MAX_READ_CHUNK),
+                wr_depth.min(usize::from(max_rd_atomic)),
+            ),
+        };
+        let depth = depth.max(1);
         Shape {
             chunk,
             depth,
@@ -153,6 +167,8 @@ impl std::fmt::Display for TransferError {
 /// Empty polls before the poller starts sleeping between polls.
 const SPIN_POLLS: u32 = 64;
 const IDLE_SLEEP: Duration = Duration::from_micros(50);
+/// Longest sleep between two empty polls while work requests are posted.
+const MAX_IDLE_SLEEP: Duration = Duration::from_millis(1);
 /// Longest block on the local end when nothing is at the NIC (deadlines are checked between).
 const LOCAL_WAIT: Duration = Duration::from_millis(20);
 
@@ -274,7 +290,7 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
         let started = Instant::now();
         let total_deadline = self.deadlines.total_for(self.total);
         let mut last_completion = Instant::now();
-        let mut empty_rounds = 0u32;
+        let mut pace = Pace::default();
         let mut polled: Vec<WorkCompletion> = Vec::with_capacity(self.shape.depth);
         loop {
             let mut moved = self.take_local_results(local)?;
@@ -286,6 +302,7 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
             if self.poll_completions(&mut polled)? {
                 moved = true;
                 last_completion = Instant::now();
+                pace.completed(last_completion);
             }
             self.hand_landed_to_sink(local);
             if started.elapsed() >= total_deadline {
@@ -307,9 +324,9 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
                 return Err(TransferError::Watchdog);
             }
             if moved {
-                empty_rounds = 0;
+                pace.moved();
             } else {
-                idle(&mut empty_rounds);
+                pace.idle();
             }
         }
     }
@@ -523,6 +540,55 @@ fn drain_flushes<Q: RdmaQp>(qp: &mut Q, mut outstanding: u64, wait: Duration) ->
     true
 }
 
+/// How the poller waits while work requests are posted and a round moved nothing: a few yields,
+/// then sleeps that double from [`IDLE_SLEEP`] up to a quarter of the recent interval between
+/// completions (at most [`MAX_IDLE_SLEEP`]). A slow link (Soft-RoCE, a busy host) is then not
+/// polled tens of thousands of times per chunk, which takes the CPU its packets and the file
+/// need; a fast one is never slept past a quarter of a completion interval.
+#[derive(Debug, Default)]
+struct Pace {
+    empty_rounds: u32,
+    sleep: Duration,
+    last_completion: Option<Instant>,
+    /// Moving average of the time between completion batches.
+    interval: Duration,
+}
+
+impl Pace {
+    fn completed(&mut self, now: Instant) {
+        if let Some(last) = self.last_completion {
+            let dt = now.saturating_duration_since(last);
+            self.interval = if self.interval.is_zero() {
+                dt
+            } else {
+                (self.interval * 7 + dt) / 8
+            };
+        }
+        self.last_completion = Some(now);
+        self.moved();
+    }
+
+    fn moved(&mut self) {
+        self.empty_rounds = 0;
+        self.sleep = IDLE_SLEEP;
+    }
+
+    fn idle(&mut self) {
+        self.empty_rounds += 1;
+        if self.empty_rounds < SPIN_POLLS {
+            std::thread::yield_now();
+            return;
+        }
+        std::thread::sleep(self.sleep.max(IDLE_SLEEP));
+        self.sleep = (self.sleep * 2).min(self.cap());
+    }
+
+    /// The longest sleep now: a quarter of the completion interval, within the bounds.
+    fn cap(&self) -> Duration {
+        (self.interval / 4).clamp(IDLE_SLEEP, MAX_IDLE_SLEEP)
+    }
+}
+
 fn idle(empty_polls: &mut u32) {
     *empty_polls += 1;
     if *empty_polls < SPIN_POLLS {
@@ -599,12 +665,48 @@ mod tests {
     }
 
     #[test]
+    fn the_poller_sleeps_at_most_a_quarter_of_the_completion_interval() {
+        let mut pace = Pace::default();
+        assert_eq!(
+            pace.cap(),
+            IDLE_SLEEP,
+            "no completion yet: the shortest sleep"
+        );
+        let t0 = Instant::now();
+        pace.completed(t0);
+        pace.completed(t0 + Duration::from_millis(40));
+        assert_eq!(pace.cap(), MAX_IDLE_SLEEP, "slow link: capped");
+        let mut fast = Pace::default();
+        for i in 0..50u32 {
+            fast.completed(t0 + Duration::from_micros(400) * i);
+        }
+        assert_eq!(fast.cap(), Duration::from_micros(100));
+        // Sleeps double from the shortest up to the cap, and start over after progress.
+        fast.empty_rounds = SPIN_POLLS;
+        let mut slept = Vec::new();
+        for _ in 0..4 {
+            fast.idle();
+            slept.push(fast.sleep);
+        }
+        assert_eq!(slept[0], Duration::from_micros(100));
+        assert!(slept.iter().all(|s| *s <= Duration::from_micros(100)));
+        fast.moved();
+        assert_eq!(fast.sleep, IDLE_SLEEP);
+    }
+
+    #[test]
     fn shape_respects_limits() {
         let s = Shape::new(RdmaOp::Write, 1 << 20, 1 << 23, 8, 4);
         assert_eq!(s, shape(1 << 20, 8));
         assert_eq!(s.staging_len(), 16 << 20);
+        // READs: at most MAX_READ_CHUNK long, wr_depth of them within max_rd_atomic.
         let s = Shape::new(RdmaOp::Read, 1 << 24, 1 << 23, 8, 4);
-        assert_eq!(s, shape(1 << 23, 4));
+        assert_eq!(s, shape(MAX_READ_CHUNK, 4));
+        let s = Shape::new(RdmaOp::Read, 1 << 20, 1 << 23, 8, 128);
+        assert_eq!(s, shape(MAX_READ_CHUNK, 8));
+        assert_eq!(s.staging_len(), 4 << 20);
+        let s = Shape::new(RdmaOp::Read, 4096, 1 << 23, 3, 128);
+        assert_eq!(s, shape(4096, 3));
         let s = Shape::new(RdmaOp::Write, 1000, 4096, 3, 0);
         assert_eq!(s.chunks(0), 0);
         assert_eq!(s.chunks(1), 1);

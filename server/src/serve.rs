@@ -25,7 +25,7 @@ use crate::identity::HttpPeer;
 use crate::rdma::engine::{Engine, EngineSettings};
 use crate::rdma::verbs_port::VerbsPort;
 use crate::rdma::worker::{RdmaWorkers, WorkerSettings};
-use crate::s3::HipobjS3;
+use crate::s3::{wire, HipobjS3};
 use crate::stats::Stats;
 
 /// Path of the counters endpoint (see `access::StatsRoute` for who may read it).
@@ -76,7 +76,7 @@ pub fn start_rdma(
 }
 
 /// The HTTP service of one connection: tags each request with the connection's peer address
-/// (for the access hook and the pairing key), then s3s.
+/// (for the access hook and the pairing key), then s3s, then `s3::wire`'s corrections.
 #[derive(Clone)]
 struct Front {
     s3: S3Service,
@@ -90,7 +90,13 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
 
     fn call(&self, mut req: http::Request<Incoming>) -> Self::Future {
         req.extensions_mut().insert(self.peer);
-        hyper::service::Service::call(&self.s3, req)
+        let fixup = wire::fixup_for(req.method(), req.uri());
+        let answer = hyper::service::Service::call(&self.s3, req);
+        Box::pin(async move {
+            let mut resp = answer.await?;
+            wire::apply(fixup, &mut resp);
+            Ok(resp)
+        })
     }
 }
 

@@ -13,6 +13,7 @@ use std::io::{self, Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use md5::{Digest, Md5};
@@ -36,6 +37,17 @@ const OWNER_FILE: &str = ".owner";
 pub struct FsBackend {
     root: PathBuf,
     tmp_seq: AtomicU64,
+    /// Held while a sidecar and its object are placed, and while a sidecar is rewritten in place
+    /// (`set_tags`), so a rewrite never puts an old object's sidecar over a new one's.
+    placing: Arc<Mutex<()>>,
+}
+
+/// Take the placing lock (a panic elsewhere while holding it leaves nothing half-done that
+/// the next holder could trip over: every placement is rename-based).
+fn lock_placing(placing: &Mutex<()>) -> MutexGuard<'_, ()> {
+    placing
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl FsBackend {
@@ -45,7 +57,13 @@ impl FsBackend {
         Ok(FsBackend {
             root: root.to_path_buf(),
             tmp_seq: AtomicU64::new(0),
+            placing: Arc::new(Mutex::new(())),
         })
+    }
+
+    /// See [`FsBackend::placing`].
+    pub(super) fn placing(&self) -> MutexGuard<'_, ()> {
+        lock_placing(&self.placing)
     }
 
     fn bucket_dir(&self, bucket: &str) -> StorageResult<PathBuf> {
@@ -96,6 +114,7 @@ impl FsBackend {
             in_order: true,
             len: 0,
             options,
+            placing: Arc::clone(&self.placing),
         }))
     }
 
@@ -284,6 +303,31 @@ impl Backend for FsBackend {
         Ok(())
     }
 
+    fn set_tags(&self, bucket: &str, key: &str, tags: Vec<(String, String)>) -> StorageResult<()> {
+        let dir = self.existing_bucket_dir(bucket)?;
+        let name = encode_key(key)?;
+        let _placing = self.placing();
+        let (file, _) = self.open_file(&dir, key)?;
+        let stat = file.metadata()?;
+        let path = dir.join(META_DIR).join(&name);
+        let mut side = match Sidecar::load_matching(&path, stat.ino(), stat.len()) {
+            Some(side) => side,
+            // No sidecar (or a stale one): describe the file as it is.
+            None => {
+                let mut file = file;
+                Sidecar {
+                    ino: stat.ino(),
+                    size: stat.len(),
+                    etag: md5_of(&mut file)?,
+                    ..Default::default()
+                }
+            }
+        };
+        side.meta.tags = tags;
+        side.store(&self.tmp_path(), &path)?;
+        Ok(())
+    }
+
     fn list_objects(&self, bucket: &str, prefix: &str) -> StorageResult<Vec<ObjectInfo>> {
         let dir = self.existing_bucket_dir(bucket)?;
         let mut out = Vec::new();
@@ -388,6 +432,7 @@ struct FsWriter {
     in_order: bool,
     len: u64,
     options: WriteOptions,
+    placing: Arc<Mutex<()>>,
 }
 
 impl FsWriter {
@@ -453,9 +498,11 @@ impl FsWriter {
         };
         let (data, sidecar) = self.dest.paths();
         // Sidecar first: a reader that sees it with the old file notices the inode differs.
-        let placed = side
-            .store(&self.side_tmp, &sidecar)
-            .and_then(|()| fs::rename(&tmp, &data));
+        let placed = {
+            let _placing = lock_placing(&self.placing);
+            side.store(&self.side_tmp, &sidecar)
+                .and_then(|()| fs::rename(&tmp, &data))
+        };
         if let Err(e) = placed {
             let _ = fs::remove_file(&tmp);
             // A part whose upload was aborted meanwhile.

@@ -105,6 +105,9 @@ pub struct ObjectMeta {
     pub expires: Option<String>,
     /// `x-amz-meta-*` without the prefix.
     pub user: BTreeMap<String, String>,
+    /// The object's tag set (key, value), sorted by key (`x-amz-tagging`, PutObjectTagging).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<(String, String)>,
 }
 
 /// What HEAD and listings report about an object.
@@ -313,6 +316,9 @@ pub trait Backend: Send + Sync + 'static {
     ) -> StorageResult<ObjectWriter>;
     /// A missing key is not an error (S3 semantics); a missing bucket is.
     fn delete_object(&self, bucket: &str, key: &str) -> StorageResult<()>;
+    /// Replace the tag set of an existing object, leaving its bytes and other metadata as they
+    /// are (PutObjectTagging, DeleteObjectTagging).
+    fn set_tags(&self, bucket: &str, key: &str, tags: Vec<(String, String)>) -> StorageResult<()>;
     /// All objects whose key starts with `prefix`, sorted by key (see [`listing::paginate`]).
     fn list_objects(&self, bucket: &str, prefix: &str) -> StorageResult<Vec<ObjectInfo>>;
 

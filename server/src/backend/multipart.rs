@@ -220,13 +220,13 @@ fn chosen_parts(
         if want.etag.trim_matches('"') != part.etag {
             return Err(StorageError::InvalidPart);
         }
+        // A part checksum named here must be the stored part's. One left out is accepted (as
+        // RGW does): the part's bytes were verified against it at UploadPart.
         if let Some(algo) = algo {
-            match want.checksums.get(algo) {
-                None => return Err(StorageError::ChecksumMismatch(algo)),
-                Some(v) if Some(v) != part.checksums.get(algo) => {
-                    return Err(StorageError::InvalidPart)
+            if let Some(v) = want.checksums.get(algo) {
+                if Some(v) != part.checksums.get(algo) {
+                    return Err(StorageError::InvalidPart);
                 }
-                Some(_) => {}
             }
         }
         chosen.push(part.clone());
@@ -355,9 +355,11 @@ pub(super) fn complete(
         part_sizes: chosen.iter().map(|p| p.size).collect(),
         part_checksums: chosen.iter().map(|p| p.checksums.clone()).collect(),
     };
-    let placed = side
-        .store(&fs.tmp_path(), &bucket_dir.join(META_DIR).join(&name))
-        .and_then(|()| fs::rename(&tmp, bucket_dir.join(&name)));
+    let placed = {
+        let _placing = fs.placing();
+        side.store(&fs.tmp_path(), &bucket_dir.join(META_DIR).join(&name))
+            .and_then(|()| fs::rename(&tmp, bucket_dir.join(&name)))
+    };
     if let Err(e) = placed {
         let _ = fs::remove_file(&tmp);
         return Err(e.into());

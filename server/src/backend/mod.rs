@@ -298,6 +298,11 @@ pub trait Backend: Send + Sync + 'static {
     /// Record the bucket's owner once (a second call fails with `BucketAlreadyExists`).
     fn set_bucket_owner(&self, bucket: &str, owner: &str) -> StorageResult<()>;
 
+    /// A bucket configuration document (`name`: `lifecycle`, ...) as last stored, if any.
+    fn bucket_config(&self, bucket: &str, name: &str) -> StorageResult<Option<Vec<u8>>>;
+    /// Store (`Some`, replacing any) or remove (`None`) a bucket configuration document.
+    fn set_bucket_config(&self, bucket: &str, name: &str, doc: Option<&[u8]>) -> StorageResult<()>;
+
     /// Open an object; `range` selects bytes (`InvalidRange` if unsatisfiable).
     fn open_read(
         &self,

@@ -1,7 +1,7 @@
 //! The `S3` trait: plain S3 over HTTP, delegating to the storage seam (`backend`), and token
 //! requests (GET/PUT with `x-amz-rdma-token`), delegating to `rdma`. Errors become `S3Error` in
 //! `error`. The op bodies live in one module per concept: `objects` (GET/HEAD/PUT/DELETE, copy,
-//! DeleteObjects), `multipart`, `listing`; `headers` and `conditions` are shared by them; `wire`
+//! DeleteObjects), `multipart`, `listing`, `tagging`, `lifecycle`; `headers` and `conditions` are shared by them; `wire`
 //! corrects the few response bytes s3s writes unlike S3.
 
 mod acl;
@@ -10,6 +10,7 @@ mod conditions;
 mod headers;
 #[cfg(test)]
 mod http_tests;
+pub mod lifecycle;
 mod listing;
 mod multipart;
 mod objects;
@@ -323,6 +324,27 @@ impl S3 for HipobjS3 {
         req: S3Request<DeleteObjectTaggingInput>,
     ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
         self.delete_tags(req.input).await
+    }
+
+    async fn put_bucket_lifecycle_configuration(
+        &self,
+        req: S3Request<PutBucketLifecycleConfigurationInput>,
+    ) -> S3Result<S3Response<PutBucketLifecycleConfigurationOutput>> {
+        self.put_lifecycle(req.input).await
+    }
+
+    async fn get_bucket_lifecycle_configuration(
+        &self,
+        req: S3Request<GetBucketLifecycleConfigurationInput>,
+    ) -> S3Result<S3Response<GetBucketLifecycleConfigurationOutput>> {
+        self.get_lifecycle(req.input).await
+    }
+
+    async fn delete_bucket_lifecycle(
+        &self,
+        req: S3Request<DeleteBucketLifecycleInput>,
+    ) -> S3Result<S3Response<DeleteBucketLifecycleOutput>> {
+        self.delete_lifecycle(req.input).await
     }
 
     async fn copy_object(

@@ -33,6 +33,8 @@ pub use crate::access::STATS_PATH;
 
 /// How often idle pairings are looked for.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
+/// How often bucket lifecycle rules are applied (their unit is a day).
+const LIFECYCLE_EVERY: Duration = Duration::from_secs(600);
 
 /// Open the RDMA device named by `--device`; `None` (RDMA disabled, 501) when none was named
 /// or it cannot be used here.
@@ -182,6 +184,10 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io:
     let s3 = builder.build();
 
     let listener = TcpListener::bind(config.listen).await?;
+    let lifecycle = tokio::spawn(crate::s3::lifecycle::run_sweeps(
+        Arc::clone(&storage),
+        LIFECYCLE_EVERY,
+    ));
     let local = listener.local_addr()?;
     info!(%local, data_dir = %config.data_dir.display(), rdma = rdma.is_some(), "serving");
     {
@@ -230,6 +236,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io:
         });
     }
     info!("shutting down");
+    lifecycle.abort();
     drop(listener);
     drop(s3);
     if tokio::time::timeout(Duration::from_secs(10), graceful.shutdown())

@@ -686,6 +686,29 @@ mod tests {
     }
 
     #[test]
+    fn set_tags_keeps_bytes_and_metadata() {
+        let (_d, s) = store();
+        s.create_bucket("b").expect("bucket");
+        let mut options = WriteOptions::default();
+        options.meta.content_type = Some("text/plain".into());
+        let mut w = s.create_write("b", "k", options).expect("writer");
+        w.append(b"hello").expect("write");
+        let before = w.commit().expect("commit");
+        let tags = vec![("a".to_string(), "1".to_string())];
+        s.set_tags("b", "k", tags.clone()).expect("tags");
+        let after = s.head_object("b", "k").expect("head");
+        assert_eq!(after.meta.tags, tags);
+        assert_eq!(after.meta.content_type.as_deref(), Some("text/plain"));
+        assert_eq!((after.etag, after.size), (before.etag, before.size));
+        s.set_tags("b", "k", Vec::new()).expect("no tags");
+        assert!(s.head_object("b", "k").expect("head").meta.tags.is_empty());
+        assert!(matches!(
+            s.set_tags("b", "missing", tags),
+            Err(StorageError::NoSuchKey)
+        ));
+    }
+
+    #[test]
     fn bucket_config_documents_round_trip() {
         let (_d, s) = store();
         s.create_bucket("b").expect("bucket");

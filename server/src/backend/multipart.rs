@@ -554,6 +554,55 @@ mod tests {
     }
 
     #[test]
+    fn complete_checks_named_part_checksums_and_accepts_missing_ones() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = FsBackend::open(dir.path()).expect("open");
+        s.create_bucket("b").expect("bucket");
+        let options = UploadOptions {
+            checksum: Some(ChecksumAlgo::Sha256),
+            ..Default::default()
+        };
+        let id = s.create_upload("b", "k", options).expect("create");
+        let mut w = s
+            .create_part_write(
+                "b",
+                "k",
+                &id,
+                1,
+                WriteOptions {
+                    compute: Some(ChecksumAlgo::Sha256),
+                    ..Default::default()
+                },
+            )
+            .expect("part");
+        w.append(b"only part").expect("write");
+        let p1 = w.commit().expect("commit");
+        assert!(p1.checksums.get(ChecksumAlgo::Sha256).is_some());
+        let mut wrong = Checksums::default();
+        wrong.set(ChecksumAlgo::Sha256, Some("AAAA".into()));
+        let named = |checksums: Checksums| CompletedPart {
+            part_number: 1,
+            etag: p1.etag.clone(),
+            checksums,
+        };
+        assert!(matches!(
+            s.complete_upload("b", "k", &id, &[named(wrong)], &Checksums::default()),
+            Err(StorageError::InvalidPart)
+        ));
+        assert!(s.list_objects("b", "").expect("list").is_empty());
+        let info = s
+            .complete_upload(
+                "b",
+                "k",
+                &id,
+                &[named(Checksums::default())],
+                &Checksums::default(),
+            )
+            .expect("a part named without its checksum");
+        assert!(info.checksums.get(ChecksumAlgo::Sha256).is_some());
+    }
+
+    #[test]
     fn small_parts_and_abort() {
         let dir = tempfile::tempdir().expect("tempdir");
         let s = FsBackend::open(dir.path()).expect("open");

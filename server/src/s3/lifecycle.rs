@@ -5,8 +5,8 @@
 //! What a rule may do here: `Expiration` (`Days` or `Date`) and `AbortIncompleteMultipartUpload`,
 //! filtered by prefix, tags and object size. Buckets are unversioned, so
 //! `NoncurrentVersionExpiration` and `ExpiredObjectDeleteMarker` are accepted and have nothing
-//! to act on. Transitions name storage classes this server does not have: refused (501), never
-//! stored and ignored.
+//! to act on. Transitions name storage classes this server does not have: refused (400
+//! InvalidStorageClass), never stored and ignored.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -84,8 +84,8 @@ fn check_rule(rule: &LifecycleRule) -> S3Result<()> {
             .is_some_and(|t| !t.is_empty())
     {
         return Err(s3_error!(
-            NotImplemented,
-            "lifecycle transitions are not supported: this server has one storage class"
+            InvalidStorageClass,
+            "lifecycle transitions have no storage class to go to: this server has one (STANDARD)"
         ));
     }
     let has_action = rule.expiration.is_some()
@@ -434,7 +434,10 @@ mod tests {
         assert_eq!(code(validated(config(vec![none]))), C::InvalidRequest);
         let mut transition = rule("a", "x/");
         transition.transitions = Some(vec![Transition::default()]);
-        assert_eq!(code(validated(config(vec![transition]))), C::NotImplemented);
+        assert_eq!(
+            code(validated(config(vec![transition]))),
+            C::InvalidStorageClass
+        );
         let mut both = rule("a", "x/");
         both.prefix = Some("x/".into());
         assert_eq!(code(validated(config(vec![both]))), C::MalformedXML);

@@ -229,8 +229,12 @@ fn load(
     storage: &dyn Backend,
     bucket: &str,
 ) -> StorageResult<Option<BucketLifecycleConfiguration>> {
-    let Some(doc) = storage.bucket_config(bucket, CONFIG_NAME)? else {
-        return Ok(None);
+    let doc = match storage.bucket_config(bucket, CONFIG_NAME) {
+        Ok(Some(doc)) => doc,
+        Ok(None) => return Ok(None),
+        // A store without configuration documents has no rules to apply.
+        Err(e) if crate::backend::is_unsupported(&e) => return Ok(None),
+        Err(e) => return Err(e),
     };
     serde_json::from_slice(&doc)
         .map(Some)

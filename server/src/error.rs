@@ -45,6 +45,9 @@ pub fn storage_error(e: StorageError) -> S3Error {
             ),
         ),
         StorageError::InvalidDigest => S3Error::new(S3ErrorCode::InvalidDigest),
+        StorageError::Io(io) if io.kind() == std::io::ErrorKind::Unsupported => {
+            S3Error::with_message(S3ErrorCode::NotImplemented, io.to_string())
+        }
         StorageError::Io(io) => {
             let at = std::panic::Location::caller();
             warn!(error = %io, %at, "storage i/o failed");

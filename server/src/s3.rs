@@ -1,7 +1,8 @@
 //! The `S3` trait: plain S3 over HTTP, delegating to the storage seam (`backend`), and token
 //! requests (GET/PUT with `x-amz-rdma-token`), delegating to `rdma`. Errors become `S3Error` in
 //! `error`. The op bodies live in one module per concept: `objects` (GET/HEAD/PUT/DELETE, copy,
-//! DeleteObjects), `multipart`, `listing`; `headers` and `conditions` are shared by them.
+//! DeleteObjects), `multipart`, `listing`, `tagging`, `lifecycle`; `headers` and `conditions` are shared by them; `wire`
+//! corrects the few response bytes s3s writes unlike S3.
 
 mod acl;
 mod attributes;
@@ -9,10 +10,13 @@ mod conditions;
 mod headers;
 #[cfg(test)]
 mod http_tests;
+pub mod lifecycle;
 mod listing;
 mod multipart;
 mod objects;
 mod presign;
+mod tagging;
+pub mod wire;
 
 use std::sync::Arc;
 
@@ -332,6 +336,48 @@ impl S3 for HipobjS3 {
         self.bucket_acl(req).await
     }
 
+    async fn get_object_tagging(
+        &self,
+        req: S3Request<GetObjectTaggingInput>,
+    ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
+        self.get_tags(req.input).await
+    }
+
+    async fn put_object_tagging(
+        &self,
+        req: S3Request<PutObjectTaggingInput>,
+    ) -> S3Result<S3Response<PutObjectTaggingOutput>> {
+        self.put_tags(req.input).await
+    }
+
+    async fn delete_object_tagging(
+        &self,
+        req: S3Request<DeleteObjectTaggingInput>,
+    ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
+        self.delete_tags(req.input).await
+    }
+
+    async fn put_bucket_lifecycle_configuration(
+        &self,
+        req: S3Request<PutBucketLifecycleConfigurationInput>,
+    ) -> S3Result<S3Response<PutBucketLifecycleConfigurationOutput>> {
+        self.put_lifecycle(req.input).await
+    }
+
+    async fn get_bucket_lifecycle_configuration(
+        &self,
+        req: S3Request<GetBucketLifecycleConfigurationInput>,
+    ) -> S3Result<S3Response<GetBucketLifecycleConfigurationOutput>> {
+        self.get_lifecycle(req.input).await
+    }
+
+    async fn delete_bucket_lifecycle(
+        &self,
+        req: S3Request<DeleteBucketLifecycleInput>,
+    ) -> S3Result<S3Response<DeleteBucketLifecycleOutput>> {
+        self.delete_lifecycle(req.input).await
+    }
+
     async fn copy_object(
         &self,
         req: S3Request<CopyObjectInput>,
@@ -343,6 +389,7 @@ impl S3 for HipobjS3 {
         &self,
         req: S3Request<ListObjectsInput>,
     ) -> S3Result<S3Response<ListObjectsOutput>> {
+        listing::check_unordered(&req.uri, req.input.delimiter.as_deref())?;
         let owner = acl::owner_of(&req);
         self.list_v1(req.input, owner).await
     }
@@ -351,6 +398,7 @@ impl S3 for HipobjS3 {
         &self,
         req: S3Request<ListObjectsV2Input>,
     ) -> S3Result<S3Response<ListObjectsV2Output>> {
+        listing::check_unordered(&req.uri, req.input.delimiter.as_deref())?;
         let owner = acl::owner_of(&req);
         self.list_v2(req.input, owner).await
     }

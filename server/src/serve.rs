@@ -25,7 +25,7 @@ use crate::identity::HttpPeer;
 use crate::rdma::engine::{Engine, EngineSettings};
 use crate::rdma::verbs_port::VerbsPort;
 use crate::rdma::worker::{RdmaWorkers, WorkerSettings};
-use crate::s3::HipobjS3;
+use crate::s3::{wire, HipobjS3};
 use crate::stats::Stats;
 
 /// Path of the counters endpoint (see `access::StatsRoute` for who may read it).
@@ -33,6 +33,8 @@ pub use crate::access::STATS_PATH;
 
 /// How often idle pairings are looked for.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
+/// How often bucket lifecycle rules are applied (their unit is a day).
+const LIFECYCLE_EVERY: Duration = Duration::from_secs(600);
 
 /// Open the RDMA device named by `--device`; `None` (RDMA disabled, 501) when none was named
 /// or it cannot be used here.
@@ -76,7 +78,7 @@ pub fn start_rdma(
 }
 
 /// The HTTP service of one connection: tags each request with the connection's peer address
-/// (for the access hook and the pairing key), then s3s.
+/// (for the access hook and the pairing key), then s3s, then `s3::wire`'s corrections.
 #[derive(Clone)]
 struct Front {
     s3: S3Service,
@@ -90,7 +92,13 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
 
     fn call(&self, mut req: http::Request<Incoming>) -> Self::Future {
         req.extensions_mut().insert(self.peer);
-        hyper::service::Service::call(&self.s3, req)
+        let fixup = wire::fixup_for(req.method(), req.uri());
+        let answer = hyper::service::Service::call(&self.s3, req);
+        Box::pin(async move {
+            let mut resp = answer.await?;
+            wire::apply(fixup, &mut resp);
+            Ok(resp)
+        })
     }
 }
 
@@ -176,6 +184,10 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io:
     let s3 = builder.build();
 
     let listener = TcpListener::bind(config.listen).await?;
+    let lifecycle = tokio::spawn(crate::s3::lifecycle::run_sweeps(
+        Arc::clone(&storage),
+        LIFECYCLE_EVERY,
+    ));
     let local = listener.local_addr()?;
     info!(%local, data_dir = %config.data_dir.display(), rdma = rdma.is_some(), "serving");
     {
@@ -224,6 +236,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io:
         });
     }
     info!("shutting down");
+    lifecycle.abort();
     drop(listener);
     drop(s3);
     if tokio::time::timeout(Duration::from_secs(10), graceful.shutdown())

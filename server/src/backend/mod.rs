@@ -105,6 +105,9 @@ pub struct ObjectMeta {
     pub expires: Option<String>,
     /// `x-amz-meta-*` without the prefix.
     pub user: BTreeMap<String, String>,
+    /// The object's tag set (key, value), sorted by key (`x-amz-tagging`, PutObjectTagging).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<(String, String)>,
 }
 
 /// What HEAD and listings report about an object.
@@ -295,6 +298,21 @@ pub trait Backend: Send + Sync + 'static {
     /// Record the bucket's owner once (a second call fails with `BucketAlreadyExists`).
     fn set_bucket_owner(&self, bucket: &str, owner: &str) -> StorageResult<()>;
 
+    /// A bucket configuration document (`name`: `lifecycle`, ...) as last stored, if any. A
+    /// store that keeps none answers [`unsupported`] (the S3 layer answers 501).
+    fn bucket_config(&self, _bucket: &str, _name: &str) -> StorageResult<Option<Vec<u8>>> {
+        Err(unsupported("bucket configuration documents"))
+    }
+    /// Store (`Some`, replacing any) or remove (`None`) a bucket configuration document.
+    fn set_bucket_config(
+        &self,
+        _bucket: &str,
+        _name: &str,
+        _doc: Option<&[u8]>,
+    ) -> StorageResult<()> {
+        Err(unsupported("bucket configuration documents"))
+    }
+
     /// Open an object; `range` selects bytes (`InvalidRange` if unsatisfiable).
     fn open_read(
         &self,
@@ -313,6 +331,16 @@ pub trait Backend: Send + Sync + 'static {
     ) -> StorageResult<ObjectWriter>;
     /// A missing key is not an error (S3 semantics); a missing bucket is.
     fn delete_object(&self, bucket: &str, key: &str) -> StorageResult<()>;
+    /// Replace the tag set of an existing object, leaving its bytes and other metadata as they
+    /// are (PutObjectTagging, DeleteObjectTagging). Default: [`unsupported`].
+    fn set_tags(
+        &self,
+        _bucket: &str,
+        _key: &str,
+        _tags: Vec<(String, String)>,
+    ) -> StorageResult<()> {
+        Err(unsupported("object tags"))
+    }
     /// All objects whose key starts with `prefix`, sorted by key (see [`listing::paginate`]).
     fn list_objects(&self, bucket: &str, prefix: &str) -> StorageResult<Vec<ObjectInfo>>;
 
@@ -349,6 +377,20 @@ pub trait Backend: Send + Sync + 'static {
     fn abort_upload(&self, bucket: &str, key: &str, upload_id: &str) -> StorageResult<()>;
     /// Uploads in progress whose key starts with `prefix`, sorted by (key, initiated).
     fn list_uploads(&self, bucket: &str, prefix: &str) -> StorageResult<Vec<UploadInfo>>;
+}
+
+/// What a store answers for a feature it does not keep: an `Unsupported` i/o error, which the
+/// S3 layer turns into 501 NotImplemented.
+pub fn unsupported(what: &str) -> StorageError {
+    StorageError::Io(io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!("{what} are not supported by this store"),
+    ))
+}
+
+/// Whether a failure is [`unsupported`].
+pub fn is_unsupported(e: &StorageError) -> bool {
+    matches!(e, StorageError::Io(io) if io.kind() == io::ErrorKind::Unsupported)
 }
 
 /// Resolve an HTTP range against an object size.

@@ -220,13 +220,13 @@ fn chosen_parts(
         if want.etag.trim_matches('"') != part.etag {
             return Err(StorageError::InvalidPart);
         }
+        // A part checksum named here must be the stored part's. One left out is accepted (as
+        // RGW does): the part's bytes were verified against it at UploadPart.
         if let Some(algo) = algo {
-            match want.checksums.get(algo) {
-                None => return Err(StorageError::ChecksumMismatch(algo)),
-                Some(v) if Some(v) != part.checksums.get(algo) => {
-                    return Err(StorageError::InvalidPart)
+            if let Some(v) = want.checksums.get(algo) {
+                if Some(v) != part.checksums.get(algo) {
+                    return Err(StorageError::InvalidPart);
                 }
-                Some(_) => {}
             }
         }
         chosen.push(part.clone());
@@ -355,9 +355,11 @@ pub(super) fn complete(
         part_sizes: chosen.iter().map(|p| p.size).collect(),
         part_checksums: chosen.iter().map(|p| p.checksums.clone()).collect(),
     };
-    let placed = side
-        .store(&fs.tmp_path(), &bucket_dir.join(META_DIR).join(&name))
-        .and_then(|()| fs::rename(&tmp, bucket_dir.join(&name)));
+    let placed = {
+        let _placing = fs.placing();
+        side.store(&fs.tmp_path(), &bucket_dir.join(META_DIR).join(&name))
+            .and_then(|()| fs::rename(&tmp, bucket_dir.join(&name)))
+    };
     if let Err(e) = placed {
         let _ = fs::remove_file(&tmp);
         return Err(e.into());
@@ -549,6 +551,55 @@ mod tests {
             s.list_parts("b", "k", &id),
             Err(StorageError::NoSuchUpload)
         ));
+    }
+
+    #[test]
+    fn complete_checks_named_part_checksums_and_accepts_missing_ones() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = FsBackend::open(dir.path()).expect("open");
+        s.create_bucket("b").expect("bucket");
+        let options = UploadOptions {
+            checksum: Some(ChecksumAlgo::Sha256),
+            ..Default::default()
+        };
+        let id = s.create_upload("b", "k", options).expect("create");
+        let mut w = s
+            .create_part_write(
+                "b",
+                "k",
+                &id,
+                1,
+                WriteOptions {
+                    compute: Some(ChecksumAlgo::Sha256),
+                    ..Default::default()
+                },
+            )
+            .expect("part");
+        w.append(b"only part").expect("write");
+        let p1 = w.commit().expect("commit");
+        assert!(p1.checksums.get(ChecksumAlgo::Sha256).is_some());
+        let mut wrong = Checksums::default();
+        wrong.set(ChecksumAlgo::Sha256, Some("AAAA".into()));
+        let named = |checksums: Checksums| CompletedPart {
+            part_number: 1,
+            etag: p1.etag.clone(),
+            checksums,
+        };
+        assert!(matches!(
+            s.complete_upload("b", "k", &id, &[named(wrong)], &Checksums::default()),
+            Err(StorageError::InvalidPart)
+        ));
+        assert!(s.list_objects("b", "").expect("list").is_empty());
+        let info = s
+            .complete_upload(
+                "b",
+                "k",
+                &id,
+                &[named(Checksums::default())],
+                &Checksums::default(),
+            )
+            .expect("a part named without its checksum");
+        assert!(info.checksums.get(ChecksumAlgo::Sha256).is_some());
     }
 
     #[test]

@@ -36,6 +36,7 @@ impl MetaFields {
                 .into_iter()
                 .map(|(k, v)| (k.to_ascii_lowercase(), v))
                 .collect(),
+            tags: Vec::new(),
         }
     }
 }

@@ -341,3 +341,144 @@ async fn listings_and_multi_delete() {
     let left = call(&s, "GET", "/bkt", &[], b"").await;
     assert_eq!(tags(&left.text(), "Key"), ["a/2", "c d"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn object_tags() {
+    let s = server();
+    assert_eq!(call(&s, "PUT", "/bkt", &[], b"").await.status, 200);
+    let put = call(
+        &s,
+        "PUT",
+        "/bkt/o",
+        &[("x-amz-tagging", "foo=bar&bar")],
+        b"x",
+    )
+    .await;
+    assert_eq!(put.status, 200, "{}", put.text());
+    let got = call(&s, "GET", "/bkt/o?tagging", &[], b"").await;
+    assert_eq!(got.status, 200);
+    assert_eq!(tags(&got.text(), "Key"), ["bar", "foo"]);
+    assert_eq!(tags(&got.text(), "Value"), ["", "bar"]);
+    let head = call(&s, "HEAD", "/bkt/o", &[], b"").await;
+    assert_eq!(head.header("x-amz-tagging-count"), Some("2"));
+    let get = call(&s, "GET", "/bkt/o", &[], b"").await;
+    assert_eq!(get.header("x-amz-tagging-count"), Some("2"));
+    assert_eq!(&get.body[..], b"x");
+
+    // Eleven tags: 400 InvalidTag, and the stored set is unchanged.
+    let eleven: String = (0..11)
+        .map(|i| format!("<Tag><Key>k{i}</Key><Value>v</Value></Tag>"))
+        .collect();
+    let body = format!("<Tagging><TagSet>{eleven}</TagSet></Tagging>");
+    let refused = call(&s, "PUT", "/bkt/o?tagging", &[], body.as_bytes()).await;
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert!(refused.text().contains("InvalidTag"));
+    let got = call(&s, "GET", "/bkt/o?tagging", &[], b"").await;
+    assert_eq!(tags(&got.text(), "Key"), ["bar", "foo"]);
+    // A PUT with too many tags in its header stores nothing.
+    let header: Vec<String> = (0..11).map(|i| format!("k{i}=v")).collect();
+    let refused = call(
+        &s,
+        "PUT",
+        "/bkt/p",
+        &[("x-amz-tagging", &header.join("&"))],
+        b"y",
+    )
+    .await;
+    assert_eq!(refused.status, 400);
+    assert_eq!(call(&s, "HEAD", "/bkt/p", &[], b"").await.status, 404);
+
+    let body = b"<Tagging><TagSet><Tag><Key>a</Key><Value>1</Value></Tag></TagSet></Tagging>";
+    assert_eq!(
+        call(&s, "PUT", "/bkt/o?tagging", &[], body).await.status,
+        200
+    );
+    let got = call(&s, "GET", "/bkt/o?tagging", &[], b"").await;
+    assert_eq!(tags(&got.text(), "Key"), ["a"]);
+    // Copies take the source's tags unless told to replace them.
+    let copied = call(&s, "PUT", "/bkt/c", &[("x-amz-copy-source", "/bkt/o")], b"").await;
+    assert_eq!(copied.status, 200, "{}", copied.text());
+    let got = call(&s, "GET", "/bkt/c?tagging", &[], b"").await;
+    assert_eq!(tags(&got.text(), "Key"), ["a"]);
+    let replaced = call(
+        &s,
+        "PUT",
+        "/bkt/r",
+        &[
+            ("x-amz-copy-source", "/bkt/o"),
+            ("x-amz-tagging-directive", "REPLACE"),
+            ("x-amz-tagging", "z=9"),
+        ],
+        b"",
+    )
+    .await;
+    assert_eq!(replaced.status, 200, "{}", replaced.text());
+    let got = call(&s, "GET", "/bkt/r?tagging", &[], b"").await;
+    assert_eq!(tags(&got.text(), "Key"), ["z"]);
+
+    assert_eq!(
+        call(&s, "DELETE", "/bkt/o?tagging", &[], b"").await.status,
+        204
+    );
+    let got = call(&s, "GET", "/bkt/o?tagging", &[], b"").await;
+    assert!(tags(&got.text(), "Key").is_empty());
+    assert_eq!(
+        call(&s, "HEAD", "/bkt/o", &[], b"")
+            .await
+            .header("x-amz-tagging-count"),
+        None
+    );
+    assert_eq!(
+        call(&s, "GET", "/bkt/none?tagging", &[], b"").await.status,
+        404
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bucket_lifecycle() {
+    let s = server();
+    assert_eq!(call(&s, "PUT", "/bkt", &[], b"").await.status, 200);
+    let missing = call(&s, "GET", "/bkt?lifecycle", &[], b"").await;
+    assert_eq!(missing.status, 404);
+    assert!(missing.text().contains("NoSuchLifecycleConfiguration"));
+    let rules = b"<LifecycleConfiguration><Rule><ID>r1</ID><Filter><Prefix>logs/</Prefix></Filter>\
+<Status>Enabled</Status><Expiration><Days>3</Days></Expiration></Rule><Rule><Filter><Prefix>up/</Prefix>\
+</Filter><Status>Disabled</Status><AbortIncompleteMultipartUpload><DaysAfterInitiation>2\
+</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule></LifecycleConfiguration>";
+    let put = call(&s, "PUT", "/bkt?lifecycle", &[], rules).await;
+    assert_eq!(put.status, 200, "{}", put.text());
+    let got = call(&s, "GET", "/bkt?lifecycle", &[], b"").await;
+    assert_eq!(got.status, 200);
+    let ids = tags(&got.text(), "ID");
+    assert_eq!(ids.len(), 2);
+    assert_eq!(ids[0], "r1");
+    assert!(!ids[1].is_empty(), "a rule without ID gets one");
+    assert_eq!(tags(&got.text(), "Days"), ["3"]);
+
+    // A refused configuration leaves the stored one as it was.
+    let bad =
+        b"<LifecycleConfiguration><Rule><ID>r1</ID><Prefix>a/</Prefix><Status>enabled</Status>\
+<Expiration><Days>1</Days></Expiration></Rule></LifecycleConfiguration>";
+    let refused = call(&s, "PUT", "/bkt?lifecycle", &[], bad).await;
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    let transition = b"<LifecycleConfiguration><Rule><ID>t</ID><Prefix>a/</Prefix><Status>Enabled</Status>\
+<Transition><Days>1</Days><StorageClass>GLACIER</StorageClass></Transition></Rule></LifecycleConfiguration>";
+    let refused = call(&s, "PUT", "/bkt?lifecycle", &[], transition).await;
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert!(refused.text().contains("InvalidStorageClass"));
+    let got = call(&s, "GET", "/bkt?lifecycle", &[], b"").await;
+    assert_eq!(tags(&got.text(), "ID")[0], "r1");
+
+    assert_eq!(
+        call(&s, "DELETE", "/bkt?lifecycle", &[], b"").await.status,
+        204
+    );
+    assert_eq!(
+        call(&s, "GET", "/bkt?lifecycle", &[], b"").await.status,
+        404
+    );
+    // A bucket whose only content was its lifecycle configuration is empty.
+    let put = call(&s, "PUT", "/bkt?lifecycle", &[], rules).await;
+    assert_eq!(put.status, 200);
+    assert_eq!(call(&s, "DELETE", "/bkt", &[], b"").await.status, 204);
+}

@@ -19,6 +19,22 @@ pub(super) fn max_keys(requested: Option<i32>) -> S3Result<usize> {
     }
 }
 
+/// RGW's `allow-unordered=true` extension (listings here are always ordered, which satisfies
+/// it) cannot be combined with a delimiter: RGW answers 400 InvalidArgument, and so do we.
+pub(super) fn check_unordered(uri: &http::Uri, delimiter: Option<&str>) -> S3Result<()> {
+    let unordered = uri.query().is_some_and(|q| {
+        form_urlencoded::parse(q.as_bytes())
+            .any(|(n, v)| n == "allow-unordered" && v.eq_ignore_ascii_case("true"))
+    });
+    if unordered && delimiter.is_some_and(|d| !d.is_empty()) {
+        return Err(s3_error!(
+            InvalidArgument,
+            "allow-unordered cannot be combined with a delimiter"
+        ));
+    }
+    Ok(())
+}
+
 /// An empty marker means none.
 pub(super) fn page_marker(marker: Option<&str>) -> Option<&str> {
     marker.filter(|m| !m.is_empty())
@@ -247,5 +263,16 @@ mod tests {
         assert_eq!(max_keys(Some(5000)).expect("capped"), 1000);
         assert_eq!(max_keys(Some(0)).expect("zero"), 0);
         assert!(max_keys(Some(-1)).is_err());
+    }
+
+    #[test]
+    fn unordered_listing_refuses_a_delimiter() {
+        let unordered: http::Uri = "/b?allow-unordered=true".parse().expect("uri");
+        assert!(check_unordered(&unordered, None).is_ok());
+        assert!(check_unordered(&unordered, Some("")).is_ok());
+        let err = check_unordered(&unordered, Some("/")).expect_err("refused");
+        assert_eq!(*err.code(), s3s::S3ErrorCode::InvalidArgument);
+        let ordered: http::Uri = "/b?delimiter=%2F".parse().expect("uri");
+        assert!(check_unordered(&ordered, Some("/")).is_ok());
     }
 }

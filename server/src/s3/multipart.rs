@@ -8,6 +8,7 @@ use super::conditions::{self, Conditions};
 use super::headers::{self, MetaFields, SseFields};
 use super::listing::{max_keys, page_marker};
 use super::objects::{copy_into, copy_source, put_checksums, timestamp, write_body};
+use super::tagging;
 use super::{reply_headers, CheckedToken, HipobjS3};
 use crate::backend::listing::paginate;
 use crate::backend::{
@@ -60,17 +61,19 @@ impl HipobjS3 {
             kms_key_id: input.ssekms_key_id.as_ref(),
         })?;
         let checksum = headers::algorithm(input.checksum_algorithm.as_ref())?;
+        let mut meta = MetaFields {
+            content_type: input.content_type,
+            content_encoding: input.content_encoding,
+            content_disposition: input.content_disposition,
+            content_language: input.content_language,
+            cache_control: input.cache_control,
+            expires: input.expires,
+            metadata: input.metadata,
+        }
+        .into_meta();
+        meta.tags = tagging::from_header(input.tagging.as_deref())?;
         let options = UploadOptions {
-            meta: MetaFields {
-                content_type: input.content_type,
-                content_encoding: input.content_encoding,
-                content_disposition: input.content_disposition,
-                content_language: input.content_language,
-                cache_control: input.cache_control,
-                expires: input.expires,
-                metadata: input.metadata,
-            }
-            .into_meta(),
+            meta,
             checksum,
             full_object: input
                 .checksum_type

@@ -8,6 +8,7 @@ use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 
 use super::conditions::{self, Conditions};
 use super::headers::{self, MetaFields, SseFields};
+use super::tagging;
 use super::HipobjS3;
 use crate::backend::{ObjectInfo, ObjectReader, ObjectWriter, StorageError, WriteOptions};
 use crate::error;
@@ -255,6 +256,7 @@ impl HipobjS3 {
                 .or_else(|| meta.cache_control.clone()),
             expires: input.response_expires.or_else(|| headers::expires_of(meta)),
             metadata: headers::metadata_of(meta),
+            tag_count: tagging::count(&meta.tags),
             parts_count: info
                 .parts
                 .filter(|_| input.part_number.is_some())
@@ -316,7 +318,12 @@ impl HipobjS3 {
             part_or_object_checksums(&info, input.part_number, selected.is_none(), wanted);
         output.checksum_type = headers::checksum_type(&reported);
         put_checksums!(output, reported);
-        Ok(S3Response::new(output))
+        // HeadObjectOutput has no tag count field; S3 sends the header on HEAD too.
+        let mut extra = http::HeaderMap::new();
+        if let Some(n) = tagging::count(&meta.tags) {
+            extra.insert(tagging::TAG_COUNT_HEADER, http::HeaderValue::from(n));
+        }
+        Ok(S3Response::with_headers(output, extra))
     }
 
     /// The object under `key` if there is one (for write conditions).
@@ -339,6 +346,7 @@ impl HipobjS3 {
             customer_key: input.sse_customer_key.as_ref(),
             kms_key_id: input.ssekms_key_id.as_ref(),
         })?;
+        let tags = tagging::from_header(input.tagging.as_deref())?;
         let conditional = input.if_match.is_some() || input.if_none_match.is_some();
         if conditional {
             let existing = self.existing(&input.bucket, &input.key).await?;
@@ -348,17 +356,19 @@ impl HipobjS3 {
                 existing.as_ref(),
             )?;
         }
+        let mut meta = MetaFields {
+            content_type: input.content_type,
+            content_encoding: input.content_encoding,
+            content_disposition: input.content_disposition,
+            content_language: input.content_language,
+            cache_control: input.cache_control,
+            expires: input.expires,
+            metadata: input.metadata,
+        }
+        .into_meta();
+        meta.tags = tags;
         let options = WriteOptions {
-            meta: MetaFields {
-                content_type: input.content_type,
-                content_encoding: input.content_encoding,
-                content_disposition: input.content_disposition,
-                content_language: input.content_language,
-                cache_control: input.cache_control,
-                expires: input.expires,
-                metadata: input.metadata,
-            }
-            .into_meta(),
+            meta,
             content_md5: input.content_md5,
             expected: headers::expected_checksums(
                 input.checksum_crc32,
@@ -533,7 +543,16 @@ impl HipobjS3 {
                  location or encryption attributes."
             ));
         }
-        let meta = if replace {
+        let replace_tags = input
+            .tagging_directive
+            .as_ref()
+            .is_some_and(|d| d.as_str().eq_ignore_ascii_case("REPLACE"));
+        let tags = if replace_tags {
+            tagging::from_header(input.tagging.as_deref())?
+        } else {
+            src.meta.tags.clone()
+        };
+        let mut meta = if replace {
             MetaFields {
                 content_type: input.content_type,
                 content_encoding: input.content_encoding,
@@ -547,6 +566,7 @@ impl HipobjS3 {
         } else {
             src.meta.clone()
         };
+        meta.tags = tags;
         let compute = match headers::algorithm(input.checksum_algorithm.as_ref())? {
             Some(a) => Some(a),
             None => src.checksums.algos().next(),

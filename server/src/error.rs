@@ -45,6 +45,7 @@ pub fn storage_error(e: StorageError) -> S3Error {
             ),
         ),
         StorageError::InvalidDigest => S3Error::new(S3ErrorCode::InvalidDigest),
+        StorageError::AccessDenied => S3Error::new(S3ErrorCode::AccessDenied),
         StorageError::Io(io) => {
             let at = std::panic::Location::caller();
             warn!(error = %io, %at, "storage i/o failed");

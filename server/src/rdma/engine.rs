@@ -13,7 +13,7 @@ use super::selection::{select_bytes, SelectionError};
 use super::staging::StagingPool;
 use super::transfer::{ChunkSink, Deadlines, Direction, Plan, Remote, Shape, Transfer};
 use super::{JobKind, RdmaJob, RdmaOutcome, RejectCode};
-use crate::backend::{Backend, ObjectWriter, StorageError, WriteOptions};
+use crate::backend::{self, Backend, ObjectWriter, StorageError, WriteOptions};
 use crate::identity::Requester;
 use crate::stats::Stats;
 
@@ -130,21 +130,27 @@ impl<P: RdmaPort> Engine<P> {
             return RdmaOutcome::Rejected(RejectCode::NotImplemented);
         }
         let who = &job.requester;
+        // The store as the requester reaches it (gateway mode: requests signed as that identity).
+        let storage = backend::acting_for(&self.storage, &who.identity);
+        let storage = storage.as_ref();
         match job.kind {
-            JobKind::Get { range } => self.get(&job.token, who, &job.bucket, &job.key, range),
-            JobKind::Put => self.put(&job.token, who, &job.bucket, &job.key),
+            JobKind::Get { range } => {
+                self.get(storage, &job.token, who, &job.bucket, &job.key, range)
+            }
+            JobKind::Put => self.put(storage, &job.token, who, &job.bucket, &job.key),
         }
     }
 
     fn get(
         &self,
+        storage: &dyn Backend,
         token: &Token,
         who: &Requester,
         bucket: &str,
         key: &str,
         range: Option<s3s::dto::Range>,
     ) -> RdmaOutcome {
-        let mut object = match self.storage.open_read(bucket, key, None) {
+        let mut object = match storage.open_read(bucket, key, None) {
             Ok(o) => o,
             Err(e) => return reject_storage(e),
         };
@@ -183,11 +189,19 @@ impl<P: RdmaPort> Engine<P> {
         }
     }
 
-    fn put(&self, token: &Token, who: &Requester, bucket: &str, key: &str) -> RdmaOutcome {
-        let mut writer = match self
-            .storage
-            .create_write(bucket, key, WriteOptions::default())
-        {
+    fn put(
+        &self,
+        storage: &dyn Backend,
+        token: &Token,
+        who: &Requester,
+        bucket: &str,
+        key: &str,
+    ) -> RdmaOutcome {
+        let options = WriteOptions {
+            size: Some(token.length),
+            ..Default::default()
+        };
+        let mut writer = match storage.create_write(bucket, key, options) {
             Ok(w) => w,
             Err(e) => return reject_storage(e),
         };
@@ -374,6 +388,7 @@ fn reject_storage(e: StorageError) -> RdmaOutcome {
             RejectCode::NotFound
         }
         StorageError::InvalidRange => RejectCode::RangeNotSatisfiable,
+        StorageError::AccessDenied => RejectCode::Forbidden,
         StorageError::InvalidKey
         | StorageError::InvalidBucketName
         | StorageError::InvalidPart

@@ -74,6 +74,22 @@ def read_baseline(path):
     return None
 
 
+def print_differences(a, ra, b, rb):
+    """Cases that pass on one server and not on the other (skips and cases run on one only apart)."""
+    diff = sorted(
+        c for c in set(ra) & set(rb)
+        if "skipped" not in (ra[c], rb[c]) and (ra[c] == "passed") != (rb[c] == "passed")
+    )
+    only = sorted(set(ra) ^ set(rb))
+    print(f"\ncases whose outcome differs between {a} and {b}: {len(diff)}")
+    for c in diff:
+        print(f"  DIFF {c}: {a} {ra[c]}, {b} {rb[c]}")
+    if only:
+        print(f"cases reported by one of them only: {len(only)}")
+        for c in only:
+            print(f"  ONLY {c}: {a} {ra.get(c, '-')}, {b} {rb.get(c, '-')}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--result", action="append", required=True, help="NAME=junit.xml")
@@ -83,6 +99,8 @@ def main():
     ap.add_argument("--elapsed", type=int, default=0)
     ap.add_argument("--record", action="store_true")
     ap.add_argument("--narrowed", action="store_true")
+    ap.add_argument("--differences", metavar="A,B",
+                    help="list the cases whose outcome differs between results A and B")
     args = ap.parse_args()
 
     groups = load_groups(args.groups)
@@ -130,6 +148,9 @@ def main():
           f"(tests/s3/excluded.txt), {len(gaps)} failing cases not excluded:")
     for c in gaps:
         print(f"  GAP {group_of(c, groups)}: {c}")
+    if args.differences:
+        a, _, b = args.differences.partition(",")
+        print_differences(a, servers.get(a, {}), b, servers.get(b, {}))
     if args.elapsed:
         print(f"\nrun time {args.elapsed} s")
 

@@ -167,6 +167,15 @@ fn aborted_and_short_writes_store_nothing() {
     let mut w = b.create_write("gwb", "long", sized(10)).expect("create");
     assert!(w.append(&data[..11]).is_err());
     w.abort();
+    // A missing bucket is answered before any byte moves.
+    assert!(matches!(
+        b.create_write("nobucket", "k", sized(10)),
+        Err(StorageError::NoSuchBucket)
+    ));
+    // An empty object is a commit without writes.
+    let w = b.create_write("gwb", "empty", sized(0)).expect("create");
+    assert_eq!(w.commit().expect("empty commit").size, 0);
+    assert_eq!(store.stored("gwb", "empty").as_deref(), Some(&b""[..]));
     // Without a length the proxy cannot stream: a clear error, nothing started.
     assert!(b
         .create_write("gwb", "nolen", WriteOptions::default())

@@ -83,9 +83,12 @@ impl S3ProxyBackend {
         Doc::new(text).parse(root, f)
     }
 
-    /// Start a streaming PUT of `options.size` bytes to `target`.
+    /// A streaming PUT of `options.size` bytes to `target` in `bucket`. The bucket is asked for
+    /// first, so that a missing bucket or a refused identity is answered (404, 403) before any
+    /// pairing or RDMA; the PUT itself starts with the first byte.
     fn streaming_put(
         &self,
+        bucket: &str,
         key: &str,
         target: String,
         options: WriteOptions,
@@ -100,13 +103,14 @@ impl S3ProxyBackend {
         if let Some(md5) = &options.content_md5 {
             headers.push(("content-md5".into(), md5.clone()));
         }
+        self.head_bucket(bucket)?;
         let to = Target {
             key: key.to_string(),
             target,
             headers,
             meta: options.meta,
         };
-        Ok(Box::new(StreamingPut::start(self.store.clone(), to, len)?))
+        Ok(Box::new(StreamingPut::new(self.store.clone(), to, len)))
     }
 }
 
@@ -284,7 +288,7 @@ impl Backend for S3ProxyBackend {
         key: &str,
         options: WriteOptions,
     ) -> StorageResult<ObjectWriter> {
-        self.streaming_put(key, object_path(bucket, key), options)
+        self.streaming_put(bucket, key, object_path(bucket, key), options)
     }
 
     fn delete_object(&self, bucket: &str, key: &str) -> StorageResult<()> {
@@ -358,7 +362,7 @@ impl Backend for S3ProxyBackend {
             object_path(bucket, key),
             query_value(upload_id)
         );
-        self.streaming_put(key, target, options)
+        self.streaming_put(bucket, key, target, options)
     }
 
     fn upload_info(&self, bucket: &str, key: &str, upload_id: &str) -> StorageResult<UploadInfo> {

@@ -104,52 +104,69 @@ pub struct StreamingPut {
     meta: ObjectMeta,
     expected: u64,
     written: u64,
+    /// The request not sent yet: the PUT starts with the first byte (or the commit of an empty
+    /// object), so a writer dropped before any byte (a request answered 428) costs the store
+    /// nothing.
+    pending: Option<(StoreSession, String, Vec<(String, String)>)>,
     tx: Option<SyncSender<Feed>>,
     put: Option<JoinHandle<PutResult>>,
 }
 
 impl StreamingPut {
-    /// Start the PUT of `len` bytes; the store sees the request at once.
-    pub fn start(store: StoreSession, to: Target, len: u64) -> StorageResult<StreamingPut> {
-        let (tx, rx) = sync_channel::<Feed>(CHUNKS_IN_FLIGHT);
+    /// A PUT of `len` bytes to `to`, started by the first write.
+    pub fn new(store: StoreSession, to: Target, len: u64) -> StreamingPut {
         let Target {
             key,
             target,
             headers,
             meta,
         } = to;
-        let put = std::thread::Builder::new()
-            .name("hipobj-store-put".into())
-            .spawn(move || {
-                let body = ChannelBody {
-                    rx,
-                    chunk: Vec::new(),
-                    at: 0,
-                    delivered: 0,
-                    expected: len,
-                    committed: false,
-                };
-                let payload = Payload::Stream {
-                    len,
-                    reader: Box::new(body),
-                };
-                let resp = store.send("PUT", &target, &headers, payload)?;
-                Ok(resp
-                    .headers()
-                    .get("etag")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or_default()
-                    .trim_matches('"')
-                    .to_string())
-            })?;
-        Ok(StreamingPut {
+        StreamingPut {
             key,
             meta,
             expected: len,
             written: 0,
-            tx: Some(tx),
-            put: Some(put),
-        })
+            pending: Some((store, target, headers)),
+            tx: None,
+            put: None,
+        }
+    }
+
+    /// The channel into the running PUT, starting it on first use.
+    fn feed(&mut self) -> io::Result<&SyncSender<Feed>> {
+        if let Some((store, target, headers)) = self.pending.take() {
+            let (tx, rx) = sync_channel::<Feed>(CHUNKS_IN_FLIGHT);
+            let len = self.expected;
+            let put = std::thread::Builder::new()
+                .name("hipobj-store-put".into())
+                .spawn(move || {
+                    let body = ChannelBody {
+                        rx,
+                        chunk: Vec::new(),
+                        at: 0,
+                        delivered: 0,
+                        expected: len,
+                        committed: false,
+                    };
+                    let payload = Payload::Stream {
+                        len,
+                        reader: Box::new(body),
+                    };
+                    let resp = store.send("PUT", &target, &headers, payload)?;
+                    Ok(resp
+                        .headers()
+                        .get("etag")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .trim_matches('"')
+                        .to_string())
+                })?;
+            self.tx = Some(tx);
+            self.put = Some(put);
+        }
+        self.tx
+            .as_ref()
+            .ok_or_else(|| io::Error::other("store PUT already ended"))
     }
 
     fn join(&mut self) -> PutResult {
@@ -180,10 +197,7 @@ impl ObjectWrite for StreamingPut {
                 "more bytes than the announced length",
             ));
         }
-        let Some(tx) = &self.tx else {
-            return Err(io::Error::other("store PUT already ended"));
-        };
-        if tx.send(Feed::Bytes(data.to_vec())).is_err() {
+        if self.feed()?.send(Feed::Bytes(data.to_vec())).is_err() {
             // The PUT thread ended early: its error says why.
             let why = match self.join() {
                 Err(e) => e.to_string(),
@@ -208,10 +222,7 @@ impl ObjectWrite for StreamingPut {
                 short,
             )));
         }
-        let sent = self
-            .tx
-            .as_ref()
-            .is_some_and(|tx| tx.send(Feed::Commit).is_ok());
+        let sent = self.feed()?.send(Feed::Commit).is_ok();
         let etag = self.join()?;
         if !sent {
             return Err(StorageError::Io(io::Error::other(
@@ -239,6 +250,7 @@ impl ObjectWrite for StreamingPut {
 impl StreamingPut {
     /// Cut the body off; the PUT fails at the store (nothing stored) and its thread ends.
     fn abort_now(&mut self) {
+        self.pending = None;
         if self.put.is_some() {
             let _ = self.join();
         }

@@ -69,6 +69,7 @@ pub fn rejected(code: RejectCode, stats: &Stats) -> S3Error {
         RejectCode::BadRequest => S3ErrorCode::InvalidArgument,
         RejectCode::Forbidden => S3ErrorCode::AccessDenied,
         RejectCode::NotFound => S3ErrorCode::NoSuchKey,
+        RejectCode::NoSuchUpload => S3ErrorCode::NoSuchUpload,
         RejectCode::RangeNotSatisfiable => S3ErrorCode::InvalidRange,
         RejectCode::Failed => S3ErrorCode::InternalError,
         RejectCode::NotImplemented => S3ErrorCode::NotImplemented,
@@ -87,6 +88,17 @@ pub fn refused(err: S3Error, token_request: bool, stats: &Stats) -> S3Error {
     } else {
         err
     }
+}
+
+/// An S3 error of a token request answered before any pairing or RDMA (no such upload, a bad
+/// part number, ...): its status and S3 code stay, `x-amz-rdma-reply` mirrors the status.
+pub fn token_error(err: S3Error, stats: &Stats) -> S3Error {
+    let status = err
+        .status_code()
+        .map(|s| s.as_u16())
+        .filter(|s| (100..=599).contains(s))
+        .unwrap_or(500);
+    with_reply(err, status, &Reply::Code(i32::from(status)), stats)
 }
 
 /// 428 + `x-amz-rdma-reply: 428:<server token>`.
@@ -134,6 +146,7 @@ mod tests {
             (RejectCode::BadRequest, 400),
             (RejectCode::Forbidden, 403),
             (RejectCode::NotFound, 404),
+            (RejectCode::NoSuchUpload, 404),
             (RejectCode::RangeNotSatisfiable, 416),
             (RejectCode::Failed, 500),
             (RejectCode::NotImplemented, 501),
@@ -154,6 +167,17 @@ mod tests {
             assert_eq!(retry_after.is_some(), n == 503, "Retry-After only on 503");
         }
         assert!(stats.to_json().contains("\"replies_503\":1"));
+    }
+
+    #[test]
+    fn a_token_error_keeps_its_code_and_mirrors_its_status() {
+        let stats = Stats::default();
+        let e = token_error(storage_error(StorageError::NoSuchUpload), &stats);
+        assert_eq!(*e.code(), S3ErrorCode::NoSuchUpload);
+        assert_eq!(e.status_code().map(|s| s.as_u16()), Some(404));
+        let reply = e.headers().and_then(|h| h.get(RDMA_REPLY)).expect("reply");
+        assert_eq!(reply.as_bytes(), b"404");
+        assert!(stats.to_json().contains("\"replies_404\":1"));
     }
 
     #[test]

@@ -73,6 +73,20 @@ impl HipobjS3 {
         key: &str,
         kind: JobKind,
     ) -> Option<S3Result<RdmaOutcome>> {
+        let checked = match self.checked_token(headers, extensions)? {
+            Ok(c) => c,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(Ok(checked.submit(bucket, key, kind).await))
+    }
+
+    /// The request's token, parsed and checked (RC, RDMA on here) with its requester, before
+    /// anything else of the operation runs; `None` for plain S3.
+    fn checked_token(
+        &self,
+        headers: &http::HeaderMap,
+        extensions: &http::Extensions,
+    ) -> Option<S3Result<CheckedToken<'_>>> {
         let value = headers.get(RDMA_TOKEN)?;
         Stats::bump(&self.stats.token_requests);
         let token = match parse_token_header(value.as_bytes()) {
@@ -98,14 +112,31 @@ impl HipobjS3 {
             Ok(r) => r.clone(),
             Err(e) => return Some(Err(e)),
         };
-        let job = RdmaJob {
+        Some(Ok(CheckedToken {
+            rdma,
             token,
             requester,
+        }))
+    }
+}
+
+/// A well-formed RC token of a checked requester, ready to become an RDMA job.
+struct CheckedToken<'s> {
+    rdma: &'s RdmaWorkers,
+    token: hipobj::token::Token,
+    requester: crate::identity::Requester,
+}
+
+impl CheckedToken<'_> {
+    async fn submit(self, bucket: &str, key: &str, kind: JobKind) -> RdmaOutcome {
+        let job = RdmaJob {
+            token: self.token,
+            requester: self.requester,
             bucket: bucket.to_string(),
             key: key.to_string(),
             kind,
         };
-        Some(Ok(rdma.submit(job).await))
+        self.rdma.submit(job).await
     }
 }
 
@@ -344,12 +375,11 @@ impl S3 for HipobjS3 {
         req: S3Request<UploadPartInput>,
     ) -> S3Result<S3Response<UploadPartOutput>> {
         presign::check_expiry(&req.uri)?;
-        if req.headers.contains_key(RDMA_TOKEN) {
-            // UploadPart by token: the RDMA engine writes through Backend::create_part_write;
-            // the data path wires it (server/src/rdma).
-            return Err(error::rejected(RejectCode::NotImplemented, &self.stats));
+        match self.checked_token(&req.headers, &req.extensions) {
+            None => self.upload_part_plain(req.input).await,
+            Some(Err(e)) => Err(e),
+            Some(Ok(checked)) => self.upload_part_rdma(req.input, checked).await,
         }
-        self.upload_part_plain(req.input).await
     }
 
     async fn upload_part_copy(
@@ -597,5 +627,106 @@ mod tests {
         ] {
             assert!(json.contains(want), "{want} in {json}");
         }
+    }
+
+    /// The text between `<tag>` and `</tag>` in an XML body.
+    fn xml_value(body: &[u8], tag: &str) -> String {
+        let text = String::from_utf8_lossy(body);
+        let open = format!("<{tag}>");
+        let start = text.find(&open).expect(tag) + open.len();
+        let end = text[start..].find(&format!("</{tag}>")).expect(tag) + start;
+        text[start..end].to_string()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn upload_part_by_token_is_a_part_like_any_other() {
+        let h = harness();
+        assert_eq!(call(&h, "PUT", "/bkt", &[], b"").await.0, 200);
+        let (status, _, body) = call(&h, "POST", "/bkt/mp?uploads", &[], b"").await;
+        assert_eq!(status, 200);
+        let id = xml_value(&body, "UploadId");
+        let part1: Vec<u8> = (0..(5u32 << 20)).map(|i| (i % 251) as u8).collect();
+        let part2: Vec<u8> = (0..1000u32).map(|i| (i % 13) as u8).collect();
+        h.port.add_region(RKEY, BASE, part1.clone());
+
+        // Unknown upload id: 404 NoSuchUpload with reply 404, no pairing, buffer unchanged.
+        let t0 = token(part1.len() as u64, 0);
+        let (status, headers, body) = call(
+            &h,
+            "PUT",
+            "/bkt/mp?partNumber=1&uploadId=00ff",
+            &[("x-amz-rdma-token", &t0)],
+            b"",
+        )
+        .await;
+        assert_eq!(status, 404);
+        assert_eq!(reply(&headers), Reply::Code(404));
+        assert_eq!(xml_value(&body, "Code"), "NoSuchUpload");
+        assert!(h.stats.to_json().contains("\"pairings_created\":0"));
+        assert_eq!(h.port.region(RKEY), part1);
+
+        // Part 1 by RDMA: 428, then 200 with the part's ETag.
+        let uri = format!("/bkt/mp?partNumber=1&uploadId={id}");
+        let (status, headers, _) = call(&h, "PUT", &uri, &[("x-amz-rdma-token", &t0)], b"").await;
+        assert_eq!(status, 428);
+        let Reply::PairingNeeded(server) = reply(&headers) else {
+            panic!("expected 428:<token>")
+        };
+        let t1 = token(part1.len() as u64, server.lid);
+        let (status, headers, _) = call(&h, "PUT", &uri, &[("x-amz-rdma-token", &t1)], b"").await;
+        assert_eq!(status, 200);
+        assert_eq!(reply(&headers), Reply::Done(server));
+        let etag1 = headers
+            .get("etag")
+            .expect("etag")
+            .to_str()
+            .expect("ascii")
+            .to_string();
+        assert_eq!(
+            etag1,
+            format!(
+                "\"{}\"",
+                hex::encode(<md5::Md5 as md5::Digest>::digest(&part1))
+            )
+        );
+
+        // Part 2 by HTTP body.
+        let uri2 = format!("/bkt/mp?partNumber=2&uploadId={id}");
+        let (status, headers, _) = call(&h, "PUT", &uri2, &[], &part2).await;
+        assert_eq!(status, 200);
+        let etag2 = headers
+            .get("etag")
+            .expect("etag")
+            .to_str()
+            .expect("ascii")
+            .to_string();
+
+        // ListParts shows both; Complete assembles them; GET reads back both parts in order.
+        let (status, _, body) = call(&h, "GET", &format!("/bkt/mp?uploadId={id}"), &[], b"").await;
+        assert_eq!(status, 200);
+        let listed = String::from_utf8_lossy(&body);
+        assert!(
+            listed.contains(&etag1.replace('"', "&quot;")) || listed.contains(&etag1),
+            "{listed}"
+        );
+        assert_eq!(listed.matches("<Part>").count(), 2, "{listed}");
+        let complete = format!(
+            "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>{etag1}</ETag></Part>\
+             <Part><PartNumber>2</PartNumber><ETag>{etag2}</ETag></Part></CompleteMultipartUpload>"
+        );
+        let (status, _, body) = call(
+            &h,
+            "POST",
+            &format!("/bkt/mp?uploadId={id}"),
+            &[],
+            complete.as_bytes(),
+        )
+        .await;
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+        let (status, _, body) = call(&h, "GET", "/bkt/mp", &[], b"").await;
+        assert_eq!(status, 200);
+        assert_eq!(body.len(), part1.len() + part2.len());
+        assert!(body[..part1.len()] == part1[..] && body[part1.len()..] == part2[..]);
+        assert!(h.stats.to_json().contains("\"rdma_parts\":1"));
     }
 }

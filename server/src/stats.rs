@@ -47,6 +47,8 @@ counters! {
     rdma_gets,
     /// RDMA PUTs completed (RDMA READ from the client).
     rdma_puts,
+    /// RDMA UploadParts completed (RDMA READ from the client, stored as a part).
+    rdma_parts,
     /// Bytes moved by RDMA WRITE.
     rdma_bytes_written,
     /// Bytes moved by RDMA READ.

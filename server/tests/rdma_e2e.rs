@@ -991,3 +991,166 @@ fn spoofed_keys_cannot_tear_down_or_evict_the_victims_pairing() {
     assert!(stat(&stats, "pairings_live") <= 8, "{stats}");
     assert!(server.stop().success());
 }
+
+// --- UploadPart by RDMA token ---
+
+/// The text between `<tag>` and `</tag>` in an XML body.
+fn xml_value(body: &[u8], tag: &str) -> String {
+    let text = String::from_utf8_lossy(body);
+    let open = format!("<{tag}>");
+    let start = text
+        .find(&open)
+        .unwrap_or_else(|| panic!("{tag} in {text}"))
+        + open.len();
+    let end = text[start..]
+        .find(&format!("</{tag}>"))
+        .unwrap_or_else(|| panic!("</{tag}> in {text}"))
+        + start;
+    text[start..end].to_string()
+}
+
+/// Part `n` of the multipart test: 5 MiB (S3's minimum for all but the last part) with its own
+/// bytes.
+fn part_bytes(n: usize) -> Vec<u8> {
+    pattern(5 * 1024 * 1024)
+        .iter()
+        .map(|b| b.wrapping_mul(3).wrapping_add(n as u8))
+        .collect()
+}
+
+/// A multipart upload whose parts 1..=6 come by RDMA READ from three client threads (two parts
+/// each, one connection per thread) and whose last part comes by HTTP body: every part is listed
+/// with its size and MD5 ETag, CompleteMultipartUpload accepts them, and the object reads back
+/// byte-exact. Before that, an RDMA part naming an unknown upload id gets 404 NoSuchUpload with
+/// reply 404, creates no pairing and stores nothing.
+#[test]
+#[ignore = "needs an RDMA device: set HIPOBJ_TEST_RDMA_DEVICE (e.g. rxe0) and pass --ignored"]
+fn multipart_upload_with_rdma_parts_from_several_threads() {
+    let (name, dev) = open_device();
+    let server = lane_server(
+        &dev,
+        &[
+            "--device",
+            &name,
+            "--chunk-bytes",
+            "1048576",
+            "--wr-depth",
+            "4",
+        ],
+    );
+    assert_eq!(server.request("PUT", "/bkt", &[], b"").status, 200);
+    let r = server.request("POST", "/bkt/mp?uploads", &[], b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let id = xml_value(&r.body, "UploadId");
+
+    // Unknown upload id: refused before any pairing, nothing read.
+    let mut c = Client::new(&dev, 5 * 1024 * 1024);
+    c.buf.copy_from_slice(&part_bytes(1));
+    let r = server.request(
+        "PUT",
+        "/bkt/mp?partNumber=1&uploadId=0123456789abcdef",
+        &[("x-amz-rdma-token", c.token(c.buf.len() as u64))],
+        b"",
+    );
+    assert_eq!(r.status, 404, "{}", r.text());
+    assert_eq!(reply(&r), Reply::Code(404));
+    assert_eq!(xml_value(&r.body, "Code"), "NoSuchUpload");
+    assert!(c.buf[..] == part_bytes(1)[..], "the buffer changed");
+    let stats = server.stats();
+    assert_eq!(stat(&stats, "pairings_created"), 0, "{stats}");
+    assert_eq!(stat(&stats, "work_requests"), 0, "{stats}");
+    drop(c);
+
+    const THREADS: usize = 3;
+    const PER_THREAD: usize = 2;
+    let mut etags: Vec<(usize, String)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (server, dev, id) = (&server, &dev, &id);
+                s.spawn(move || {
+                    let mut c = Client::new(dev, 5 * 1024 * 1024);
+                    let mut etags = Vec::new();
+                    for i in 0..PER_THREAD {
+                        let n = t * PER_THREAD + i + 1;
+                        c.buf.copy_from_slice(&part_bytes(n));
+                        let target = format!("/bkt/mp?partNumber={n}&uploadId={id}");
+                        let r = c.send(server, "PUT", &target, c.buf.len() as u64, None);
+                        assert_eq!(r.status, 200, "part {n}: {}", r.text());
+                        assert!(matches!(reply(&r), Reply::Done(_)));
+                        let etag = r.header("etag").expect("etag").to_string();
+                        etags.push((n, etag));
+                    }
+                    etags
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("thread"))
+            .collect()
+    });
+    let last = THREADS * PER_THREAD + 1;
+    let tail = pattern(1024 * 1024 + 17);
+    let r = server.request(
+        "PUT",
+        &format!("/bkt/mp?partNumber={last}&uploadId={id}"),
+        &[],
+        &tail,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    etags.push((last, r.header("etag").expect("etag").to_string()));
+    etags.sort();
+    for (n, etag) in &etags {
+        if *n < last {
+            let md5 = <md5::Md5 as md5::Digest>::digest(part_bytes(*n));
+            assert_eq!(*etag, format!("\"{}\"", hex::encode(md5)), "part {n}");
+        }
+    }
+
+    let r = server.get(&format!("/bkt/mp?uploadId={id}"));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text().matches("<Part>").count(), last, "{}", r.text());
+    assert_eq!(
+        r.text().matches("<Size>5242880</Size>").count(),
+        last - 1,
+        "{}",
+        r.text()
+    );
+
+    let mut complete = String::from("<CompleteMultipartUpload>");
+    for (n, etag) in &etags {
+        complete.push_str(&format!(
+            "<Part><PartNumber>{n}</PartNumber><ETag>{etag}</ETag></Part>"
+        ));
+    }
+    complete.push_str("</CompleteMultipartUpload>");
+    let r = server.request(
+        "POST",
+        &format!("/bkt/mp?uploadId={id}"),
+        &[],
+        complete.as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(
+        xml_value(&r.body, "ETag").ends_with(&format!("-{last}&quot;"))
+            || xml_value(&r.body, "ETag").ends_with(&format!("-{last}\"")),
+        "{}",
+        r.text()
+    );
+
+    let mut want: Vec<u8> = (1..last).flat_map(part_bytes).collect();
+    want.extend_from_slice(&tail);
+    let got = server.get("/bkt/mp");
+    assert_eq!(got.status, 200);
+    assert_eq!(got.body.len(), want.len());
+    assert!(got.body == want, "the assembled object differs");
+    let stats = server.stats();
+    assert_eq!(
+        stat(&stats, "rdma_parts"),
+        (THREADS * PER_THREAD) as u64,
+        "{stats}"
+    );
+    assert_eq!(stat(&stats, "pairings_created"), THREADS as u64, "{stats}");
+    assert_eq!(stat(&stats, "replies_500"), 0, "{stats}");
+    assert!(server.stop().success());
+}

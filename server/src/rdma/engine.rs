@@ -1,6 +1,7 @@
 //! What one token request does on an RDMA worker thread (PROTOCOL.md section 4, rules 2-5):
 //! check the object or bucket, then pair or transfer, then build the outcome.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -137,7 +138,29 @@ impl<P: RdmaPort> Engine<P> {
             JobKind::Get { range } => {
                 self.get(storage, &job.token, who, &job.bucket, &job.key, range)
             }
-            JobKind::Put => self.put(storage, &job.token, who, &job.bucket, &job.key),
+            JobKind::Put => {
+                let options = WriteOptions {
+                    size: Some(job.token.length),
+                    ..Default::default()
+                };
+                let created = storage.create_write(&job.bucket, &job.key, options);
+                self.put(&job.token, who, created, &self.stats.rdma_puts)
+            }
+            JobKind::Part {
+                upload_id,
+                part_number,
+                mut options,
+            } => {
+                options.size = Some(job.token.length);
+                let created = storage.create_part_write(
+                    &job.bucket,
+                    &job.key,
+                    &upload_id,
+                    part_number,
+                    *options,
+                );
+                self.put(&job.token, who, created, &self.stats.rdma_parts)
+            }
         }
     }
 
@@ -189,19 +212,17 @@ impl<P: RdmaPort> Engine<P> {
         }
     }
 
+    /// RDMA READ the token's bytes into `created` (an object's or a part's writer) and commit
+    /// it; `done` counts the success. The writer is checked before any pairing: a missing
+    /// bucket, key or upload is answered without touching the client's memory.
     fn put(
         &self,
-        storage: &dyn Backend,
         token: &Token,
         who: &Requester,
-        bucket: &str,
-        key: &str,
+        created: Result<ObjectWriter, StorageError>,
+        done: &AtomicU64,
     ) -> RdmaOutcome {
-        let options = WriteOptions {
-            size: Some(token.length),
-            ..Default::default()
-        };
-        let mut writer = match storage.create_write(bucket, key, options) {
+        let mut writer = match created {
             Ok(w) => w,
             Err(e) => return reject_storage(e),
         };
@@ -221,11 +242,15 @@ impl<P: RdmaPort> Engine<P> {
         };
         match writer.commit() {
             Ok(info) => {
-                Stats::bump(&self.stats.rdma_puts);
+                Stats::bump(done);
                 Stats::add(&self.stats.rdma_bytes_read, info.size);
                 RdmaOutcome::Stored { server, info }
             }
             Err(e) => {
+                // A checksum the client sent that does not match: 400, stored nothing.
+                if !matches!(e, StorageError::Io(_)) {
+                    return reject_storage(e);
+                }
                 warn!(error = %e, "storing an RDMA PUT failed");
                 lease.destroy_pairing("object not stored");
                 RdmaOutcome::Rejected(RejectCode::Failed)
@@ -384,9 +409,8 @@ impl ChunkSink for ObjectWriter {
 
 fn reject_storage(e: StorageError) -> RdmaOutcome {
     RdmaOutcome::Rejected(match e {
-        StorageError::NoSuchBucket | StorageError::NoSuchKey | StorageError::NoSuchUpload => {
-            RejectCode::NotFound
-        }
+        StorageError::NoSuchBucket | StorageError::NoSuchKey => RejectCode::NotFound,
+        StorageError::NoSuchUpload => RejectCode::NoSuchUpload,
         StorageError::InvalidRange => RejectCode::RangeNotSatisfiable,
         StorageError::AccessDenied => RejectCode::Forbidden,
         StorageError::InvalidKey
@@ -989,6 +1013,66 @@ mod tests {
             RdmaOutcome::Fetched { bytes: 3000, .. }
         ));
         assert_eq!(port.region(RKEY), data);
+    }
+
+    fn part(f: &Fixture, t: Token, upload_id: &str, part_number: u32) -> RdmaOutcome {
+        f.engine.run(RdmaJob {
+            token: t,
+            requester: client(),
+            bucket: "b".into(),
+            key: "mp".into(),
+            kind: JobKind::Part {
+                upload_id: upload_id.into(),
+                part_number,
+                options: Box::default(),
+            },
+        })
+    }
+
+    #[test]
+    fn an_rdma_part_is_stored_like_any_part_and_a_failed_one_stores_nothing() {
+        let f = fixture();
+        let id = f
+            .storage
+            .create_upload("b", "mp", Default::default())
+            .expect("upload");
+        let data = pattern(3500);
+        f.port.add_region(RKEY, BASE, data.clone());
+        // An unknown upload: 404 NoSuchUpload before any pairing.
+        assert_eq!(
+            part(&f, token(7, 3500, 0), "00ff", 1),
+            RdmaOutcome::Rejected(RejectCode::NoSuchUpload)
+        );
+        assert_eq!(f.stats.pairings_created.load(Ordering::Relaxed), 0);
+        let server = match part(&f, token(7, 3500, 0), &id, 1) {
+            RdmaOutcome::PairingNeeded { server } => server,
+            other => panic!("expected 428, got {other:?}"),
+        };
+        match part(&f, token(7, 3500, server.lid), &id, 1) {
+            RdmaOutcome::Stored { info, .. } => {
+                assert_eq!(info.size, 3500);
+                assert_eq!(info.etag, hex::encode(Md5::digest(&data)));
+            }
+            other => panic!("expected 200, got {other:?}"),
+        }
+        let parts = f.storage.list_parts("b", "mp", &id).expect("parts");
+        assert_eq!(parts.len(), 1);
+        assert_eq!(parts[0].etag, hex::encode(Md5::digest(&data)));
+        assert_eq!(f.stats.rdma_parts.load(Ordering::Relaxed), 1);
+        assert_eq!(f.stats.rdma_puts.load(Ordering::Relaxed), 0);
+        // A failed READ of part 2 (the second work request on a QP paired for it) stores no
+        // part 2; part 1 stays.
+        f.port.set_behaviour(Behaviour::FailWr(1));
+        let other = match part(&f, token(8, 3500, 0), &id, 2) {
+            RdmaOutcome::PairingNeeded { server } => server,
+            other => panic!("expected 428, got {other:?}"),
+        };
+        assert_eq!(
+            part(&f, token(8, 3500, other.lid), &id, 2),
+            RdmaOutcome::Rejected(RejectCode::Failed)
+        );
+        let parts = f.storage.list_parts("b", "mp", &id).expect("parts");
+        assert_eq!(parts.iter().map(|p| p.part_number).collect::<Vec<_>>(), [1]);
     }
 
     fn run_as(f: &Fixture, who: Requester, t: Token, kind: JobKind) -> RdmaOutcome {

@@ -24,7 +24,7 @@ pub mod test_double;
 
 use hipobj::token::Token;
 
-use crate::backend::ObjectInfo;
+use crate::backend::{ObjectInfo, WriteOptions};
 use crate::identity::Requester;
 
 /// A token request for one object.
@@ -44,6 +44,14 @@ pub enum JobKind {
     Get { range: Option<s3s::dto::Range> },
     /// RDMA READ token-length bytes from the client's buffer and store them.
     Put,
+    /// RDMA READ token-length bytes and store them as part `part_number` of the multipart
+    /// upload `upload_id` (`UploadPart` with a token), written exactly like an HTTP-body part:
+    /// `options` are the ones the S3 layer built for it (digests, checksum algorithm).
+    Part {
+        upload_id: String,
+        part_number: u32,
+        options: Box<WriteOptions>,
+    },
 }
 
 /// Codes answered without a server token (the reply header is the bare code).
@@ -56,6 +64,8 @@ pub enum RejectCode {
     Forbidden,
     /// No such bucket or object.
     NotFound,
+    /// No such multipart upload (an `UploadPart` naming an unknown or finished upload id).
+    NoSuchUpload,
     /// The Range selects nothing of the object.
     RangeNotSatisfiable,
     /// RDMA operation failed; the pairing was destroyed.
@@ -71,7 +81,7 @@ impl RejectCode {
         match self {
             RejectCode::BadRequest => 400,
             RejectCode::Forbidden => 403,
-            RejectCode::NotFound => 404,
+            RejectCode::NotFound | RejectCode::NoSuchUpload => 404,
             RejectCode::RangeNotSatisfiable => 416,
             RejectCode::Failed => 500,
             RejectCode::NotImplemented => 501,
@@ -94,7 +104,7 @@ pub enum RdmaOutcome {
         info: ObjectInfo,
         range: Option<std::ops::Range<u64>>,
     },
-    /// 200: the object was read from the client and stored.
+    /// 200: the object (or part) was read from the client and stored.
     Stored {
         server: Token,
         info: ObjectInfo,

@@ -8,9 +8,14 @@ use super::conditions::{self, Conditions};
 use super::headers::{self, MetaFields, SseFields};
 use super::listing::{max_keys, page_marker};
 use super::objects::{copy_into, copy_source, put_checksums, timestamp, write_body};
-use super::HipobjS3;
+use super::{reply_headers, CheckedToken, HipobjS3};
 use crate::backend::listing::paginate;
-use crate::backend::{CompletedPart as Named, UploadOptions, WriteOptions, MAX_PART_NUMBER};
+use crate::backend::{
+    CompletedPart as Named, ObjectInfo, UploadOptions, WriteOptions, MAX_PART_NUMBER,
+};
+use crate::error;
+use crate::rdma::{JobKind, RdmaOutcome, RejectCode};
+use hipobj::reply::Reply;
 
 /// `bytes=<first>-<last>` of an UploadPartCopy, checked against the source size.
 fn copy_range(range: &str, size: u64) -> S3Result<std::ops::Range<u64>> {
@@ -86,10 +91,10 @@ impl HipobjS3 {
         }))
     }
 
-    pub(super) async fn upload_part_plain(
-        &self,
-        input: UploadPartInput,
-    ) -> S3Result<S3Response<UploadPartOutput>> {
+    /// What every UploadPart checks before it writes (SSE refused, part number in range, the
+    /// upload exists) and the options its part is written with, by HTTP body or by RDMA alike:
+    /// the digests the client sent, and the upload's checksum algorithm (or the request's).
+    async fn part_write(&self, input: &UploadPartInput) -> S3Result<(u32, WriteOptions)> {
         headers::refuse_sse(SseFields {
             sse: None,
             customer_algorithm: input.sse_customer_algorithm.as_ref(),
@@ -104,13 +109,13 @@ impl HipobjS3 {
         );
         let upload = self.blocking(move |s| s.upload_info(&b, &k, &id)).await?;
         let options = WriteOptions {
-            content_md5: input.content_md5,
+            content_md5: input.content_md5.clone(),
             expected: headers::expected_checksums(
-                input.checksum_crc32,
-                input.checksum_crc32c,
-                input.checksum_sha1,
-                input.checksum_sha256,
-                input.checksum_crc64nvme,
+                input.checksum_crc32.clone(),
+                input.checksum_crc32c.clone(),
+                input.checksum_sha1.clone(),
+                input.checksum_sha256.clone(),
+                input.checksum_crc64nvme.clone(),
             ),
             compute: upload
                 .options
@@ -118,17 +123,50 @@ impl HipobjS3 {
                 .or(headers::algorithm(input.checksum_algorithm.as_ref())?),
             ..Default::default()
         };
+        Ok((number, options))
+    }
+
+    pub(super) async fn upload_part_plain(
+        &self,
+        input: UploadPartInput,
+    ) -> S3Result<S3Response<UploadPartOutput>> {
+        let (number, options) = self.part_write(&input).await?;
         let (b, k, id) = (input.bucket, input.key, input.upload_id);
         let writer = self
             .blocking(move |s| s.create_part_write(&b, &k, &id, number, options))
             .await?;
         let info = write_body(writer, input.body).await?;
-        let mut output = UploadPartOutput {
-            e_tag: Some(headers::etag(&info.etag)),
-            ..Default::default()
+        Ok(S3Response::new(part_output(&info)))
+    }
+
+    /// UploadPart with a token: the same checks and options as by HTTP body, then the RDMA
+    /// engine READs the client's buffer into `Backend::create_part_write`'s writer. Nothing is
+    /// stored when the transfer fails; an error before the transfer carries its reply code.
+    pub(super) async fn upload_part_rdma(
+        &self,
+        input: UploadPartInput,
+        checked: CheckedToken<'_>,
+    ) -> S3Result<S3Response<UploadPartOutput>> {
+        let (number, options) = self
+            .part_write(&input)
+            .await
+            .map_err(|e| error::token_error(e, &self.stats))?;
+        let kind = JobKind::Part {
+            upload_id: input.upload_id,
+            part_number: number,
+            options: Box::new(options),
         };
-        put_checksums!(output, info.checksums);
-        Ok(S3Response::new(output))
+        match checked.submit(&input.bucket, &input.key, kind).await {
+            RdmaOutcome::Stored { server, info } => Ok(S3Response::with_headers(
+                part_output(&info),
+                reply_headers(&Reply::Done(server)),
+            )),
+            RdmaOutcome::PairingNeeded { server } => {
+                Err(error::pairing_needed(server, &self.stats))
+            }
+            RdmaOutcome::Rejected(code) => Err(error::rejected(code, &self.stats)),
+            RdmaOutcome::Fetched { .. } => Err(error::rejected(RejectCode::Failed, &self.stats)),
+        }
     }
 
     pub(super) async fn upload_part_copy(
@@ -385,6 +423,16 @@ impl HipobjS3 {
             ..Default::default()
         }))
     }
+}
+
+/// The answer to a stored part: its ETag and checksums.
+fn part_output(info: &ObjectInfo) -> UploadPartOutput {
+    let mut output = UploadPartOutput {
+        e_tag: Some(headers::etag(&info.etag)),
+        ..Default::default()
+    };
+    put_checksums!(output, info.checksums.clone());
+    output
 }
 
 #[cfg(test)]

@@ -51,7 +51,10 @@ impl Gateway {
         // A plain S3 request: passed through to the store, which makes the bucket.
         let made = signed(&s3, "PUT", "/bkt", b"");
         assert_eq!(made.status, 200, "{}", String::from_utf8_lossy(&made.body));
-        assert!(store.root.join("bkt").is_dir(), "bucket not made at the store");
+        assert!(
+            store.root.join("bkt").is_dir(),
+            "bucket not made at the store"
+        );
         let mut cfg = InitConfig {
             gpu_device: -1,
             nic_hint: Some(client_dev),
@@ -357,7 +360,8 @@ fn the_store_decides_for_the_requesters_identity() {
     let gw = Gateway::start();
     let size = 64 << 10;
     let mut b = Buffers::new(size, 4000);
-    b.put(&gw.s3, "mine", size).expect("PUT as the store's identity");
+    b.put(&gw.s3, "mine", size)
+        .expect("PUT as the store's identity");
     // The gateway knows the other identity (its credentials file), the store does not: the
     // gateway signs as the requester, so the store refuses, and nothing moves.
     let other = S3 {
@@ -365,24 +369,51 @@ fn the_store_decides_for_the_requesters_identity() {
         ..gw.s3
     };
     let mut req = RdmaRequest::get(&other, "bkt", "mine");
-    let r = rt().transfer(TransferKind::Get, b.dst.as_mut_ptr() as usize, size, 0, &mut req);
+    let r = rt().transfer(
+        TransferKind::Get,
+        b.dst.as_mut_ptr() as usize,
+        size,
+        0,
+        &mut req,
+    );
     assert!(r.is_err(), "a GET the store refuses succeeded");
     assert_eq!(req.replies, ["403"], "GET as an identity the store refuses");
-    assert!(b.dst.iter().all(|&x| x == 0), "bytes moved for a refused GET");
+    assert!(
+        b.dst.iter().all(|&x| x == 0),
+        "bytes moved for a refused GET"
+    );
     let mut req = RdmaRequest::put(&other, "bkt", "theirs");
-    let r = rt().transfer(TransferKind::Put, b.src.as_ptr() as usize, size, 0, &mut req);
+    let r = rt().transfer(
+        TransferKind::Put,
+        b.src.as_ptr() as usize,
+        size,
+        0,
+        &mut req,
+    );
     assert!(r.is_err(), "a PUT the store refuses succeeded");
     assert_eq!(req.replies, ["403"], "PUT as an identity the store refuses");
     assert!(gw.store.stored("bkt", "theirs").is_none());
     // A missing object and a missing bucket: the store's answers, before any pairing.
     let mut req = RdmaRequest::get(&gw.s3, "bkt", "none");
     assert!(rt()
-        .transfer(TransferKind::Get, b.dst.as_mut_ptr() as usize, size, 0, &mut req)
+        .transfer(
+            TransferKind::Get,
+            b.dst.as_mut_ptr() as usize,
+            size,
+            0,
+            &mut req
+        )
         .is_err());
     assert_eq!(req.replies.last().map(String::as_str), Some("404"));
     let mut req = RdmaRequest::put(&gw.s3, "nobucket", "k");
     assert!(rt()
-        .transfer(TransferKind::Put, b.src.as_ptr() as usize, size, 0, &mut req)
+        .transfer(
+            TransferKind::Put,
+            b.src.as_ptr() as usize,
+            size,
+            0,
+            &mut req
+        )
         .is_err());
     assert_eq!(req.replies.last().map(String::as_str), Some("404"));
     assert_eq!(rt().free_connections(), THREADS);

@@ -99,6 +99,13 @@ pub struct Target {
     pub meta: ObjectMeta,
 }
 
+/// The PUT request, before it is sent.
+struct PendingPut {
+    store: StoreSession,
+    target: String,
+    headers: Vec<(String, String)>,
+}
+
 pub struct StreamingPut {
     key: String,
     meta: ObjectMeta,
@@ -107,7 +114,7 @@ pub struct StreamingPut {
     /// The request not sent yet: the PUT starts with the first byte (or the commit of an empty
     /// object), so a writer dropped before any byte (a request answered 428) costs the store
     /// nothing.
-    pending: Option<(StoreSession, String, Vec<(String, String)>)>,
+    pending: Option<PendingPut>,
     tx: Option<SyncSender<Feed>>,
     put: Option<JoinHandle<PutResult>>,
 }
@@ -126,7 +133,11 @@ impl StreamingPut {
             meta,
             expected: len,
             written: 0,
-            pending: Some((store, target, headers)),
+            pending: Some(PendingPut {
+                store,
+                target,
+                headers,
+            }),
             tx: None,
             put: None,
         }
@@ -134,7 +145,12 @@ impl StreamingPut {
 
     /// The channel into the running PUT, starting it on first use.
     fn feed(&mut self) -> io::Result<&SyncSender<Feed>> {
-        if let Some((store, target, headers)) = self.pending.take() {
+        if let Some(PendingPut {
+            store,
+            target,
+            headers,
+        }) = self.pending.take()
+        {
             let (tx, rx) = sync_channel::<Feed>(CHUNKS_IN_FLIGHT);
             let len = self.expected;
             let put = std::thread::Builder::new()

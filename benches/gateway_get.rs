@@ -50,7 +50,9 @@ fn main() {
     // requester).
     let store = Store::start(TEST_ACCESS_KEY, TEST_SECRET_KEY);
     store.make_bucket("bench");
-    let args = store.gateway_args();
+    let mut args = store.gateway_args();
+    // Deadlines that the lane's emulated CPUs cannot trip (they do not change the speed).
+    args.extend(["--watchdog-ms", "20000", "--min-rate", "16384"].map(String::from));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let gateway = server::Server::start(Some(&server_dev), &args);
     let via_gateway = S3::new(gateway.addr);

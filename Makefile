@@ -18,7 +18,10 @@ deps:
 build: deps
 	$(CARGO) build --release --workspace
 
+# The gateway's host tests (server/tests/gateway_store.rs) run against s3s-fs (crates.io, cached
+# in target/s3s-fs).
 unit: deps
+	CARGO=$(CARGO) scripts/install-s3s-fs
 	$(CARGO) test --workspace
 	$(CARGO) test -p hipobj --features sim-gpu --lib --test hip_sim --test gpu
 

@@ -8,7 +8,8 @@
 //! - Rule 9.2: with authentication on, a request carrying `x-amz-rdma-token` must list it in
 //!   its SigV4 `SignedHeaders` (header form or presigned `X-Amz-SignedHeaders`).
 //! - Rule 9.4: an IPv4-mapped client GID in the token must be the HTTP peer's address.
-//! - Rule 9.1: a bucket and its objects are only for the identity that owns the bucket.
+//! - Rule 9.1: a bucket and its objects are only for the identity that owns the bucket (in
+//!   gateway mode the store's own access rules decide instead, for the same identity).
 //! - Rule 9.5: [`StatsRoute`] serves the counters to authenticated identities, or when serving
 //!   anonymously to loopback peers only.
 //!
@@ -122,6 +123,11 @@ impl AccessPolicy {
         };
         if bucket == STATS_BUCKET {
             return Err(S3Error::new(S3ErrorCode::InvalidBucketName));
+        }
+        if !self.storage.records_owners() {
+            // Gateway mode: the store applies its own access rules to the identity the
+            // gateway acts for (docs/gateway.md, Authentication).
+            return Ok(());
         }
         let storage = Arc::clone(&self.storage);
         let b = bucket.clone();

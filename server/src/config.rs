@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
+use crate::backend::s3proxy::{Endpoint, EndpointError};
 use crate::credentials::{CredentialsError, CredentialsTable};
 
 /// Everything the server is configured with.
@@ -14,8 +15,8 @@ use crate::credentials::{CredentialsError, CredentialsTable};
 pub struct Config {
     /// `--listen ADDR:PORT`
     pub listen: SocketAddr,
-    /// `--data-dir DIR`: buckets are its subdirectories.
-    pub data_dir: PathBuf,
+    /// Where the objects live: `--data-dir` or `--backend`.
+    pub store: StoreLocation,
     /// `--device NAME`: the RDMA device; absent = RDMA disabled.
     pub device: Option<String>,
     /// Who may make requests (PROTOCOL.md rule 9.1).
@@ -24,6 +25,20 @@ pub struct Config {
     /// `--allow-gid-peer-mismatch`.
     pub check_gid_peer: bool,
     pub rdma: RdmaSettings,
+}
+
+/// The embedded fs store, or gateway mode in front of another S3 store (docs/gateway.md).
+#[derive(Clone, Debug)]
+pub enum StoreLocation {
+    /// `--data-dir DIR`: buckets are its subdirectories.
+    Dir(PathBuf),
+    /// `--backend s3://HOST:PORT`: token requests stream between this store and RDMA, every
+    /// other request passes through to it.
+    Gateway {
+        endpoint: Endpoint,
+        /// `--backend-region NAME`: the SigV4 region of the store.
+        region: String,
+    },
 }
 
 /// SigV4 over a table of identities, or no authentication at all.
@@ -81,6 +96,9 @@ impl Default for RdmaSettings {
     }
 }
 
+/// SigV4 region assumed for a `--backend` store without `--backend-region`.
+pub const DEFAULT_BACKEND_REGION: &str = "us-east-1";
+
 /// The command line as clap sees it.
 #[derive(Parser, Debug)]
 #[command(
@@ -96,9 +114,21 @@ pub struct Cli {
     /// Address to serve S3 on (port 0 = any free port).
     #[arg(long, value_name = "ADDR:PORT")]
     listen: SocketAddr,
-    /// Buckets live in DIR/<bucket>/.
-    #[arg(long, value_name = "DIR")]
-    data_dir: PathBuf,
+    /// Buckets live in DIR/<bucket>/ (the embedded store; or give --backend).
+    #[arg(
+        long,
+        value_name = "DIR",
+        required_unless_present = "backend",
+        conflicts_with = "backend"
+    )]
+    data_dir: Option<PathBuf>,
+    /// Gateway mode: serve the objects of this S3 store (s3://HOST:PORT or http://HOST:PORT)
+    /// instead of --data-dir. Its identities are this server's (same access and secret keys).
+    #[arg(long, value_name = "URL")]
+    backend: Option<String>,
+    /// SigV4 region of the --backend store [default: us-east-1].
+    #[arg(long, value_name = "NAME")]
+    backend_region: Option<String>,
     /// RDMA device (e.g. rxe0); absent, empty or unusable = RDMA disabled (501).
     #[arg(long, value_name = "NAME")]
     device: Option<String>,
@@ -172,6 +202,8 @@ pub enum ConfigError {
     Credentials(CredentialsError),
     /// Neither identities nor --anonymous.
     NoAuthentication,
+    /// `--backend` with an unusable URL.
+    Backend(EndpointError),
 }
 
 impl fmt::Display for ConfigError {
@@ -184,6 +216,7 @@ impl fmt::Display for ConfigError {
                  (one `ACCESS_KEY SECRET_KEY` per line) or --access-key/--secret-key, \
                  or serve without authentication with --anonymous",
             ),
+            ConfigError::Backend(e) => write!(f, "{e}"),
         }
     }
 }
@@ -214,9 +247,28 @@ impl Config {
 
     fn from_cli(cli: Cli) -> Result<Config, ConfigError> {
         let auth = auth_mode(&cli)?;
+        if cli.backend.is_none() && cli.backend_region.is_some() {
+            // Checked here: clap skips `requires` on a flag whose target conflicts with another.
+            let e = <Cli as clap::CommandFactory>::command().error(
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "--backend-region goes with --backend",
+            );
+            return Err(ConfigError::Cli(e));
+        }
+        let store = match (cli.backend, cli.data_dir) {
+            (Some(url), _) => StoreLocation::Gateway {
+                endpoint: Endpoint::parse(&url).map_err(ConfigError::Backend)?,
+                region: cli
+                    .backend_region
+                    .unwrap_or_else(|| DEFAULT_BACKEND_REGION.to_string()),
+            },
+            (None, Some(dir)) => StoreLocation::Dir(dir),
+            // clap requires one of the two.
+            (None, None) => StoreLocation::Dir(PathBuf::from(".")),
+        };
         Ok(Config {
             listen: cli.listen,
-            data_dir: cli.data_dir,
+            store,
             device: cli.device.filter(|d| !d.is_empty()),
             auth,
             check_gid_peer: !cli.allow_gid_peer_mismatch,
@@ -363,6 +415,49 @@ mod tests {
         );
         assert_eq!(clap_kind(parse("--bogus 1")), ErrorKind::UnknownArgument);
         assert_eq!(clap_kind(parse("--help")), ErrorKind::DisplayHelp);
+    }
+
+    #[test]
+    fn gateway_mode_flags() {
+        use clap::error::ErrorKind;
+        let c =
+            parse("--listen 127.0.0.1:1 --backend s3://127.0.0.1:9000 --anonymous").expect("valid");
+        match c.store {
+            StoreLocation::Gateway { endpoint, region } => {
+                assert_eq!(endpoint.authority(), "127.0.0.1:9000");
+                assert_eq!(region, "us-east-1");
+            }
+            StoreLocation::Dir(d) => panic!("gateway expected, got {d:?}"),
+        }
+        let c = parse(
+            "--listen 127.0.0.1:1 --backend http://store:80/ --backend-region eu-1 --anonymous",
+        )
+        .expect("valid");
+        assert!(matches!(c.store, StoreLocation::Gateway { region, .. } if region == "eu-1"));
+        assert!(matches!(
+            parse("--listen 127.0.0.1:1 --backend https://h:1 --anonymous"),
+            Err(ConfigError::Backend(EndpointError::TlsUnsupported))
+        ));
+        assert!(matches!(
+            parse("--listen 127.0.0.1:1 --backend h:1 --anonymous"),
+            Err(ConfigError::Backend(EndpointError::Scheme(_)))
+        ));
+        assert_eq!(
+            clap_kind(parse(
+                "--listen 127.0.0.1:1 --data-dir /x --backend s3://h:1 --anonymous"
+            )),
+            ErrorKind::ArgumentConflict
+        );
+        assert_eq!(
+            clap_kind(parse("--listen 127.0.0.1:1 --anonymous")),
+            ErrorKind::MissingRequiredArgument
+        );
+        assert_eq!(
+            clap_kind(parse(
+                "--listen 127.0.0.1:1 --data-dir /x --backend-region r --anonymous"
+            )),
+            ErrorKind::MissingRequiredArgument
+        );
     }
 
     #[test]

@@ -173,6 +173,11 @@ impl CredentialsTable {
     pub fn contains(&self, access_key: &str) -> bool {
         self.secrets.contains_key(access_key)
     }
+
+    /// The secret of `access_key` (gateway mode signs its requests to the store with it).
+    pub fn secret_of(&self, access_key: &str) -> Option<&str> {
+        self.secrets.get(access_key).map(String::as_str)
+    }
 }
 
 #[async_trait::async_trait]

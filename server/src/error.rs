@@ -48,6 +48,7 @@ pub fn storage_error(e: StorageError) -> S3Error {
         StorageError::Io(io) if io.kind() == std::io::ErrorKind::Unsupported => {
             S3Error::with_message(S3ErrorCode::NotImplemented, io.to_string())
         }
+        StorageError::AccessDenied => S3Error::new(S3ErrorCode::AccessDenied),
         StorageError::Io(io) => {
             let at = std::panic::Location::caller();
             warn!(error = %io, %at, "storage i/o failed");

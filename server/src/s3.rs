@@ -29,6 +29,7 @@ use tracing::debug;
 use crate::access;
 use crate::backend::{Backend, ObjectInfo, StorageError};
 use crate::error::{self, RDMA_BYTES, RDMA_REPLY, RDMA_TOKEN};
+use crate::identity::Identity;
 use crate::ownership;
 use crate::rdma::token_header::parse_token_header;
 use crate::rdma::worker::RdmaWorkers;
@@ -61,7 +62,27 @@ impl HipobjS3 {
         F: FnOnce(&dyn Backend) -> Result<T, StorageError> + Send + 'static,
         T: Send + 'static,
     {
-        let storage = Arc::clone(&self.storage);
+        self.blocking_with(Arc::clone(&self.storage), f).await
+    }
+
+    /// [`Self::blocking`] on the store as `who` reaches it (gateway mode: signed as `who`).
+    async fn blocking_as<T, F>(&self, who: Option<&Identity>, f: F) -> S3Result<T>
+    where
+        F: FnOnce(&dyn Backend) -> Result<T, StorageError> + Send + 'static,
+        T: Send + 'static,
+    {
+        let storage = match who {
+            Some(who) => crate::backend::acting_for(&self.storage, who),
+            None => Arc::clone(&self.storage),
+        };
+        self.blocking_with(storage, f).await
+    }
+
+    async fn blocking_with<T, F>(&self, storage: Arc<dyn Backend>, f: F) -> S3Result<T>
+    where
+        F: FnOnce(&dyn Backend) -> Result<T, StorageError> + Send + 'static,
+        T: Send + 'static,
+    {
         tokio::task::spawn_blocking(move || f(storage.as_ref()))
             .await
             .map_err(error::internal)?

@@ -1,4 +1,5 @@
-//! Wiring: storage, RDMA (if a usable device was named), the s3s service with SigV4 over the
+//! Wiring: storage (the fs backend, or in gateway mode the S3 proxy plus the pass-through of
+//! token-less requests), RDMA (if a usable device was named), the s3s service with SigV4 over the
 //! credentials table, the access hook and the `/_hipobj/stats` route (`access`), the accept
 //! loop (which tags each request with its connection's peer address) and graceful shutdown.
 
@@ -18,10 +19,12 @@ use tokio::net::TcpListener;
 use tracing::{info, warn};
 
 use crate::access::{AccessPolicy, BucketNames, StatsRoute};
-use crate::backend::{Backend, FsBackend};
-use crate::config::{AuthMode, Config};
+use crate::backend::s3proxy::Keyring;
+use crate::backend::{Backend, FsBackend, S3ProxyBackend};
+use crate::config::{AuthMode, Config, StoreLocation};
 use crate::credentials::CredentialsTable;
 use crate::identity::HttpPeer;
+use crate::passthrough::{has_token, Passthrough};
 use crate::rdma::engine::{Engine, EngineSettings};
 use crate::rdma::verbs_port::VerbsPort;
 use crate::rdma::worker::{RdmaWorkers, WorkerSettings};
@@ -77,12 +80,15 @@ pub fn start_rdma(
     }
 }
 
-/// The HTTP service of one connection: tags each request with the connection's peer address
-/// (for the access hook and the pairing key), then s3s, then `s3::wire`'s corrections.
+/// The HTTP service of one connection: in gateway mode a request without a token (other than
+/// the counters) goes to the store as it came; everything else is tagged with the connection's
+/// peer address (for the access hook and the pairing key), goes to s3s, then through
+/// `s3::wire`'s corrections.
 #[derive(Clone)]
 struct Front {
     s3: S3Service,
     peer: HttpPeer,
+    passthrough: Option<Passthrough>,
 }
 
 impl hyper::service::Service<http::Request<Incoming>> for Front {
@@ -91,6 +97,12 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
     type Future = BoxFuture<'static, Result<HttpResponse, HttpError>>;
 
     fn call(&self, mut req: http::Request<Incoming>) -> Self::Future {
+        if let Some(pass) = &self.passthrough {
+            if !has_token(&req) && req.uri().path() != STATS_PATH {
+                let pass = pass.clone();
+                return Box::pin(async move { Ok(pass.forward(req).await) });
+            }
+        }
         req.extensions_mut().insert(self.peer);
         let fixup = wire::fixup_for(req.method(), req.uri());
         let answer = hyper::service::Service::call(&self.s3, req);
@@ -145,9 +157,34 @@ pub async fn shutdown_signal() {
     }
 }
 
+/// The storage seam's implementation, and in gateway mode the pass-through to the store.
+fn open_store(config: &Config) -> std::io::Result<(Arc<dyn Backend>, Option<Passthrough>)> {
+    match &config.store {
+        StoreLocation::Dir(dir) => {
+            info!(data_dir = %dir.display(), "embedded fs store");
+            Ok((Arc::new(FsBackend::open(dir)?), None))
+        }
+        StoreLocation::Gateway { endpoint, region } => {
+            let keyring = match &config.auth {
+                AuthMode::Credentials(table) => Keyring::Table(Arc::new(table.clone())),
+                AuthMode::Anonymous => Keyring::Anonymous,
+            };
+            info!(store = %endpoint, "gateway mode: token requests by RDMA, the rest passed through");
+            let proxy = S3ProxyBackend::new(endpoint.clone(), region, keyring)?;
+            Ok((Arc::new(proxy), Some(Passthrough::new(endpoint.clone()))))
+        }
+    }
+}
+
 /// Serve until `shutdown` resolves. Prints `listening on ADDR` on stdout once ready.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
-    let storage: Arc<dyn Backend> = Arc::new(FsBackend::open(&config.data_dir)?);
+    // Off the async workers: the proxy's blocking HTTP client runs its own threads.
+    let (storage, passthrough) = {
+        let config = config.clone();
+        tokio::task::spawn_blocking(move || open_store(&config))
+            .await
+            .map_err(std::io::Error::other)??
+    };
     let stats = Arc::new(Stats::default());
     let rdma = start_rdma(&config, &storage, &stats);
 
@@ -189,7 +226,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io:
         LIFECYCLE_EVERY,
     ));
     let local = listener.local_addr()?;
-    info!(%local, data_dir = %config.data_dir.display(), rdma = rdma.is_some(), "serving");
+    info!(%local, rdma = rdma.is_some(), "serving");
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "listening on {local}")?;
@@ -225,6 +262,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io:
                 Front {
                     s3: s3.clone(),
                     peer: HttpPeer::of(peer),
+                    passthrough: passthrough.clone(),
                 },
             )
             .into_owned();
@@ -246,8 +284,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io:
         warn!("connections still open after 10 s; closing anyway");
     }
     // Joins the RDMA threads (each finishes its current job) off the async workers.
-    if let Some(rdma) = rdma {
-        let _ = tokio::task::spawn_blocking(move || drop(rdma)).await;
-    }
+    // The store too (the proxy's blocking client joins its thread).
+    let _ = tokio::task::spawn_blocking(move || drop((rdma, storage))).await;
     Ok(())
 }

@@ -184,6 +184,22 @@ def print_group_account(ours, groups, excluded):
     return gaps
 
 
+def print_differences(a, ra, b, rb):
+    """Cases that pass on one server and not on the other (skips and cases run on one only apart)."""
+    diff = sorted(
+        c for c in set(ra) & set(rb)
+        if "skipped" not in (ra[c], rb[c]) and (ra[c] == "passed") != (rb[c] == "passed")
+    )
+    only = sorted(set(ra) ^ set(rb))
+    print(f"\ncases whose outcome differs between {a} and {b}: {len(diff)}")
+    for c in diff:
+        print(f"  DIFF {c}: {a} {ra[c]}, {b} {rb[c]}")
+    if only:
+        print(f"cases reported by one of them only: {len(only)}")
+        for c in only:
+            print(f"  ONLY {c}: {a} {ra.get(c, '-')}, {b} {rb.get(c, '-')}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--result", action="append", required=True, help="NAME=junit.xml")
@@ -194,6 +210,8 @@ def main():
     ap.add_argument("--record", action="store_true")
     ap.add_argument("--note", default="", help="a comment line for a recorded baseline")
     ap.add_argument("--narrowed", action="store_true")
+    ap.add_argument("--differences", metavar="A,B",
+                    help="list the cases whose outcome differs between results A and B")
     args = ap.parse_args()
 
     groups = load_groups(args.groups)
@@ -207,6 +225,9 @@ def main():
     ours = servers.get(OURS)
     if ours is not None:
         print_group_account(ours, groups, excluded)
+    if args.differences:
+        a, _, b = args.differences.partition(",")
+        print_differences(a, servers.get(a, {}), b, servers.get(b, {}))
     if args.elapsed:
         print(f"\nrun time {args.elapsed} s")
 

@@ -324,6 +324,8 @@ pub struct RdmaRequest<'a> {
     pub replies: Vec<String>,
     /// HTTP status of the last response.
     pub last_status: u16,
+    /// `ETag` of the last response (an UploadPart's part ETag), if it had one.
+    pub etag: Option<String>,
     /// Tokens sent, in order.
     pub tokens: Vec<String>,
     /// Make the next `send_request` fail (tests of callback failures).
@@ -356,6 +358,7 @@ impl<'a> RdmaRequest<'a> {
             requests: 0,
             replies: Vec::new(),
             last_status: 0,
+            etag: None,
             tokens: Vec::new(),
             fail_send: false,
             failure: None,
@@ -405,6 +408,7 @@ impl S3Ops for RdmaRequest<'_> {
         match sent {
             Ok(resp) => {
                 self.last_status = resp.status;
+                self.etag = resp.header("etag").map(str::to_string);
                 self.reply = resp.header("x-amz-rdma-reply").map(str::to_string);
                 if let Some(r) = &self.reply {
                     self.replies.push(r.clone());

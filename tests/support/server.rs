@@ -111,12 +111,12 @@ impl Server {
         let credentials = self.data_dir.with_extension("credentials");
         std::fs::write(&credentials, crate::s3::sigv4::TEST_CREDENTIALS).expect("credentials file");
         let mut cmd = Command::new(server_binary());
-        cmd.arg("--listen")
-            .arg(self.addr.to_string())
-            .arg("--data-dir")
-            .arg(&self.data_dir)
-            .arg("--credentials")
-            .arg(&credentials);
+        cmd.arg("--listen").arg(self.addr.to_string());
+        // Gateway mode (`--backend`) has no data directory of its own.
+        if !self.extra.iter().any(|a| a == "--backend") {
+            cmd.arg("--data-dir").arg(&self.data_dir);
+        }
+        cmd.arg("--credentials").arg(&credentials);
         // PROTOCOL.md rule 9.4 stays on: the tests' callbacks bind their HTTP socket to the NIC
         // address of the token (`s3::token_nic`, what hipObjTokenClientNic returns).
         if let Some(d) = &self.device {

@@ -1,7 +1,7 @@
 //! The storage seam: what the S3 layer and the RDMA data path need from a store, as one trait.
 //!
 //! [`Backend`] is implemented by the embedded filesystem store ([`fs::FsBackend`], the default)
-//! and is the place a proxy to another S3 store plugs in (issue 14). All calls are blocking: the
+//! and by the proxy to another S3 store ([`s3proxy::S3ProxyBackend`], gateway mode, issue 14). All calls are blocking: the
 //! async S3 layer runs them on tokio's blocking pool, RDMA workers call them on their own threads.
 //!
 //! Streaming, so no object is ever held in memory:
@@ -20,16 +20,21 @@ mod keys;
 pub mod listing;
 mod meta;
 mod multipart;
+pub mod s3proxy;
 
 use std::collections::BTreeMap;
 use std::io;
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
 pub use self::checksum::{ChecksumAlgo, Checksums};
 pub use self::fs::FsBackend;
+pub use self::s3proxy::S3ProxyBackend;
+
+use crate::identity::Identity;
 
 /// Why a backend call failed.
 #[derive(Debug)]
@@ -57,6 +62,8 @@ pub enum StorageError {
     ChecksumMismatch(ChecksumAlgo),
     /// A digest value that cannot be decoded (bad base64 or length).
     InvalidDigest,
+    /// The store refused the identity (gateway mode: the store's own access rules).
+    AccessDenied,
     Io(io::Error),
 }
 
@@ -77,6 +84,7 @@ impl std::fmt::Display for StorageError {
             StorageError::BadDigest => f.write_str("Content-MD5 does not match the body"),
             StorageError::ChecksumMismatch(a) => write!(f, "{a:?} checksum does not match"),
             StorageError::InvalidDigest => f.write_str("malformed digest"),
+            StorageError::AccessDenied => f.write_str("access denied by the store"),
             StorageError::Io(e) => write!(f, "i/o error: {e}"),
         }
     }
@@ -148,6 +156,9 @@ pub struct WriteOptions {
     /// An algorithm to compute and store even without an expected value
     /// (`x-amz-checksum-algorithm`, `x-amz-sdk-checksum-algorithm`).
     pub compute: Option<ChecksumAlgo>,
+    /// The length the caller will write, when known (an RDMA token's length). A backend that
+    /// streams into another store needs it before the first byte (`Content-Length`).
+    pub size: Option<u64>,
 }
 
 /// A readable source of object bytes, positioned by absolute object offsets.
@@ -156,6 +167,8 @@ pub trait ObjectSource: Send {
     /// Callers read forward; a streaming backend may answer a backward seek with
     /// `ErrorKind::Unsupported`.
     fn read_at(&mut self, buf: &mut [u8], pos: u64) -> io::Result<usize>;
+    /// The bytes that will be read (a streaming backend asks its store for no more).
+    fn select(&mut self, _range: Range<u64>) {}
 }
 
 /// An object opened for reading: metadata, the selected range and the bytes.
@@ -169,7 +182,8 @@ pub struct ObjectReader {
 }
 
 impl ObjectReader {
-    pub fn new(info: ObjectInfo, range: Range<u64>, source: Box<dyn ObjectSource>) -> Self {
+    pub fn new(info: ObjectInfo, range: Range<u64>, mut source: Box<dyn ObjectSource>) -> Self {
+        source.select(range.clone());
         ObjectReader {
             info,
             cursor: range.start,
@@ -193,6 +207,7 @@ impl ObjectReader {
         let end = range.end.clamp(start, self.range.end);
         self.range = start..end;
         self.cursor = start;
+        self.source.select(self.range.clone());
     }
 
     /// Positional read at absolute object offset `pos`, clipped to the selected range.
@@ -287,6 +302,18 @@ pub const MAX_PART_NUMBER: u32 = 10_000;
 
 /// The storage seam. Object-safe: the server holds an `Arc<dyn Backend>`.
 pub trait Backend: Send + Sync + 'static {
+    /// This store as `identity` reaches it, when that differs from `self`: a proxy signs its
+    /// requests to the store as that identity. `None` (the fs backend): one view for everyone,
+    /// bucket ownership is checked by the access hook instead.
+    fn acting_for(&self, _identity: &Identity) -> Option<Arc<dyn Backend>> {
+        None
+    }
+    /// Whether bucket ownership is this server's to record and check (rule 9.1). A proxy
+    /// leaves it to the store, which applies its own access rules to the identity it acts for.
+    fn records_owners(&self) -> bool {
+        true
+    }
+
     fn create_bucket(&self, bucket: &str) -> StorageResult<()>;
     fn head_bucket(&self, bucket: &str) -> StorageResult<()>;
     /// Refused with `BucketNotEmpty` while it holds objects.
@@ -391,6 +418,13 @@ pub fn unsupported(what: &str) -> StorageError {
 /// Whether a failure is [`unsupported`].
 pub fn is_unsupported(e: &StorageError) -> bool {
     matches!(e, StorageError::Io(io) if io.kind() == io::ErrorKind::Unsupported)
+}
+
+/// `storage` as `identity` reaches it (see [`Backend::acting_for`]).
+pub fn acting_for(storage: &Arc<dyn Backend>, identity: &Identity) -> Arc<dyn Backend> {
+    storage
+        .acting_for(identity)
+        .unwrap_or_else(|| Arc::clone(storage))
 }
 
 /// Resolve an HTTP range against an object size.

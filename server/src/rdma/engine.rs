@@ -14,7 +14,7 @@ use super::selection::{select_bytes, SelectionError};
 use super::staging::StagingPool;
 use super::transfer::{ChunkSink, Deadlines, Direction, Plan, Remote, Shape, Transfer};
 use super::{JobKind, RdmaJob, RdmaOutcome, RejectCode};
-use crate::backend::{Backend, ObjectWriter, StorageError, WriteOptions};
+use crate::backend::{self, Backend, ObjectWriter, StorageError, WriteOptions};
 use crate::identity::Requester;
 use crate::stats::Stats;
 
@@ -131,20 +131,28 @@ impl<P: RdmaPort> Engine<P> {
             return RdmaOutcome::Rejected(RejectCode::NotImplemented);
         }
         let who = &job.requester;
+        // The store as the requester reaches it (gateway mode: requests signed as that identity).
+        let storage = backend::acting_for(&self.storage, &who.identity);
+        let storage = storage.as_ref();
         match job.kind {
-            JobKind::Get { range } => self.get(&job.token, who, &job.bucket, &job.key, range),
+            JobKind::Get { range } => {
+                self.get(storage, &job.token, who, &job.bucket, &job.key, range)
+            }
             JobKind::Put => {
-                let created =
-                    self.storage
-                        .create_write(&job.bucket, &job.key, WriteOptions::default());
+                let options = WriteOptions {
+                    size: Some(job.token.length),
+                    ..Default::default()
+                };
+                let created = storage.create_write(&job.bucket, &job.key, options);
                 self.put(&job.token, who, created, &self.stats.rdma_puts)
             }
             JobKind::Part {
                 upload_id,
                 part_number,
-                options,
+                mut options,
             } => {
-                let created = self.storage.create_part_write(
+                options.size = Some(job.token.length);
+                let created = storage.create_part_write(
                     &job.bucket,
                     &job.key,
                     &upload_id,
@@ -158,13 +166,14 @@ impl<P: RdmaPort> Engine<P> {
 
     fn get(
         &self,
+        storage: &dyn Backend,
         token: &Token,
         who: &Requester,
         bucket: &str,
         key: &str,
         range: Option<s3s::dto::Range>,
     ) -> RdmaOutcome {
-        let mut object = match self.storage.open_read(bucket, key, None) {
+        let mut object = match storage.open_read(bucket, key, None) {
             Ok(o) => o,
             Err(e) => return reject_storage(e),
         };
@@ -403,6 +412,7 @@ fn reject_storage(e: StorageError) -> RdmaOutcome {
         StorageError::NoSuchBucket | StorageError::NoSuchKey => RejectCode::NotFound,
         StorageError::NoSuchUpload => RejectCode::NoSuchUpload,
         StorageError::InvalidRange => RejectCode::RangeNotSatisfiable,
+        StorageError::AccessDenied => RejectCode::Forbidden,
         StorageError::InvalidKey
         | StorageError::InvalidBucketName
         | StorageError::InvalidPart

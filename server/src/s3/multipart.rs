@@ -15,6 +15,7 @@ use crate::backend::{
     CompletedPart as Named, ObjectInfo, UploadOptions, WriteOptions, MAX_PART_NUMBER,
 };
 use crate::error;
+use crate::identity::Identity;
 use crate::rdma::{JobKind, RdmaOutcome, RejectCode};
 use hipobj::reply::Reply;
 
@@ -97,7 +98,12 @@ impl HipobjS3 {
     /// What every UploadPart checks before it writes (SSE refused, part number in range, the
     /// upload exists) and the options its part is written with, by HTTP body or by RDMA alike:
     /// the digests the client sent, and the upload's checksum algorithm (or the request's).
-    async fn part_write(&self, input: &UploadPartInput) -> S3Result<(u32, WriteOptions)> {
+    /// `who`: the token request's requester, as whom a store behind a gateway is asked.
+    async fn part_write(
+        &self,
+        input: &UploadPartInput,
+        who: Option<&Identity>,
+    ) -> S3Result<(u32, WriteOptions)> {
         headers::refuse_sse(SseFields {
             sse: None,
             customer_algorithm: input.sse_customer_algorithm.as_ref(),
@@ -110,7 +116,9 @@ impl HipobjS3 {
             input.key.clone(),
             input.upload_id.clone(),
         );
-        let upload = self.blocking(move |s| s.upload_info(&b, &k, &id)).await?;
+        let upload = self
+            .blocking_as(who, move |s| s.upload_info(&b, &k, &id))
+            .await?;
         let options = WriteOptions {
             content_md5: input.content_md5.clone(),
             expected: headers::expected_checksums(
@@ -133,7 +141,7 @@ impl HipobjS3 {
         &self,
         input: UploadPartInput,
     ) -> S3Result<S3Response<UploadPartOutput>> {
-        let (number, options) = self.part_write(&input).await?;
+        let (number, options) = self.part_write(&input, None).await?;
         let (b, k, id) = (input.bucket, input.key, input.upload_id);
         let writer = self
             .blocking(move |s| s.create_part_write(&b, &k, &id, number, options))
@@ -151,7 +159,7 @@ impl HipobjS3 {
         checked: CheckedToken<'_>,
     ) -> S3Result<S3Response<UploadPartOutput>> {
         let (number, options) = self
-            .part_write(&input)
+            .part_write(&input, Some(&checked.requester.identity))
             .await
             .map_err(|e| error::token_error(e, &self.stats))?;
         let kind = JobKind::Part {

@@ -378,6 +378,7 @@ impl HipobjS3 {
                 input.checksum_crc64nvme,
             ),
             compute: headers::algorithm(input.checksum_algorithm.as_ref())?,
+            size: input.content_length.and_then(|n| u64::try_from(n).ok()),
         };
         let (b, k) = (input.bucket.clone(), input.key.clone());
         let writer = self

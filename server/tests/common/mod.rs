@@ -215,9 +215,13 @@ pub fn spawn(
     extra: &[String],
     stderr: Stdio,
 ) -> (Child, SocketAddr) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hipobj-server"))
-        .args(["--listen", listen, "--data-dir"])
-        .arg(data)
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipobj-server"));
+    cmd.args(["--listen", listen]);
+    // Gateway mode (`--backend`) has no data directory of its own.
+    if !extra.iter().any(|a| a == "--backend") {
+        cmd.arg("--data-dir").arg(data);
+    }
+    let mut child = cmd
         .args(extra)
         .env("HIPOBJ_LOG", "warn")
         .stdout(Stdio::piped())

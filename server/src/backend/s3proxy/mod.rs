@@ -1,0 +1,468 @@
+//! `--backend s3://HOST:PORT`: the storage seam implemented by another S3 store (issue 14).
+//!
+//! Every call is one or a few S3 requests to the store, signed as the identity the gateway acts
+//! for ([`Backend::acting_for`]: the requester of a token request, whose secret the gateway holds
+//! in its credentials table, the same table as the store's), unsigned when serving anonymously.
+//! The store therefore applies its own access rules to every byte the gateway moves. Bytes stream: reads are ranged GETs pinned to the ETag seen at open
+//! ([`reader::ProxySource`]), writes are PUTs (objects) or UploadParts whose body is fed while the
+//! RDMA READs arrive ([`writer::StreamingPut`]); no object is ever held in memory. Plain S3
+//! requests do not come here in gateway mode: they pass through untouched
+//! ([`crate::passthrough`]).
+
+mod client;
+pub mod endpoint;
+mod reader;
+mod writer;
+mod xml;
+
+use std::io;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use reqwest::blocking::Response;
+
+use self::client::{object_path, query_value, Payload, StoreClient, StoreKeys, StoreSession};
+pub use self::endpoint::{Endpoint, EndpointError};
+use self::reader::ProxySource;
+use self::writer::{StreamingPut, Target};
+use self::xml::{Doc, Elem};
+use crate::credentials::CredentialsTable;
+use crate::identity::Identity;
+
+use super::{
+    select_range, Backend, BucketInfo, Checksums, CompletedPart, ObjectInfo, ObjectMeta,
+    ObjectReader, ObjectWriter, PartInfo, StorageError, StorageResult, UploadInfo, UploadOptions,
+    WriteOptions,
+};
+
+/// Whose keys sign the requests to the store.
+#[derive(Clone)]
+pub enum Keyring {
+    /// The identities of `--credentials` / `--access-key`: the same keys as at the store.
+    Table(Arc<CredentialsTable>),
+    /// `--anonymous`: requests to the store are unsigned.
+    Anonymous,
+}
+
+pub struct S3ProxyBackend {
+    keyring: Keyring,
+    /// The store as this view reaches it (unsigned until [`Backend::acting_for`] names an
+    /// identity).
+    store: StoreSession,
+}
+
+impl S3ProxyBackend {
+    /// The store at `endpoint` (SigV4 region `region`).
+    pub fn new(endpoint: Endpoint, region: &str, keyring: Keyring) -> io::Result<S3ProxyBackend> {
+        let client = Arc::new(StoreClient::new(endpoint, region.to_string())?);
+        Ok(S3ProxyBackend {
+            keyring,
+            store: StoreSession { client, keys: None },
+        })
+    }
+
+    pub fn endpoint(&self) -> &Endpoint {
+        self.store.client.endpoint()
+    }
+
+    fn send(&self, method: &str, target: &str, payload: Payload<'_>) -> StorageResult<Response> {
+        self.store.send(method, target, &[], payload)
+    }
+
+    /// GET `target` and parse its XML answer with root element `root`.
+    fn get_xml<T>(
+        &self,
+        target: &str,
+        root: &str,
+        f: impl FnOnce(Elem<'_, '_>) -> StorageResult<T>,
+    ) -> StorageResult<T> {
+        let text = self
+            .send("GET", target, Payload::Empty)?
+            .text()
+            .map_err(body_error)?;
+        Doc::new(text).parse(root, f)
+    }
+
+    /// A streaming PUT of `options.size` bytes to `target` in `bucket`. The bucket is asked for
+    /// first, so that a missing bucket or a refused identity is answered (404, 403) before any
+    /// pairing or RDMA; the PUT itself starts with the first byte.
+    fn streaming_put(
+        &self,
+        bucket: &str,
+        key: &str,
+        target: String,
+        options: WriteOptions,
+    ) -> StorageResult<ObjectWriter> {
+        let Some(len) = options.size else {
+            return Err(StorageError::Io(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the S3 proxy backend needs the length before the first byte",
+            )));
+        };
+        let mut headers = meta_headers(&options.meta);
+        if let Some(md5) = &options.content_md5 {
+            headers.push(("content-md5".into(), md5.clone()));
+        }
+        self.head_bucket(bucket)?;
+        let to = Target {
+            key: key.to_string(),
+            target,
+            headers,
+            meta: options.meta,
+        };
+        Ok(Box::new(StreamingPut::new(self.store.clone(), to, len)))
+    }
+}
+
+/// The standard object headers and `x-amz-meta-*` of `meta`, as request headers.
+fn meta_headers(meta: &ObjectMeta) -> Vec<(String, String)> {
+    let mut h = Vec::new();
+    let fields = [
+        ("content-type", &meta.content_type),
+        ("content-encoding", &meta.content_encoding),
+        ("content-disposition", &meta.content_disposition),
+        ("content-language", &meta.content_language),
+        ("cache-control", &meta.cache_control),
+        ("expires", &meta.expires),
+    ];
+    for (name, value) in fields {
+        if let Some(v) = value {
+            h.push((name.to_string(), v.clone()));
+        }
+    }
+    for (k, v) in &meta.user {
+        h.push((format!("x-amz-meta-{k}"), v.clone()));
+    }
+    h
+}
+
+fn body_error(e: reqwest::Error) -> StorageError {
+    StorageError::Io(io::Error::other(format!("reading the store's answer: {e}")))
+}
+
+/// `ObjectInfo` from a HEAD/GET answer.
+fn info_from_headers(key: &str, resp: &Response) -> StorageResult<ObjectInfo> {
+    let headers = resp.headers();
+    let header = |n: &str| {
+        headers
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let size = header("content-length")
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| StorageError::Io(io::Error::other("store sent no Content-Length")))?;
+    let last_modified = header("last-modified")
+        .and_then(|v| httpdate::parse_http_date(&v).ok())
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    let mut meta = ObjectMeta {
+        content_type: header("content-type"),
+        content_encoding: header("content-encoding"),
+        content_disposition: header("content-disposition"),
+        content_language: header("content-language"),
+        cache_control: header("cache-control"),
+        expires: header("expires"),
+        ..Default::default()
+    };
+    for (name, value) in headers {
+        if let (Some(k), Ok(v)) = (name.as_str().strip_prefix("x-amz-meta-"), value.to_str()) {
+            meta.user.insert(k.to_string(), v.to_string());
+        }
+    }
+    Ok(ObjectInfo {
+        key: key.to_string(),
+        size,
+        etag: header("etag")
+            .unwrap_or_default()
+            .trim_matches('"')
+            .to_string(),
+        last_modified,
+        meta,
+        checksums: Default::default(),
+        parts: None,
+        part_sizes: Vec::new(),
+        part_checksums: Vec::new(),
+    })
+}
+
+fn bucket_target(bucket: &str, query: &str) -> String {
+    format!("{}?{query}", object_path(bucket, ""))
+}
+
+impl Backend for S3ProxyBackend {
+    fn acting_for(&self, identity: &Identity) -> Option<Arc<dyn Backend>> {
+        let keys = match &self.keyring {
+            Keyring::Anonymous => None,
+            Keyring::Table(table) => {
+                // An identity the access hook accepted is in the table; should one not be,
+                // its requests go unsigned and the store refuses them.
+                table.secret_of(identity.as_str()).map(|secret| StoreKeys {
+                    access_key: identity.to_string(),
+                    secret_key: secret.to_string(),
+                })
+            }
+        };
+        Some(Arc::new(S3ProxyBackend {
+            keyring: self.keyring.clone(),
+            store: StoreSession {
+                client: Arc::clone(&self.store.client),
+                keys,
+            },
+        }))
+    }
+
+    fn records_owners(&self) -> bool {
+        false
+    }
+
+    fn create_bucket(&self, bucket: &str) -> StorageResult<()> {
+        self.send("PUT", &object_path(bucket, ""), Payload::Empty)
+            .map(drop)
+    }
+
+    fn head_bucket(&self, bucket: &str) -> StorageResult<()> {
+        match self.send("HEAD", &object_path(bucket, ""), Payload::Empty) {
+            Ok(_) => Ok(()),
+            Err(StorageError::NoSuchKey) => Err(StorageError::NoSuchBucket),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn delete_bucket(&self, bucket: &str) -> StorageResult<()> {
+        self.send("DELETE", &object_path(bucket, ""), Payload::Empty)
+            .map(drop)
+    }
+
+    fn list_buckets(&self) -> StorageResult<Vec<BucketInfo>> {
+        self.get_xml("/", "ListAllMyBucketsResult", |root| {
+            let mut out: Vec<BucketInfo> = root
+                .child("Buckets")
+                .map(|b| {
+                    b.all("Bucket")
+                        .map(|e| BucketInfo {
+                            name: e.text("Name"),
+                            created: e.time("CreationDate"),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            out.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok(out)
+        })
+    }
+
+    /// Ownership is the store's (see [`Backend::records_owners`]): the proxy records none.
+    fn bucket_owner(&self, bucket: &str) -> StorageResult<Option<String>> {
+        self.head_bucket(bucket).map(|()| None)
+    }
+
+    fn set_bucket_owner(&self, _bucket: &str, _owner: &str) -> StorageResult<()> {
+        Ok(())
+    }
+
+    fn open_read(
+        &self,
+        bucket: &str,
+        key: &str,
+        range: Option<&s3s::dto::Range>,
+    ) -> StorageResult<ObjectReader> {
+        let info = self.head_object(bucket, key)?;
+        let selected = select_range(range, info.size)?;
+        let source = ProxySource::new(
+            self.store.clone(),
+            object_path(bucket, key),
+            info.etag.clone(),
+            selected.clone(),
+        );
+        Ok(ObjectReader::new(info, selected, Box::new(source)))
+    }
+
+    fn head_object(&self, bucket: &str, key: &str) -> StorageResult<ObjectInfo> {
+        let resp = self.send("HEAD", &object_path(bucket, key), Payload::Empty)?;
+        info_from_headers(key, &resp)
+    }
+
+    fn create_write(
+        &self,
+        bucket: &str,
+        key: &str,
+        options: WriteOptions,
+    ) -> StorageResult<ObjectWriter> {
+        self.streaming_put(bucket, key, object_path(bucket, key), options)
+    }
+
+    fn delete_object(&self, bucket: &str, key: &str) -> StorageResult<()> {
+        self.send("DELETE", &object_path(bucket, key), Payload::Empty)
+            .map(drop)
+    }
+
+    fn list_objects(&self, bucket: &str, prefix: &str) -> StorageResult<Vec<ObjectInfo>> {
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut query = format!("list-type=2&prefix={}", query_value(prefix));
+            if let Some(t) = &token {
+                query.push_str(&format!("&continuation-token={}", query_value(t)));
+            }
+            let next =
+                self.get_xml(&bucket_target(bucket, &query), "ListBucketResult", |root| {
+                    for c in root.all("Contents") {
+                        out.push(ObjectInfo {
+                            key: c.text("Key"),
+                            size: c.number("Size")?,
+                            etag: c.text("ETag").trim_matches('"').to_string(),
+                            last_modified: c.time("LastModified"),
+                            meta: ObjectMeta::default(),
+                            checksums: Default::default(),
+                            parts: None,
+                            part_sizes: Vec::new(),
+                            part_checksums: Vec::new(),
+                        });
+                    }
+                    let t = root.text("NextContinuationToken");
+                    Ok((root.flag("IsTruncated") && !t.is_empty()).then_some(t))
+                })?;
+            match next {
+                Some(t) => token = Some(t),
+                None => break,
+            }
+        }
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+
+    fn create_upload(
+        &self,
+        bucket: &str,
+        key: &str,
+        options: UploadOptions,
+    ) -> StorageResult<String> {
+        let target = format!("{}?uploads", object_path(bucket, key));
+        let headers = meta_headers(&options.meta);
+        let text = self
+            .store
+            .send("POST", &target, &headers, Payload::Empty)?
+            .text()
+            .map_err(body_error)?;
+        Doc::new(text).parse("InitiateMultipartUploadResult", |root| {
+            Ok(root.text("UploadId"))
+        })
+    }
+
+    fn create_part_write(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        part_number: u32,
+        options: WriteOptions,
+    ) -> StorageResult<ObjectWriter> {
+        let target = format!(
+            "{}?partNumber={part_number}&uploadId={}",
+            object_path(bucket, key),
+            query_value(upload_id)
+        );
+        self.streaming_put(bucket, key, target, options)
+    }
+
+    fn upload_info(&self, bucket: &str, key: &str, upload_id: &str) -> StorageResult<UploadInfo> {
+        // ListParts answers only for an upload in progress.
+        self.list_parts(bucket, key, upload_id)?;
+        Ok(UploadInfo {
+            bucket: bucket.to_string(),
+            key: key.to_string(),
+            upload_id: upload_id.to_string(),
+            initiated: SystemTime::UNIX_EPOCH,
+            options: UploadOptions::default(),
+        })
+    }
+
+    fn list_parts(&self, bucket: &str, key: &str, upload_id: &str) -> StorageResult<Vec<PartInfo>> {
+        let target = format!(
+            "{}?uploadId={}",
+            object_path(bucket, key),
+            query_value(upload_id)
+        );
+        self.get_xml(&target, "ListPartsResult", |root| {
+            let mut parts = root
+                .all("Part")
+                .map(|p| {
+                    Ok(PartInfo {
+                        part_number: u32::try_from(p.number("PartNumber")?)
+                            .map_err(|_| StorageError::InvalidPart)?,
+                        size: p.number("Size")?,
+                        etag: p.text("ETag").trim_matches('"').to_string(),
+                        last_modified: p.time("LastModified"),
+                        checksums: Default::default(),
+                    })
+                })
+                .collect::<StorageResult<Vec<_>>>()?;
+            parts.sort_by_key(|p| p.part_number);
+            Ok(parts)
+        })
+    }
+
+    fn complete_upload(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        parts: &[CompletedPart],
+        _expected: &Checksums,
+    ) -> StorageResult<ObjectInfo> {
+        let mut body = String::from("<CompleteMultipartUpload>");
+        for p in parts {
+            body.push_str(&format!(
+                "<Part><PartNumber>{}</PartNumber><ETag>\"{}\"</ETag></Part>",
+                p.part_number,
+                p.etag.trim_matches('"')
+            ));
+        }
+        body.push_str("</CompleteMultipartUpload>");
+        let target = format!(
+            "{}?uploadId={}",
+            object_path(bucket, key),
+            query_value(upload_id)
+        );
+        let text = self
+            .send("POST", &target, Payload::Bytes(body.as_bytes()))?
+            .text()
+            .map_err(body_error)?;
+        // Errors may come inside a 200 answer (S3's rule for CompleteMultipartUpload).
+        if text.contains("<Error>") {
+            return Err(StorageError::InvalidPart);
+        }
+        self.head_object(bucket, key)
+    }
+
+    fn abort_upload(&self, bucket: &str, key: &str, upload_id: &str) -> StorageResult<()> {
+        let target = format!(
+            "{}?uploadId={}",
+            object_path(bucket, key),
+            query_value(upload_id)
+        );
+        self.send("DELETE", &target, Payload::Empty).map(drop)
+    }
+
+    fn list_uploads(&self, bucket: &str, prefix: &str) -> StorageResult<Vec<UploadInfo>> {
+        let query = format!("uploads&prefix={}", query_value(prefix));
+        self.get_xml(
+            &bucket_target(bucket, &query),
+            "ListMultipartUploadsResult",
+            |root| {
+                let mut out: Vec<UploadInfo> = root
+                    .all("Upload")
+                    .map(|u| UploadInfo {
+                        bucket: bucket.to_string(),
+                        key: u.text("Key"),
+                        upload_id: u.text("UploadId"),
+                        initiated: u.time("Initiated"),
+                        options: UploadOptions::default(),
+                    })
+                    .collect();
+                out.sort_by(|a, b| (&a.key, a.initiated).cmp(&(&b.key, b.initiated)));
+                Ok(out)
+            },
+        )
+    }
+}

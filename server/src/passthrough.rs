@@ -1,0 +1,153 @@
+//! Gateway mode, requests without a token: forwarded to the store as they came (method, target,
+//! headers including `Host` and the client's own SigV4 `Authorization`, body streamed), and the
+//! store's answer streamed back. The store authenticates them and applies its full S3 semantics
+//! (versioning, ACLs, lifecycle, ...); the gateway adds nothing and keeps nothing.
+
+use http::header::{HeaderMap, HeaderName};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use s3s::{Body, HttpResponse};
+use tracing::{debug, warn};
+
+use crate::backend::s3proxy::Endpoint;
+use crate::error::{RDMA_TOKEN, RETRY_AFTER_SECS};
+
+/// Headers that belong to one hop, never forwarded (RFC 9110 7.6.1), plus `Expect`: the
+/// gateway already answered `100 Continue` to the client and sends the body at once.
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+];
+
+/// Whether a request carries an RDMA token (header, or a presigned URL's query parameter).
+pub fn has_token(req: &http::Request<Incoming>) -> bool {
+    req.headers().contains_key(RDMA_TOKEN)
+        || req
+            .uri()
+            .query()
+            .is_some_and(|q| q.split('&').any(|p| p.starts_with("x-amz-rdma-token=")))
+}
+
+#[derive(Clone)]
+pub struct Passthrough {
+    endpoint: Endpoint,
+    client: Client<HttpConnector, Incoming>,
+}
+
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    for n in named {
+        headers.remove(n);
+    }
+    for n in HOP_BY_HOP {
+        headers.remove(n);
+    }
+}
+
+/// 503 ServiceUnavailable with an S3 error body: the store could not be reached.
+fn unavailable(why: &str) -> HttpResponse {
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>ServiceUnavailable</Code>\
+         <Message>backend store unavailable: {}</Message></Error>",
+        why.replace('&', "&amp;").replace('<', "&lt;")
+    );
+    let mut resp = http::Response::new(Body::from(body));
+    *resp.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+    let h = resp.headers_mut();
+    h.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/xml"),
+    );
+    h.insert(
+        http::header::RETRY_AFTER,
+        http::HeaderValue::from_static(RETRY_AFTER_SECS),
+    );
+    resp
+}
+
+impl Passthrough {
+    pub fn new(endpoint: Endpoint) -> Passthrough {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new()).build(connector);
+        Passthrough { endpoint, client }
+    }
+
+    /// Forward `req` to the store and stream its answer back.
+    pub async fn forward(&self, req: http::Request<Incoming>) -> HttpResponse {
+        let (mut parts, body) = req.into_parts();
+        let target = parts
+            .uri
+            .path_and_query()
+            .map_or("/", |pq| pq.as_str())
+            .to_string();
+        let uri = match format!("{}{}", self.endpoint.base_url(), target).parse::<http::Uri>() {
+            Ok(u) => u,
+            Err(e) => return unavailable(&format!("bad request target: {e}")),
+        };
+        parts.uri = uri;
+        // The client signed its own `Host`: it goes to the store unchanged.
+        strip_hop_by_hop(&mut parts.headers);
+        let method = parts.method.clone();
+        match self
+            .client
+            .request(http::Request::from_parts(parts, body))
+            .await
+        {
+            Ok(resp) => {
+                debug!(%method, %target, status = resp.status().as_u16(), "passed through");
+                let (mut parts, body) = resp.into_parts();
+                strip_hop_by_hop(&mut parts.headers);
+                if parts.headers.contains_key(http::header::CONTENT_LENGTH) {
+                    parts.headers.remove(http::header::TRANSFER_ENCODING);
+                }
+                http::Response::from_parts(parts, Body::from(body))
+            }
+            Err(e) => {
+                warn!(%method, %target, error = %e, "backend store unreachable");
+                unavailable(&e.to_string())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_headers_are_dropped() {
+        let mut h = HeaderMap::new();
+        h.insert("connection", "close, x-private".parse().unwrap());
+        h.insert("x-private", "1".parse().unwrap());
+        h.insert("expect", "100-continue".parse().unwrap());
+        h.insert("authorization", "AWS4-HMAC-SHA256 ...".parse().unwrap());
+        strip_hop_by_hop(&mut h);
+        assert!(h.get("x-private").is_none());
+        assert!(h.get("expect").is_none());
+        assert!(h.get("connection").is_none());
+        assert!(h.get("authorization").is_some());
+    }
+
+    #[test]
+    fn unavailable_is_a_503_with_retry_after() {
+        let r = unavailable("connection refused <x>");
+        assert_eq!(r.status(), 503);
+        assert_eq!(r.headers()[http::header::RETRY_AFTER], RETRY_AFTER_SECS);
+    }
+}

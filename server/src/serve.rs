@@ -221,10 +221,14 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io:
     let s3 = builder.build();
 
     let listener = TcpListener::bind(config.listen).await?;
-    let lifecycle = tokio::spawn(crate::s3::lifecycle::run_sweeps(
-        Arc::clone(&storage),
-        LIFECYCLE_EVERY,
-    ));
+    // Lifecycle rules are kept and applied by the embedded store only; in gateway mode the
+    // lifecycle requests pass through and the store applies its own rules.
+    let lifecycle = passthrough.is_none().then(|| {
+        tokio::spawn(crate::s3::lifecycle::run_sweeps(
+            Arc::clone(&storage),
+            LIFECYCLE_EVERY,
+        ))
+    });
     let local = listener.local_addr()?;
     info!(%local, rdma = rdma.is_some(), "serving");
     {
@@ -274,7 +278,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io:
         });
     }
     info!("shutting down");
-    lifecycle.abort();
+    if let Some(sweeps) = lifecycle {
+        sweeps.abort();
+    }
     drop(listener);
     drop(s3);
     if tokio::time::timeout(Duration::from_secs(10), graceful.shutdown())

@@ -40,28 +40,23 @@ pub(super) fn page_marker(marker: Option<&str>) -> Option<&str> {
     marker.filter(|m| !m.is_empty())
 }
 
-fn wants_url(e: Option<&EncodingType>) -> bool {
-    e.is_some_and(|e| e.as_str() == EncodingType::URL)
+/// The key encoding a listing asked for: URL-encoded with `encoding-type=url`, else as stored.
+pub(super) fn key_encoder(e: Option<&EncodingType>) -> impl Fn(String) -> String {
+    let url = e.is_some_and(|e| e.as_str() == EncodingType::URL);
+    move |s| if url { headers::url_encode(&s) } else { s }
 }
 
-/// Objects and common prefixes of a page, keys encoded as asked.
+/// Objects and common prefixes of a page, keys encoded by `enc`.
 fn entries(
     page: ListPage<ObjectInfo>,
-    url: bool,
+    enc: &impl Fn(String) -> String,
     owner: &Owner,
 ) -> (Vec<Object>, Vec<CommonPrefix>) {
-    let enc = |s: &str| {
-        if url {
-            headers::url_encode(s)
-        } else {
-            s.to_string()
-        }
-    };
     let objects = page
         .items
         .iter()
         .map(|o| Object {
-            key: Some(enc(&o.key)),
+            key: Some(enc(o.key.clone())),
             size: Some(o.size as i64),
             e_tag: Some(headers::etag(&o.etag)),
             last_modified: Some(timestamp(o)),
@@ -76,16 +71,32 @@ fn entries(
         .common_prefixes
         .iter()
         .map(|p| CommonPrefix {
-            prefix: Some(enc(p)),
+            prefix: Some(enc(p.clone())),
         })
         .collect();
     (objects, prefixes)
 }
 
 impl HipobjS3 {
-    async fn all_objects(&self, bucket: &str, prefix: &str) -> S3Result<Vec<ObjectInfo>> {
+    /// One page of a bucket's objects under `prefix`, grouped by `delimiter`, after `marker`.
+    async fn object_page(
+        &self,
+        bucket: &str,
+        prefix: &str,
+        delimiter: Option<&str>,
+        marker: Option<&str>,
+        max: usize,
+    ) -> S3Result<ListPage<ObjectInfo>> {
         let (b, p) = (bucket.to_string(), prefix.to_string());
-        self.blocking(move |s| s.list_objects(&b, &p)).await
+        let all = self.blocking(move |s| s.list_objects(&b, &p)).await?;
+        Ok(paginate(
+            all,
+            |o| o.key.as_str(),
+            prefix,
+            delimiter,
+            page_marker(marker),
+            max,
+        ))
     }
 
     pub(super) async fn list_v1(
@@ -95,32 +106,31 @@ impl HipobjS3 {
     ) -> S3Result<S3Response<ListObjectsOutput>> {
         let max = max_keys(input.max_keys)?;
         let prefix = input.prefix.clone().unwrap_or_default();
-        let all = self.all_objects(&input.bucket, &prefix).await?;
-        let page = paginate(
-            all,
-            |o| o.key.as_str(),
-            &prefix,
-            input.delimiter.as_deref(),
-            page_marker(input.marker.as_deref()),
-            max,
-        );
-        let url = wants_url(input.encoding_type.as_ref());
-        let enc = |s: String| if url { headers::url_encode(&s) } else { s };
+        let page = self
+            .object_page(
+                &input.bucket,
+                &prefix,
+                input.delimiter.as_deref(),
+                input.marker.as_deref(),
+                max,
+            )
+            .await?;
+        let enc = key_encoder(input.encoding_type.as_ref());
         // S3 returns NextMarker only with a delimiter (without one, the last key is the marker).
         let next_marker = page
             .next_after
             .clone()
             .filter(|_| page.is_truncated && input.delimiter.is_some())
-            .map(enc);
+            .map(&enc);
         let truncated = page.is_truncated;
-        let (contents, common_prefixes) = entries(page, url, &owner);
+        let (contents, common_prefixes) = entries(page, &enc, &owner);
         // v1 encodes Delimiter, Marker, NextMarker and the keys, not the top-level Prefix.
         Ok(S3Response::new(ListObjectsOutput {
             name: Some(input.bucket),
             prefix: Some(prefix),
             marker: Some(enc(input.marker.unwrap_or_default())),
             max_keys: Some(max as i32),
-            delimiter: input.delimiter.filter(|d| !d.is_empty()).map(enc),
+            delimiter: input.delimiter.filter(|d| !d.is_empty()).map(&enc),
             is_truncated: Some(truncated),
             next_marker,
             encoding_type: input.encoding_type,
@@ -154,21 +164,20 @@ impl HipobjS3 {
             }
             None => input.start_after.clone(),
         };
-        let all = self.all_objects(&input.bucket, &prefix).await?;
-        let page = paginate(
-            all,
-            |o| o.key.as_str(),
-            &prefix,
-            input.delimiter.as_deref(),
-            page_marker(after.as_deref()),
-            max,
-        );
-        let url = wants_url(input.encoding_type.as_ref());
-        let enc = |s: String| if url { headers::url_encode(&s) } else { s };
+        let page = self
+            .object_page(
+                &input.bucket,
+                &prefix,
+                input.delimiter.as_deref(),
+                after.as_deref(),
+                max,
+            )
+            .await?;
+        let enc = key_encoder(input.encoding_type.as_ref());
         let key_count = (page.items.len() + page.common_prefixes.len()) as i32;
         let truncated = page.is_truncated;
         let next = page.next_after.clone().map(hex::encode);
-        let (mut contents, common_prefixes) = entries(page, url, &owner);
+        let (mut contents, common_prefixes) = entries(page, &enc, &owner);
         if input.fetch_owner != Some(true) {
             for o in &mut contents {
                 o.owner = None;
@@ -177,13 +186,13 @@ impl HipobjS3 {
         Ok(S3Response::new(ListObjectsV2Output {
             name: Some(input.bucket),
             prefix: Some(enc(prefix)),
-            delimiter: input.delimiter.filter(|d| !d.is_empty()).map(enc),
+            delimiter: input.delimiter.filter(|d| !d.is_empty()).map(&enc),
             max_keys: Some(max as i32),
             key_count: Some(key_count),
             is_truncated: Some(truncated),
             continuation_token: input.continuation_token,
             next_continuation_token: next,
-            start_after: input.start_after.map(enc),
+            start_after: input.start_after.map(&enc),
             encoding_type: input.encoding_type,
             contents: Some(contents),
             common_prefixes: Some(common_prefixes),
@@ -198,17 +207,16 @@ impl HipobjS3 {
     ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
         let max = max_keys(input.max_keys)?;
         let prefix = input.prefix.clone().unwrap_or_default();
-        let all = self.all_objects(&input.bucket, &prefix).await?;
-        let page = paginate(
-            all,
-            |o| o.key.as_str(),
-            &prefix,
-            input.delimiter.as_deref(),
-            page_marker(input.key_marker.as_deref()),
-            max,
-        );
-        let url = wants_url(input.encoding_type.as_ref());
-        let enc = |s: String| if url { headers::url_encode(&s) } else { s };
+        let page = self
+            .object_page(
+                &input.bucket,
+                &prefix,
+                input.delimiter.as_deref(),
+                input.key_marker.as_deref(),
+                max,
+            )
+            .await?;
+        let enc = key_encoder(input.encoding_type.as_ref());
         let truncated = page.is_truncated;
         let next_key = page.next_after.clone().filter(|_| truncated);
         let versions = page

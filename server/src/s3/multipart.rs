@@ -6,7 +6,7 @@ use s3s::{s3_error, S3Response, S3Result};
 
 use super::conditions::{self, Conditions};
 use super::headers::{self, MetaFields, SseFields};
-use super::listing::{max_keys, page_marker};
+use super::listing::{key_encoder, max_keys, page_marker};
 use super::objects::{copy_into, copy_source, put_checksums, timestamp, write_body};
 use super::tagging;
 use super::{reply_headers, CheckedToken, HipobjS3};
@@ -393,11 +393,7 @@ impl HipobjS3 {
             after,
             max,
         );
-        let url = input
-            .encoding_type
-            .as_ref()
-            .is_some_and(|e| e.as_str() == EncodingType::URL);
-        let enc = |s: String| if url { headers::url_encode(&s) } else { s };
+        let enc = key_encoder(input.encoding_type.as_ref());
         let next_key = page.items.last().map(|u| u.key.clone());
         let next_id = page.items.last().map(|u| u.upload_id.clone());
         let uploads = page

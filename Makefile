@@ -59,7 +59,9 @@ python: deps
 	scripts/build-python
 	PYTHONDONTWRITEBYTECODE=1 target/python-venv/bin/python -m pytest -q -p no:cacheprovider python/tests/test_unit.py
 
+# The gateway's lane test needs s3s-fs (cached in target/s3s-fs); `make demo` does not.
 e2e: build python
+	CARGO=$(CARGO) scripts/install-s3s-fs
 	scripts/build-e2e
 	tests/vm/e2e
 

@@ -22,6 +22,7 @@ use md5::{Digest, Md5};
 use super::checksum::ChecksumComputer;
 use super::keys::{decode_key, encode_key};
 use super::meta::{md5_of, Sidecar};
+use super::reaper::Reaper;
 use super::{
     select_range, Backend, BucketInfo, CompletedPart, ObjectInfo, ObjectReader, ObjectSource,
     ObjectWrite, ObjectWriter, PartInfo, StorageError, StorageResult, UploadInfo, UploadOptions,
@@ -42,6 +43,8 @@ pub struct FsBackend {
     /// Held while a sidecar and its object are placed, and while a sidecar is rewritten in place
     /// (`set_tags`), so a rewrite never puts an old object's sidecar over a new one's.
     placing: Arc<Mutex<()>>,
+    /// Closes the replaced and deleted files (frees their bytes) off the request's path.
+    reaper: Arc<Reaper>,
 }
 
 /// Take the placing lock (a panic elsewhere while holding it leaves nothing half-done that
@@ -60,6 +63,7 @@ impl FsBackend {
             root: root.to_path_buf(),
             tmp_seq: AtomicU64::new(0),
             placing: Arc::new(Mutex::new(())),
+            reaper: Arc::new(Reaper::start()?),
         })
     }
 
@@ -129,6 +133,7 @@ impl FsBackend {
             len: 0,
             options,
             placing: Arc::clone(&self.placing),
+            reaper: Arc::clone(&self.reaper),
         }))
     }
 
@@ -335,13 +340,16 @@ impl Backend for FsBackend {
     fn delete_object(&self, bucket: &str, key: &str) -> StorageResult<()> {
         let dir = self.existing_bucket_dir(bucket)?;
         let name = encode_key(key)?;
-        for path in [dir.join(&name), dir.join(META_DIR).join(&name)] {
+        let data = dir.join(&name);
+        let removed = Reaper::hold(&data);
+        for path in [data, dir.join(META_DIR).join(&name)] {
             match fs::remove_file(path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e.into()),
             }
         }
+        self.reaper.release(removed);
         Ok(())
     }
 
@@ -475,6 +483,7 @@ struct FsWriter {
     len: u64,
     options: WriteOptions,
     placing: Arc<Mutex<()>>,
+    reaper: Arc<Reaper>,
 }
 
 impl FsWriter {
@@ -540,11 +549,13 @@ impl FsWriter {
         };
         let (data, sidecar) = self.dest.paths();
         // Sidecar first: a reader that sees it with the old file notices the inode differs.
+        let replaced = Reaper::hold(&data);
         let placed = {
             let _placing = lock_placing(&self.placing);
             side.store(&self.side_tmp, &sidecar)
                 .and_then(|()| fs::rename(&tmp, &data))
         };
+        self.reaper.release(replaced);
         if let Err(e) = placed {
             let _ = fs::remove_file(&tmp);
             // A part whose upload was aborted meanwhile.

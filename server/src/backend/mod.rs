@@ -20,6 +20,7 @@ mod keys;
 pub mod listing;
 mod meta;
 mod multipart;
+mod reaper;
 pub mod s3proxy;
 
 use std::collections::BTreeMap;

@@ -240,6 +240,69 @@ fn pairing_takes_one_extra_round_trip_once() {
 
 #[test]
 #[ignore = "needs an RDMA device: runs in the lane (make e2e), fails there without one"]
+fn an_rdma_put_stores_and_checks_the_headers_an_http_put_would() {
+    let env = Env::new(1, &[]);
+    let size = 64 << 10;
+    let src = pattern(size, 7);
+    let base = src.as_ptr() as usize;
+    rt().register(base, size, MemoryKind::Host).unwrap();
+    let send = |req: &mut RdmaRequest<'_>| rt().transfer(TransferKind::Put, base, size, 0, req);
+    let mut req = RdmaRequest::put(&env.s3, "bkt", "described")
+        .with_header("x-amz-meta-color", "blue")
+        .with_header("Content-Type", "application/x-hipobj-test")
+        .with_header("x-amz-tagging", "team=ml&kind=shard");
+    send(&mut req).unwrap();
+    let head = env.s3.request("HEAD", "/bkt/described", &[], &[]).unwrap();
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("x-amz-meta-color"), Some("blue"));
+    assert_eq!(
+        head.header("content-type"),
+        Some("application/x-hipobj-test")
+    );
+    assert_eq!(head.header("x-amz-tagging-count"), Some("2"));
+    let tags = env
+        .s3
+        .request("GET", "/bkt/described?tagging", &[], &[])
+        .unwrap();
+    let tags = String::from_utf8_lossy(&tags.body);
+    assert!(
+        tags.contains("<Key>team</Key>") && tags.contains("<Value>shard</Value>"),
+        "{tags}"
+    );
+
+    // Refused like an HTTP PUT, and nothing of the stored object changes.
+    let refusals: [(&str, &str, u16); 3] = [
+        ("Content-MD5", "AAAAAAAAAAAAAAAAAAAAAA==", 400),
+        ("If-None-Match", "*", 412),
+        ("x-amz-server-side-encryption", "AES256", 501),
+    ];
+    let other = pattern(size, 8);
+    rt().register(other.as_ptr() as usize, size, MemoryKind::Host)
+        .unwrap();
+    for (name, value, status) in refusals {
+        let mut req = RdmaRequest::put(&env.s3, "bkt", "described").with_header(name, value);
+        let e = rt()
+            .transfer(
+                TransferKind::Put,
+                other.as_ptr() as usize,
+                size,
+                0,
+                &mut req,
+            )
+            .unwrap_err();
+        assert_eq!(e.code, OpError::S3Error, "{name}");
+        assert_eq!(req.last_status, status, "{name}: {:?}", req.failure);
+        let now = env.s3.get("bkt", "described").unwrap();
+        assert_eq!(now.body, src, "{name} changed the stored bytes");
+        let head = env.s3.request("HEAD", "/bkt/described", &[], &[]).unwrap();
+        assert_eq!(head.header("x-amz-meta-color"), Some("blue"), "{name}");
+    }
+    rt().deregister(other.as_ptr() as usize).unwrap();
+    rt().deregister(base).unwrap();
+}
+
+#[test]
+#[ignore = "needs an RDMA device: runs in the lane (make e2e), fails there without one"]
 fn server_restart_means_re_pairing() {
     let mut env = Env::new(1, &[]);
     let size = 64 << 10;

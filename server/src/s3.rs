@@ -161,7 +161,13 @@ impl CheckedToken<'_> {
             key: key.to_string(),
             kind,
         };
-        self.rdma.submit(job).await
+        let started = std::time::Instant::now();
+        let outcome = self.rdma.submit(job).await;
+        debug!(
+            elapsed_us = started.elapsed().as_micros() as u64,
+            "token request: RDMA job answered"
+        );
+        outcome
     }
 }
 
@@ -281,19 +287,21 @@ impl S3 for HipobjS3 {
         req: S3Request<PutObjectInput>,
     ) -> S3Result<S3Response<PutObjectOutput>> {
         presign::check_expiry(&req.uri)?;
-        let Some(result) = self
-            .token_request(
-                &req.headers,
-                &req.extensions,
-                &req.input.bucket,
-                &req.input.key,
-                JobKind::Put,
-            )
-            .await
-        else {
-            return self.put_plain(req.input).await;
+        let checked = match self.checked_token(&req.headers, &req.extensions) {
+            None => return self.put_plain(req.input).await,
+            Some(checked) => checked?,
         };
-        match result? {
+        let options = self
+            .put_write(&req.input, Some(&checked.requester.identity))
+            .await
+            .map_err(|e| error::token_error(e, &self.stats))?;
+        let kind = JobKind::Put {
+            options: Box::new(options),
+        };
+        match checked
+            .submit(&req.input.bucket, &req.input.key, kind)
+            .await
+        {
             RdmaOutcome::Stored { server, info } => {
                 let output = PutObjectOutput {
                     e_tag: Some(etag(&info)),

@@ -317,6 +317,8 @@ pub struct RdmaRequest<'a> {
     method: &'static str,
     path: String,
     range: Option<String>,
+    /// More request headers (name, value), sent with every request of the transfer.
+    headers: Vec<(String, String)>,
     reply: Option<String>,
     /// Requests sent so far (a first transfer on a connection takes two: 428, then 200).
     pub requests: usize,
@@ -336,6 +338,8 @@ pub struct RdmaRequest<'a> {
     pub on_send: Option<Box<dyn FnMut() + 'a>>,
     /// Replace the token before it is sent (attack tests: another rkey, another address).
     pub token_filter: Option<TokenFilter<'a>>,
+    /// Time spent in the HTTP exchanges (request written to response read), all requests.
+    pub http: std::time::Duration,
 }
 
 impl<'a> RdmaRequest<'a> {
@@ -354,6 +358,7 @@ impl<'a> RdmaRequest<'a> {
             method,
             path: format!("/{bucket}/{key}"),
             range: None,
+            headers: Vec::new(),
             reply: None,
             requests: 0,
             replies: Vec::new(),
@@ -364,12 +369,19 @@ impl<'a> RdmaRequest<'a> {
             failure: None,
             on_send: None,
             token_filter: None,
+            http: std::time::Duration::ZERO,
         }
     }
 
     /// Send every request of this transfer over `conn` (keep-alive).
     pub fn over(mut self, conn: &'a mut KeepAlive) -> Self {
         self.conn = Some(conn);
+        self
+    }
+
+    /// Send `name: value` with every request of the transfer.
+    pub fn with_header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.to_string(), value.to_string()));
         self
     }
 
@@ -399,12 +411,15 @@ impl S3Ops for RdmaRequest<'_> {
         if let Some(r) = &self.range {
             headers.push(("Range", r.as_str()));
         }
+        headers.extend(self.headers.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+        let started = std::time::Instant::now();
         let sent = match self.conn.as_mut() {
             Some(conn) => conn.request(self.method, &self.path, &headers, &[]),
             None => self
                 .s3
                 .request_from(token_nic(token), self.method, &self.path, &headers, &[]),
         };
+        self.http += started.elapsed();
         match sent {
             Ok(resp) => {
                 self.last_status = resp.status;

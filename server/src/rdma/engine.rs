@@ -14,7 +14,7 @@ use super::selection::{select_bytes, SelectionError};
 use super::staging::StagingPool;
 use super::transfer::{ChunkSink, Deadlines, Direction, Plan, Remote, Shape, Transfer};
 use super::{JobKind, RdmaJob, RdmaOutcome, RejectCode};
-use crate::backend::{self, Backend, ObjectWriter, StorageError, WriteOptions};
+use crate::backend::{self, Backend, ObjectWriter, StorageError};
 use crate::identity::Requester;
 use crate::stats::Stats;
 
@@ -138,12 +138,9 @@ impl<P: RdmaPort> Engine<P> {
             JobKind::Get { range } => {
                 self.get(storage, &job.token, who, &job.bucket, &job.key, range)
             }
-            JobKind::Put => {
-                let options = WriteOptions {
-                    size: Some(job.token.length),
-                    ..Default::default()
-                };
-                let created = storage.create_write(&job.bucket, &job.key, options);
+            JobKind::Put { mut options } => {
+                options.size = Some(job.token.length);
+                let created = storage.create_write(&job.bucket, &job.key, *options);
                 self.put(&job.token, who, created, &self.stats.rdma_puts)
             }
             JobKind::Part {
@@ -240,7 +237,13 @@ impl<P: RdmaPort> Engine<P> {
             writer.abort();
             return RdmaOutcome::Rejected(RejectCode::Failed);
         };
-        match writer.commit() {
+        let committing = Instant::now();
+        let committed = writer.commit();
+        debug!(
+            commit_us = committing.elapsed().as_micros() as u64,
+            "RDMA PUT committed"
+        );
+        match committed {
             Ok(info) => {
                 Stats::bump(done);
                 Stats::add(&self.stats.rdma_bytes_read, info.size);
@@ -444,7 +447,7 @@ pub fn random_u32() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::FsBackend;
+    use crate::backend::{FsBackend, WriteOptions};
     use crate::rdma::port::PortInfo;
     use crate::rdma::test_double::{Behaviour, DoublePort, QpLog};
     use md5::{Digest, Md5};
@@ -555,7 +558,9 @@ mod tests {
             requester: client(),
             bucket: "b".into(),
             key: key.into(),
-            kind: JobKind::Put,
+            kind: JobKind::Put {
+                options: Box::default(),
+            },
         })
     }
 
@@ -679,7 +684,9 @@ mod tests {
             requester: client(),
             bucket: "nob".into(),
             key: "k".into(),
-            kind: JobKind::Put,
+            kind: JobKind::Put {
+                options: Box::default(),
+            },
         };
         assert_eq!(
             f.engine.run(job),
@@ -1104,7 +1111,12 @@ mod tests {
             Requester::new(client().peer_ip, crate::identity::Identity::new("mallory")),
         ];
         for other in others {
-            for kind in [JobKind::Get { range: None }, JobKind::Put] {
+            for kind in [
+                JobKind::Get { range: None },
+                JobKind::Put {
+                    options: Box::default(),
+                },
+            ] {
                 match run_as(&f, other.clone(), victim_token, kind) {
                     RdmaOutcome::PairingNeeded { server } => {
                         assert_ne!(server.lid, victim.lid);

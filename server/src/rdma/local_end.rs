@@ -11,10 +11,10 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::Scope;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
@@ -65,6 +65,26 @@ pub trait LocalEnd {
     fn try_finished(&mut self) -> Option<JobResult>;
     /// A finished job, waiting at most `wait` for one.
     fn wait_finished(&mut self, wait: Duration) -> Option<JobResult>;
+    /// Time spent filling or draining slots so far (for the transfer's debug log).
+    fn busy(&self) -> Duration;
+}
+
+/// [`work`], timed into `busy` (nanoseconds).
+///
+/// # Safety
+/// As for [`work`].
+unsafe fn timed_work(
+    dir: &mut Direction<'_>,
+    memory: &StagingMemory,
+    job: SlotJob,
+    busy: &AtomicU64,
+) -> io::Result<()> {
+    let started = Instant::now();
+    // SAFETY: the caller's promise, passed on.
+    let r = unsafe { work(dir, memory, job) };
+    let ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    busy.fetch_add(ns, Ordering::Relaxed);
+    r
 }
 
 /// Fill or drain `job`'s slot.
@@ -88,6 +108,7 @@ pub struct Inline<'a, 'm> {
     dir: Direction<'a>,
     memory: &'m StagingMemory,
     finished: VecDeque<JobResult>,
+    busy: AtomicU64,
 }
 
 impl<'a, 'm> Inline<'a, 'm> {
@@ -96,6 +117,7 @@ impl<'a, 'm> Inline<'a, 'm> {
             dir,
             memory,
             finished: VecDeque::new(),
+            busy: AtomicU64::new(0),
         }
     }
 }
@@ -103,7 +125,7 @@ impl<'a, 'm> Inline<'a, 'm> {
 impl LocalEnd for Inline<'_, '_> {
     fn submit(&mut self, job: SlotJob) {
         // SAFETY: the poller hands over a slot it owns (module doc) and waits for it back.
-        let r = unsafe { work(&mut self.dir, self.memory, job) };
+        let r = unsafe { timed_work(&mut self.dir, self.memory, job, &self.busy) };
         self.finished.push_back(r.map(|()| job));
     }
 
@@ -114,6 +136,10 @@ impl LocalEnd for Inline<'_, '_> {
     fn wait_finished(&mut self, _wait: Duration) -> Option<JobResult> {
         self.finished.pop_front()
     }
+
+    fn busy(&self) -> Duration {
+        Duration::from_nanos(self.busy.load(Ordering::Relaxed))
+    }
 }
 
 /// Jobs done in order on a scoped thread. Dropping it makes the thread end after its current job
@@ -122,6 +148,7 @@ pub struct Threaded {
     jobs: Sender<SlotJob>,
     finished: Receiver<JobResult>,
     stop: Arc<AtomicBool>,
+    busy: Arc<AtomicU64>,
 }
 
 impl Threaded {
@@ -135,6 +162,8 @@ impl Threaded {
         let (done_tx, done_rx) = crossbeam_channel::unbounded::<JobResult>();
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
+        let busy = Arc::new(AtomicU64::new(0));
+        let busy_here = Arc::clone(&busy);
         std::thread::Builder::new()
             .name("hipobj-rdma-file".into())
             .spawn_scoped(scope, move || {
@@ -144,7 +173,7 @@ impl Threaded {
                     }
                     // SAFETY: the poller hands over slots it owns (module doc) and does not touch
                     // them until this thread sends them back.
-                    let r = unsafe { work(&mut dir, memory, job) };
+                    let r = unsafe { timed_work(&mut dir, memory, job, &busy_here) };
                     let failed = r.is_err();
                     if done_tx.send(r.map(|()| job)).is_err() || failed {
                         return;
@@ -155,6 +184,7 @@ impl Threaded {
             jobs: jobs_tx,
             finished: done_rx,
             stop,
+            busy,
         })
     }
 }
@@ -183,6 +213,10 @@ impl LocalEnd for Threaded {
                 "the local end's thread stopped (it panicked)",
             ))),
         }
+    }
+
+    fn busy(&self) -> Duration {
+        Duration::from_nanos(self.busy.load(Ordering::Relaxed))
     }
 }
 

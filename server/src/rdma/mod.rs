@@ -42,8 +42,10 @@ pub struct RdmaJob {
 pub enum JobKind {
     /// RDMA WRITE the whole object or its `Range` into the client's buffer.
     Get { range: Option<s3s::dto::Range> },
-    /// RDMA READ token-length bytes from the client's buffer and store them.
-    Put,
+    /// RDMA READ token-length bytes from the client's buffer and store them, with the options
+    /// the S3 layer built from the request's headers exactly as for a body (metadata, tagging,
+    /// Content-MD5, checksums); the size is the token's length.
+    Put { options: Box<WriteOptions> },
     /// RDMA READ token-length bytes and store them as part `part_number` of the multipart
     /// upload `upload_id` (`UploadPart` with a token), written exactly like an HTTP-body part:
     /// `options` are the ones the S3 layer built for it (digests, checksum algorithm).

@@ -292,16 +292,23 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
         let mut last_completion = Instant::now();
         let mut pace = Pace::default();
         let mut polled: Vec<WorkCompletion> = Vec::with_capacity(self.shape.depth);
+        let mut first_post = None;
+        let mut last_wc = started;
         loop {
             let mut moved = self.take_local_results(local)?;
             if self.progress.retired == self.progress.chunks {
+                self.log_done(started, first_post, last_wc, local.busy());
                 return Ok(());
             }
             self.feed_local(local);
-            moved |= self.post_window()?;
+            if self.post_window()? {
+                moved = true;
+                first_post.get_or_insert_with(Instant::now);
+            }
             if self.poll_completions(&mut polled)? {
                 moved = true;
                 last_completion = Instant::now();
+                last_wc = last_completion;
                 pace.completed(last_completion);
             }
             self.hand_landed_to_sink(local);
@@ -329,6 +336,29 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
                 pace.idle();
             }
         }
+    }
+
+    /// Where a finished transfer's time went (debug log): until the first post, NIC and local end
+    /// overlapped, after the last completion; and the local end's own busy time.
+    fn log_done(
+        &self,
+        started: Instant,
+        first_post: Option<Instant>,
+        last_completion: Instant,
+        local_busy: Duration,
+    ) {
+        let us = |d: Duration| d.as_micros() as u64;
+        let first = first_post.unwrap_or(started);
+        debug!(
+            op = ?self.op,
+            bytes = self.total,
+            chunks = self.progress.chunks,
+            total_us = us(started.elapsed()),
+            to_first_post_us = us(first.saturating_duration_since(started)),
+            after_last_completion_us = us(last_completion.elapsed()),
+            local_busy_us = us(local_busy),
+            "transfer done"
+        );
     }
 
     /// Jobs the local end finished: GET slots become ready to post, PUT slots become free.

@@ -131,6 +131,8 @@ struct Job {
     /// Freed just before the answer is sent.
     permit: Permit,
     answer: oneshot::Sender<RdmaOutcome>,
+    /// When the request handed it over (the queue wait is logged).
+    submitted: Instant,
 }
 
 /// The pool handle. Dropping it closes the channels, then joins the threads.
@@ -197,6 +199,7 @@ impl RdmaWorkers {
             return RdmaOutcome::Rejected(RejectCode::Busy);
         };
         let (tx, rx) = oneshot::channel();
+        let submitted = Instant::now();
         let Some(jobs) = &self.jobs else {
             return RdmaOutcome::Rejected(RejectCode::Failed);
         };
@@ -205,6 +208,7 @@ impl RdmaWorkers {
                 job,
                 permit,
                 answer: tx,
+                submitted,
             })
             .is_err()
         {
@@ -221,9 +225,16 @@ fn worker_loop(runner: &dyn JobRunner, jobs: Receiver<Job>, stats: &Stats) {
         job,
         permit,
         answer,
+        submitted,
     }) = jobs.recv()
     {
+        let started = Instant::now();
         let outcome = run_contained(runner, job, stats);
+        debug!(
+            queued_us = started.saturating_duration_since(submitted).as_micros() as u64,
+            run_us = started.elapsed().as_micros() as u64,
+            "RDMA job done"
+        );
         drop(permit);
         // The requester may have left (client hung up); nothing to do then.
         let _ = answer.send(outcome);
@@ -361,7 +372,9 @@ mod tests {
             ),
             bucket: "b".into(),
             key: key.into(),
-            kind: JobKind::Put,
+            kind: JobKind::Put {
+                options: Box::default(),
+            },
         }
     }
 

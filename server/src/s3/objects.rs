@@ -12,6 +12,7 @@ use super::tagging;
 use super::HipobjS3;
 use crate::backend::{ObjectInfo, ObjectReader, ObjectWriter, StorageError, WriteOptions};
 use crate::error;
+use crate::identity::Identity;
 use crate::stats::Stats;
 
 /// Most keys one DeleteObjects request may name.
@@ -327,19 +328,29 @@ impl HipobjS3 {
     }
 
     /// The object under `key` if there is one (for write conditions).
-    async fn existing(&self, bucket: &str, key: &str) -> S3Result<Option<ObjectInfo>> {
+    /// The object now stored under `key`, if any (asked as `who` behind a gateway).
+    async fn existing(
+        &self,
+        bucket: &str,
+        key: &str,
+        who: Option<&Identity>,
+    ) -> S3Result<Option<ObjectInfo>> {
         let (b, k) = (bucket.to_string(), key.to_string());
-        match self.blocking(move |s| s.head_object(&b, &k)).await {
+        match self.blocking_as(who, move |s| s.head_object(&b, &k)).await {
             Ok(info) => Ok(Some(info)),
             Err(e) if *e.code() == S3ErrorCode::NoSuchKey => Ok(None),
             Err(e) => Err(e),
         }
     }
 
-    pub(super) async fn put_plain(
+    /// What a PutObject stores besides its bytes, from its headers, after its checks (SSE
+    /// refused, tagging parsed, If-Match / If-None-Match against the current object): the same for
+    /// a body and for an RDMA token (`who`: its requester). The size is the caller's to set.
+    pub(super) async fn put_write(
         &self,
-        input: PutObjectInput,
-    ) -> S3Result<S3Response<PutObjectOutput>> {
+        input: &PutObjectInput,
+        who: Option<&Identity>,
+    ) -> S3Result<WriteOptions> {
         headers::refuse_sse(SseFields {
             sse: input.server_side_encryption.as_ref(),
             customer_algorithm: input.sse_customer_algorithm.as_ref(),
@@ -349,7 +360,7 @@ impl HipobjS3 {
         let tags = tagging::from_header(input.tagging.as_deref())?;
         let conditional = input.if_match.is_some() || input.if_none_match.is_some();
         if conditional {
-            let existing = self.existing(&input.bucket, &input.key).await?;
+            let existing = self.existing(&input.bucket, &input.key, who).await?;
             conditions::check_write(
                 input.if_match.as_ref(),
                 input.if_none_match.as_ref(),
@@ -357,29 +368,37 @@ impl HipobjS3 {
             )?;
         }
         let mut meta = MetaFields {
-            content_type: input.content_type,
-            content_encoding: input.content_encoding,
-            content_disposition: input.content_disposition,
-            content_language: input.content_language,
-            cache_control: input.cache_control,
-            expires: input.expires,
-            metadata: input.metadata,
+            content_type: input.content_type.clone(),
+            content_encoding: input.content_encoding.clone(),
+            content_disposition: input.content_disposition.clone(),
+            content_language: input.content_language.clone(),
+            cache_control: input.cache_control.clone(),
+            expires: input.expires.clone(),
+            metadata: input.metadata.clone(),
         }
         .into_meta();
         meta.tags = tags;
-        let options = WriteOptions {
+        Ok(WriteOptions {
             meta,
-            content_md5: input.content_md5,
+            content_md5: input.content_md5.clone(),
             expected: headers::expected_checksums(
-                input.checksum_crc32,
-                input.checksum_crc32c,
-                input.checksum_sha1,
-                input.checksum_sha256,
-                input.checksum_crc64nvme,
+                input.checksum_crc32.clone(),
+                input.checksum_crc32c.clone(),
+                input.checksum_sha1.clone(),
+                input.checksum_sha256.clone(),
+                input.checksum_crc64nvme.clone(),
             ),
             compute: headers::algorithm(input.checksum_algorithm.as_ref())?,
-            size: input.content_length.and_then(|n| u64::try_from(n).ok()),
-        };
+            size: None,
+        })
+    }
+
+    pub(super) async fn put_plain(
+        &self,
+        input: PutObjectInput,
+    ) -> S3Result<S3Response<PutObjectOutput>> {
+        let mut options = self.put_write(&input, None).await?;
+        options.size = input.content_length.and_then(|n| u64::try_from(n).ok());
         let (b, k) = (input.bucket.clone(), input.key.clone());
         let writer = self
             .blocking(move |s| s.create_write(&b, &k, options))
@@ -409,7 +428,7 @@ impl HipobjS3 {
             || input.if_match_last_modified_time.is_some()
             || input.if_match_size.is_some()
         {
-            let existing = self.existing(&input.bucket, &input.key).await?;
+            let existing = self.existing(&input.bucket, &input.key, None).await?;
             conditions::check_delete(
                 input.if_match.as_ref(),
                 input.if_match_last_modified_time.as_ref(),
@@ -493,7 +512,7 @@ impl HipobjS3 {
         if obj.e_tag.is_none() && obj.last_modified_time.is_none() && obj.size.is_none() {
             return Ok(());
         }
-        let existing = self.existing(bucket, &obj.key).await?;
+        let existing = self.existing(bucket, &obj.key, None).await?;
         let etag = obj.e_tag.clone().map(ETagCondition::ETag);
         conditions::check_delete(
             etag.as_ref(),

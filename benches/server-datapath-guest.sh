@@ -21,15 +21,18 @@ figure() { # MODE ROUNDS (HIPOBJ_BENCH_SERVER_ARGS: a server variant)
   counters
 }
 echo "=== $(date -u '+%F %T') UTC, guest load $(cut -d' ' -f1-3 /proc/loadavg), devices ${HIPOBJ_VM_DEVICES:-?}"
-figure single "$ROUNDS"
-figure streams4 "$STREAM_ROUNDS"
+# HIPOBJ_BENCH_FIGURES: the figures to run (default: all of them, in this order).
+FIGURES=" ${HIPOBJ_BENCH_FIGURES:-single streams4 threads16 small} "
+want() { [[ $FIGURES == *" $1 "* ]]; }
+want single && figure single "$ROUNDS"
+want streams4 && figure streams4 "$STREAM_ROUNDS"
 # A server variant beside the defaults, in the same boot: HIPOBJ_BENCH_VARIANT="--flag value ...".
 # (The 12:11 log ran "--wr-depth 2" when READs had 8 MiB in flight by default; that variant's 2 MiB
 # won, and is the default since.)
-if [ -n "${HIPOBJ_BENCH_VARIANT:-}" ]; then
+if [ -n "${HIPOBJ_BENCH_VARIANT:-}" ] && want streams4; then
   HIPOBJ_BENCH_SERVER_ARGS="$HIPOBJ_BENCH_VARIANT" figure streams4 "$STREAM_ROUNDS"
 fi
-figure threads16 8
-figure small 1000
+want threads16 && figure threads16 8
+want small && figure small 1000
 echo "=== server-datapath benchmarks: $FAILED failed"
 [ "$FAILED" = 0 ]

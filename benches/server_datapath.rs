@@ -44,7 +44,7 @@ const PERF_SIZE: usize = OBJECT;
 const PERF_ITERS_1: usize = 8;
 const PERF_ITERS_4: usize = 5;
 /// Transfers of ours per round (the round's figure is their median, or their aggregate).
-const OURS_PER_ROUND: usize = 2;
+const OURS_PER_ROUND: usize = 3;
 
 fn main() {
     // `cargo bench` passes --bench; skip flags.
@@ -128,6 +128,24 @@ fn timed(
     buf: &Buffer,
     key: &str,
 ) -> Result<(f64, usize), String> {
+    timed_split(s3, conn, kind, buf, key).map(|t| (t.secs, t.requests))
+}
+
+/// One timed transfer, with the part of it spent in the HTTP exchanges.
+struct Timed {
+    secs: f64,
+    requests: usize,
+    /// Seconds from writing the request to reading the response (the server's whole work).
+    http: f64,
+}
+
+fn timed_split(
+    s3: &S3,
+    conn: &mut s3::KeepAlive,
+    kind: TransferKind,
+    buf: &Buffer,
+    key: &str,
+) -> Result<Timed, String> {
     let mut req = match kind {
         TransferKind::Get => RdmaRequest::get(s3, BUCKET, key),
         TransferKind::Put => RdmaRequest::put(s3, BUCKET, key),
@@ -136,7 +154,11 @@ fn timed(
     let t = Instant::now();
     rt().transfer(kind, buf.ptr(), buf.0.len(), 0, &mut req)
         .map_err(|e| format!("{kind:?} {key}: {e} ({:?})", req.failure))?;
-    Ok((t.elapsed().as_secs_f64(), req.requests))
+    Ok(Timed {
+        secs: t.elapsed().as_secs_f64(),
+        requests: req.requests,
+        http: req.http.as_secs_f64(),
+    })
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -222,6 +244,9 @@ struct Rounds {
     ours: Vec<f64>,
     bases: Vec<f64>,
     missing_base: usize,
+    /// Per transfer: seconds outside the HTTP exchange (the client library's own work) and in it.
+    library: Vec<f64>,
+    http: Vec<f64>,
 }
 
 impl Rounds {
@@ -234,6 +259,11 @@ impl Rounds {
             }
             None => self.missing_base += 1,
         }
+    }
+
+    fn split(&mut self, t: &Timed) {
+        self.library.push(t.secs - t.http);
+        self.http.push(t.http);
     }
 
     fn median_ratio(&mut self) -> Option<f64> {
@@ -265,11 +295,12 @@ fn single(client_dev: &str, server_dev: &str, rounds: usize) -> bool {
         let base_w = perf.as_ref().and_then(|p| p.mbs("ib_write_bw", 1));
         let mut times = Vec::new();
         for i in 0..OURS_PER_ROUND {
-            let (t, n) =
-                timed(&s3, &mut conn, TransferKind::Get, &dst, &format!("o{i}")).expect("GET");
+            let t = timed_split(&s3, &mut conn, TransferKind::Get, &dst, &format!("o{i}"))
+                .expect("GET");
             assert!(dst.0 == src.0, "GET returned other bytes");
-            if n == 1 {
-                times.push(t);
+            if t.requests == 1 {
+                times.push(t.secs);
+                get.split(&t);
             } else {
                 repaired += 1;
             }
@@ -278,10 +309,11 @@ fn single(client_dev: &str, server_dev: &str, rounds: usize) -> bool {
         let base_r = perf.as_ref().and_then(|p| p.mbs("ib_read_bw", 1));
         let mut times = Vec::new();
         for i in 0..OURS_PER_ROUND {
-            let (t, n) =
-                timed(&s3, &mut conn, TransferKind::Put, &src, &format!("o{i}")).expect("PUT");
-            if n == 1 {
-                times.push(t);
+            let t = timed_split(&s3, &mut conn, TransferKind::Put, &src, &format!("o{i}"))
+                .expect("PUT");
+            if t.requests == 1 {
+                times.push(t.secs);
+                put.split(&t);
             } else {
                 repaired += 1;
             }
@@ -337,6 +369,14 @@ fn single(client_dev: &str, server_dev: &str, rounds: usize) -> bool {
                 println!("; no {tool} baseline");
                 ok = false;
             }
+        }
+        if !figure.library.is_empty() {
+            println!(
+                "  {name} split: HTTP exchange median {:.2} ms (RTT {:.2} ms of it), client library outside it median {:.2} ms",
+                median(&mut figure.http) * 1e3,
+                rtt * 1e3,
+                median(&mut figure.library) * 1e3
+            );
         }
         if figure.missing_base > 0 {
             println!(

@@ -246,12 +246,12 @@ fn an_rdma_put_stores_and_checks_the_headers_an_http_put_would() {
     let src = pattern(size, 7);
     let base = src.as_ptr() as usize;
     rt().register(base, size, MemoryKind::Host).unwrap();
-    let send = |req: &mut RdmaRequest<'_>| rt().transfer(TransferKind::Put, base, size, 0, req);
     let mut req = RdmaRequest::put(&env.s3, "bkt", "described")
         .with_header("x-amz-meta-color", "blue")
         .with_header("Content-Type", "application/x-hipobj-test")
         .with_header("x-amz-tagging", "team=ml&kind=shard");
-    send(&mut req).unwrap();
+    rt().transfer(TransferKind::Put, base, size, 0, &mut req)
+        .unwrap();
     let head = env.s3.request("HEAD", "/bkt/described", &[], &[]).unwrap();
     assert_eq!(head.status, 200);
     assert_eq!(head.header("x-amz-meta-color"), Some("blue"));

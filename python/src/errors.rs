@@ -94,6 +94,8 @@ pub fn class_of(py: Python<'_>, code: OpError) -> Bound<'_, pyo3::types::PyType>
         OpError::DmabufNotSupported => DmabufNotSupportedError::type_object(py),
         OpError::SizeTooLarge => SizeTooLargeError::type_object(py),
         OpError::Busy => BusyError::type_object(py),
+        // hipobj-rc-v2 PREPARE answered 501 + unsupported: an S3-side refusal for Python users.
+        OpError::NotSupported => S3Error::type_object(py),
         OpError::InternalError | OpError::Success => InternalError::type_object(py),
     }
 }

@@ -1,0 +1,449 @@
+//! The hipobj-rc-v2 client: the state machine of REFERENCE.md 5.6 with the checks, error mapping
+//! and deadlines of 5.7 and the rules of PROTOCOL.md section 10.
+//!
+//! The caller owns HTTP: [`S3OpsV2`] sends PREPARE, writes READY, reads its answer (FINAL) and
+//! sends CANCEL (the C callbacks of `hipobj_v2.h`, or the command line's and the Python package's
+//! own clients). The verbs side of one transfer is a [`DataPath`] (the real one, a per-transfer RC
+//! QP over a registered buffer, is `runtime::v2`; unit tests use a double). [`run`] drives both:
+//!
+//! ```text
+//! Idle -> PREPARE (token of the transfer's QP, PSN, cookie)      -> Negotiating
+//!      -> RTR/RTS aimed at the server QP (connect deadline)      -> Connecting
+//!      -> GET: window bound, one receive posted                  -> Ready
+//!      -> READY written; GET: RECV_RDMA_WITH_IMM, imm == cookie;
+//!         PUT: WRITE_WITH_IMM of [buf, size) to the staging
+//!         window, its completion                                 -> Transferring
+//!      -> FINAL read and checked (status, cookie, bytes)         -> Draining
+//!      -> window invalidated, QP gone; CANCEL after a failure
+//!         once a session was published                           -> Idle
+//! ```
+//!
+//! Nothing is retried and nothing falls back after READY: the buffer's state is then unknown.
+
+use super::{
+    CancelRequest, Cookie, FinalAnswer, Op, PrepareAnswer, PrepareRequest, Psn, ReadyRequest,
+    Session, Target, WireError, MAX_TRANSFER,
+};
+use crate::error::{Error, OpError, Result};
+use crate::token::{Token, Transport};
+use hipobj_actors::callback::CallbackGuard;
+use std::time::{Duration, Instant};
+
+/// `hipError` of a transfer that failed `hipObjBusy` because a deadline expired ("TIME",
+/// `HIPOBJ_DIAG_DEADLINE_EXPIRED`).
+pub const DIAG_DEADLINE_EXPIRED: i32 = 0x5449_4D45;
+/// Longest bucket name and key a target may have (REFERENCE.md 5.2).
+pub const MAX_BUCKET_LEN: usize = 255;
+pub const MAX_KEY_LEN: usize = 1024;
+
+/// The budgets of one transfer (REFERENCE.md 5.7 defaults).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deadlines {
+    /// From entry to return: lease wait, every callback, the data phase.
+    pub transfer: Duration,
+    /// The QP's RTR/RTS after PREPARE (capped by what is left of `transfer`).
+    pub connect: Duration,
+    /// The one CANCEL after a failure (its own budget).
+    pub cancel: Duration,
+}
+
+impl Default for Deadlines {
+    fn default() -> Deadlines {
+        Deadlines {
+            transfer: Duration::from_secs(60),
+            connect: Duration::from_secs(10),
+            cancel: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What a v2 transfer moves: `size` bytes of object `bucket`/`key` (with `query`, e.g.
+/// `versionId`, `partNumber`/`uploadId`) starting at object byte `offset`, to or from the start
+/// of the caller's buffer.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct V2Target {
+    pub bucket: String,
+    pub key: String,
+    /// Query parameters, unencoded; the wire form is canonical (sorted, percent-encoded).
+    pub query: Vec<(String, String)>,
+    pub offset: u64,
+    pub deadlines: Deadlines,
+}
+
+impl V2Target {
+    /// `bucket`/`key` from offset 0, no query, default deadlines.
+    pub fn new(bucket: impl Into<String>, key: impl Into<String>) -> V2Target {
+        V2Target {
+            bucket: bucket.into(),
+            key: key.into(),
+            ..V2Target::default()
+        }
+    }
+
+    /// The `x-amz-rdma-target` value's parts.
+    pub fn target(&self) -> Target {
+        Target {
+            bucket: self.bucket.clone(),
+            key: self.key.clone(),
+            query: self.query.clone(),
+        }
+    }
+
+    /// The checks a target must pass before anything is sent (`hipObjInvalidValue`).
+    pub fn check(&self) -> Result<()> {
+        if self.bucket.is_empty() || self.bucket.len() > MAX_BUCKET_LEN {
+            return Err(Error::invalid(format!(
+                "a bucket name has 1 to {MAX_BUCKET_LEN} bytes, not {}",
+                self.bucket.len()
+            )));
+        }
+        if self.key.is_empty() || self.key.len() > MAX_KEY_LEN {
+            return Err(Error::invalid(format!(
+                "a key has 1 to {MAX_KEY_LEN} bytes, not {}",
+                self.key.len()
+            )));
+        }
+        if self.query.iter().any(|(k, _)| k.is_empty()) {
+            return Err(Error::invalid("a query parameter has an empty name"));
+        }
+        Ok(())
+    }
+}
+
+/// What a completed transfer reports (FINAL).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct V2Outcome {
+    /// Bytes moved, as the server counted them (equal to the transfer's size).
+    pub bytes: u64,
+    pub etag: Option<String>,
+    pub version_id: Option<String>,
+    /// `CRC64NVME <base64>` when the server sent one.
+    pub checksum: Option<String>,
+}
+
+/// The answer to PREPARE as the caller's HTTP client saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PrepareReplyV2 {
+    /// HTTP status.
+    pub status: u16,
+    /// `x-amz-rdma-protocol-status: unsupported` was present.
+    pub unsupported: bool,
+    /// For a 200: the parsed answer, or why it is malformed. `None` for other statuses.
+    pub answer: Option<std::result::Result<PrepareAnswer, WireError>>,
+}
+
+impl PrepareReplyV2 {
+    /// From the status and a header lookup (`get` takes a lowercase name).
+    pub fn from_headers<'a>(status: u16, get: impl Fn(&str) -> Option<&'a str>) -> PrepareReplyV2 {
+        PrepareReplyV2 {
+            status,
+            unsupported: unsupported_marker(&get),
+            answer: (status == 200).then(|| PrepareAnswer::from_headers(&get)),
+        }
+    }
+}
+
+/// Whether an answer carries `x-amz-rdma-protocol-status: unsupported` (PROTOCOL.md 10.1).
+pub fn unsupported_marker<'a>(get: impl Fn(&str) -> Option<&'a str>) -> bool {
+    get(super::header::PROTOCOL_STATUS)
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case(super::UNSUPPORTED))
+}
+
+/// The answer to READY (FINAL) as the caller's HTTP client saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FinalReplyV2 {
+    /// HTTP status.
+    pub status: u16,
+    /// For a 200 or 204: the parsed answer, or why it is malformed. `None` for other statuses.
+    pub answer: Option<std::result::Result<FinalAnswer, WireError>>,
+}
+
+impl FinalReplyV2 {
+    /// From the status and a header lookup (`get` takes a lowercase name).
+    pub fn from_headers<'a>(status: u16, get: impl Fn(&str) -> Option<&'a str>) -> FinalReplyV2 {
+        FinalReplyV2 {
+            status,
+            answer: matches!(status, 200 | 204).then(|| FinalAnswer::from_headers(&get)),
+        }
+    }
+}
+
+/// The caller's HTTP side of hipobj-rc-v2: one implementation per client (the C callbacks of
+/// `hipObjOpsV2_t`, the command line, the Python package). Each method is one step of
+/// REFERENCE.md 5.6; the requests' `headers()` are what to send (every one of them signed).
+/// A non-zero `i32` is the caller's own failure (no answer was seen).
+pub trait S3OpsV2 {
+    /// POST `PREPARE_PATH` with `req.headers()`; the answer's status and headers.
+    fn send_prepare(&mut self, req: &PrepareRequest) -> std::result::Result<PrepareReplyV2, i32>;
+    /// POST `READY_PATH` with `req.headers()`: write the request and return without reading the
+    /// answer (the data phase runs meanwhile). 0 when the whole request was handed over.
+    fn send_ready(&mut self, req: &ReadyRequest) -> i32;
+    /// Read the answer to READY (FINAL). Called at most once, and only after `send_ready`
+    /// returned 0 and the data phase succeeded; otherwise the exchange is abandoned (close that
+    /// connection: never reuse it).
+    fn finish_ready(&mut self) -> std::result::Result<FinalReplyV2, i32>;
+    /// POST `CANCEL_PATH` with `req.headers()`, best effort (any answer will do).
+    fn send_cancel(&mut self, req: &CancelRequest);
+    /// Called before each of the methods above: what is left of the transfer's budget, and the
+    /// budget of this call (the cancel budget for `send_cancel`). Bound the HTTP exchange by it.
+    fn budget(&mut self, _transfer_left: Duration, _this_call: Duration) {}
+}
+
+/// The verbs side of one transfer, as [`run`] drives it. `close` is called exactly once, last.
+pub trait DataPath {
+    /// The token naming the transfer's QP (transport RC, QP number, GID, port; no rkey or range).
+    fn token(&self) -> Token;
+    /// Move the QP to RTR/RTS aimed at the server QP: `rq_psn` = the server's PSN, `sq_psn` =
+    /// ours.
+    fn connect(&mut self, server: &Token, server_psn: Psn, client_psn: Psn) -> Result<()>;
+    /// Before READY: the (address, rkey) READY names. GET: a window bound on this QP over exactly
+    /// the transfer's bytes, remote write only, and one receive posted for the server's
+    /// WRITE_WITH_IMM. PUT: the buffer's address and the registration's rkey (bookkeeping only:
+    /// the registration grants nothing remotely).
+    fn arm(&mut self) -> Result<(u64, u32)>;
+    /// PUT, after READY is written: post the WRITE_WITH_IMM of `[buf, size)` to the staging window
+    /// with `imm` = the cookie.
+    fn push(&mut self, staging_addr: u64, staging_rkey: u32, cookie: Cookie) -> Result<()>;
+    /// Wait until `deadline` for the data phase to end: GET, the receive completing as
+    /// RECV_RDMA_WITH_IMM with `imm == cookie`; PUT, the write's successful completion.
+    fn await_data(&mut self, cookie: Cookie, deadline: Instant) -> Result<()>;
+    /// The end, success or not: invalidate the window (PROTOCOL.md 10.4; if that cannot be
+    /// confirmed, or `failed`, the QP goes to ERR) so nothing reaches the buffer any more.
+    fn close(&mut self, failed: bool);
+}
+
+/// The error of an expired deadline (`hipObjBusy`, `hipError` "TIME").
+pub fn deadline_expired(what: &str) -> Error {
+    Error::with_hip(
+        OpError::Busy,
+        DIAG_DEADLINE_EXPIRED,
+        format!("hipobj-rc-v2: the deadline expired {what}"),
+    )
+}
+
+/// The transfer's deadlines as instants.
+struct Clock {
+    deadlines: Deadlines,
+    end: Instant,
+}
+
+impl Clock {
+    fn new(started: Instant, deadlines: Deadlines) -> Clock {
+        Clock {
+            deadlines,
+            end: started + deadlines.transfer,
+        }
+    }
+
+    fn left(&self) -> Duration {
+        self.end.saturating_duration_since(Instant::now())
+    }
+
+    /// `hipObjBusy`/TIME once the transfer's deadline has passed.
+    fn check(&self, what: &str) -> Result<()> {
+        if Instant::now() >= self.end {
+            return Err(deadline_expired(what));
+        }
+        Ok(())
+    }
+
+    /// The end of the connect phase that starts now.
+    fn connect_end(&self) -> Instant {
+        (Instant::now() + self.deadlines.connect).min(self.end)
+    }
+}
+
+/// One whole v2 transfer of `size` bytes over `path` and `ops` (the buffer is in use and the
+/// concurrency slot held by the caller). `started`: when the call began (its deadline counts
+/// from there).
+pub fn run(
+    op: Op,
+    size: u64,
+    target: &V2Target,
+    path: &mut dyn DataPath,
+    ops: &mut dyn S3OpsV2,
+    started: Instant,
+) -> Result<V2Outcome> {
+    let clock = Clock::new(started, target.deadlines);
+    let result = negotiate_and_move(op, size, target, path, ops, &clock);
+    path.close(result.is_err());
+    match result {
+        Ok(outcome) => Ok(outcome),
+        Err((session, e)) => {
+            if let Some(session) = session {
+                cancel(ops, session, &clock);
+            }
+            tracing::debug!(op = ?op, bucket = %target.bucket, key = %target.key, "hipobj-rc-v2 transfer failed: {e}");
+            Err(e)
+        }
+    }
+}
+
+/// The error of a failed transfer, with the session to cancel when one was published.
+type Failed = (Option<Session>, Error);
+
+fn negotiate_and_move(
+    op: Op,
+    size: u64,
+    target: &V2Target,
+    path: &mut dyn DataPath,
+    ops: &mut dyn S3OpsV2,
+    clock: &Clock,
+) -> std::result::Result<V2Outcome, Failed> {
+    let cookie = Cookie::random();
+    let client_psn = Psn::random();
+    let prepare = PrepareRequest {
+        token: path.token(),
+        psn: client_psn,
+        cookie,
+        op,
+        target: target.target(),
+        size,
+        offset: target.offset,
+    };
+    clock.check("before PREPARE").map_err(|e| (None, e))?;
+    ops.budget(clock.left(), clock.left());
+    let reply = {
+        let _cb = CallbackGuard::enter();
+        ops.send_prepare(&prepare)
+    }
+    .map_err(|status| (None, Error::s3(format!("sendPrepare failed ({status})"))))?;
+    let answer = check_prepare(op, reply).map_err(|e| (None, e))?;
+    let session = answer.session;
+    let moved = move_data(op, size, cookie, client_psn, &answer, path, ops, clock);
+    moved.map_err(|e| (Some(session), e))
+}
+
+/// REFERENCE.md 5.3 and 5.7: what a PREPARE answer means.
+fn check_prepare(op: Op, reply: PrepareReplyV2) -> Result<PrepareAnswer> {
+    let answer = match (reply.status, reply.answer) {
+        (200, Some(Ok(answer))) => answer,
+        (200, Some(Err(e))) => {
+            return Err(Error::rdma(format!(
+                "malformed PREPARE answer: {}",
+                e.message
+            )))
+        }
+        (501, _) if reply.unsupported => {
+            return Err(Error::new(
+                OpError::NotSupported,
+                "the server does not speak hipobj-rc-v2 (501, unsupported)",
+            ))
+        }
+        (503, _) => return Err(Error::busy("the server is busy (PREPARE answered 503)")),
+        (status @ (400 | 403), _) => {
+            return Err(Error::invalid(format!("PREPARE answered {status}")))
+        }
+        (status, _) => return Err(Error::s3(format!("PREPARE answered {status}"))),
+    };
+    let server = &answer.server;
+    if server.transport != Transport::Rc || server.gid == [0; 16] || server.qp_num == 0 {
+        return Err(Error::rdma(
+            "the PREPARE answer names no RC server QP (transport, GID or QP number)",
+        ));
+    }
+    if op == Op::Put && !matches!(answer.staging, Some((addr, rkey)) if addr != 0 && rkey != 0) {
+        return Err(Error::invalid(
+            "the PREPARE answer of a PUT advertises no staging buffer",
+        ));
+    }
+    Ok(answer)
+}
+
+/// From a published session to a checked FINAL.
+#[allow(clippy::too_many_arguments)] // one step of the state machine, its whole state
+fn move_data(
+    op: Op,
+    size: u64,
+    cookie: Cookie,
+    client_psn: Psn,
+    answer: &PrepareAnswer,
+    path: &mut dyn DataPath,
+    ops: &mut dyn S3OpsV2,
+    clock: &Clock,
+) -> Result<V2Outcome> {
+    let connect_end = clock.connect_end();
+    path.connect(&answer.server, answer.psn, client_psn)?;
+    if Instant::now() >= connect_end {
+        return Err(deadline_expired("while connecting the QP"));
+    }
+    let (mr_addr, mr_rkey) = path.arm()?;
+    let ready = ReadyRequest {
+        session: answer.session,
+        cookie,
+        qpn: path.token().qp_num,
+        mr_addr,
+        mr_rkey,
+    };
+    clock.check("before READY")?;
+    ops.budget(clock.left(), clock.left());
+    let status = {
+        let _cb = CallbackGuard::enter();
+        ops.send_ready(&ready)
+    };
+    if status != 0 {
+        return Err(Error::s3(format!("sendReadyRequest failed ({status})")));
+    }
+    if let (Op::Put, Some((addr, rkey))) = (op, answer.staging) {
+        path.push(addr, rkey, cookie)?;
+    }
+    path.await_data(cookie, clock.end)?;
+    clock.check("before reading FINAL")?;
+    ops.budget(clock.left(), clock.left());
+    let fin = {
+        let _cb = CallbackGuard::enter();
+        ops.finish_ready()
+    }
+    .map_err(|status| Error::s3(format!("finishReady failed ({status})")))?;
+    check_final(op, size, cookie, fin)
+}
+
+/// REFERENCE.md 5.5 and 5.7: what a FINAL means.
+fn check_final(op: Op, size: u64, cookie: Cookie, fin: FinalReplyV2) -> Result<V2Outcome> {
+    let ok_status = fin.status == 200 || (op == Op::Put && fin.status == 204);
+    if !ok_status {
+        return Err(Error::s3(format!("READY answered {}", fin.status)));
+    }
+    let answer = match fin.answer {
+        Some(Ok(answer)) => answer,
+        Some(Err(e)) => return Err(Error::rdma(format!("malformed FINAL: {}", e.message))),
+        None => return Err(Error::rdma("FINAL without its hipobj-rc-v2 headers")),
+    };
+    if answer.cookie != cookie {
+        return Err(Error::rdma("FINAL echoes another cookie"));
+    }
+    if answer.bytes != size {
+        return Err(Error::rdma(format!(
+            "FINAL reports {} bytes transferred, {size} were asked",
+            answer.bytes
+        )));
+    }
+    Ok(V2Outcome {
+        bytes: answer.bytes,
+        etag: answer.etag,
+        version_id: answer.version_id,
+        checksum: answer.checksum,
+    })
+}
+
+/// The one CANCEL of a failed transfer whose session was published (best effort, own budget).
+fn cancel(ops: &mut dyn S3OpsV2, session: Session, clock: &Clock) {
+    ops.budget(clock.left(), clock.deadlines.cancel);
+    let _cb = CallbackGuard::enter();
+    ops.send_cancel(&CancelRequest { session });
+}
+
+/// The size checks of a v2 transfer: 1 ..= 2^31 - 1 bytes (PROTOCOL.md 10.6).
+pub fn check_size(size: usize) -> Result<u64> {
+    let size = size as u64;
+    if size == 0 {
+        return Err(Error::invalid("a transfer moves at least one byte"));
+    }
+    if size > MAX_TRANSFER {
+        return Err(Error::new(
+            OpError::SizeTooLarge,
+            format!("a hipobj-rc-v2 transfer moves at most {MAX_TRANSFER} bytes, not {size}"),
+        ));
+    }
+    Ok(size)
+}

@@ -447,3 +447,394 @@ pub fn check_size(size: usize) -> Result<u64> {
     }
     Ok(size)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    /// What the doubles saw, in order.
+    type Log = Rc<RefCell<Vec<String>>>;
+
+    fn server_token() -> Token {
+        Token {
+            transport: Transport::Rc,
+            qp_num: 0x77,
+            gid: [9; 16],
+            rkey: 0,
+            remote_addr: 0,
+            length: 0,
+            port: 1,
+            lid: 0,
+        }
+    }
+
+    fn client_token() -> Token {
+        Token {
+            qp_num: 0x55,
+            gid: [3; 16],
+            ..server_token()
+        }
+    }
+
+    /// A data path that records the calls and fails where told.
+    struct FakePath {
+        log: Log,
+        fail_connect: bool,
+        /// The cookie the "server" writes with (None: the request's).
+        imm: Option<Cookie>,
+        data_never_arrives: bool,
+    }
+
+    impl DataPath for FakePath {
+        fn token(&self) -> Token {
+            client_token()
+        }
+        fn connect(&mut self, server: &Token, server_psn: Psn, client_psn: Psn) -> Result<()> {
+            self.log.borrow_mut().push(format!(
+                "connect {:x} rq_psn={server_psn} sq_psn={client_psn}",
+                server.qp_num
+            ));
+            if self.fail_connect {
+                return Err(Error::rdma("modify_qp failed"));
+            }
+            Ok(())
+        }
+        fn arm(&mut self) -> Result<(u64, u32)> {
+            self.log.borrow_mut().push("arm".into());
+            Ok((0x1000, 0xabc))
+        }
+        fn push(&mut self, addr: u64, rkey: u32, _cookie: Cookie) -> Result<()> {
+            self.log.borrow_mut().push(format!("push {addr:x} {rkey:x}"));
+            Ok(())
+        }
+        fn await_data(&mut self, cookie: Cookie, deadline: Instant) -> Result<()> {
+            self.log.borrow_mut().push("await".into());
+            if self.data_never_arrives {
+                std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+                return Err(deadline_expired("in the data phase"));
+            }
+            match self.imm {
+                Some(other) if other != cookie => Err(Error::rdma("imm is not the cookie")),
+                _ => Ok(()),
+            }
+        }
+        fn close(&mut self, failed: bool) {
+            self.log.borrow_mut().push(format!("close failed={failed}"));
+        }
+    }
+
+    /// The server side as the callbacks would see it.
+    struct FakeOps {
+        log: Log,
+        prepare_status: u16,
+        unsupported: bool,
+        staging: Option<(u64, u32)>,
+        final_status: u16,
+        /// FINAL's cookie: None = echo the request's.
+        final_cookie: Option<Cookie>,
+        final_bytes: Option<u64>,
+        ready_status: i32,
+        cookie: Option<Cookie>,
+        size: u64,
+    }
+
+    fn ops(log: &Log) -> FakeOps {
+        FakeOps {
+            log: log.clone(),
+            prepare_status: 200,
+            unsupported: false,
+            staging: Some((0x9000, 0x42)),
+            final_status: 200,
+            final_cookie: None,
+            final_bytes: None,
+            ready_status: 0,
+            cookie: None,
+            size: 0,
+        }
+    }
+
+    fn path(log: &Log) -> FakePath {
+        FakePath {
+            log: log.clone(),
+            fail_connect: false,
+            imm: None,
+            data_never_arrives: false,
+        }
+    }
+
+    impl S3OpsV2 for FakeOps {
+        fn send_prepare(
+            &mut self,
+            req: &PrepareRequest,
+        ) -> std::result::Result<PrepareReplyV2, i32> {
+            self.log
+                .borrow_mut()
+                .push(format!("PREPARE {:?} {}", req.op, req.target.encode()));
+            assert_eq!(req.token.qp_num, 0x55, "the token names the transfer's QP");
+            self.cookie = Some(req.cookie);
+            self.size = req.size;
+            let answer = PrepareAnswer {
+                server: server_token(),
+                session: Session::random(),
+                psn: Psn::random(),
+                staging: self.staging,
+            };
+            Ok(PrepareReplyV2 {
+                status: self.prepare_status,
+                unsupported: self.unsupported,
+                answer: (self.prepare_status == 200).then_some(Ok(answer)),
+            })
+        }
+        fn send_ready(&mut self, req: &ReadyRequest) -> i32 {
+            self.log.borrow_mut().push(format!(
+                "READY qpn={:x} addr={:x} rkey={:x}",
+                req.qpn, req.mr_addr, req.mr_rkey
+            ));
+            assert_eq!(Some(req.cookie), self.cookie);
+            self.ready_status
+        }
+        fn finish_ready(&mut self) -> std::result::Result<FinalReplyV2, i32> {
+            self.log.borrow_mut().push("FINAL".into());
+            let cookie = self.final_cookie.or(self.cookie).ok_or(-9)?;
+            Ok(FinalReplyV2 {
+                status: self.final_status,
+                answer: Some(Ok(FinalAnswer {
+                    cookie,
+                    bytes: self.final_bytes.unwrap_or(self.size),
+                    etag: Some("\"e\"".into()),
+                    version_id: None,
+                    checksum: None,
+                })),
+            })
+        }
+        fn send_cancel(&mut self, _req: &CancelRequest) {
+            self.log.borrow_mut().push("CANCEL".into());
+        }
+    }
+
+    fn go(op: Op, p: &mut FakePath, o: &mut FakeOps) -> Result<V2Outcome> {
+        run(op, 4096, &V2Target::new("b", "k/x"), p, o, Instant::now())
+    }
+
+    fn steps(log: &Log) -> Vec<String> {
+        log.borrow()
+            .iter()
+            .map(|s| s.split(' ').next().unwrap_or_default().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn get_runs_the_phases_in_order() {
+        let log = Log::default();
+        let out = go(Op::Get, &mut path(&log), &mut ops(&log)).expect("transfer");
+        assert_eq!(out.bytes, 4096);
+        assert_eq!(out.etag.as_deref(), Some("\"e\""));
+        assert_eq!(
+            steps(&log),
+            ["PREPARE", "connect", "arm", "READY", "await", "FINAL", "close"]
+        );
+        assert!(log.borrow()[0].ends_with("/b/k/x"), "{:?}", log.borrow());
+        assert!(log.borrow()[1].starts_with("connect 77"));
+        assert_eq!(log.borrow()[3], "READY qpn=55 addr=1000 rkey=abc");
+        assert_eq!(log.borrow()[6], "close failed=false");
+    }
+
+    #[test]
+    fn put_pushes_to_the_staging_buffer_after_ready() {
+        let log = Log::default();
+        let mut o = ops(&log);
+        o.final_status = 204;
+        go(Op::Put, &mut path(&log), &mut o).expect("transfer");
+        assert_eq!(
+            steps(&log),
+            ["PREPARE", "connect", "arm", "READY", "push", "await", "FINAL", "close"]
+        );
+        assert!(log.borrow().contains(&"push 9000 42".to_string()));
+    }
+
+    #[test]
+    fn prepare_statuses_map_as_the_reference_says() {
+        for (status, unsupported, want) in [
+            (501, true, OpError::NotSupported),
+            (501, false, OpError::S3Error),
+            (503, false, OpError::Busy),
+            (400, false, OpError::InvalidValue),
+            (403, false, OpError::InvalidValue),
+            (404, false, OpError::S3Error),
+            (413, false, OpError::S3Error),
+            (500, false, OpError::S3Error),
+        ] {
+            let log = Log::default();
+            let mut o = ops(&log);
+            o.prepare_status = status;
+            o.unsupported = unsupported;
+            let e = go(Op::Get, &mut path(&log), &mut o).unwrap_err();
+            assert_eq!(e.code, want, "{status}");
+            assert_eq!(e.hip_error, 0);
+            // nothing was published: no CANCEL, nothing connected
+            assert_eq!(steps(&log), ["PREPARE", "close"], "{status}");
+        }
+    }
+
+    #[test]
+    fn a_put_without_staging_is_invalid() {
+        let log = Log::default();
+        let mut o = ops(&log);
+        o.staging = None;
+        let e = go(Op::Put, &mut path(&log), &mut o).unwrap_err();
+        assert_eq!(e.code, OpError::InvalidValue);
+        o.staging = Some((0, 5));
+        assert_eq!(
+            go(Op::Put, &mut path(&log), &mut o).unwrap_err().code,
+            OpError::InvalidValue
+        );
+    }
+
+    #[test]
+    fn a_malformed_prepare_answer_is_an_rdma_error() {
+        struct Malformed(Log);
+        impl S3OpsV2 for Malformed {
+            fn send_prepare(
+                &mut self,
+                _req: &PrepareRequest,
+            ) -> std::result::Result<PrepareReplyV2, i32> {
+                Ok(PrepareReplyV2 {
+                    status: 200,
+                    unsupported: false,
+                    answer: Some(Err(WireError {
+                        status: 400,
+                        message: "PSN 0".into(),
+                    })),
+                })
+            }
+            fn send_ready(&mut self, _req: &ReadyRequest) -> i32 {
+                panic!("READY after a malformed PREPARE answer")
+            }
+            fn finish_ready(&mut self) -> std::result::Result<FinalReplyV2, i32> {
+                panic!("FINAL after a malformed PREPARE answer")
+            }
+            fn send_cancel(&mut self, _req: &CancelRequest) {
+                self.0.borrow_mut().push("CANCEL".into());
+            }
+        }
+        let log = Log::default();
+        let e = go(Op::Get, &mut path(&log), &mut Malformed(log.clone())).unwrap_err();
+        assert_eq!(e.code, OpError::RdmaError);
+        assert!(e.detail.contains("PSN 0"), "{e}");
+    }
+
+    #[test]
+    fn failures_after_prepare_cancel_once_and_close_as_failed() {
+        // connect fails
+        let log = Log::default();
+        let mut p = path(&log);
+        p.fail_connect = true;
+        let e = go(Op::Get, &mut p, &mut ops(&log)).unwrap_err();
+        assert_eq!(e.code, OpError::RdmaError);
+        assert_eq!(steps(&log), ["PREPARE", "connect", "close", "CANCEL"]);
+        assert!(log.borrow().contains(&"close failed=true".to_string()));
+        // READY cannot be written
+        let log = Log::default();
+        let mut o = ops(&log);
+        o.ready_status = -7;
+        let e = go(Op::Get, &mut path(&log), &mut o).unwrap_err();
+        assert_eq!(e.code, OpError::S3Error);
+        assert!(e.detail.contains("-7"));
+        assert_eq!(
+            steps(&log),
+            ["PREPARE", "connect", "arm", "READY", "close", "CANCEL"]
+        );
+        // the server's immediate is not our cookie: FINAL is never read
+        let log = Log::default();
+        let mut p = path(&log);
+        p.imm = Some(Cookie::random());
+        let e = go(Op::Get, &mut p, &mut ops(&log)).unwrap_err();
+        assert_eq!(e.code, OpError::RdmaError);
+        assert_eq!(
+            steps(&log),
+            ["PREPARE", "connect", "arm", "READY", "await", "close", "CANCEL"]
+        );
+    }
+
+    #[test]
+    fn final_checks() {
+        let cases: [(fn(&mut FakeOps), OpError); 4] = [
+            (|o| o.final_status = 500, OpError::S3Error),
+            (|o| o.final_status = 204, OpError::S3Error), // 204 is for PUTs only
+            (|o| o.final_cookie = Some(Cookie::random()), OpError::RdmaError),
+            (|o| o.final_bytes = Some(4095), OpError::RdmaError),
+        ];
+        for (change, want) in cases {
+            let log = Log::default();
+            let mut o = ops(&log);
+            change(&mut o);
+            let e = go(Op::Get, &mut path(&log), &mut o).unwrap_err();
+            assert_eq!(e.code, want, "{e}");
+            assert_eq!(steps(&log).last().map(String::as_str), Some("CANCEL"));
+        }
+    }
+
+    #[test]
+    fn deadlines_expire_as_busy_time() {
+        let log = Log::default();
+        let mut p = path(&log);
+        p.data_never_arrives = true;
+        let mut target = V2Target::new("b", "k");
+        target.deadlines.transfer = Duration::from_millis(50);
+        let mut o = ops(&log);
+        let e = run(Op::Get, 1, &target, &mut p, &mut o, Instant::now()).unwrap_err();
+        assert_eq!(
+            (e.code, e.hip_error),
+            (OpError::Busy, DIAG_DEADLINE_EXPIRED)
+        );
+        assert_eq!(steps(&log).last().map(String::as_str), Some("CANCEL"));
+        // a call whose budget is spent before it starts sends nothing
+        let log = Log::default();
+        let started = Instant::now() - Duration::from_secs(61);
+        let e = run(
+            Op::Get,
+            1,
+            &V2Target::new("b", "k"),
+            &mut path(&log),
+            &mut ops(&log),
+            started,
+        )
+        .unwrap_err();
+        assert_eq!(e.hip_error, DIAG_DEADLINE_EXPIRED);
+        assert_eq!(steps(&log), ["close"]);
+    }
+
+    #[test]
+    fn sizes_and_targets_are_checked() {
+        assert_eq!(check_size(0).unwrap_err().code, OpError::InvalidValue);
+        assert_eq!(check_size(1).unwrap(), 1);
+        assert_eq!(check_size(0x7fff_ffff).unwrap(), 0x7fff_ffff);
+        assert_eq!(
+            check_size(0x8000_0000).unwrap_err().code,
+            OpError::SizeTooLarge
+        );
+        assert!(V2Target::new("b", "k").check().is_ok());
+        assert!(V2Target::new("", "k").check().is_err());
+        assert!(V2Target::new("b", "").check().is_err());
+        assert!(V2Target::new("b".repeat(256), "k").check().is_err());
+        assert!(V2Target::new("b", "k".repeat(1025)).check().is_err());
+        let mut t = V2Target::new("b", "k");
+        t.query = vec![(String::new(), "v".into())];
+        assert!(t.check().is_err());
+    }
+
+    #[test]
+    fn replies_from_headers() {
+        let headers = [("x-amz-rdma-protocol-status", " Unsupported ")];
+        let get = |n: &str| headers.iter().find(|(k, _)| *k == n).map(|(_, v)| *v);
+        let r = PrepareReplyV2::from_headers(501, get);
+        assert!(r.unsupported);
+        assert!(r.answer.is_none());
+        let r = PrepareReplyV2::from_headers(200, |_| None);
+        assert!(matches!(r.answer, Some(Err(_))), "a bare 200 is malformed");
+        let r = FinalReplyV2::from_headers(409, |_| None);
+        assert!(r.answer.is_none());
+    }
+}

@@ -137,16 +137,10 @@ impl PrepareReplyV2 {
     pub fn from_headers<'a>(status: u16, get: impl Fn(&str) -> Option<&'a str>) -> PrepareReplyV2 {
         PrepareReplyV2 {
             status,
-            unsupported: unsupported_marker(&get),
+            unsupported: super::is_unsupported(status, &get),
             answer: (status == 200).then(|| PrepareAnswer::from_headers(&get)),
         }
     }
-}
-
-/// Whether an answer carries `x-amz-rdma-protocol-status: unsupported` (PROTOCOL.md 10.1).
-pub fn unsupported_marker<'a>(get: impl Fn(&str) -> Option<&'a str>) -> bool {
-    get(super::header::PROTOCOL_STATUS)
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case(super::UNSUPPORTED))
 }
 
 /// The answer to READY (FINAL) as the caller's HTTP client saw it.

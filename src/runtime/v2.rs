@@ -12,10 +12,9 @@ use crate::rcv2::client::{self, deadline_expired, DataPath, S3OpsV2, V2Outcome, 
 use crate::rcv2::{Cookie, Op, Psn};
 use crate::registry::Buffer;
 use crate::token::{Token, Transport};
-use crate::verbs::rc::RcPeer;
 use crate::verbs::{
-    wc_status_name, Access, BindRange, Completion, Device, Mw, QpCaps, RcQp, RdmaOp,
-    WC_RDMA_WRITE, WC_RECV_RDMA_WITH_IMM,
+    wc_status_name, Access, BindRange, Completion, Device, Mw, QpCaps, RcPeer, RcQp, RdmaOp,
+    WC_FLAG_WITH_IMM, WC_RDMA_WRITE, WC_RECV_RDMA_WITH_IMM,
 };
 use hipobj_actors::registry::{Entry, Registry, UseGuard};
 use hipobj_actors::sync::Arc;
@@ -297,6 +296,9 @@ impl DataPath for QpPath<'_> {
                 "the receive completed with opcode {} instead of RECV_RDMA_WITH_IMM",
                 done.opcode
             ))),
+            Op::Get if done.wc_flags & WC_FLAG_WITH_IMM == 0 => Err(Error::rdma(
+                "the server's write into the buffer carried no immediate",
+            )),
             Op::Get if done.imm_data != cookie.get() => Err(Error::rdma(format!(
                 "the server's WRITE_WITH_IMM carries {:08x}, not the cookie",
                 done.imm_data

@@ -1,7 +1,8 @@
 //! The adapter that presents the C callbacks of `hipObjOpsV2_t` to the core as [`S3OpsV2`]: it
 //! fills `hipObjTransferReqV2_t` from the core's requests, and turns what the callbacks copied
 //! into the reply structs back into header values that the one v2 codec parses (so C replies
-//! are checked by the same code as the headers on the wire).
+//! are checked by the same code as the headers on the wire: protocol echo, token, session, PSN,
+//! cookie, byte count, checksum).
 
 use super::args::CallbacksV2;
 use super::types::{
@@ -9,7 +10,7 @@ use super::types::{
     hipObjTransferReqV2_t,
 };
 use crate::rcv2::client::{FinalReplyV2, PrepareReplyV2, S3OpsV2};
-use crate::rcv2::{header, CancelRequest, PrepareRequest, ReadyRequest, WireError, PROTOCOL};
+use crate::rcv2::{header, CancelRequest, PrepareRequest, ReadyRequest, PROTOCOL};
 use crate::runtime::Runtime;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::time::Duration;
@@ -202,14 +203,6 @@ fn lookup<'a>(headers: &'a [(&'static str, String)], name: &str) -> Option<&'a s
         .map(|(_, v)| v.as_str())
 }
 
-/// A 200 or 204 that C says came without the protocol echo: malformed (REFERENCE.md 5.3, 5.5).
-fn missing_echo() -> WireError {
-    WireError {
-        status: 400,
-        message: "no x-amz-rdma-protocol: hipobj-rc-v2 echo".to_string(),
-    }
-}
-
 /// `sendPrepare`'s struct as the header values it was copied from, parsed by the codec.
 fn prepare_reply(out: &hipObjPrepareReplyV2_t) -> PrepareReplyV2 {
     let status = status_of(out.httpStatus);
@@ -234,11 +227,7 @@ fn prepare_reply(out: &hipObjPrepareReplyV2_t) -> PrepareReplyV2 {
         h.push((header::MR_ADDR, format!("{:x}", out.stagingAddr)));
         h.push((header::MR_RKEY, format!("{:x}", out.stagingRkey)));
     }
-    let mut reply = PrepareReplyV2::from_headers(status, |n| lookup(&h, n));
-    if status == 200 && out.protocolEcho == 0 {
-        reply.answer = Some(Err(missing_echo()));
-    }
-    reply
+    PrepareReplyV2::from_headers(status, |n| lookup(&h, n))
 }
 
 /// `finishReady`'s struct as the header values it was copied from, parsed by the codec.
@@ -263,9 +252,5 @@ fn final_reply(out: &hipObjFinalReplyV2_t) -> FinalReplyV2 {
     if let Some(b64) = array_str(&out.checksumB64).filter(|v| !v.is_empty()) {
         h.push((header::CHECKSUM, format!("CRC64NVME {b64}")));
     }
-    let mut reply = FinalReplyV2::from_headers(status, |n| lookup(&h, n));
-    if matches!(status, 200 | 204) && out.protocolEcho == 0 {
-        reply.answer = Some(Err(missing_echo()));
-    }
-    reply
+    FinalReplyV2::from_headers(status, |n| lookup(&h, n))
 }

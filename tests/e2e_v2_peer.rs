@@ -70,7 +70,10 @@ impl Env {
         let mut ops = V2Http::new(self.s3);
         rt().transfer_v2(kind, buf.as_mut_ptr() as usize, size, &target, &mut ops)
             .map_err(|e| {
-                eprintln!("{kind:?} {key} ({size} bytes at {offset}): {e}; seen {:?}", ops.seen);
+                eprintln!(
+                    "{kind:?} {key} ({size} bytes at {offset}): {e}; seen {:?}",
+                    ops.seen
+                );
                 e.code
             })
     }
@@ -113,7 +116,12 @@ fn the_peer_declines_a_v1_token_with_the_unsupported_marker() {
     let token = "01".to_string() + &"0".repeat(86);
     let r = env
         .s3
-        .request("GET", &format!("/{BUCKET}/none"), &[("x-amz-rdma-token", &token)], &[])
+        .request(
+            "GET",
+            &format!("/{BUCKET}/none"),
+            &[("x-amz-rdma-token", &token)],
+            &[],
+        )
         .expect("GET");
     let marker = r.header("x-amz-rdma-protocol-status");
     eprintln!("v1 token: {} {:?}", r.status, marker);
@@ -185,7 +193,10 @@ fn eight_threads_at_once() {
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or(false)).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(false))
+            .collect()
     });
     assert!(results.iter().all(|&ok| ok), "per thread: {results:?}");
     assert_eq!(env.peer.rdma_lines().len(), 2 * THREADS);

@@ -36,10 +36,7 @@ fn declared_functions_are_the_exports() {
 
 #[test]
 fn the_v2_header_declares_the_v2_exports() {
-    let exported: BTreeSet<&str> = hipobj::ffi::EXPORTED_FUNCTIONS_V2
-        .iter()
-        .copied()
-        .collect();
+    let exported: BTreeSet<&str> = hipobj::ffi::EXPORTED_FUNCTIONS_V2.iter().copied().collect();
     assert_eq!(declared(HEADER_V2), exported);
     assert!(HEADER_V2.contains("#define hipObjNotSupported ((hipObjOpError_t)13)"));
     assert_eq!(hipobj::error::OpError::NotSupported as i32, 13);

@@ -500,7 +500,9 @@ mod tests {
             Ok((0x1000, 0xabc))
         }
         fn push(&mut self, addr: u64, rkey: u32, _cookie: Cookie) -> Result<()> {
-            self.log.borrow_mut().push(format!("push {addr:x} {rkey:x}"));
+            self.log
+                .borrow_mut()
+                .push(format!("push {addr:x} {rkey:x}"));
             Ok(())
         }
         fn await_data(&mut self, cookie: Cookie, deadline: Instant) -> Result<()> {
@@ -608,7 +610,7 @@ mod tests {
         }
     }
 
-    fn go(op: Op, p: &mut FakePath, o: &mut FakeOps) -> Result<V2Outcome> {
+    fn go(op: Op, p: &mut FakePath, o: &mut dyn S3OpsV2) -> Result<V2Outcome> {
         run(op, 4096, &V2Target::new("b", "k/x"), p, o, Instant::now())
     }
 
@@ -757,7 +759,10 @@ mod tests {
         let cases: [(fn(&mut FakeOps), OpError); 4] = [
             (|o| o.final_status = 500, OpError::S3Error),
             (|o| o.final_status = 204, OpError::S3Error), // 204 is for PUTs only
-            (|o| o.final_cookie = Some(Cookie::random()), OpError::RdmaError),
+            (
+                |o| o.final_cookie = Some(Cookie::random()),
+                OpError::RdmaError,
+            ),
             (|o| o.final_bytes = Some(4095), OpError::RdmaError),
         ];
         for (change, want) in cases {

@@ -192,7 +192,7 @@ impl<'b> QpPath<'b> {
 
     /// Bind a window over exactly the transfer's bytes, remote write only; its rkey.
     fn bind_window(&mut self) -> Result<u32> {
-        let mut window = self.device.alloc_mw()?;
+        let window = self.device.alloc_mw()?;
         let range = BindRange {
             mr: self.buffer.mr(),
             addr: self.buffer.remote_addr(0),
@@ -224,7 +224,10 @@ impl<'b> QpPath<'b> {
         match done {
             Ok(()) => true,
             Err(e) => {
-                tracing::debug!(qpn = self.qp.qp_num(), "v2 window invalidation not confirmed ({e})");
+                tracing::debug!(
+                    qpn = self.qp.qp_num(),
+                    "v2 window invalidation not confirmed ({e})"
+                );
                 false
             }
         }

@@ -45,7 +45,14 @@ impl Peer {
         let err = out.try_clone().expect("log file");
         let child = Command::new(binary())
             .args(["--dir", dir.to_str().unwrap_or_default(), "--addr", &ip])
-            .args(["--port", &port.to_string(), "--rdma-addr", &ip, "--no-cuobj", "--verbose"])
+            .args([
+                "--port",
+                &port.to_string(),
+                "--rdma-addr",
+                &ip,
+                "--no-cuobj",
+                "--verbose",
+            ])
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -70,7 +77,11 @@ impl Peer {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        panic!("s3rdma-server did not listen on {}:\n{}", self.addr, self.log_text());
+        panic!(
+            "s3rdma-server did not listen on {}:\n{}",
+            self.addr,
+            self.log_text()
+        );
     }
 
     pub fn log_text(&self) -> String {

@@ -6,7 +6,9 @@
 
 use crate::s3::{read_response, token_nic, Response, S3};
 use hipobj::rcv2::client::{FinalReplyV2, PrepareReplyV2, S3OpsV2};
-use hipobj::rcv2::{CancelRequest, PrepareRequest, ReadyRequest, CANCEL_PATH, PREPARE_PATH, READY_PATH};
+use hipobj::rcv2::{
+    CancelRequest, PrepareRequest, ReadyRequest, CANCEL_PATH, PREPARE_PATH, READY_PATH,
+};
 use std::io::BufReader;
 use std::net::{IpAddr, TcpStream};
 

@@ -2,8 +2,7 @@
 //! order). They only read their arguments; no check writes an output.
 
 use super::types::{
-    hipObjConfigV2_t, hipObjOpsV2_t, FinishReadyFn, SendCancelFn, SendPrepareFn,
-    SendReadyRequestFn,
+    hipObjConfigV2_t, hipObjOpsV2_t, FinishReadyFn, SendCancelFn, SendPrepareFn, SendReadyRequestFn,
 };
 use crate::error::{Error, Result};
 use crate::ffi::args::init_config;
@@ -36,7 +35,9 @@ pub unsafe fn init_config_v2(config: *const hipObjConfigV2_t) -> Result<(InitCon
         return Err(Error::invalid("control.controlEndpoint is NULL"));
     }
     // SAFETY: non-NULL and NUL-terminated per the caller.
-    let endpoint = unsafe { CStr::from_ptr(endpoint) }.to_string_lossy().into_owned();
+    let endpoint = unsafe { CStr::from_ptr(endpoint) }
+        .to_string_lossy()
+        .into_owned();
     if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
         return Err(Error::invalid(
             "control.controlEndpoint is not an http:// or https:// URI",
@@ -136,7 +137,12 @@ unsafe fn canonical_query(q: *const c_char) -> Result<Vec<(String, String)>> {
 unsafe fn callbacks(ops: *const hipObjOpsV2_t) -> Result<CallbacksV2> {
     // SAFETY: the caller guarantees `ops` is NULL or valid for reads.
     let ops = unsafe { ops.as_ref() }.ok_or_else(|| Error::invalid("ops is NULL"))?;
-    match (ops.sendPrepare, ops.sendReadyRequest, ops.finishReady, ops.sendCancel) {
+    match (
+        ops.sendPrepare,
+        ops.sendReadyRequest,
+        ops.finishReady,
+        ops.sendCancel,
+    ) {
         (Some(prepare), Some(ready), Some(finish), Some(cancel)) => Ok(CallbacksV2 {
             prepare,
             ready,
@@ -199,7 +205,7 @@ mod tests {
     use super::*;
     use crate::error::OpError;
     use crate::ffi::v2::types::hipObjTransferReqV2_t;
-    use std::ffi::c_int;
+    use std::ffi::{c_int, CString};
 
     unsafe extern "C" fn prepare(
         _: *mut c_void,
@@ -264,22 +270,23 @@ mod tests {
         let long_bucket = CString::new("b".repeat(256)).unwrap_or_default();
         let long_key = CString::new("k".repeat(1025)).unwrap_or_default();
         let inv = Some(OpError::InvalidValue);
+        let no_ops: *const hipObjOpsV2_t = std::ptr::null();
         assert_eq!(code(b, k, 0x1000, 16, 0, null, &o), None);
         // each failure, with everything after it also wrong: the first one decides
-        assert_eq!(code(null, null, 0, 0, u64::MAX, c"x".as_ptr(), null), inv);
+        assert_eq!(code(null, null, 0, 0, u64::MAX, c"x".as_ptr(), no_ops), inv);
         assert_eq!(code(c"".as_ptr(), k, 0x1000, 16, 0, null, &o), inv);
         assert_eq!(code(long_bucket.as_ptr(), k, 0x1000, 16, 0, null, &o), inv);
-        assert_eq!(code(b, null, 0, 0, 0, null, null), inv);
+        assert_eq!(code(b, null, 0, 0, 0, null, no_ops), inv);
         assert_eq!(code(b, long_key.as_ptr(), 0x1000, 16, 0, null, &o), inv);
-        assert_eq!(code(b, k, 0, 0, 0, null, null), inv);
-        assert_eq!(code(b, k, 0x1000, 0, 0, null, null), inv);
+        assert_eq!(code(b, k, 0, 0, 0, null, no_ops), inv);
+        assert_eq!(code(b, k, 0x1000, 0, 0, null, no_ops), inv);
         assert_eq!(
-            code(b, k, 0x1000, 0x8000_0000, 0, null, null),
+            code(b, k, 0x1000, 0x8000_0000, 0, null, no_ops),
             Some(OpError::SizeTooLarge)
         );
-        assert_eq!(code(b, k, 0x1000, 16, u64::MAX - 8, null, null), inv);
-        assert_eq!(code(b, k, 0x1000, 16, 0, c"b=2&a=1".as_ptr(), null), inv);
-        assert_eq!(code(b, k, 0x1000, 16, 0, null, null), inv);
+        assert_eq!(code(b, k, 0x1000, 16, u64::MAX - 8, null, no_ops), inv);
+        assert_eq!(code(b, k, 0x1000, 16, 0, c"b=2&a=1".as_ptr(), no_ops), inv);
+        assert_eq!(code(b, k, 0x1000, 16, 0, null, no_ops), inv);
         let mut missing = ops();
         missing.finishReady = None;
         assert_eq!(code(b, k, 0x1000, 16, 0, null, &missing), inv);
@@ -289,10 +296,22 @@ mod tests {
     fn queries_must_be_canonical() {
         let o = ops();
         let (b, k) = (c"b".as_ptr(), c"k".as_ptr());
-        for good in [c"", c"a=1", c"a=1&b=2", c"partNumber=3&uploadId=x%2By", c"versionId=abc"] {
-            assert_eq!(code(b, k, 0x1000, 16, 0, good.as_ptr(), &o), None, "{good:?}");
+        for good in [
+            c"",
+            c"a=1",
+            c"a=1&b=2",
+            c"partNumber=3&uploadId=x%2By",
+            c"versionId=abc",
+        ] {
+            assert_eq!(
+                code(b, k, 0x1000, 16, 0, good.as_ptr(), &o),
+                None,
+                "{good:?}"
+            );
         }
-        for bad in [c"b=2&a=1", c"a", c"=1", c"a=%2b", c"a=1&", c"a=x y", c"a=%41"] {
+        for bad in [
+            c"b=2&a=1", c"a", c"=1", c"a=%2b", c"a=1&", c"a=x y", c"a=%41",
+        ] {
             assert_eq!(
                 code(b, k, 0x1000, 16, 0, bad.as_ptr(), &o),
                 Some(OpError::InvalidValue),

@@ -66,8 +66,9 @@ pub unsafe extern "C" fn hipObjInitV2(config: *mut hipObjConfigV2_t) -> hipObjEr
 #[no_mangle]
 pub extern "C" fn hipObjNicV2() -> *mut c_char {
     boundary::guard("hipObjNicV2", || match runtime::current() {
-        Some(rt) => CString::new(rt.device().name())
-            .map_or(std::ptr::null_mut(), CString::into_raw),
+        Some(rt) => {
+            CString::new(rt.device().name()).map_or(std::ptr::null_mut(), CString::into_raw)
+        }
         None => std::ptr::null_mut(),
     })
 }
@@ -159,11 +160,12 @@ unsafe fn transfer(
     boundary::call(name, || {
         let rt = runtime()?;
         let settings = settings_for(&rt);
-        let deadlines = settings.as_ref().map_or_else(Deadlines::default, |s| s.deadlines);
+        let deadlines = settings
+            .as_ref()
+            .map_or_else(Deadlines::default, |s| s.deadlines);
         // SAFETY: forwarded from this function's contract.
-        let a = unsafe {
-            args::transfer_v2(bucket, key, devPtr, size, offset, query, ops, deadlines)
-        }?;
+        let a =
+            unsafe { args::transfer_v2(bucket, key, devPtr, size, offset, query, ops, deadlines) }?;
         let (nic, nic_port, nic_gid_index) = CallContext::interface(&rt);
         let call = CallContext {
             method: match kind {

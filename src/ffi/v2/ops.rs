@@ -6,8 +6,7 @@
 
 use super::args::CallbacksV2;
 use super::types::{
-    hipObjControlEndpointV2_t, hipObjFinalReplyV2_t, hipObjPrepareReplyV2_t,
-    hipObjTransferReqV2_t,
+    hipObjControlEndpointV2_t, hipObjFinalReplyV2_t, hipObjPrepareReplyV2_t, hipObjTransferReqV2_t,
 };
 use crate::rcv2::client::{FinalReplyV2, PrepareReplyV2, S3OpsV2};
 use crate::rcv2::{header, CancelRequest, PrepareRequest, ReadyRequest, PROTOCOL};
@@ -104,7 +103,10 @@ impl CallbackOpsV2 {
             key: self.call.key,
             query: self.call.query,
             token: self.token.as_ptr(),
-            session: self.session.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+            session: self
+                .session
+                .as_ref()
+                .map_or(std::ptr::null(), |s| s.as_ptr()),
             target: self.target.as_ptr(),
             size: self.call.size,
             offset: self.call.offset,
@@ -130,7 +132,8 @@ impl CallbackOpsV2 {
 
 impl S3OpsV2 for CallbackOpsV2 {
     fn send_prepare(&mut self, req: &PrepareRequest) -> Result<PrepareReplyV2, i32> {
-        self.token = CString::new(req.token.encode_hex()).map_err(|_| CALLBACK_CONTRACT_VIOLATION)?;
+        self.token =
+            CString::new(req.token.encode_hex()).map_err(|_| CALLBACK_CONTRACT_VIOLATION)?;
         self.target = CString::new(req.target.encode()).map_err(|_| CALLBACK_CONTRACT_VIOLATION)?;
         self.cookie = req.cookie.get();
         self.client_psn = req.psn.get();
@@ -211,7 +214,10 @@ fn prepare_reply(out: &hipObjPrepareReplyV2_t) -> PrepareReplyV2 {
         h.push((header::PROTOCOL, PROTOCOL.to_string()));
     }
     if out.unsupportedMarker != 0 {
-        h.push((header::PROTOCOL_STATUS, crate::rcv2::UNSUPPORTED.to_string()));
+        h.push((
+            header::PROTOCOL_STATUS,
+            crate::rcv2::UNSUPPORTED.to_string(),
+        ));
     }
     if let Some(token) = array_str(&out.serverToken) {
         h.push((header::REPLY, format!("200:{token}")));

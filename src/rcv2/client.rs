@@ -756,7 +756,8 @@ mod tests {
 
     #[test]
     fn final_checks() {
-        let cases: [(fn(&mut FakeOps), OpError); 4] = [
+        type Change = fn(&mut FakeOps);
+        let cases: [(Change, OpError); 4] = [
             (|o| o.final_status = 500, OpError::S3Error),
             (|o| o.final_status = 204, OpError::S3Error), // 204 is for PUTs only
             (

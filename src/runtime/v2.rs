@@ -356,7 +356,7 @@ fn wait_until(qp: &mut RcQp, wr_id: u64, deadline: Instant) -> Result<Completion
         if idle < SPINS {
             std::thread::yield_now();
         } else {
-            let us = u64::from(idle - SPINS).min(MAX_SLEEP_US).max(20);
+            let us = u64::from(idle - SPINS).clamp(20, MAX_SLEEP_US);
             std::thread::sleep(Duration::from_micros(us));
         }
     }

@@ -22,7 +22,7 @@ use crate::env::EnvConfig;
 use crate::error::{Error, Result};
 use crate::token::{Token, Transport};
 use crate::verbs::{
-    wc_status_name, Access, BindRange, Device, Mw, QpCaps, RcQp, RtrParams, RtsParams,
+    random_psn, wc_status_name, Access, BindRange, Device, Mw, QpCaps, RcPeer, RcQp, MAX_PSN,
 };
 use arc_swap::ArcSwap;
 use hipobj_actors::stages::{self, Stage};
@@ -42,11 +42,6 @@ pub static LIVE_QPS: AtomicUsize = AtomicUsize::new(0);
 fn qp_access() -> Access {
     Access::REMOTE_READ | Access::REMOTE_WRITE | Access::LOCAL_WRITE
 }
-/// Verbs attributes of the client side (PROTOCOL.md section 5; never retry_cnt 7).
-const CLIENT_TIMEOUT: u8 = 14;
-const CLIENT_RETRY_CNT: u8 = 6;
-const CLIENT_RNR_RETRY: u8 = 6;
-const MIN_RNR_TIMER: u8 = 12;
 /// Send queue of a client QP: one bind and one invalidation at a time, with room to spare.
 const CLIENT_QP_CAPS: QpCaps = QpCaps {
     max_send_wr: 4,
@@ -229,23 +224,16 @@ impl Connection {
             self.replace()?;
             return Ok(PairOutcome::Replaced);
         }
-        let port = self.device.port().clone();
-        let caps = self.device.caps().clone();
-        self.qp.to_rtr(&RtrParams {
-            dest_qp_num: server.qp_num,
-            dest_gid: server.gid,
-            rq_psn: server.rkey & 0x00ff_ffff,
-            path_mtu: port.active_mtu,
-            max_dest_rd_atomic: caps.max_qp_rd_atom.max(1),
-            min_rnr_timer: MIN_RNR_TIMER,
-        })?;
-        self.qp.to_rts(&RtsParams {
-            sq_psn: crate::random::psn(),
-            timeout: CLIENT_TIMEOUT,
-            retry_cnt: CLIENT_RETRY_CNT,
-            rnr_retry: CLIENT_RNR_RETRY,
-            max_rd_atomic: 1,
-        })?;
+        // The client posts no READs: one outstanding is enough (rule 5.6).
+        self.qp.connect(
+            &RcPeer {
+                qp_num: server.qp_num,
+                gid: server.gid,
+            },
+            server.rkey & MAX_PSN,
+            random_psn(),
+            1,
+        )?;
         self.pairing = Some(Pairing {
             server_qp_num: server.qp_num,
             pairing_id: server.lid,

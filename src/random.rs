@@ -27,7 +27,15 @@ pub fn fill(buf: &mut [u8]) {
     }
 }
 
-/// A random 24-bit packet sequence number.
+/// 32 random bits.
+pub fn u32() -> u32 {
+    let mut b = [0u8; 4];
+    fill(&mut b);
+    u32::from_le_bytes(b)
+}
+
+/// A random 24-bit packet sequence number (may be 0: connections start at
+/// [`crate::verbs::random_psn`], which never is).
 pub fn psn() -> u32 {
     let mut b = [0u8; 4];
     fill(&mut b);

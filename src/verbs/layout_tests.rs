@@ -48,7 +48,7 @@ fn checks() -> Vec<Check> {
     v.extend(offsets!(
         "struct ibv_context_ops",
         ibv_context_ops,
-        [alloc_mw, dealloc_mw, poll_cq, post_send]
+        [alloc_mw, dealloc_mw, poll_cq, post_send, post_recv]
     ));
     v.extend(size_align!("struct ibv_context", ibv_context));
     v.extend(offsets!(
@@ -260,6 +260,12 @@ fn checks() -> Vec<Check> {
 
     v.extend(size_align!("struct ibv_sge", ibv_sge));
     v.extend(offsets!("struct ibv_sge", ibv_sge, [addr, length, lkey]));
+    v.extend(size_align!("struct ibv_recv_wr", ibv_recv_wr));
+    v.extend(offsets!(
+        "struct ibv_recv_wr",
+        ibv_recv_wr,
+        [wr_id, next, sg_list, num_sge]
+    ));
     v.extend(size_align!("struct ibv_send_wr", ibv_send_wr));
     v.extend(offsets!(
         "struct ibv_send_wr",

@@ -4,6 +4,7 @@
 //! - [`list_devices`], [`pci_distance`]: NIC candidates and their distance to a GPU.
 //! - [`Device`]: an opened context + PD, its first ACTIVE port and best GID (`select`).
 //! - [`inventory`]: every device, port and GID as `hipobj info` shows them.
+//! - [`rc`]: the one RC setup (attributes, INIT/RTR/RTS, starting PSNs) of client and server.
 //! - [`Mr`], [`RcQp`], [`Mw`]: registrations, RC queue pairs and type-2 memory windows, which hold their `Arc<Device>`; each
 //!   `Drop` calls one destroy verb, so teardown order follows from reference counts.
 //!
@@ -17,6 +18,7 @@ mod loader;
 mod mr;
 mod mw;
 mod qp;
+pub mod rc;
 mod select;
 mod sys;
 
@@ -30,7 +32,9 @@ pub use loader::Lib;
 pub use mr::{Access, Mr};
 pub use mw::{inc_rkey, BindRange, Mw, WC_BIND_MW, WC_LOCAL_INV};
 pub use qp::{
-    wc_status_name, Completion, QpCaps, RcQp, RdmaOp, RtrParams, RtsParams, MAX_PSN, WC_RDMA_READ,
-    WC_RDMA_WRITE, WC_RETRY_EXC_ERR, WC_SUCCESS, WC_WR_FLUSH_ERR,
+    wc_status_name, Completion, QpCaps, RcQp, RdmaOp, RtrParams, RtsParams, MAX_PSN,
+    WC_FLAG_WITH_IMM, WC_FLAG_WITH_INV, WC_RDMA_READ, WC_RDMA_WRITE, WC_RECV,
+    WC_RECV_RDMA_WITH_IMM, WC_RETRY_EXC_ERR, WC_SUCCESS, WC_WR_FLUSH_ERR,
 };
+pub use rc::{random_psn, RcPeer};
 pub use select::{pci_distance, GidKind};

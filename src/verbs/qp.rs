@@ -17,6 +17,12 @@ pub const MAX_PSN: u32 = 0x00ff_ffff;
 /// `IBV_WC_RDMA_WRITE` and `IBV_WC_RDMA_READ`, the `Completion::opcode` of this module's posts.
 pub const WC_RDMA_WRITE: u32 = 1;
 pub const WC_RDMA_READ: u32 = 2;
+/// `IBV_WC_RECV` and `IBV_WC_RECV_RDMA_WITH_IMM`: completions of posted receives.
+pub const WC_RECV: u32 = 128;
+pub const WC_RECV_RDMA_WITH_IMM: u32 = 129;
+/// `enum ibv_wc_flags`: the completion carries an immediate / invalidated an rkey.
+pub const WC_FLAG_WITH_IMM: u32 = 1 << 1;
+pub const WC_FLAG_WITH_INV: u32 = 1 << 3;
 /// `IBV_WC_SUCCESS`, `IBV_WC_WR_FLUSH_ERR`, `IBV_WC_RETRY_EXC_ERR`.
 pub const WC_SUCCESS: u32 = 0;
 pub const WC_WR_FLUSH_ERR: u32 = 5;
@@ -63,6 +69,9 @@ pub struct RtsParams {
 pub enum RdmaOp {
     /// Local memory -> remote memory.
     Write,
+    /// Local memory -> remote memory, then the immediate (host order; sent big-endian) in the
+    /// completion of a receive the peer posted.
+    WriteWithImm(u32),
     /// Remote memory -> local memory.
     Read,
 }
@@ -77,6 +86,11 @@ pub struct Completion {
     pub opcode: u32,
     pub byte_len: u32,
     pub vendor_err: u32,
+    /// `enum ibv_wc_flags` ([`WC_FLAG_WITH_IMM`], [`WC_FLAG_WITH_INV`]).
+    pub wc_flags: u32,
+    /// The immediate in host order (`ntohl` applied) when `wc_flags` has [`WC_FLAG_WITH_IMM`];
+    /// the invalidated rkey when it has [`WC_FLAG_WITH_INV`].
+    pub imm_data: u32,
 }
 
 impl Completion {
@@ -441,10 +455,15 @@ impl RcQp {
             num_sge: 1,
             opcode: match op {
                 RdmaOp::Write => sys::IBV_WR_RDMA_WRITE,
+                RdmaOp::WriteWithImm(_) => sys::IBV_WR_RDMA_WRITE_WITH_IMM,
                 RdmaOp::Read => sys::IBV_WR_RDMA_READ,
             },
             send_flags: if signaled { sys::IBV_SEND_SIGNALED } else { 0 },
-            imm_data: 0,
+            // verbs.h: `imm_data` is in network byte order.
+            imm_data: match op {
+                RdmaOp::WriteWithImm(imm) => imm.to_be(),
+                RdmaOp::Write | RdmaOp::Read => 0,
+            },
             wr: sys::ibv_send_wr_wr {
                 rdma: sys::ibv_send_wr_rdma { remote_addr, rkey },
             },
@@ -483,6 +502,79 @@ impl RcQp {
                 VERB,
                 rc,
                 format!("{} on QP {:#x}", what(), self.qp_num),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Posts one receive: `local` is `(mr, offset, len)` of a registered range on this device, or
+    /// `None` for a zero-length receive (enough for an RDMA WRITE with immediate, which consumes a
+    /// receive but places its data by the sender's address).
+    pub fn post_recv(
+        &mut self,
+        wr_id: u64,
+        local: Option<(&Mr, usize, u32)>,
+    ) -> Result<(), VerbsError> {
+        const VERB: &str = "ibv_post_recv";
+        let mut sge = sys::ibv_sge::default();
+        let mut num_sge = 0;
+        if let Some((mr, offset, len)) = local {
+            if !Arc::ptr_eq(&mr.device, &self.device) {
+                return Err(VerbsError::invalid(
+                    VERB,
+                    "receive MR is registered on another device",
+                ));
+            }
+            let len_usize = usize::try_from(len).unwrap_or(usize::MAX);
+            let Some(addr) = mr
+                .addr()
+                .checked_add(offset)
+                .filter(|_| matches!(offset.checked_add(len_usize), Some(end) if end <= mr.len()))
+            else {
+                return Err(VerbsError::invalid(
+                    VERB,
+                    format!(
+                        "{len} bytes at offset {offset} exceed the {}-byte MR",
+                        mr.len()
+                    ),
+                ));
+            };
+            sge = sys::ibv_sge {
+                addr: addr as u64,
+                length: len,
+                lkey: mr.lkey(),
+            };
+            num_sge = 1;
+        }
+        let mut wr = sys::ibv_recv_wr {
+            wr_id,
+            next: std::ptr::null_mut(),
+            sg_list: if num_sge == 1 {
+                &mut sge
+            } else {
+                std::ptr::null_mut()
+            },
+            num_sge,
+        };
+        let mut bad: *mut sys::ibv_recv_wr = std::ptr::null_mut();
+        let qp = self.qp.as_ptr();
+        // SAFETY: live QP; its context pointer is valid while the device is open (we hold it).
+        let post_recv = unsafe { (*(*qp).context).ops.post_recv };
+        let Some(post_recv) = post_recv else {
+            return Err(VerbsError::new(
+                VERB,
+                libc::ENOSYS,
+                "provider has no post_recv",
+            ));
+        };
+        // SAFETY: `wr` and its SGE (checked above to lie inside a live MR of this device) are
+        // valid for the call; the provider copies them into its receive queue.
+        let rc = unsafe { post_recv(qp, &mut wr, &mut bad) };
+        if rc != 0 {
+            return Err(VerbsError::from_rc(
+                VERB,
+                rc,
+                format!("receive on QP {:#x}", self.qp_num),
             ));
         }
         Ok(())
@@ -555,6 +647,12 @@ impl From<&sys::ibv_wc> for Completion {
             opcode: w.opcode,
             byte_len: w.byte_len,
             vendor_err: w.vendor_err,
+            wc_flags: w.wc_flags,
+            imm_data: if w.wc_flags & WC_FLAG_WITH_IMM != 0 {
+                u32::from_be(w.imm_data)
+            } else {
+                w.imm_data
+            },
         }
     }
 }

@@ -48,6 +48,7 @@ pub const IBV_QP_MAX_DEST_RD_ATOMIC: c_int = 1 << 17;
 
 // enum ibv_wr_opcode
 pub const IBV_WR_RDMA_WRITE: u32 = 0;
+pub const IBV_WR_RDMA_WRITE_WITH_IMM: u32 = 1;
 pub const IBV_WR_RDMA_READ: u32 = 4;
 pub const IBV_WR_LOCAL_INV: u32 = 7;
 pub const IBV_WR_BIND_MW: u32 = 8;
@@ -88,11 +89,17 @@ pub type PostSendFn = unsafe extern "C" fn(
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int;
 
+pub type PostRecvFn = unsafe extern "C" fn(
+    qp: *mut ibv_qp,
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int;
+
 pub type AllocMwFn = unsafe extern "C" fn(pd: *mut ibv_pd, mw_type: u32) -> *mut ibv_mw;
 pub type DeallocMwFn = unsafe extern "C" fn(mw: *mut ibv_mw) -> c_int;
 
 /// struct ibv_context_ops: 32 function pointers. Only `alloc_mw` (index 7), `dealloc_mw` (9),
-/// `poll_cq` (11) and `post_send` (25) are called; the others are opaque.
+/// `poll_cq` (11), `post_send` (25) and `post_recv` (26) are called; the others are opaque.
 #[repr(C)]
 pub struct ibv_context_ops {
     pub _before_alloc_mw: [*mut c_void; 7],
@@ -103,7 +110,8 @@ pub struct ibv_context_ops {
     pub poll_cq: Option<PollCqFn>,
     pub _between: [*mut c_void; 13],
     pub post_send: Option<PostSendFn>,
-    pub _after_post_send: [*mut c_void; 6],
+    pub post_recv: Option<PostRecvFn>,
+    pub _after_post_recv: [*mut c_void; 5],
 }
 
 /// struct ibv_context
@@ -371,6 +379,15 @@ pub struct ibv_sge {
     pub addr: u64,
     pub length: u32,
     pub lkey: u32,
+}
+
+/// struct ibv_recv_wr
+#[repr(C)]
+pub struct ibv_recv_wr {
+    pub wr_id: u64,
+    pub next: *mut ibv_recv_wr,
+    pub sg_list: *mut ibv_sge,
+    pub num_sge: c_int,
 }
 
 /// The `rdma` member of ibv_send_wr's `wr` union.

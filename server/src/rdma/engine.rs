@@ -310,9 +310,9 @@ impl<P: RdmaPort> Engine<P> {
         }
         // Silence the superseded QP before anything else (PAIRING-FINDINGS section 5, item 2).
         lease.destroy_pairing("superseded by a new pairing");
-        let start_psn = random_u32() & 0x00ff_ffff;
+        let start_psn = hipobj::verbs::random_psn();
         let id = loop {
-            let id = random_u32() as u16;
+            let id = hipobj::random::u32() as u16;
             if id != 0 && Some(id) != old_id && id != token.lid {
                 break id;
             }
@@ -444,19 +444,6 @@ pub(super) fn reject_storage(e: StorageError) -> RdmaOutcome {
             RejectCode::Failed
         }
     })
-}
-
-/// Random bits from the OS, with a per-process hashed counter as fallback.
-pub fn random_u32() -> u32 {
-    let mut b = [0u8; 4];
-    if getrandom::fill(&mut b).is_ok() {
-        return u32::from_le_bytes(b);
-    }
-    use std::hash::{BuildHasher, Hasher};
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-    h.finish() as u32
 }
 
 #[cfg(test)]

@@ -2,23 +2,13 @@
 
 use std::sync::Arc;
 
-use hipobj::verbs::rc::RcPeer;
-use hipobj::verbs::{
-    self, Access, BindRange, Device, Lib, Mr, Mw, QpCaps, RcQp, RtrParams, RtsParams,
-};
+use hipobj::verbs::{self, Access, BindRange, Device, Lib, Mr, Mw, QpCaps, RcPeer, RcQp};
 
 use super::port::{
     Peer, PortError, PortInfo, QpSetup, RdmaOp, RdmaPort, RdmaQp, StagingBuffer, StagingMemory,
     Window, WorkCompletion, WorkRequest,
 };
 
-/// PROTOCOL.md section 4 rule 3: local ACK timeout exponent (4.096 us * 2^14 = 67 ms).
-pub const QP_TIMEOUT: u8 = 14;
-/// Transport retries. Never 7: rxe retries forever on 7 (PAIRING-FINDINGS.md).
-pub const QP_RETRY_CNT: u8 = 6;
-/// The server never receives sends; keep RNR retries finite too.
-pub const QP_RNR_RETRY: u8 = 6;
-const MIN_RNR_TIMER: u8 = 12;
 /// Completions taken per poll call.
 const POLL_BATCH: usize = 32;
 /// Work request ids of a v2 session's window bind and invalidation (its WRITEs count from 0).
@@ -225,7 +215,6 @@ impl RdmaPort for VerbsPort {
     }
 
     fn connect_qp(&self, setup: &QpSetup) -> Result<VerbsQp, PortError> {
-        let caps = self.device.caps();
         let mut qp = self
             .device
             .create_rc_qp(QpCaps {
@@ -236,22 +225,16 @@ impl RdmaPort for VerbsPort {
             .map_err(port_error)?;
         // The server QP is never the target of a one-sided operation.
         qp.to_init(Access::empty()).map_err(port_error)?;
-        qp.to_rtr(&RtrParams {
-            dest_qp_num: setup.peer.qp_num,
-            dest_gid: setup.peer.gid,
-            rq_psn: setup.start_psn,
-            path_mtu: self.device.port().active_mtu,
-            max_dest_rd_atomic: caps.max_qp_rd_atom.max(1),
-            min_rnr_timer: MIN_RNR_TIMER,
-        })
-        .map_err(port_error)?;
-        qp.to_rts(&RtsParams {
-            sq_psn: setup.start_psn,
-            timeout: QP_TIMEOUT,
-            retry_cnt: QP_RETRY_CNT,
-            rnr_retry: QP_RNR_RETRY,
-            max_rd_atomic: self.info.max_rd_atomic,
-        })
+        // The same PSN both ways: the client learns one number from the server token.
+        qp.connect(
+            &RcPeer {
+                qp_num: setup.peer.qp_num,
+                gid: setup.peer.gid,
+            },
+            setup.start_psn,
+            setup.start_psn,
+            self.info.max_rd_atomic,
+        )
         .map_err(port_error)?;
         Ok(VerbsQp::new(qp, self.info.max_rd_atomic))
     }

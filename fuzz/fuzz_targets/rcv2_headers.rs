@@ -57,7 +57,10 @@ fn base_prepare() -> Headers {
         (header::PSN, "abcdef".to_string()),
         (header::COOKIE, "12345678".to_string()),
         (header::OP, "PUT".to_string()),
-        (header::TARGET, "/bkt/dir/obj?partNumber=2&uploadId=xyz".to_string()),
+        (
+            header::TARGET,
+            "/bkt/dir/obj?partNumber=2&uploadId=xyz".to_string(),
+        ),
         (header::SIZE, "4096".to_string()),
         (header::OFFSET, "0".to_string()),
     ])
@@ -66,7 +69,10 @@ fn base_prepare() -> Headers {
 fn base_ready() -> Headers {
     from_pairs(vec![
         (header::PROTOCOL, PROTOCOL.to_string()),
-        (header::SESSION, "00112233445566778899aabbccddeeff".to_string()),
+        (
+            header::SESSION,
+            "00112233445566778899aabbccddeeff".to_string(),
+        ),
         (header::COOKIE, "12345678".to_string()),
         (header::QPN, "4242".to_string()),
         (header::MR_ADDR, "7f0000001000".to_string()),
@@ -112,14 +118,10 @@ fn model(name: &str, value: Option<&str>) -> Option<Option<u16>> {
     let v = raw.trim();
     let ok = |accepted: bool| Some((!accepted).then_some(400));
     match name {
-        n if n == header::PROTOCOL => {
-            Some((!v.eq_ignore_ascii_case(PROTOCOL)).then_some(501))
-        }
+        n if n == header::PROTOCOL => Some((!v.eq_ignore_ascii_case(PROTOCOL)).then_some(501)),
         n if n == header::PSN => ok(fixed_hex(v, 6).is_some_and(|p| p != 0)),
         n if n == header::COOKIE => ok(fixed_hex(v, 8).is_some_and(|c| c != 0)),
-        n if n == header::SESSION => {
-            ok(v.len() == 32 && v.bytes().all(|b| b.is_ascii_hexdigit()))
-        }
+        n if n == header::SESSION => ok(v.len() == 32 && v.bytes().all(|b| b.is_ascii_hexdigit())),
         n if n == header::OP => ok(v == "GET" || v == "PUT"),
         n if n == header::SIZE => Some(match decimal(v) {
             None | Some(0) => Some(400),
@@ -148,7 +150,10 @@ fn check_prepare(p: &PrepareRequest) {
     let again = from_pairs(p.headers());
     let q = PrepareRequest::from_headers(lookup(&again)).expect("re-encoded PREPARE parses");
     assert_eq!(q.headers(), p.headers(), "PREPARE encoding is stable");
-    assert_eq!((q.psn, q.cookie, q.op, q.size, q.offset), (p.psn, p.cookie, p.op, p.size, p.offset));
+    assert_eq!(
+        (q.psn, q.cookie, q.op, q.size, q.offset),
+        (p.psn, p.cookie, p.op, p.size, p.offset)
+    );
     assert_eq!(q.target, p.target);
     assert_eq!(Target::parse(&p.target.encode()), Ok(p.target.clone()));
 }
@@ -215,7 +220,11 @@ fn mode_a(data: &[u8]) {
                 header::SESSION,
             );
             let cancel = CancelRequest::from_headers(lookup(&c));
-            assert_eq!(cancel.is_ok(), got.is_ok(), "CANCEL and READY agree on {value:?}");
+            assert_eq!(
+                cancel.is_ok(),
+                got.is_ok(),
+                "CANCEL and READY agree on {value:?}"
+            );
         }
     }
 }

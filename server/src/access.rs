@@ -119,12 +119,7 @@ impl AccessPolicy {
     }
 
     /// Rule 9.1 for the bucket the request names.
-    pub async fn check_bucket(
-        &self,
-        path: &S3Path,
-        op: &str,
-        identity: &Identity,
-    ) -> S3Result<()> {
+    pub async fn check_bucket(&self, path: &S3Path, op: &str, identity: &Identity) -> S3Result<()> {
         let bucket = match path {
             S3Path::Root => return Ok(()),
             S3Path::Bucket { bucket } | S3Path::Object { bucket, .. } => bucket.to_string(),

@@ -177,7 +177,14 @@ fn v2_get_and_put_over_real_rdma() {
     let (name, dev) = open_device();
     let server = lane_server(
         &dev,
-        &["--device", &name, "--chunk-bytes", "1048576", "--watchdog-ms", "3000"],
+        &[
+            "--device",
+            &name,
+            "--chunk-bytes",
+            "1048576",
+            "--watchdog-ms",
+            "3000",
+        ],
     );
     assert_eq!(server.request("PUT", "/bkt", &[], b"").status, 200);
     let data = pattern(3 * 1024 * 1024 + 123);
@@ -191,23 +198,39 @@ fn v2_get_and_put_over_real_rdma() {
         let (_mw, rkey) = c.expose(size);
         let t = std::time::Instant::now();
         let r = server.request("POST", rcv2::READY_PATH, &c.ready(&a, rkey).headers(), b"");
-        eprintln!("v2 GET of {size} bytes at {offset} (READY round trip): {:?}", t.elapsed());
+        eprintln!(
+            "v2 GET of {size} bytes at {offset} (READY round trip): {:?}",
+            t.elapsed()
+        );
         assert_eq!(r.status, 200, "READY: {}", r.text());
         let fin = final_answer(&r);
         assert_eq!((fin.cookie, fin.bytes), (c.cookie, size));
         let wc = c.qp.wait_completion(2, WAIT).expect("receive completion");
         assert!(wc.is_success(), "{wc:?}");
         assert_eq!(wc.opcode, WC_RECV_RDMA_WITH_IMM);
-        assert_eq!(wc.imm_data, c.cookie.get(), "the last WRITE carries the cookie");
+        assert_eq!(
+            wc.imm_data,
+            c.cookie.get(),
+            "the last WRITE carries the cookie"
+        );
         let range = offset as usize..(offset + size) as usize;
-        assert!(c.buf[..] == data[range], "v2 GET data differs at {offset}+{size}");
+        assert!(
+            c.buf[..] == data[range],
+            "v2 GET data differs at {offset}+{size}"
+        );
     }
 
     // PUT: the client writes as soon as it has the PREPARE answer (no grace sleep).
-    let upload: Vec<u8> = pattern(2 * 1024 * 1024 + 5).iter().map(|b| b ^ 0x3c).collect();
+    let upload: Vec<u8> = pattern(2 * 1024 * 1024 + 5)
+        .iter()
+        .map(|b| b ^ 0x3c)
+        .collect();
     let mut c = V2Client::new(&dev, upload.len());
     c.buf.copy_from_slice(&upload);
-    let a = prepared(&server, &c.prepare(Op::Put, "bkt", "up", upload.len() as u64, 0));
+    let a = prepared(
+        &server,
+        &c.prepare(Op::Put, "bkt", "up", upload.len() as u64, 0),
+    );
     let (addr, rkey) = a.staging.expect("PUT staging advertised");
     c.connect(&a);
     let op = RdmaOp::WriteWithImm(c.cookie.get());
@@ -225,7 +248,11 @@ fn v2_get_and_put_over_real_rdma() {
     assert_eq!(back.header("etag"), fin.etag.as_deref());
 
     let stats = server.stats();
-    for c in ["\"v2_prepared\":4", "\"v2_ready\":4", "\"v2_sessions_live\":0"] {
+    for c in [
+        "\"v2_prepared\":4",
+        "\"v2_ready\":4",
+        "\"v2_sessions_live\":0",
+    ] {
         assert!(stats.contains(c), "{c} in {stats}");
     }
 }
@@ -240,7 +267,10 @@ fn v2_replays_forged_cookies_and_expired_sessions_move_nothing() {
     assert_eq!(server.request("PUT", "/bkt/obj", &[], &data).status, 200);
 
     let mut c = V2Client::new(&dev, data.len());
-    let a = prepared(&server, &c.prepare(Op::Get, "bkt", "obj", data.len() as u64, 0));
+    let a = prepared(
+        &server,
+        &c.prepare(Op::Get, "bkt", "obj", data.len() as u64, 0),
+    );
     c.connect(&a);
     let (_mw, rkey) = c.expose(data.len() as u64);
     let ready = c.ready(&a, rkey).headers();
@@ -284,7 +314,10 @@ fn v2_replays_forged_cookies_and_expired_sessions_move_nothing() {
         Ok(wc) => !wc.is_success(),
         Err(_) => true,
     };
-    assert!(refused, "a write into an expired session's window must fail");
+    assert!(
+        refused,
+        "a write into an expired session's window must fail"
+    );
     assert_eq!(server.get("/bkt/late").status, 404);
     let stats = server.stats();
     assert!(stats.contains("\"v2_expired\":1"), "{stats}");

@@ -12,9 +12,9 @@ use super::pairing::{CheckoutError, KeyLease, Pairing, PairingKey, PairingTable}
 use super::port::{Peer, QpSetup, RdmaOp, RdmaPort, RdmaQp};
 use super::selection::{select_bytes, SelectionError};
 use super::session::{SessionLimits, SessionTable};
-use super::v2::Prepared;
 use super::staging::StagingPool;
 use super::transfer::{ChunkSink, Deadlines, Direction, Plan, Remote, Shape, Transfer};
+use super::v2::Prepared;
 use super::{JobKind, RdmaJob, RdmaOutcome, RejectCode};
 use crate::backend::{self, Backend, ObjectWriter, StorageError};
 use crate::identity::Requester;

@@ -208,14 +208,18 @@ impl DoublePort {
         // alive while the window is registered here (see `Shared`); a NIC's DMA would write them
         // the same way.
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr, data.len()) };
-        shared.inbound.entry(qpn).or_default().push_back(WorkCompletion {
-            wr_id,
-            status: 0,
-            vendor_err: 0,
-            opcode: super::port::WC_RECV_RDMA_WITH_IMM,
-            byte_len: data.len() as u32,
-            imm: Some(imm),
-        });
+        shared
+            .inbound
+            .entry(qpn)
+            .or_default()
+            .push_back(WorkCompletion {
+                wr_id,
+                status: 0,
+                vendor_err: 0,
+                opcode: super::port::WC_RECV_RDMA_WITH_IMM,
+                byte_len: data.len() as u32,
+                imm: Some(imm),
+            });
         Ok(())
     }
 

@@ -178,7 +178,7 @@ pub struct Prepared<Q, B> {
 
 enum Work<B> {
     Get {
-        object: ObjectReader,
+        object: Box<ObjectReader>,
     },
     Put {
         size: u32,
@@ -219,27 +219,45 @@ impl<P: RdmaPort> Engine<P> {
     }
 
     fn v2_prepare(&self, job: PrepareJob) -> V2Outcome {
-        let put = !matches!(job.kind, V2Kind::Get { .. });
-        let room = match self.sessions.reserve(if put { u64::from(job.size) } else { 0 }) {
+        let PrepareJob {
+            requester,
+            client,
+            client_psn,
+            cookie,
+            size: size32,
+            bucket,
+            key,
+            kind,
+        } = job;
+        let conn = Conn {
+            client,
+            client_psn,
+            size: size32,
+        };
+        let put = !matches!(kind, V2Kind::Get { .. });
+        let room = match self
+            .sessions
+            .reserve(if put { u64::from(size32) } else { 0 })
+        {
             Ok(room) => room,
             Err(_) => return V2Outcome::Rejected(V2Reject::BUSY),
         };
-        let storage = backend::acting_for(&self.storage, &job.requester.identity);
-        let size = u64::from(job.size);
-        let source = match job.kind {
-            V2Kind::Get { offset } => match storage.open_read(&job.bucket, &job.key, None) {
+        let storage = backend::acting_for(&self.storage, &requester.identity);
+        let size = u64::from(size32);
+        let source = match kind {
+            V2Kind::Get { offset } => match storage.open_read(&bucket, &key, None) {
                 Ok(mut object) => {
                     if offset >= object.info.size {
                         return V2Outcome::Rejected(V2Reject::NOT_SATISFIABLE);
                     }
                     object.narrow(offset..offset.saturating_add(size));
-                    Source::Get(object)
+                    Source::Get(Box::new(object))
                 }
                 Err(e) => return rejected(e),
             },
             V2Kind::Put { mut options } => {
                 options.size = Some(size);
-                match storage.create_write(&job.bucket, &job.key, *options) {
+                match storage.create_write(&bucket, &key, *options) {
                     Ok(w) => Source::Put(w),
                     Err(e) => return rejected(e),
                 }
@@ -250,23 +268,17 @@ impl<P: RdmaPort> Engine<P> {
                 mut options,
             } => {
                 options.size = Some(size);
-                match storage.create_part_write(
-                    &job.bucket,
-                    &job.key,
-                    &upload_id,
-                    part_number,
-                    *options,
-                ) {
+                match storage.create_part_write(&bucket, &key, &upload_id, part_number, *options) {
                     Ok(w) => Source::Put(w),
                     Err(e) => return rejected(e),
                 }
             }
         };
         let server_psn = hipobj::verbs::rc::random_psn();
-        let (prepared, staging) = match self.v2_qp(&job, server_psn, source) {
+        let (prepared, staging) = match self.v2_qp(&conn, server_psn, source) {
             Ok(p) => p,
             Err(e) => {
-                warn!(error = %e, client_qpn = job.client.qp_num, "preparing a v2 session failed");
+                warn!(error = %e, client_qpn = client.qp_num, "preparing a v2 session failed");
                 Stats::bump(&self.stats.v2_failed);
                 return V2Outcome::Rejected(V2Reject::FAILED);
             }
@@ -275,9 +287,9 @@ impl<P: RdmaPort> Engine<P> {
         let session = self.sessions.insert(
             room,
             NewSession {
-                owner: job.requester,
-                cookie: job.cookie,
-                client_qpn: job.client.qp_num,
+                owner: requester,
+                cookie,
+                client_qpn: client.qp_num,
                 prepared,
             },
             Instant::now(),
@@ -286,7 +298,7 @@ impl<P: RdmaPort> Engine<P> {
         Stats::add(&self.stats.v2_sessions_live, 1);
         debug!(
             server_qpn = server.qp_num,
-            client_qpn = job.client.qp_num,
+            client_qpn = client.qp_num,
             put,
             size,
             "v2 session prepared"
@@ -302,10 +314,10 @@ impl<P: RdmaPort> Engine<P> {
     /// The session's QP: INIT for a GET; for a PUT also staging, its receive, RTS and the window.
     fn v2_qp(
         &self,
-        job: &PrepareJob,
+        job: &Conn,
         server_psn: u32,
         source: Source,
-    ) -> Result<(Prepared<P::Qp, P::Buffer>, Option<Window>), String> {
+    ) -> Result<WithWindow<P::Qp, P::Buffer>, String> {
         let depth = self.write_shape.depth as u32;
         let mut qp = match self.port.create_qp(depth + 2) {
             Ok(qp) => qp,
@@ -353,7 +365,7 @@ impl<P: RdmaPort> Engine<P> {
 
     fn prepared(
         &self,
-        job: &PrepareJob,
+        job: &Conn,
         server_psn: u32,
         qp: P::Qp,
         work: Work<P::Buffer>,
@@ -436,7 +448,7 @@ impl<P: RdmaPort> Engine<P> {
             last_imm: Some(cookie),
         };
         let result = Transfer::new(&mut qp, &staging, plan, self.deadlines, &self.stats)
-            .and_then(|t| t.run(Direction::Write(&mut object)));
+            .and_then(|t| t.run(Direction::Write(&mut *object)));
         // Destroyed while the staging buffer is still held: nothing of it is posted afterwards.
         drop(qp);
         drop(staging);
@@ -477,16 +489,25 @@ impl<P: RdmaPort> Engine<P> {
         let received = wait_receive(&mut qp, self.v2_data_timeout);
         let checked = match received {
             Ok(wc) if wc.status == 0 => {
-                if wc.opcode == WC_RECV_RDMA_WITH_IMM && wc.imm == Some(cookie) && wc.byte_len == size
+                if wc.opcode == WC_RECV_RDMA_WITH_IMM
+                    && wc.imm == Some(cookie)
+                    && wc.byte_len == size
                 {
                     Ok(())
                 } else {
-                    debug!(?wc, cookie, size, "v2 PUT: the client's write does not match");
+                    debug!(
+                        ?wc,
+                        cookie, size, "v2 PUT: the client's write does not match"
+                    );
                     Err(V2Reject::BAD_DATA)
                 }
             }
             Ok(wc) => {
-                warn!(status = wc.status, client_qpn = client.qp_num, "v2 PUT receive failed");
+                warn!(
+                    status = wc.status,
+                    client_qpn = client.qp_num,
+                    "v2 PUT receive failed"
+                );
                 Err(V2Reject::FAILED)
             }
             Err(reject) => Err(reject),
@@ -602,9 +623,20 @@ impl<P: RdmaPort> Engine<P> {
     }
 }
 
+/// A prepared session and the window a PUT advertises.
+type WithWindow<Q, B> = (Prepared<Q, B>, Option<Window>);
+
+/// The client QP a session connects to, and its size.
+#[derive(Clone, Copy)]
+struct Conn {
+    client: Peer,
+    client_psn: u32,
+    size: u32,
+}
+
 /// What a PREPARE opened before its QP exists.
 enum Source {
-    Get(ObjectReader),
+    Get(Box<ObjectReader>),
     Put(ObjectWriter),
 }
 
@@ -682,7 +714,10 @@ mod tests {
     }
 
     fn owner() -> Requester {
-        Requester::new(std::net::IpAddr::from([10, 0, 0, 2]), Identity::new("tester"))
+        Requester::new(
+            std::net::IpAddr::from([10, 0, 0, 2]),
+            Identity::new("tester"),
+        )
     }
 
     fn settings(v2: V2Settings) -> EngineSettings {
@@ -833,8 +868,13 @@ mod tests {
         let data = pattern(3000);
         object(&f, "k", &data);
         f.port.add_region(RKEY, BASE, vec![0; 2000]);
-        let (id, qpn, psn, staging) =
-            prepared(prepare_as(&f, owner(), "k", 2000, V2Kind::Get { offset: 100 }));
+        let (id, qpn, psn, staging) = prepared(prepare_as(
+            &f,
+            owner(),
+            "k",
+            2000,
+            V2Kind::Get { offset: 100 },
+        ));
         assert_eq!(staging, None, "a GET exposes no staging");
         assert!((1..=0xff_ffff).contains(&psn));
         // PREPARE leaves the QP in INIT: nothing connected, nothing posted.
@@ -878,16 +918,37 @@ mod tests {
         let f = fixture();
         object(&f, "k", &pattern(1500));
         f.port.add_region(RKEY, BASE, vec![0; 4000]);
-        let (id, ..) = prepared(prepare_as(&f, owner(), "k", 4000, V2Kind::Get { offset: 1000 }));
+        let (id, ..) = prepared(prepare_as(
+            &f,
+            owner(),
+            "k",
+            4000,
+            V2Kind::Get { offset: 1000 },
+        ));
         assert!(matches!(
             ready_as(&f, owner(), id, COOKIE),
             V2Outcome::Moved { bytes: 500, .. }
         ));
         assert_eq!(
-            rejected(prepare_as(&f, owner(), "k", 1, V2Kind::Get { offset: 1500 })),
+            rejected(prepare_as(
+                &f,
+                owner(),
+                "k",
+                1,
+                V2Kind::Get { offset: 1500 }
+            )),
             416
         );
-        assert_eq!(rejected(prepare_as(&f, owner(), "nope", 1, V2Kind::Get { offset: 0 })), 404);
+        assert_eq!(
+            rejected(prepare_as(
+                &f,
+                owner(),
+                "nope",
+                1,
+                V2Kind::Get { offset: 0 }
+            )),
+            404
+        );
         // Refused PREPAREs made no QP and hold no room.
         assert_eq!(f.engine.v2_live(), 0);
         let created = f
@@ -918,7 +979,10 @@ mod tests {
         let bound = log
             .iter()
             .position(|e| *e == QpLog::Bound(qpn, window.rkey, 3000));
-        assert!(recv.is_some() && conn.is_some() && bound.is_some(), "{log:?}");
+        assert!(
+            recv.is_some() && conn.is_some() && bound.is_some(),
+            "{log:?}"
+        );
         assert!(conn < bound, "{log:?}");
         // The window is exactly `size` bytes and only on the session's QP.
         assert!(f
@@ -988,10 +1052,22 @@ mod tests {
         let data = pattern(1000);
         object(&f, "k", &data);
         f.port.add_region(RKEY, BASE, vec![0; 1000]);
-        let (id, qpn, ..) = prepared(prepare_as(&f, owner(), "k", 1000, V2Kind::Get { offset: 0 }));
+        let (id, qpn, ..) = prepared(prepare_as(
+            &f,
+            owner(),
+            "k",
+            1000,
+            V2Kind::Get { offset: 0 },
+        ));
         let others = [
-            Requester::new(std::net::IpAddr::from([10, 0, 0, 99]), Identity::new("tester")),
-            Requester::new(std::net::IpAddr::from([10, 0, 0, 2]), Identity::new("mallory")),
+            Requester::new(
+                std::net::IpAddr::from([10, 0, 0, 99]),
+                Identity::new("tester"),
+            ),
+            Requester::new(
+                std::net::IpAddr::from([10, 0, 0, 2]),
+                Identity::new("mallory"),
+            ),
         ];
         for other in others {
             assert_eq!(rejected(ready_as(&f, other.clone(), id, COOKIE)), 404);
@@ -1016,7 +1092,10 @@ mod tests {
         f.port.add_region(RKEY, BASE, vec![0; 10]);
         let (id, ..) = prepared(prepare_as(&f, owner(), "k", 10, V2Kind::Get { offset: 0 }));
         assert_eq!(rejected(ready_as(&f, owner(), id, COOKIE ^ 0x10)), 403);
-        assert_eq!(rejected(ready_qpn(&f, owner(), id, COOKIE, CLIENT_QPN + 1)), 400);
+        assert_eq!(
+            rejected(ready_qpn(&f, owner(), id, COOKIE, CLIENT_QPN + 1)),
+            400
+        );
         assert!(f.port.posted().is_empty());
         assert!(matches!(
             ready_as(&f, owner(), id, COOKIE),
@@ -1111,7 +1190,10 @@ mod tests {
             part_number: 3,
             options: Box::default(),
         };
-        assert_eq!(rejected(prepare_as(&f, owner(), "mp", 2048, part("00ff"))), 404);
+        assert_eq!(
+            rejected(prepare_as(&f, owner(), "mp", 2048, part("00ff"))),
+            404
+        );
         let (session, qpn, _, staging) = prepared(prepare_as(&f, owner(), "mp", 2048, part(&id)));
         let w = staging.expect("window");
         f.port

@@ -84,7 +84,12 @@ impl VerbsQp {
     }
 
     /// Wait for the successful completion of `wr_id` with `opcode`.
-    fn wait_ok(&mut self, wr_id: u64, opcode: u32, wait: std::time::Duration) -> Result<(), PortError> {
+    fn wait_ok(
+        &mut self,
+        wr_id: u64,
+        opcode: u32,
+        wait: std::time::Duration,
+    ) -> Result<(), PortError> {
         let c = self.qp.wait_completion(wr_id, wait).map_err(port_error)?;
         if !c.is_success() || c.opcode != opcode {
             return Err(PortError::new(format!(
@@ -259,12 +264,11 @@ impl RdmaPort for VerbsPort {
         // SAFETY: `mem` is a heap allocation owned by the returned VerbsBuffer, which drops `mr`
         // (deregistration) before `mem` (field order); moving the owner does not move the memory.
         let mr = unsafe {
-            self.device
-                .register(
-                    mem.as_ptr() as usize,
-                    mem.len(),
-                    Access::LOCAL_WRITE | Access::MW_BIND,
-                )
+            self.device.register(
+                mem.as_ptr() as usize,
+                mem.len(),
+                Access::LOCAL_WRITE | Access::MW_BIND,
+            )
         }
         .map_err(port_error)?;
         Ok(VerbsBuffer { mr, mem })

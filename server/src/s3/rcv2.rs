@@ -13,12 +13,12 @@
 //! malformed header; 404 unknown or foreign session, missing bucket or key; 409 READY in the
 //! wrong state; 408 data phase too slow; 416 offset past the object; 503 busy; CANCEL 204.
 
-use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use hipobj::rcv2::{
-    self, header, CancelRequest, FinalAnswer, Op, PrepareAnswer, PrepareRequest, Psn,
-    ReadyRequest, Session, WireError,
+    self, header, CancelRequest, FinalAnswer, Op, PrepareAnswer, PrepareRequest, Psn, ReadyRequest,
+    Session, WireError,
 };
 use hipobj::token::Transport;
+use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use hyper::http::Extensions;
 use s3s::dto::{ChecksumAlgorithm, ETagCondition, PutObjectInput, UploadPartInput};
 use s3s::path::S3Path;
@@ -120,12 +120,7 @@ impl Answer {
 }
 
 impl ControlRoute {
-    pub fn new(
-        s3: HipobjS3,
-        access: AccessPolicy,
-        anonymous: bool,
-        check_gid_peer: bool,
-    ) -> Self {
+    pub fn new(s3: HipobjS3, access: AccessPolicy, anonymous: bool, check_gid_peer: bool) -> Self {
         ControlRoute {
             s3,
             access,
@@ -139,7 +134,10 @@ impl ControlRoute {
     }
 
     async fn answer(&self, req: &S3Request<Body>) -> Answer {
-        let protocol = req.headers.get(header::PROTOCOL).and_then(|v| v.to_str().ok());
+        let protocol = req
+            .headers
+            .get(header::PROTOCOL)
+            .and_then(|v| v.to_str().ok());
         if !protocol.is_some_and(|p| p.trim().eq_ignore_ascii_case(rcv2::PROTOCOL)) {
             return Answer::unsupported("x-amz-rdma-protocol must be hipobj-rc-v2");
         }
@@ -382,7 +380,8 @@ fn put_input(bucket: &str, key: &str, headers: &HeaderMap) -> Result<PutObjectIn
             Some((name.to_string(), v.to_str().ok()?.to_string()))
         })
         .collect();
-    let checksum = |alg: &str| header_str(headers, &format!("x-amz-checksum-{alg}")).map(String::from);
+    let checksum =
+        |alg: &str| header_str(headers, &format!("x-amz-checksum-{alg}")).map(String::from);
     PutObjectInput::builder()
         .bucket(bucket.to_string())
         .key(key.to_string())
@@ -408,7 +407,8 @@ fn part_input(
     number: i32,
     headers: &HeaderMap,
 ) -> Result<UploadPartInput, Answer> {
-    let checksum = |alg: &str| header_str(headers, &format!("x-amz-checksum-{alg}")).map(String::from);
+    let checksum =
+        |alg: &str| header_str(headers, &format!("x-amz-checksum-{alg}")).map(String::from);
     UploadPartInput::builder()
         .bucket(bucket.to_string())
         .key(key.to_string())
@@ -445,7 +445,8 @@ impl S3Route for ControlRoute {
         let answer = self.answer(&req).await;
         self.stats().count_reply(answer.status);
         let mut resp = S3Response::new(Body::from(answer.body.clone()));
-        resp.status = Some(StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR));
+        resp.status =
+            Some(StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR));
         for (name, value) in &answer.headers {
             if let Ok(v) = HeaderValue::from_str(value) {
                 resp.headers.insert(*name, v);
@@ -504,14 +505,17 @@ impl S3Route for Routes {
     }
 }
 
+/// The tests' SigV4 signer (shared with the integration tests).
+#[cfg(test)]
+#[path = "../../../tests/support/sigv4.rs"]
+mod sigv4;
+
 #[cfg(test)]
 mod tests {
     //! The control requests through s3s with SigV4 on, two identities, and the in-memory RDMA
     //! port behind real worker threads: statuses, signatures, ownership, and that refused
     //! requests change nothing.
-    #[path = "../../../../../tests/support/sigv4.rs"]
-    mod sigv4;
-
+    use super::sigv4::{Placement, Signer, OTHER_SIGNER, TEST_CREDENTIALS, TEST_SIGNER};
     use super::*;
     use crate::access::BucketNames;
     use crate::backend::{Backend, FsBackend};
@@ -524,7 +528,6 @@ mod tests {
     use hipobj::rcv2::{Cookie, Psn, Target};
     use hipobj::token::Token;
     use s3s::service::{S3Service, S3ServiceBuilder};
-    use sigv4::{Placement, Signer, OTHER_SIGNER, TEST_CREDENTIALS, TEST_SIGNER};
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -581,8 +584,7 @@ mod tests {
         let table = CredentialsTable::parse(std::path::Path::new("test"), TEST_CREDENTIALS)
             .expect("credentials");
         builder.set_auth(table);
-        let policy =
-            || AccessPolicy::new(Arc::clone(&storage), Arc::clone(&stats), false, true);
+        let policy = || AccessPolicy::new(Arc::clone(&storage), Arc::clone(&stats), false, true);
         builder.set_access(policy());
         builder.set_route(Routes {
             stats: access::StatsRoute::new(Arc::clone(&stats), false),
@@ -608,7 +610,7 @@ mod tests {
         body: &'a [u8],
     }
 
-    fn post(path: &str, headers: Vec<(&'static str, String)>) -> Call<'_> {
+    fn post<'a>(path: &'a str, headers: Vec<(&'static str, String)>) -> Call<'a> {
         Call {
             method: "POST",
             target: path,
@@ -741,7 +743,8 @@ mod tests {
         h.port.add_region(RKEY, BASE, vec![0; 5000]);
         let answer = prepared(&h, &prepare_req(Op::Get, "bkt", "obj", 5000)).await;
         assert_eq!(answer.staging, None);
-        let (status, headers, _) = send(&h, post(rcv2::READY_PATH, ready_req(&answer, COOKIE))).await;
+        let (status, headers, _) =
+            send(&h, post(rcv2::READY_PATH, ready_req(&answer, COOKIE))).await;
         assert_eq!(status, 200);
         let fin = FinalAnswer::from_headers(get(&headers)).expect("FINAL");
         assert_eq!(fin.cookie.get(), COOKIE);
@@ -775,7 +778,8 @@ mod tests {
         h.port
             .client_write_with_imm(answer.server.qp_num, rkey, 0, &data, COOKIE)
             .expect("client write");
-        let (status, headers, _) = send(&h, post(rcv2::READY_PATH, ready_req(&answer, COOKIE))).await;
+        let (status, headers, _) =
+            send(&h, post(rcv2::READY_PATH, ready_req(&answer, COOKIE))).await;
         assert_eq!(status, 200);
         let fin = FinalAnswer::from_headers(get(&headers)).expect("FINAL");
         assert_eq!(fin.bytes, 3000);
@@ -841,7 +845,16 @@ mod tests {
         let base = prepare_req(Op::Get, "bkt", "k", 10).headers();
         let with = |name: &str, value: &str| -> Vec<(&'static str, String)> {
             base.iter()
-                .map(|(n, v)| (*n, if *n == name { value.to_string() } else { v.clone() }))
+                .map(|(n, v)| {
+                    (
+                        *n,
+                        if *n == name {
+                            value.to_string()
+                        } else {
+                            v.clone()
+                        },
+                    )
+                })
                 .collect()
         };
         let cases = [
@@ -866,7 +879,12 @@ mod tests {
             (header::MR_ADDR, format!("{BASE:x}")),
             (header::MR_RKEY, format!("{RKEY:x}")),
         ];
-        assert_eq!(send(&h, post(rcv2::READY_PATH, short_session.clone())).await.0, 400);
+        assert_eq!(
+            send(&h, post(rcv2::READY_PATH, short_session.clone()))
+                .await
+                .0,
+            400
+        );
         let cancel = short_session[..2].to_vec();
         assert_eq!(send(&h, post(rcv2::CANCEL_PATH, cancel)).await.0, 400);
     }
@@ -884,7 +902,10 @@ mod tests {
         from_elsewhere.peer = [10, 9, 9, 9];
         assert_eq!(send(&h, from_elsewhere).await.0, 403);
         for op in [Op::Get, Op::Put] {
-            let c = post(rcv2::PREPARE_PATH, prepare_req(op, "theirs", "k", 6).headers());
+            let c = post(
+                rcv2::PREPARE_PATH,
+                prepare_req(op, "theirs", "k", 6).headers(),
+            );
             assert_eq!(send(&h, c).await.0, 403);
         }
         nothing_prepared(&h);
@@ -936,12 +957,18 @@ mod tests {
                 Some(rcv2::PROTOCOL.as_bytes())
             );
         }
-        assert!(h.port.log().contains(&QpLog::Destroyed(answer.server.qp_num)));
+        assert!(h
+            .port
+            .log()
+            .contains(&QpLog::Destroyed(answer.server.qp_num)));
         assert_eq!(h.port.windows(), 0);
         let unknown = CancelRequest {
             session: Session([7; 16]),
         };
-        assert_eq!(send(&h, post(rcv2::CANCEL_PATH, unknown.headers())).await.0, 204);
+        assert_eq!(
+            send(&h, post(rcv2::CANCEL_PATH, unknown.headers())).await.0,
+            204
+        );
         assert!(h.stats.to_json().contains("\"v2_cancelled\":1"));
         assert!(h.storage.head_object("bkt", "p").is_err());
     }

@@ -20,11 +20,14 @@ pub enum OpError {
     SizeTooLarge = 10,
     InternalError = 11,
     Busy = 12,
+    /// Extension (`include/hipobj_v2.h`): the server answered a hipobj-rc-v2 PREPARE with `501`
+    /// and `X-Amz-Rdma-Protocol-Status: unsupported` (it speaks no v2; plain HTTP may be used).
+    NotSupported = 13,
 }
 
 impl OpError {
     /// Every code, in enum order.
-    pub const ALL: [OpError; 13] = [
+    pub const ALL: [OpError; 14] = [
         OpError::Success,
         OpError::InvalidValue,
         OpError::NotInitialized,
@@ -38,6 +41,7 @@ impl OpError {
         OpError::SizeTooLarge,
         OpError::InternalError,
         OpError::Busy,
+        OpError::NotSupported,
     ];
 
     /// The code for a raw value, if it is one.

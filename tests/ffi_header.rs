@@ -6,6 +6,7 @@ use hipobj::error::OpError;
 use std::collections::BTreeSet;
 
 const HEADER: &str = include_str!("../include/hipobj.h");
+const HEADER_V2: &str = include_str!("../include/hipobj_v2.h");
 
 fn macro_value(name: &str) -> Option<u32> {
     HEADER
@@ -14,9 +15,9 @@ fn macro_value(name: &str) -> Option<u32> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-#[test]
-fn declared_functions_are_the_exports() {
-    let declared: BTreeSet<&str> = HEADER
+/// The names of the functions `header` declares (`HIPOBJ_API` at the start of a line).
+fn declared(header: &str) -> BTreeSet<&str> {
+    header
         .split("\nHIPOBJ_API ")
         .skip(1)
         .filter_map(|decl| decl.split('(').next())
@@ -24,9 +25,21 @@ fn declared_functions_are_the_exports() {
             head.split(|c: char| c.is_whitespace() || c == '*')
                 .next_back()
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn declared_functions_are_the_exports() {
     let exported: BTreeSet<&str> = hipobj::ffi::EXPORTED_FUNCTIONS.iter().copied().collect();
-    assert_eq!(declared, exported);
+    assert_eq!(declared(HEADER), exported);
+}
+
+#[test]
+fn the_v2_header_declares_the_v2_exports() {
+    let exported: BTreeSet<&str> = hipobj::ffi::EXPORTED_FUNCTIONS_V2.iter().copied().collect();
+    assert_eq!(declared(HEADER_V2), exported);
+    assert!(HEADER_V2.contains("#define hipObjNotSupported ((hipObjOpError_t)13)"));
+    assert_eq!(hipobj::error::OpError::NotSupported as i32, 13);
 }
 
 #[test]
@@ -75,11 +88,14 @@ fn enum_order_matches_op_error() {
         .filter(|l| l.starts_with("hipObj"))
         .map(|l| l.trim_end_matches(',').split(" =").next().unwrap_or(l))
         .collect();
+    // hipObjNotSupported (13) is hipobj_v2.h's, after the enum's last value
     let rust: Vec<String> = OpError::ALL
         .iter()
+        .filter(|&&c| c != OpError::NotSupported)
         .map(|c| format!("hipObj{c:?}"))
         .collect();
     assert_eq!(names, rust);
+    assert_eq!(OpError::ALL.last(), Some(&OpError::NotSupported));
     assert!(body.contains("hipObjSuccess = 0,"));
 }
 

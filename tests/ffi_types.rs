@@ -60,6 +60,7 @@ fn op_error_values() {
         "SizeTooLarge",
         "InternalError",
         "Busy",
+        "NotSupported",
     ];
     assert_eq!(OpError::ALL.len(), names.len());
     for (i, (code, name)) in OpError::ALL.iter().zip(names).enumerate() {
@@ -67,7 +68,7 @@ fn op_error_values() {
         assert_eq!(format!("{code:?}"), name);
         assert_eq!(OpError::from_raw(i as i32), Some(*code));
     }
-    assert_eq!(OpError::from_raw(13), None);
+    assert_eq!(OpError::from_raw(14), None);
     assert_eq!(OpError::from_raw(-1), None);
     assert_eq!(size_of::<OpError>(), size_of::<c_int>());
 }

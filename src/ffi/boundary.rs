@@ -6,7 +6,7 @@
 
 use super::types::hipObjError_t;
 use crate::error::{OpError, Result};
-use std::ffi::{c_char, CStr};
+use std::ffi::{c_char, c_int, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// The string a `const char *` export returns after a panic.
@@ -30,6 +30,22 @@ impl PanicFallback for *const c_char {
     fn after_panic() -> Self {
         PANIC_STRING.as_ptr()
     }
+}
+
+impl PanicFallback for *mut c_char {
+    fn after_panic() -> Self {
+        std::ptr::null_mut()
+    }
+}
+
+impl PanicFallback for c_int {
+    fn after_panic() -> Self {
+        0
+    }
+}
+
+impl PanicFallback for () {
+    fn after_panic() -> Self {}
 }
 
 /// Run `body` for the export `name`; a panic is logged and becomes `R::after_panic()`.

@@ -30,6 +30,7 @@ pub fn error_string(raw: hipObjOpError_t) -> &'static CStr {
         Some(OpError::SizeTooLarge) => c"Size too large",
         Some(OpError::InternalError) => c"Internal error",
         Some(OpError::Busy) => c"Resource busy",
+        Some(OpError::NotSupported) => c"hipobj-rc-v2 not supported by server",
         None => c"Unknown error",
     }
 }
@@ -65,11 +66,12 @@ mod tests {
         assert_eq!(error_string(1), c"Invalid value");
         assert_eq!(error_string(11), c"Internal error");
         assert_eq!(error_string(12), c"Resource busy");
+        assert_eq!(error_string(13), c"hipobj-rc-v2 not supported by server");
     }
 
     #[test]
     fn unknown_values() {
-        for v in [-1, 13, 14, 6000, i32::MIN, i32::MAX] {
+        for v in [-1, 14, 15, 6000, i32::MIN, i32::MAX] {
             assert_eq!(error_string(v), c"Unknown error", "value {v}");
         }
     }

@@ -20,6 +20,7 @@ pub mod lifecycle;
 pub mod token;
 pub mod transfer;
 pub mod types;
+pub mod v2;
 pub mod version;
 
 pub use buffer::{hipObjBufDeregister, hipObjBufRegister, hipObjBufRegisterHost};
@@ -30,6 +31,10 @@ pub use token::{
 };
 pub use transfer::{hipObjBufSync, hipObjGet, hipObjPut};
 pub use types::{hipObjConfig_t, hipObjError_t, hipObjOps_t};
+pub use v2::{
+    hipObjFreeNicV2, hipObjGetV2, hipObjInitV2, hipObjInterfaceSnapshotV2, hipObjNicV2,
+    hipObjPutV2, hipObjSelectedGidIndexV2, hipObjSelectedPortV2, EXPORTED_FUNCTIONS_V2,
+};
 pub use version::{hipObjGetVersion, hipObjGetVersionString};
 
 /// The names of all exported functions, in header order (tests compare them with `nm -D`).

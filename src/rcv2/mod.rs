@@ -2,6 +2,7 @@
 //! REFERENCE.md section 5). [`wire`] is the one codec of its headers, used by the library's client
 //! and by `hipobj-server`; the 88-hex token inside PREPARE is [`crate::token::Token`].
 
+pub mod client;
 pub mod wire;
 
 pub use wire::{

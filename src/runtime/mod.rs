@@ -10,6 +10,7 @@ mod registration;
 mod select;
 mod supervisor;
 mod transfer;
+mod v2;
 
 use crate::env::EnvConfig;
 use crate::error::{Error, OpError, Result};

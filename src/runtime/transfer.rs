@@ -22,7 +22,7 @@ use std::time::Duration;
 const MAX_REQUESTS: usize = 3;
 
 impl Runtime {
-    fn stage(
+    pub(super) fn stage(
         &self,
         guard: UseGuard<Buffer>,
         dir: CopyDirection,
@@ -204,6 +204,19 @@ impl<'a> TransferParts<dyn S3Ops + 'a> for Runtime {
     }
 
     fn stage_in(&self, guard: UseGuard<Buffer>, offset: usize, size: usize) -> Result<()> {
+        self.after_get(guard, offset, size)
+    }
+}
+
+impl Runtime {
+    /// After a GET (v1 or v2): copy host -> device if the buffer is staged, or make the RDMA
+    /// write visible to the device.
+    pub(super) fn after_get(
+        &self,
+        guard: UseGuard<Buffer>,
+        offset: usize,
+        size: usize,
+    ) -> Result<()> {
         match guard.entry().payload().kind() {
             BufferKind::DeviceStaged => self
                 .stage(guard, CopyDirection::HostToDevice, offset, size)

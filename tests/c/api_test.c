@@ -139,7 +139,7 @@ static void error_strings(void) {
         for (j = i + 1; j < 13; j++) CHECK(s[i] && s[j] && strcmp(s[i], s[j]) != 0);
     CHECK(strcmp(s[0], "Success") == 0);
     CHECK(strstr(s[12], "busy") != NULL || strstr(s[12], "Busy") != NULL);
-    CHECK(strcmp(hipObjGetErrorString((hipObjOpError_t)13), "Unknown error") == 0);
+    CHECK(strcmp(hipObjGetErrorString((hipObjOpError_t)14), "Unknown error") == 0); /* 13: hipobj_v2.h */
     CHECK(strcmp(hipObjGetErrorString((hipObjOpError_t)15), "Unknown error") == 0);
 #ifndef __cplusplus
     /* Any int may reach the function from C. */

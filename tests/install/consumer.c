@@ -1,10 +1,11 @@
 /* A program as a user of the installed library writes it: built only from what `make install`
  * puts in PREFIX (pkg-config --cflags --libs hipobj, or CMake's find_package(hipobj)).
  *   consumer NIC EXPECTED_IP
- * Opens NIC through hipObjInit, registers a host buffer, takes an application-driven token for
+ * Opens NIC through hipObjInit, asks hipobj_v2.h which NIC it uses, registers a host buffer, takes an application-driven token for
  * it and checks that the token names NIC's IPv4 address (hipObjTokenClientNic), then releases
  * everything. Prints one line per step and "consumer: N passed, M failed". */
 #include <hipobj.h>
+#include <hipobj_v2.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,12 @@ int main(int argc, char **argv) {
     cfg.gpuDevice = -1;
     cfg.nicHint = argv[1];
     if (!succeeded(hipObjInit(&cfg), "hipObjInit")) goto out;
+    {   /* the hipobj-rc-v2 extension header is installed and its functions link */
+        char *nic = hipObjNicV2();
+        check(nic && strcmp(nic, argv[1]) == 0, "hipObjNicV2 names the NIC", nic);
+        hipObjFreeNicV2(nic);
+        check(hipObjSelectedPortV2() >= 1 && hipObjSelectedGidIndexV2() >= 0, "hipObjSelectedPortV2/GidIndexV2", NULL);
+    }
     buf = calloc(1, size);
     if (succeeded(hipObjBufRegisterHost(buf, size), "hipObjBufRegisterHost 1 MiB")) {
         if (succeeded(hipObjGetRdmaToken(buf, size, HIPOBJ_RDMA_OP_GET, &token), "hipObjGetRdmaToken")) {

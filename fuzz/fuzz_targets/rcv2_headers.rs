@@ -25,8 +25,8 @@ use libfuzzer_sys::fuzz_target;
 
 type Headers = HashMap<String, String>;
 
-fn lookup(h: &Headers) -> impl Fn(&str) -> Option<&str> + '_ {
-    move |n| h.get(n).map(String::as_str)
+fn lookup<'h>(h: &'h Headers) -> impl Fn(&str) -> Option<&'h str> + 'h {
+    move |n: &str| h.get(n).map(String::as_str)
 }
 
 fn from_pairs(pairs: Vec<(&'static str, String)>) -> Headers {

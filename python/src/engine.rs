@@ -7,8 +7,8 @@ use crate::errors::{self, to_py};
 use crate::registration::Registration;
 use crate::transfer::{rdma_transfer, Failed};
 use hipobj::engine::{
-    self, Classify, CompletedPart, EngineError, ErrorClass, FileSink, FileSource, HostBuffers,
-    Job, ObjectStore, PutTarget, Report, Settings, Sink, Slice,
+    self, Classify, CompletedPart, EngineError, ErrorClass, FileSink, FileSource, HostBuffers, Job,
+    ObjectStore, PutTarget, Report, Settings, Sink, Slice,
 };
 use hipobj::runtime::{Runtime, TransferKind};
 use pyo3::exceptions::PyOSError;
@@ -45,7 +45,13 @@ struct PyStore {
 
 /// The class the store gives a failure (`retry_class(call, exception)`): "transient",
 /// "throttling", "timeout", "fatal", or None when only the library knows (`library`).
-fn class_of(py: Python<'_>, store: &PyObject, call: Option<&PyObject>, exc: Option<&PyErr>, library: ErrorClass) -> ErrorClass {
+fn class_of(
+    py: Python<'_>,
+    store: &PyObject,
+    call: Option<&PyObject>,
+    exc: Option<&PyErr>,
+    library: ErrorClass,
+) -> ErrorClass {
     let exc = exc.map(|e| e.value(py).clone().unbind().into_any());
     let answer = store
         .call_method1(py, "retry_class", (call, exc))
@@ -222,7 +228,8 @@ fn with_job<T: Send>(
 }
 
 fn store(store: PyObject) -> PyResult<PyStore> {
-    let rt = hipobj::runtime::current().ok_or_else(|| to_py(hipobj::error::Error::not_initialized()))?;
+    let rt =
+        hipobj::runtime::current().ok_or_else(|| to_py(hipobj::error::Error::not_initialized()))?;
     Ok(PyStore { store, rt })
 }
 
@@ -242,11 +249,15 @@ pub fn engine_download(
     progress: Option<PyObject>,
 ) -> PyResult<Done> {
     let store = store(store_)?;
-    let sink = FileSink::create(&path, length).map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
+    let sink = FileSink::create(&path, length)
+        .map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
     let buffers = HostBuffers(store.rt.clone());
-    let report = with_job(py, settings(part_size, part_size, concurrency), progress, |job| {
-        engine::download(&store, first, length, &sink, &buffers, job)
-    })?;
+    let report = with_job(
+        py,
+        settings(part_size, part_size, concurrency),
+        progress,
+        |job| engine::download(&store, first, length, &sink, &buffers, job),
+    )?;
     sink.finish()
         .map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
     Ok(done(report))
@@ -269,9 +280,12 @@ pub fn engine_download_to(
     let store = store(store_)?;
     let sink = PySink(write_at);
     let buffers = HostBuffers(store.rt.clone());
-    with_job(py, settings(part_size, part_size, concurrency), progress, |job| {
-        engine::download(&store, first, length, &sink, &buffers, job)
-    })
+    with_job(
+        py,
+        settings(part_size, part_size, concurrency),
+        progress,
+        |job| engine::download(&store, first, length, &sink, &buffers, job),
+    )
     .map(done)
 }
 
@@ -297,7 +311,10 @@ pub fn engine_download_into(
         if !reg.writable() {
             return Err(errors::invalid("the destination is read-only"));
         }
-        if offset.checked_add(length).map_or(true, |end| end > reg.len()) {
+        if offset
+            .checked_add(length)
+            .map_or(true, |end| end > reg.len())
+        {
             return Err(errors::invalid(format!(
                 "{length} bytes at {offset} do not fit the {}-byte registration",
                 reg.len()
@@ -311,9 +328,12 @@ pub fn engine_download_into(
         offset,
         len: length,
     };
-    let out = with_job(py, settings(part_size, part_size, concurrency), progress, |job| {
-        engine::download_into(&store, first, dest, job)
-    });
+    let out = with_job(
+        py,
+        settings(part_size, part_size, concurrency),
+        progress,
+        |job| engine::download_into(&store, first, dest, job),
+    );
     drop(owner);
     out.map(done)
 }
@@ -334,10 +354,14 @@ pub fn engine_upload(
     progress: Option<PyObject>,
 ) -> PyResult<Done> {
     let store = store(store_)?;
-    let source = FileSource::open(&path, 0).map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
+    let source = FileSource::open(&path, 0)
+        .map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
     let buffers = HostBuffers(store.rt.clone());
-    with_job(py, settings(part_size, threshold, concurrency), progress, |job| {
-        engine::upload(&store, &source, length, &buffers, job)
-    })
+    with_job(
+        py,
+        settings(part_size, threshold, concurrency),
+        progress,
+        |job| engine::upload(&store, &source, length, &buffers, job),
+    )
     .map(done)
 }

@@ -23,6 +23,9 @@ pub struct Keys {
 pub struct Credentials {
     pub keys: Option<Keys>,
     pub region: String,
+    /// `--ca-bundle` or AWS_CA_BUNDLE: the only roots an https endpoint's certificate may chain
+    /// to (`None`: the system's).
+    pub ca_bundle: Option<PathBuf>,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -120,6 +123,10 @@ pub fn resolve(args: &CredentialArgs) -> Result<Credentials, Failure> {
     Ok(Credentials {
         keys: resolve_keys(args)?,
         region,
+        ca_bundle: args
+            .ca_bundle
+            .clone()
+            .or_else(|| env("AWS_CA_BUNDLE").map(PathBuf::from)),
     })
 }
 

@@ -545,7 +545,9 @@ fn two_gateways_share_the_store_and_one_dies() {
                 let on_second = t >= half;
                 let mut switched = false;
                 while !stop.load(Ordering::Relaxed) {
-                    let r = buf.put(&via, &key, size).and_then(|()| buf.get(&via, &key, size));
+                    let r = buf
+                        .put(&via, &key, size)
+                        .and_then(|()| buf.get(&via, &key, size));
                     match r {
                         Ok(()) => {
                             assert!(buf.dst == buf.src, "{key}: wrong bytes");
@@ -575,7 +577,8 @@ fn two_gateways_share_the_store_and_one_dies() {
         second.stop();
         let ok_at_kill = a_ok.load(Ordering::Relaxed);
         wait_until(Duration::from_secs(180), || {
-            moved.load(Ordering::Relaxed) >= half && a_ok.load(Ordering::Relaxed) >= ok_at_kill + half
+            moved.load(Ordering::Relaxed) >= half
+                && a_ok.load(Ordering::Relaxed) >= ok_at_kill + half
         });
         stop.store(true, Ordering::Relaxed);
     });
@@ -586,12 +589,26 @@ fn two_gateways_share_the_store_and_one_dies() {
         b_failed.load(Ordering::Relaxed),
         moved.load(Ordering::Relaxed)
     );
-    assert_eq!(a_failed.load(Ordering::Relaxed), 0, "the first gateway's clients failed");
-    assert_eq!(b_failed.load(Ordering::Relaxed), half, "each client of the dead gateway saw one error");
-    assert!(moved.load(Ordering::Relaxed) >= half, "the dead gateway's clients moved over");
+    assert_eq!(
+        a_failed.load(Ordering::Relaxed),
+        0,
+        "the first gateway's clients failed"
+    );
+    assert_eq!(
+        b_failed.load(Ordering::Relaxed),
+        half,
+        "each client of the dead gateway saw one error"
+    );
+    assert!(
+        moved.load(Ordering::Relaxed) >= half,
+        "the dead gateway's clients moved over"
+    );
     for t in 0..THREADS {
         let stored = gw.store.stored("bkt", &format!("die/{t}")).expect("stored");
-        assert!(stored == pattern(size, 6000 + t as u64), "die/{t} corrupt in the store");
+        assert!(
+            stored == pattern(size, 6000 + t as u64),
+            "die/{t} corrupt in the store"
+        );
     }
     all_connections_free();
 }

@@ -135,7 +135,7 @@ pub struct Cli {
     backend_region: Option<String>,
     /// Trust only the certificates of this PEM file for an https:// --backend (default: the
     /// system's roots).
-    #[arg(long, value_name = "FILE", requires = "backend")]
+    #[arg(long, value_name = "FILE")]
     backend_ca: Option<PathBuf>,
     /// Serve HTTP/1.1 over TLS with this certificate chain (PEM, leaf first; with --tls-key).
     #[arg(long, value_name = "FILE", requires = "tls_key")]
@@ -264,13 +264,18 @@ impl Config {
 
     fn from_cli(cli: Cli) -> Result<Config, ConfigError> {
         let auth = auth_mode(&cli)?;
-        if cli.backend.is_none() && cli.backend_region.is_some() {
-            // Checked here: clap skips `requires` on a flag whose target conflicts with another.
-            let e = <Cli as clap::CommandFactory>::command().error(
-                clap::error::ErrorKind::MissingRequiredArgument,
-                "--backend-region goes with --backend",
-            );
-            return Err(ConfigError::Cli(e));
+        // Checked here: clap skips `requires` on a flag whose target conflicts with another.
+        for (given, flag) in [
+            (cli.backend_region.is_some(), "--backend-region"),
+            (cli.backend_ca.is_some(), "--backend-ca"),
+        ] {
+            if cli.backend.is_none() && given {
+                let e = <Cli as clap::CommandFactory>::command().error(
+                    clap::error::ErrorKind::MissingRequiredArgument,
+                    format!("{flag} goes with --backend"),
+                );
+                return Err(ConfigError::Cli(e));
+            }
         }
         let tls = match (&cli.tls_cert, &cli.tls_key) {
             (Some(cert), Some(key)) => {
@@ -480,7 +485,10 @@ mod tests {
             "--listen 127.0.0.1:1 --backend https://h:1 --backend-ca /nonexistent.pem --anonymous",
         )
         .expect_err("unreadable CA");
-        assert!(missing.to_string().contains("/nonexistent.pem"), "{missing}");
+        assert!(
+            missing.to_string().contains("/nonexistent.pem"),
+            "{missing}"
+        );
         assert_eq!(
             clap_kind(parse(
                 "--listen 127.0.0.1:1 --data-dir /x --backend-ca /ca.pem --anonymous"
@@ -497,7 +505,10 @@ mod tests {
             "--listen 127.0.0.1:1 --data-dir /x --tls-cert /no/c.pem --tls-key /no/k.pem --anonymous",
         )
         .expect_err("unreadable certificate");
-        assert!(matches!(bad, ConfigError::Tls(_)) && bad.to_string().contains("/no/c.pem"), "{bad}");
+        assert!(
+            matches!(bad, ConfigError::Tls(_)) && bad.to_string().contains("/no/c.pem"),
+            "{bad}"
+        );
         assert!(matches!(
             parse("--listen 127.0.0.1:1 --backend h:1 --anonymous"),
             Err(ConfigError::Backend(EndpointError::Scheme(_)))

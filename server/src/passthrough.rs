@@ -90,10 +90,12 @@ impl Passthrough {
         http.enforce_http(false);
         // The URL's scheme (Endpoint::base_url) picks TLS or not; a plain-HTTP store never
         // uses the (root-less) TLS settings.
-        let tls = match endpoint.tls_config()? {
+        let mut tls = match endpoint.tls_config()? {
             Some(tls) => (*tls).clone(),
             None => no_roots_config()?,
         };
+        // hyper-rustls sets ALPN itself (from `enable_http1`).
+        tls.alpn_protocols.clear();
         let connector = HttpsConnectorBuilder::new()
             .with_tls_config(tls)
             .https_or_http()

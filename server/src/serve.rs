@@ -294,7 +294,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io:
             None => serve_connection(&http, graceful.watcher(), TokioIo::new(stream), front, peer),
             Some(acceptor) => {
                 // The handshake runs in the connection's own task, never in the accept loop.
-                let (acceptor, http, watcher) = (acceptor.clone(), http.clone(), graceful.watcher());
+                let (acceptor, http, watcher) =
+                    (acceptor.clone(), http.clone(), graceful.watcher());
                 tokio::spawn(async move {
                     match tokio::time::timeout(TLS_HANDSHAKE, acceptor.accept(stream)).await {
                         Ok(Ok(tls)) => {

@@ -70,7 +70,11 @@ pub fn server_config(cert: &Path, key_file: &Path) -> Result<Arc<ServerConfig>, 
         .with_no_client_auth()
         .with_single_cert(chain, key)
         .map_err(|e| {
-            TlsError::Rustls(format!("{} and {}: {e}", cert.display(), key_file.display()))
+            TlsError::Rustls(format!(
+                "{} and {}: {e}",
+                cert.display(),
+                key_file.display()
+            ))
         })?;
     config.alpn_protocols = vec![HTTP11.to_vec()];
     Ok(Arc::new(config))
@@ -114,11 +118,13 @@ pub fn client_config(ca: Option<&Path>) -> Result<Arc<ClientConfig>, TlsError> {
 
 /// Client settings that trust nothing: for a connector that only ever speaks plain HTTP.
 pub fn no_roots_config() -> Result<ClientConfig, TlsError> {
-    Ok(ClientConfig::builder_with_provider(Arc::new(default_provider()))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| TlsError::Rustls(e.to_string()))?
-        .with_root_certificates(RootCertStore::empty())
-        .with_no_client_auth())
+    Ok(
+        ClientConfig::builder_with_provider(Arc::new(default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| TlsError::Rustls(e.to_string()))?
+            .with_root_certificates(RootCertStore::empty())
+            .with_no_client_auth(),
+    )
 }
 
 /// An error with its causes, `outer: inner: innermost` (a refused certificate is only named

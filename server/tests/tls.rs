@@ -12,7 +12,7 @@ use std::sync::Arc;
 use common::Server;
 use hipobj_server::backend::s3proxy::{Endpoint, Keyring};
 use hipobj_server::backend::{Backend, S3ProxyBackend, WriteOptions};
-use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use reqwest::blocking::Client;
 
 /// A CA and a server certificate it signed (for `localhost` and 127.0.0.1), as PEM files.
@@ -25,6 +25,15 @@ impl Pki {
         let dir = tempfile::tempdir().expect("tempdir");
         let ca_key = KeyPair::generate().expect("CA key");
         let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        // A name of its own: another test CA is then an unknown issuer, not a bad signature.
+        let name = dir
+            .path()
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned());
+        ca.distinguished_name.push(
+            DnType::CommonName,
+            format!("hipobj test CA {}", name.unwrap_or_default()),
+        );
         ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         let ca_cert = ca.self_signed(&ca_key).expect("CA certificate");
         let key = KeyPair::generate().expect("server key");
@@ -115,7 +124,13 @@ fn serves_https_to_a_client_that_trusts_its_ca_and_no_other() {
 fn a_bad_certificate_or_key_stops_the_start() {
     let pki = Pki::new();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_hipobj-server"))
-        .args(["--listen", "127.0.0.1:0", "--data-dir", "/nonexistent", "--anonymous"])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            "/nonexistent",
+            "--anonymous",
+        ])
         .args(["--tls-cert", &pki.ca(), "--tls-key"])
         .arg(pki.path("cert.pem"))
         .output()
@@ -193,7 +208,12 @@ fn the_gateway_reaches_an_https_store_through_its_ca_and_refuses_another() {
 fn backend_ca_needs_an_https_backend() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_hipobj-server"))
         .args(["--listen", "127.0.0.1:0", "--anonymous"])
-        .args(["--backend", "s3://127.0.0.1:1", "--backend-ca", "/etc/hostname"])
+        .args([
+            "--backend",
+            "s3://127.0.0.1:1",
+            "--backend-ca",
+            "/etc/hostname",
+        ])
         .output()
         .expect("run");
     assert!(!out.status.success());

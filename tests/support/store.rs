@@ -83,6 +83,19 @@ impl Ceph {
     }
 }
 
+/// `key` percent-encoded for a URL path ('/' and RFC 3986 unreserved kept).
+fn encode_key(key: &str) -> String {
+    key.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
 /// A running s3s-fs with keys; killed (and its data removed) on drop. Or RGW (see above).
 pub struct Store {
     ceph: Option<Ceph>,
@@ -224,7 +237,7 @@ impl Store {
     /// directly, not through the gateway).
     pub fn stored(&self, bucket: &str, key: &str) -> Option<Vec<u8>> {
         if self.ceph.is_some() {
-            return self.rgw("GET", &format!("/{bucket}/{key}"));
+            return self.rgw("GET", &format!("/{bucket}/{}", encode_key(key)));
         }
         std::fs::read(self.root.join(bucket).join(key)).ok()
     }

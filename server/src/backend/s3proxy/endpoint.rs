@@ -142,7 +142,9 @@ mod tests {
         assert_eq!(tls.base_url(), "https://s:1");
         assert!(tls.clone().with_ca(Path::new("/ca.pem")).is_ok());
         assert_eq!(
-            Endpoint::parse("s3://s:1").unwrap().with_ca(Path::new("/ca.pem")),
+            Endpoint::parse("s3://s:1")
+                .unwrap()
+                .with_ca(Path::new("/ca.pem")),
             Err(EndpointError::CaWithoutTls)
         );
         assert!(matches!(

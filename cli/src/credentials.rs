@@ -159,8 +159,13 @@ mod tests {
             secret_key: Some("S".into()),
             profile: None,
             region: Some("eu-west-1".into()),
+            ca_bundle: Some("/ca.pem".into()),
         };
         let c = resolve(&args).unwrap();
+        assert_eq!(
+            c.ca_bundle.as_deref(),
+            Some(std::path::Path::new("/ca.pem"))
+        );
         assert_eq!(c.keys.unwrap().source, "flags");
         assert_eq!(c.region, "eu-west-1");
         let half = CredentialArgs {

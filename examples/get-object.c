@@ -1,6 +1,6 @@
 /* get-object: read an S3 object into host memory over RDMA with hipObject, and save it.
  *
- *   get-object [-e ENDPOINT] [-n NIC] [-r REGION] [-a ACCESS_KEY -s SECRET_KEY] BUCKET KEY SIZE FILE
+ *   get-object [-e ENDPOINT] [-n NIC] [-r REGION] [-a ACCESS_KEY -s SECRET_KEY] [-c CA_BUNDLE] BUCKET KEY SIZE FILE
  *
  * ENDPOINT, REGION and the keys default to AWS_ENDPOINT_URL, AWS_REGION (AWS_DEFAULT_REGION) and
  * AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY; NIC to HIPOBJ_NIC. SIZE is the object's size (the
@@ -23,7 +23,7 @@ int main(int argc, char **argv) {
     FILE *out;
     int arg = s3_parse_args(argc, argv, &target), status = 1;
     if (arg < 0 || argc - arg != 4) {
-        fprintf(stderr, "usage: %s [-e ENDPOINT] [-n NIC] [-r REGION] [-a ACCESS_KEY -s SECRET_KEY] BUCKET KEY SIZE FILE\n",
+        fprintf(stderr, "usage: %s [-e ENDPOINT] [-n NIC] [-r REGION] [-a ACCESS_KEY -s SECRET_KEY] [-c CA_BUNDLE] BUCKET KEY SIZE FILE\n",
                 argv[0]);
         return 2;
     }

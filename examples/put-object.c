@@ -1,7 +1,7 @@
 /* put-object: store a file as an S3 object over RDMA with hipObject (the server reads the
  * bytes straight out of our registered buffer).
  *
- *   put-object [-e ENDPOINT] [-n NIC] [-r REGION] [-a ACCESS_KEY -s SECRET_KEY] BUCKET KEY FILE [SIZE]
+ *   put-object [-e ENDPOINT] [-n NIC] [-r REGION] [-a ACCESS_KEY -s SECRET_KEY] [-c CA_BUNDLE] BUCKET KEY FILE [SIZE]
  *
  * ENDPOINT, REGION and the keys default to AWS_ENDPOINT_URL, AWS_REGION (AWS_DEFAULT_REGION) and
  * AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY; NIC to HIPOBJ_NIC. SIZE (default: the whole file) is
@@ -26,7 +26,7 @@ int main(int argc, char **argv) {
     FILE *in;
     int arg = s3_parse_args(argc, argv, &target), status = 1;
     if (arg < 0 || argc - arg < 3 || argc - arg > 4) {
-        fprintf(stderr, "usage: %s [-e ENDPOINT] [-n NIC] [-r REGION] [-a ACCESS_KEY -s SECRET_KEY] BUCKET KEY FILE [SIZE]\n",
+        fprintf(stderr, "usage: %s [-e ENDPOINT] [-n NIC] [-r REGION] [-a ACCESS_KEY -s SECRET_KEY] [-c CA_BUNDLE] BUCKET KEY FILE [SIZE]\n",
                 argv[0]);
         return 2;
     }

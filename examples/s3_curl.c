@@ -22,13 +22,15 @@ int s3_parse_args(int argc, char **argv, struct s3_target *t) {
     t->access_key = env_or("AWS_ACCESS_KEY_ID", NULL);
     t->secret_key = env_or("AWS_SECRET_ACCESS_KEY", NULL);
     t->nic = env_or("HIPOBJ_NIC", NULL);
-    while ((opt = getopt(argc, argv, "e:r:a:s:n:")) != -1) {
+    t->ca_bundle = env_or("AWS_CA_BUNDLE", NULL);
+    while ((opt = getopt(argc, argv, "e:r:a:s:n:c:")) != -1) {
         switch (opt) {
         case 'e': t->endpoint = optarg; break;
         case 'r': t->region = optarg; break;
         case 'a': t->access_key = optarg; break;
         case 's': t->secret_key = optarg; break;
         case 'n': t->nic = optarg; break;
+        case 'c': t->ca_bundle = optarg; break;
         default: return -1;
         }
     }
@@ -58,6 +60,9 @@ static CURL *new_request(struct s3_request *r, char *url, size_t url_len, char *
     /* longer than the server's RDMA retry window (PROTOCOL.md rule 5.7) */
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+    /* https: libcurl verifies the server's certificate (its default); against these roots only
+     * when given, else the system's */
+    if (t->ca_bundle) curl_easy_setopt(c, CURLOPT_CAINFO, t->ca_bundle);
     return c;
 }
 

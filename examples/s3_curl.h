@@ -7,11 +7,12 @@
 
 /* Where the object is and who asks for it (from argv or the AWS_* variables, s3_parse_args). */
 struct s3_target {
-    const char *endpoint;   /* http://host:port (-e, or AWS_ENDPOINT_URL) */
+    const char *endpoint;   /* http://host:port or https://host:port (-e, or AWS_ENDPOINT_URL) */
     const char *region;     /* -r, or AWS_REGION / AWS_DEFAULT_REGION, else us-east-1 */
     const char *access_key; /* -a, or AWS_ACCESS_KEY_ID; none: unsigned requests */
     const char *secret_key; /* -s, or AWS_SECRET_ACCESS_KEY */
     const char *nic;        /* -n, or HIPOBJ_NIC: the RDMA device hipObjInit uses */
+    const char *ca_bundle;  /* -c, or AWS_CA_BUNDLE: PEM roots for https (else the system's) */
     const char *bucket, *key;
 };
 

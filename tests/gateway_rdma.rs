@@ -34,8 +34,28 @@ const THREADS: usize = 16;
 struct Gateway {
     _lock: MutexGuard<'static, ()>,
     store: Store,
-    _gateway: Server,
+    gateway: Server,
     s3: S3,
+}
+
+/// A gateway in front of `store`, on RDMA device `device`.
+fn gateway_on(store: &Store, device: &str) -> Server {
+    let mut args = store.gateway_args();
+    // The lane's emulated CPUs run the store, the gateway and 16 client threads at once:
+    // deadlines for correctness, not speed (a 3 MiB transfer may take 20 s + 192 s).
+    args.extend(
+        [
+            "--max-rdma-transfers",
+            "64",
+            "--watchdog-ms",
+            "20000",
+            "--min-rate",
+            "16384",
+        ]
+        .map(String::from),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Server::start(Some(device), &args)
 }
 
 impl Gateway {
@@ -43,30 +63,12 @@ impl Gateway {
         let lock = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
         let (client_dev, server_dev) = required_device_pair();
         let store = Store::start(TEST_ACCESS_KEY, TEST_SECRET_KEY);
-        let mut args = store.gateway_args();
-        // The lane's emulated CPUs run the store, the gateway and 16 client threads at once:
-        // deadlines for correctness, not speed (a 3 MiB transfer may take 20 s + 192 s).
-        args.extend(
-            [
-                "--max-rdma-transfers",
-                "64",
-                "--watchdog-ms",
-                "20000",
-                "--min-rate",
-                "16384",
-            ]
-            .map(String::from),
-        );
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let gateway = Server::start(Some(&server_dev), &args);
+        let gateway = gateway_on(&store, &server_dev);
         let s3 = S3::new(gateway.addr);
         // A plain S3 request: passed through to the store, which makes the bucket.
         let made = signed(&s3, "PUT", "/bkt", b"");
         assert_eq!(made.status, 200, "{}", String::from_utf8_lossy(&made.body));
-        assert!(
-            store.root.join("bkt").is_dir(),
-            "bucket not made at the store"
-        );
+        assert!(store.has_bucket("bkt"), "bucket not made at the store");
         let mut cfg = InitConfig {
             gpu_device: -1,
             nic_hint: Some(client_dev),
@@ -77,7 +79,7 @@ impl Gateway {
         Gateway {
             _lock: lock,
             store,
-            _gateway: gateway,
+            gateway,
             s3,
         }
     }
@@ -470,5 +472,143 @@ fn the_store_decides_for_the_requesters_identity() {
         )
         .is_err());
     assert_eq!(req.replies.last().map(String::as_str), Some("404"));
+    all_connections_free();
+}
+
+/// A gateway's counter `name` from its `/_hipobj/stats`.
+fn counter(gateway: &Server, name: &str) -> u64 {
+    let stats = gateway.stats();
+    let at = stats
+        .find(&format!("\"{name}\""))
+        .unwrap_or_else(|| panic!("no {name} in {stats}"));
+    stats[at + name.len() + 2..]
+        .trim_start_matches([':', ' '])
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .unwrap_or_else(|_| panic!("{name} in {stats}"))
+}
+
+#[test]
+#[ignore = "needs an RDMA device: runs in the lane (make e2e), fails there without one"]
+fn two_gateways_share_the_store_and_one_dies() {
+    let gw = Gateway::start();
+    // A second gateway on the other device (the first is on the server device), same store:
+    // its own process, its own pairing table (rule 4.7); the store is the only shared state.
+    let (client_dev, _) = required_device_pair();
+    let mut second = gateway_on(&gw.store, &client_dev);
+    let (a, b) = (gw.s3, S3::new(second.addr));
+    let size = (1 << 20) + 5;
+    let half = THREADS / 2;
+    // Both at once: each thread writes through one gateway and reads back through the other.
+    std::thread::scope(|sc| {
+        for t in 0..THREADS {
+            let (mine, theirs) = if t < half { (a, b) } else { (b, a) };
+            sc.spawn(move || {
+                let mut buf = Buffers::new(size, 5000 + t as u64);
+                let key = format!("two/{t}");
+                for round in 0..2 {
+                    buf.put(&mine, &key, size)
+                        .unwrap_or_else(|e| panic!("PUT {key} round {round}: {e}"));
+                    buf.get(&theirs, &key, size)
+                        .unwrap_or_else(|e| panic!("GET {key} via the other: {e}"));
+                    assert!(buf.dst == buf.src, "{key}: bytes differ across gateways");
+                }
+            });
+        }
+    });
+    let (pa, pb) = (
+        counter(&gw.gateway, "pairings_created"),
+        counter(&second, "pairings_created"),
+    );
+    eprintln!("pairings: {pa} at the first gateway, {pb} at the second");
+    assert!(pa > 0 && pb > 0, "both gateways paired");
+
+    // The second gateway dies mid-run: its clients get errors, then succeed through the first;
+    // the first gateway's clients never fail.
+    let stop = AtomicBool::new(false);
+    let (a_ok, a_failed, b_failed, moved) = (
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+    );
+    std::thread::scope(|sc| {
+        for t in 0..THREADS {
+            let (stop, a_ok, a_failed, b_failed, moved) =
+                (&stop, &a_ok, &a_failed, &b_failed, &moved);
+            sc.spawn(move || {
+                let mut buf = Buffers::new(size, 6000 + t as u64);
+                let key = format!("die/{t}");
+                let mut via = if t < half { a } else { b };
+                let on_second = t >= half;
+                let mut switched = false;
+                while !stop.load(Ordering::Relaxed) {
+                    let r = buf
+                        .put(&via, &key, size)
+                        .and_then(|()| buf.get(&via, &key, size));
+                    match r {
+                        Ok(()) => {
+                            assert!(buf.dst == buf.src, "{key}: wrong bytes");
+                            if !on_second {
+                                a_ok.fetch_add(1, Ordering::Relaxed);
+                            } else if switched {
+                                moved.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                        Err(e) if on_second && !switched => {
+                            eprintln!("{key}: through the dead gateway: {e}");
+                            b_failed.fetch_add(1, Ordering::Relaxed);
+                            via = a;
+                            switched = true;
+                        }
+                        Err(e) => {
+                            eprintln!("{key}: {e}");
+                            a_failed.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            });
+        }
+        wait_until(Duration::from_secs(120), || {
+            a_ok.load(Ordering::Relaxed) >= half
+        });
+        second.stop();
+        let ok_at_kill = a_ok.load(Ordering::Relaxed);
+        wait_until(Duration::from_secs(180), || {
+            moved.load(Ordering::Relaxed) >= half
+                && a_ok.load(Ordering::Relaxed) >= ok_at_kill + half
+        });
+        stop.store(true, Ordering::Relaxed);
+    });
+    eprintln!(
+        "gateway killed: first gateway's clients {} ok / {} failed; second's {} failed, then {} ok through the first",
+        a_ok.load(Ordering::Relaxed),
+        a_failed.load(Ordering::Relaxed),
+        b_failed.load(Ordering::Relaxed),
+        moved.load(Ordering::Relaxed)
+    );
+    assert_eq!(
+        a_failed.load(Ordering::Relaxed),
+        0,
+        "the first gateway's clients failed"
+    );
+    assert_eq!(
+        b_failed.load(Ordering::Relaxed),
+        half,
+        "each client of the dead gateway saw one error"
+    );
+    assert!(
+        moved.load(Ordering::Relaxed) >= half,
+        "the dead gateway's clients moved over"
+    );
+    for t in 0..THREADS {
+        let stored = gw.store.stored("bkt", &format!("die/{t}")).expect("stored");
+        assert!(
+            stored == pattern(size, 6000 + t as u64),
+            "die/{t} corrupt in the store"
+        );
+    }
     all_connections_free();
 }

@@ -37,6 +37,10 @@ pub struct CredentialArgs {
     /// SigV4 region (else AWS_REGION, AWS_DEFAULT_REGION, us-east-1)
     #[arg(long)]
     pub region: Option<String>,
+    /// For an https:// endpoint: trust only the certificates of this PEM bundle (else
+    /// AWS_CA_BUNDLE, else the system's roots)
+    #[arg(long, value_name = "FILE")]
+    pub ca_bundle: Option<std::path::PathBuf>,
 }
 
 /// Where the server is and how hipObject reaches it.

@@ -23,6 +23,9 @@ pub struct Keys {
 pub struct Credentials {
     pub keys: Option<Keys>,
     pub region: String,
+    /// `--ca-bundle` or AWS_CA_BUNDLE: the only roots an https endpoint's certificate may chain
+    /// to (`None`: the system's).
+    pub ca_bundle: Option<PathBuf>,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -120,6 +123,10 @@ pub fn resolve(args: &CredentialArgs) -> Result<Credentials, Failure> {
     Ok(Credentials {
         keys: resolve_keys(args)?,
         region,
+        ca_bundle: args
+            .ca_bundle
+            .clone()
+            .or_else(|| env("AWS_CA_BUNDLE").map(PathBuf::from)),
     })
 }
 
@@ -152,8 +159,13 @@ mod tests {
             secret_key: Some("S".into()),
             profile: None,
             region: Some("eu-west-1".into()),
+            ca_bundle: Some("/ca.pem".into()),
         };
         let c = resolve(&args).unwrap();
+        assert_eq!(
+            c.ca_bundle.as_deref(),
+            Some(std::path::Path::new("/ca.pem"))
+        );
         assert_eq!(c.keys.unwrap().source, "flags");
         assert_eq!(c.region, "eu-west-1");
         let half = CredentialArgs {

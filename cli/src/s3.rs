@@ -12,6 +12,7 @@ use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
 use hipobj::engine::{CompletedPart, ErrorClass};
 use reqwest::blocking::Client;
+use reqwest::Certificate;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
@@ -122,8 +123,40 @@ fn encode_query(v: &str) -> String {
 pub struct S3 {
     endpoint: String,
     credentials: Credentials,
+    /// The certificates of `--ca-bundle`, the only roots trusted when given.
+    roots: Option<Vec<Certificate>>,
     /// One connection pool per local address.
     clients: Mutex<HashMap<Option<IpAddr>, Client>>,
+}
+
+/// An error and its causes (a refused certificate is named only deep in reqwest's chain).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let s = c.to_string();
+        if !text.contains(&s) {
+            text.push_str(": ");
+            text.push_str(&s);
+        }
+        cause = c.source();
+    }
+    text
+}
+
+/// The certificates of a PEM bundle (at least one).
+fn ca_bundle(path: &std::path::Path) -> Result<Vec<Certificate>, Failure> {
+    let text = std::fs::read(path)
+        .map_err(|e| Failure::Usage(format!("--ca-bundle {}: {e}", path.display())))?;
+    let certs = Certificate::from_pem_bundle(&text)
+        .map_err(|e| Failure::Usage(format!("--ca-bundle {}: {e}", path.display())))?;
+    if certs.is_empty() {
+        return Err(Failure::Usage(format!(
+            "--ca-bundle {}: no PEM certificate in the file",
+            path.display()
+        )));
+    }
+    Ok(certs)
 }
 
 /// Percent-encode a key for the URL path (S3 style: '/' kept, unreserved kept).
@@ -146,12 +179,17 @@ impl S3 {
             .map_err(|e| Failure::Usage(format!("--endpoint {endpoint}: {e}")))?;
         if url.host_str().is_none() || !matches!(url.scheme(), "http" | "https") {
             return Err(Failure::Usage(format!(
-                "--endpoint {endpoint}: expected http://HOST:PORT"
+                "--endpoint {endpoint}: expected http://HOST:PORT or https://HOST:PORT"
             )));
         }
+        let roots = match &credentials.ca_bundle {
+            Some(path) => Some(ca_bundle(path)?),
+            None => None,
+        };
         Ok(S3 {
             endpoint,
             credentials,
+            roots,
             clients: Mutex::new(HashMap::new()),
         })
     }
@@ -168,10 +206,17 @@ impl S3 {
         if let Some(c) = clients.get(&local) {
             return Ok(c.clone());
         }
-        let c = Client::builder()
+        let mut builder = Client::builder()
             .local_address(local)
             .timeout(REQUEST_TIMEOUT)
-            .connect_timeout(Duration::from_secs(10))
+            .connect_timeout(Duration::from_secs(10));
+        if let Some(roots) = &self.roots {
+            builder = builder.tls_built_in_root_certs(false);
+            for cert in roots {
+                builder = builder.add_root_certificate(cert.clone());
+            }
+        }
+        let c = builder
             .build()
             .map_err(|e| Failure::Http(format!("cannot build the HTTP client: {e}")))?;
         clients.insert(local, c.clone());
@@ -262,7 +307,7 @@ impl S3 {
         }
         let resp = req.body(body).send().map_err(|e| {
             let from = local.map(|a| format!(" from {a}")).unwrap_or_default();
-            Failure::Http(format!("{method} {url}{from}: {e}"))
+            Failure::Http(format!("{method} {url}{from}: {}", with_causes(&e)))
         })?;
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();

@@ -3,12 +3,14 @@
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
 
 use crate::backend::s3proxy::{Endpoint, EndpointError};
 use crate::credentials::{CredentialsError, CredentialsTable};
+use crate::tls::{self, TlsError};
 
 /// Everything the server is configured with.
 #[derive(Clone, Debug)]
@@ -25,6 +27,8 @@ pub struct Config {
     /// `--allow-gid-peer-mismatch`.
     pub check_gid_peer: bool,
     pub rdma: RdmaSettings,
+    /// `--tls-cert/--tls-key`: serve HTTP/1.1 over TLS; `None`: plain HTTP.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// The embedded fs store, or gateway mode in front of another S3 store (docs/gateway.md).
@@ -158,6 +162,16 @@ pub struct Cli {
     /// SigV4 region of the --backend store [default: us-east-1].
     #[arg(long, value_name = "NAME")]
     backend_region: Option<String>,
+    /// Trust only the certificates of this PEM file for an https:// --backend (default: the
+    /// system's roots).
+    #[arg(long, value_name = "FILE")]
+    backend_ca: Option<PathBuf>,
+    /// Serve HTTP/1.1 over TLS with this certificate chain (PEM, leaf first; with --tls-key).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// RDMA device (e.g. rxe0); absent, empty or unusable = RDMA disabled (501).
     #[arg(long, value_name = "NAME")]
     device: Option<String>,
@@ -245,6 +259,8 @@ pub enum ConfigError {
     NoAuthentication,
     /// `--backend` with an unusable URL.
     Backend(EndpointError),
+    /// `--tls-cert/--tls-key` that cannot be served with.
+    Tls(TlsError),
 }
 
 impl fmt::Display for ConfigError {
@@ -258,6 +274,7 @@ impl fmt::Display for ConfigError {
                  or serve without authentication with --anonymous",
             ),
             ConfigError::Backend(e) => write!(f, "{e}"),
+            ConfigError::Tls(e) => write!(f, "--tls-cert/--tls-key: {e}"),
         }
     }
 }
@@ -288,17 +305,29 @@ impl Config {
 
     fn from_cli(cli: Cli) -> Result<Config, ConfigError> {
         let auth = auth_mode(&cli)?;
-        if cli.backend.is_none() && cli.backend_region.is_some() {
-            // Checked here: clap skips `requires` on a flag whose target conflicts with another.
-            let e = <Cli as clap::CommandFactory>::command().error(
-                clap::error::ErrorKind::MissingRequiredArgument,
-                "--backend-region goes with --backend",
-            );
-            return Err(ConfigError::Cli(e));
+        // Checked here: clap skips `requires` on a flag whose target conflicts with another.
+        for (given, flag) in [
+            (cli.backend_region.is_some(), "--backend-region"),
+            (cli.backend_ca.is_some(), "--backend-ca"),
+        ] {
+            if cli.backend.is_none() && given {
+                let e = <Cli as clap::CommandFactory>::command().error(
+                    clap::error::ErrorKind::MissingRequiredArgument,
+                    format!("{flag} goes with --backend"),
+                );
+                return Err(ConfigError::Cli(e));
+            }
         }
+        let tls = match (&cli.tls_cert, &cli.tls_key) {
+            (Some(cert), Some(key)) => {
+                Some(tls::server_config(cert, key).map_err(ConfigError::Tls)?)
+            }
+            // clap requires both or neither.
+            _ => None,
+        };
         let store = match (cli.backend, cli.data_dir) {
             (Some(url), _) => StoreLocation::Gateway {
-                endpoint: Endpoint::parse(&url).map_err(ConfigError::Backend)?,
+                endpoint: backend_endpoint(&url, cli.backend_ca.as_deref())?,
                 region: cli
                     .backend_region
                     .unwrap_or_else(|| DEFAULT_BACKEND_REGION.to_string()),
@@ -332,8 +361,22 @@ impl Config {
                     staging_bytes: cli.v2_staging_bytes as u64,
                 },
             },
+            tls,
         })
     }
+}
+
+/// `--backend URL [--backend-ca FILE]`; the CA file is read here, so that a bad one stops the
+/// start rather than the first request.
+fn backend_endpoint(url: &str, ca: Option<&std::path::Path>) -> Result<Endpoint, ConfigError> {
+    let mut endpoint = Endpoint::parse(url).map_err(ConfigError::Backend)?;
+    if let Some(ca) = ca {
+        endpoint = endpoint.with_ca(ca).map_err(ConfigError::Backend)?;
+    }
+    endpoint
+        .tls_config()
+        .map_err(|e| ConfigError::Backend(EndpointError::Tls(e.to_string())))?;
+    Ok(endpoint)
 }
 
 fn auth_mode(cli: &Cli) -> Result<AuthMode, ConfigError> {
@@ -482,9 +525,37 @@ mod tests {
         .expect("valid");
         assert!(matches!(c.store, StoreLocation::Gateway { region, .. } if region == "eu-1"));
         assert!(matches!(
-            parse("--listen 127.0.0.1:1 --backend https://h:1 --anonymous"),
-            Err(ConfigError::Backend(EndpointError::TlsUnsupported))
+            parse("--listen 127.0.0.1:1 --backend s3://h:1 --backend-ca /ca.pem --anonymous"),
+            Err(ConfigError::Backend(EndpointError::CaWithoutTls))
         ));
+        let missing = parse(
+            "--listen 127.0.0.1:1 --backend https://h:1 --backend-ca /nonexistent.pem --anonymous",
+        )
+        .expect_err("unreadable CA");
+        assert!(
+            missing.to_string().contains("/nonexistent.pem"),
+            "{missing}"
+        );
+        assert_eq!(
+            clap_kind(parse(
+                "--listen 127.0.0.1:1 --data-dir /x --backend-ca /ca.pem --anonymous"
+            )),
+            ErrorKind::MissingRequiredArgument
+        );
+        assert_eq!(
+            clap_kind(parse(
+                "--listen 127.0.0.1:1 --data-dir /x --tls-cert /c.pem --anonymous"
+            )),
+            ErrorKind::MissingRequiredArgument
+        );
+        let bad = parse(
+            "--listen 127.0.0.1:1 --data-dir /x --tls-cert /no/c.pem --tls-key /no/k.pem --anonymous",
+        )
+        .expect_err("unreadable certificate");
+        assert!(
+            matches!(bad, ConfigError::Tls(_)) && bad.to_string().contains("/no/c.pem"),
+            "{bad}"
+        );
         assert!(matches!(
             parse("--listen 127.0.0.1:1 --backend h:1 --anonymous"),
             Err(ConfigError::Backend(EndpointError::Scheme(_)))

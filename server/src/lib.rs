@@ -13,3 +13,4 @@ pub mod rdma;
 pub mod s3;
 pub mod serve;
 pub mod stats;
+pub mod tls;

@@ -5,6 +5,7 @@
 
 use http::header::{HeaderMap, HeaderName};
 use hyper::body::Incoming;
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -13,6 +14,7 @@ use tracing::{debug, warn};
 
 use crate::backend::s3proxy::Endpoint;
 use crate::error::{RDMA_TOKEN, RETRY_AFTER_SECS};
+use crate::tls::{error_chain, no_roots_config, TlsError};
 
 /// Headers that belong to one hop, never forwarded (RFC 9110 7.6.1), plus `Expect`: the
 /// gateway already answered `100 Continue` to the client and sends the body at once.
@@ -40,7 +42,7 @@ pub fn has_token(req: &http::Request<Incoming>) -> bool {
 #[derive(Clone)]
 pub struct Passthrough {
     endpoint: Endpoint,
-    client: Client<HttpConnector, Incoming>,
+    client: Client<HttpsConnector<HttpConnector>, Incoming>,
 }
 
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
@@ -81,11 +83,26 @@ fn unavailable(why: &str) -> HttpResponse {
 }
 
 impl Passthrough {
-    pub fn new(endpoint: Endpoint) -> Passthrough {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
+    /// The pass-through to `endpoint`: plain HTTP, or TLS verified as the endpoint says.
+    pub fn new(endpoint: Endpoint) -> Result<Passthrough, TlsError> {
+        let mut http = HttpConnector::new();
+        http.set_nodelay(true);
+        http.enforce_http(false);
+        // The URL's scheme (Endpoint::base_url) picks TLS or not; a plain-HTTP store never
+        // uses the (root-less) TLS settings.
+        let mut tls = match endpoint.tls_config()? {
+            Some(tls) => (*tls).clone(),
+            None => no_roots_config()?,
+        };
+        // hyper-rustls sets ALPN itself (from `enable_http1`).
+        tls.alpn_protocols.clear();
+        let connector = HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
         let client = Client::builder(TokioExecutor::new()).build(connector);
-        Passthrough { endpoint, client }
+        Ok(Passthrough { endpoint, client })
     }
 
     /// Forward `req` to the store and stream its answer back.
@@ -119,8 +136,9 @@ impl Passthrough {
                 http::Response::from_parts(parts, Body::from(body))
             }
             Err(e) => {
-                warn!(%method, %target, error = %e, "backend store unreachable");
-                unavailable(&e.to_string())
+                let why = error_chain(&e);
+                warn!(%method, %target, error = %why, "backend store unreachable");
+                unavailable(&why)
             }
         }
     }

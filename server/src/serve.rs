@@ -5,6 +5,7 @@
 
 use std::future::Future;
 use std::io::Write;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,11 +13,12 @@ use futures::future::BoxFuture;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder as ConnBuilder;
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use s3s::service::{S3Service, S3ServiceBuilder};
 use s3s::{HttpError, HttpResponse};
 use tokio::net::TcpListener;
-use tracing::{info, warn};
+use tokio_rustls::TlsAcceptor;
+use tracing::{debug, info, warn};
 
 use crate::access::{AccessPolicy, BucketNames, StatsRoute};
 use crate::backend::s3proxy::Keyring;
@@ -37,6 +39,8 @@ pub use crate::access::STATS_PATH;
 
 /// How often idle pairings are looked for.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
+/// Longest a client may take over its TLS handshake.
+const TLS_HANDSHAKE: Duration = Duration::from_secs(10);
 /// How often bucket lifecycle rules are applied (their unit is a day).
 const LIFECYCLE_EVERY: Duration = Duration::from_secs(600);
 
@@ -116,6 +120,24 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
     }
 }
 
+/// Serve one accepted connection (plain TCP or TLS) until it ends or the server shuts down.
+fn serve_connection<I>(
+    http: &ConnBuilder<TokioExecutor>,
+    watcher: Watcher,
+    io: TokioIo<I>,
+    front: Front,
+    peer: SocketAddr,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let conn = watcher.watch(http.serve_connection(io, front).into_owned());
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            debug!(%peer, error = %e, "connection ended with an error");
+        }
+    });
+}
+
 /// Environment knob for benchmarks only: `HIPOBJ_BENCH_TCP_NODELAY=0` serves without
 /// TCP_NODELAY, the baseline of the small-GET tail-latency figure. Anything else: TCP_NODELAY on.
 pub const BENCH_NODELAY_ENV: &str = "HIPOBJ_BENCH_TCP_NODELAY";
@@ -173,7 +195,8 @@ fn open_store(config: &Config) -> std::io::Result<(Arc<dyn Backend>, Option<Pass
             };
             info!(store = %endpoint, "gateway mode: token requests by RDMA, the rest passed through");
             let proxy = S3ProxyBackend::new(endpoint.clone(), region, keyring)?;
-            Ok((Arc::new(proxy), Some(Passthrough::new(endpoint.clone()))))
+            let passthrough = Passthrough::new(endpoint.clone()).map_err(std::io::Error::other)?;
+            Ok((Arc::new(proxy), Some(passthrough)))
         }
     }
 }
@@ -235,7 +258,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io:
         ))
     });
     let local = listener.local_addr()?;
-    info!(%local, rdma = rdma.is_some(), "serving");
+    let tls = config.tls.clone().map(TlsAcceptor::from);
+    info!(%local, rdma = rdma.is_some(), tls = tls.is_some(), "serving");
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "listening on {local}")?;
@@ -265,22 +289,29 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io:
         if let Err(e) = stream.set_nodelay(nodelay) {
             warn!(%peer, error = %e, "cannot set TCP_NODELAY");
         }
-        let conn = http
-            .serve_connection(
-                TokioIo::new(stream),
-                Front {
-                    s3: s3.clone(),
-                    peer: HttpPeer::of(peer),
-                    passthrough: passthrough.clone(),
-                },
-            )
-            .into_owned();
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
+        // The peer address is the TCP (and so the TLS) connection's: rule 9.4 unchanged.
+        let front = Front {
+            s3: s3.clone(),
+            peer: HttpPeer::of(peer),
+            passthrough: passthrough.clone(),
+        };
+        match &tls {
+            None => serve_connection(&http, graceful.watcher(), TokioIo::new(stream), front, peer),
+            Some(acceptor) => {
+                // The handshake runs in the connection's own task, never in the accept loop.
+                let (acceptor, http, watcher) =
+                    (acceptor.clone(), http.clone(), graceful.watcher());
+                tokio::spawn(async move {
+                    match tokio::time::timeout(TLS_HANDSHAKE, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => {
+                            serve_connection(&http, watcher, TokioIo::new(tls), front, peer)
+                        }
+                        Ok(Err(e)) => debug!(%peer, error = %e, "TLS handshake failed"),
+                        Err(_) => debug!(%peer, "TLS handshake timed out"),
+                    }
+                });
             }
-        });
+        }
     }
     info!("shutting down");
     if let Some(sweeps) = lifecycle {

@@ -212,7 +212,11 @@ def main():
     ap.add_argument("--narrowed", action="store_true")
     ap.add_argument("--differences", metavar="A,B",
                     help="list the cases whose outcome differs between results A and B")
+    ap.add_argument("--ours", default="hipobj-server",
+                    help="the result whose count the baseline holds")
     args = ap.parse_args()
+    global OURS
+    OURS = args.ours
 
     groups = load_groups(args.groups)
     excluded = load_excluded(args.excluded)

@@ -19,6 +19,7 @@ use tracing::debug;
 
 use super::super::StorageError;
 use super::endpoint::Endpoint;
+use crate::tls::error_chain;
 
 /// Characters S3 leaves unescaped in a key segment (RFC 3986 unreserved).
 const KEY_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
@@ -122,20 +123,27 @@ pub fn query_value(v: &str) -> String {
     utf8_percent_encode(v, KEY_SEGMENT).to_string()
 }
 
-fn unreachable_store(url: &str, e: &dyn std::fmt::Display) -> StorageError {
-    debug!(error = %e, %url, "store unreachable");
+/// The store could not be reached (refused, timed out, or its TLS certificate refused): the
+/// whole chain of causes, so that a refused certificate says so.
+fn unreachable_store(url: &str, e: &reqwest::Error) -> StorageError {
+    let why = error_chain(e);
+    debug!(error = %why, %url, "store unreachable");
     StorageError::Io(io::Error::new(
         io::ErrorKind::ConnectionRefused,
-        format!("backend store unreachable: {e}"),
+        format!("backend store unreachable: {why}"),
     ))
 }
 
 impl StoreClient {
     pub fn new(endpoint: Endpoint, region: String) -> io::Result<StoreClient> {
-        let http = Client::builder()
+        let mut builder = Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(IO_TIMEOUT)
-            .tcp_nodelay(true)
+            .tcp_nodelay(true);
+        if let Some(tls) = endpoint.tls_config().map_err(io::Error::other)? {
+            builder = builder.use_preconfigured_tls((*tls).clone());
+        }
+        let http = builder
             .build()
             .map_err(|e| io::Error::other(format!("cannot build the store's HTTP client: {e}")))?;
         Ok(StoreClient {

@@ -1,20 +1,31 @@
-//! `--backend URL`: where the store is.
+//! `--backend URL`: where the store is, and for `https://` which roots its certificate must
+//! chain to (`--backend-ca`, else the system's).
 
 use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-/// The store's address, from `s3://host:port` or `http://host:port` (plain HTTP).
+use crate::tls::{self, TlsError};
+
+/// The store's address, from `s3://host:port` or `http://host:port` (plain HTTP) or
+/// `https://host:port` (TLS, the certificate verified).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Endpoint {
     authority: String,
+    tls: bool,
+    /// `--backend-ca FILE`: the only roots trusted for the store (https only).
+    ca: Option<PathBuf>,
 }
 
 /// Why a `--backend` value was refused.
 #[derive(Debug, PartialEq, Eq)]
 pub enum EndpointError {
-    /// Not `s3://` or `http://`.
+    /// Not `s3://`, `http://` or `https://`.
     Scheme(String),
-    /// `https://`: this build has no TLS client.
-    TlsUnsupported,
+    /// `--backend-ca` with a plain-HTTP store.
+    CaWithoutTls,
+    /// The TLS client settings cannot be built (an unreadable `--backend-ca`, no roots).
+    Tls(String),
     /// No `host:port`, or a path after it.
     Authority(String),
 }
@@ -25,13 +36,13 @@ impl fmt::Display for EndpointError {
             EndpointError::Scheme(v) => {
                 write!(
                     f,
-                    "--backend {v:?}: expected s3://HOST:PORT or http://HOST:PORT"
+                    "--backend {v:?}: expected s3://HOST:PORT, http://HOST:PORT or https://HOST:PORT"
                 )
             }
-            EndpointError::TlsUnsupported => f.write_str(
-                "--backend https://...: this build has no TLS client; reach the store over \
-                 plain HTTP on a private network (s3://HOST:PORT), see docs/gateway.md",
+            EndpointError::CaWithoutTls => f.write_str(
+                "--backend-ca goes with an https:// --backend (the store is reached over plain HTTP)",
             ),
+            EndpointError::Tls(why) => write!(f, "--backend: {why}"),
             EndpointError::Authority(v) => {
                 write!(
                     f,
@@ -46,12 +57,12 @@ impl std::error::Error for EndpointError {}
 
 impl Endpoint {
     pub fn parse(url: &str) -> Result<Endpoint, EndpointError> {
-        let rest = if let Some(r) = url.strip_prefix("s3://") {
-            r
+        let (rest, tls) = if let Some(r) = url.strip_prefix("s3://") {
+            (r, false)
         } else if let Some(r) = url.strip_prefix("http://") {
-            r
-        } else if url.starts_with("https://") {
-            return Err(EndpointError::TlsUnsupported);
+            (r, false)
+        } else if let Some(r) = url.strip_prefix("https://") {
+            (r, true)
         } else {
             return Err(EndpointError::Scheme(url.to_string()));
         };
@@ -64,7 +75,31 @@ impl Endpoint {
         }
         Ok(Endpoint {
             authority: authority.to_string(),
+            tls,
+            ca: None,
         })
+    }
+
+    /// Trust only the certificates of `ca` (a PEM bundle) for this https store.
+    pub fn with_ca(mut self, ca: &Path) -> Result<Endpoint, EndpointError> {
+        if !self.tls {
+            return Err(EndpointError::CaWithoutTls);
+        }
+        self.ca = Some(ca.to_path_buf());
+        Ok(self)
+    }
+
+    /// Whether the store is reached over TLS.
+    pub fn is_tls(&self) -> bool {
+        self.tls
+    }
+
+    /// The TLS client settings for this store; `None` for plain HTTP.
+    pub fn tls_config(&self) -> Result<Option<Arc<rustls::ClientConfig>>, TlsError> {
+        if !self.tls {
+            return Ok(None);
+        }
+        tls::client_config(self.ca.as_deref()).map(Some)
     }
 
     /// `host:port`, as the `Host` header.
@@ -72,15 +107,20 @@ impl Endpoint {
         &self.authority
     }
 
-    /// `http://host:port` (no trailing slash).
+    /// `http://host:port` or `https://host:port` (no trailing slash).
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.authority)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.authority)
     }
 }
 
 impl fmt::Display for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "s3://{}", self.authority)
+        if self.tls {
+            write!(f, "https://{}", self.authority)
+        } else {
+            write!(f, "s3://{}", self.authority)
+        }
     }
 }
 
@@ -98,9 +138,14 @@ mod tests {
             Endpoint::parse("http://store:80/").unwrap().authority(),
             "store:80"
         );
+        let tls = Endpoint::parse("https://s:1").unwrap();
+        assert_eq!(tls.base_url(), "https://s:1");
+        assert!(tls.clone().with_ca(Path::new("/ca.pem")).is_ok());
         assert_eq!(
-            Endpoint::parse("https://s:1"),
-            Err(EndpointError::TlsUnsupported)
+            Endpoint::parse("s3://s:1")
+                .unwrap()
+                .with_ca(Path::new("/ca.pem")),
+            Err(EndpointError::CaWithoutTls)
         );
         assert!(matches!(
             Endpoint::parse("ftp://s:1"),

@@ -383,7 +383,9 @@ impl Backend for S3ProxyBackend {
             object_path(bucket, key),
             query_value(upload_id)
         );
-        self.get_xml(&target, "ListPartsResult", |root| {
+        // RGW (Ceph 16) answers ListParts of an aborted or unknown upload 404 NoSuchKey, S3
+        // NoSuchUpload: ListParts names an upload, so either means the upload is gone.
+        let listed = self.get_xml(&target, "ListPartsResult", |root| {
             let mut parts = root
                 .all("Part")
                 .map(|p| {
@@ -399,7 +401,11 @@ impl Backend for S3ProxyBackend {
                 .collect::<StorageResult<Vec<_>>>()?;
             parts.sort_by_key(|p| p.part_number);
             Ok(parts)
-        })
+        });
+        match listed {
+            Err(StorageError::NoSuchKey) => Err(StorageError::NoSuchUpload),
+            other => other,
+        }
     }
 
     fn complete_upload(

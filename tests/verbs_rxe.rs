@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use hipobj::error::{Error, OpError};
 use hipobj::verbs::{
     list_devices, random_psn, wc_status_name, Access, Completion, Device, GidKind, Lib, Mr, QpCaps,
-    RcPeer, RcQp, RdmaOp, RtrParams, RtsParams, MAX_PSN, WC_FLAG_WITH_IMM, WC_RDMA_READ,
-    WC_RDMA_WRITE, WC_RECV_RDMA_WITH_IMM, WC_RETRY_EXC_ERR, WC_WR_FLUSH_ERR,
+    RcPeer, RcQp, RdmaOp, RtrParams, RtsParams, WC_FLAG_WITH_IMM, WC_RDMA_READ, WC_RDMA_WRITE,
+    WC_RECV_RDMA_WITH_IMM, WC_RETRY_EXC_ERR, WC_WR_FLUSH_ERR,
 };
 
 const MIB: usize = 1024 * 1024;

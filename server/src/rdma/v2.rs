@@ -158,6 +158,8 @@ impl From<RejectCode> for V2Reject {
             RejectCode::Failed => "internal error",
             RejectCode::NotImplemented => "not implemented",
             RejectCode::Busy => "busy",
+            RejectCode::BadDigest(_) => "a digest does not match the moved bytes",
+            RejectCode::InvalidDigest => "a digest is malformed",
         };
         V2Reject {
             status: code.http_code(),

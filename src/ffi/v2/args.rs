@@ -171,8 +171,9 @@ pub unsafe fn transfer_v2(
     ops: *const hipObjOpsV2_t,
     deadlines: Deadlines,
 ) -> Result<TransferV2Args> {
-    // SAFETY (all three): forwarded from this function's contract.
+    // SAFETY: `bucket` is NULL or NUL-terminated (this function's contract).
     let bucket = unsafe { name(bucket, "bucket", MAX_BUCKET_LEN) }?;
+    // SAFETY: `key` is NULL or NUL-terminated (this function's contract).
     let key = unsafe { name(key, "key", MAX_KEY_LEN) }?;
     if dev_ptr.is_null() {
         return Err(Error::invalid("devPtr is NULL"));

@@ -9,6 +9,7 @@ mod failure;
 mod gpu;
 mod info;
 mod rdma;
+mod retry;
 mod s3;
 mod session;
 mod units;

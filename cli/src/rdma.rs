@@ -4,7 +4,7 @@
 
 use crate::failure::Failure;
 use crate::s3::{ObjectPath, Response, S3};
-use hipobj::error::Error;
+use hipobj::error::{Error, OpError};
 use hipobj::runtime::{S3Ops, TransferKind};
 use hipobj::token::Token;
 use std::net::IpAddr;
@@ -45,6 +45,21 @@ impl<'a> RdmaRequest<'a> {
             .as_ref()
             .and_then(|r| r.header("x-amz-rdma-bytes-transferred"))
             .and_then(|v| v.parse().ok())
+    }
+
+    /// Whether another attempt of a failed transfer may succeed: the server answered 5xx other
+    /// than 501 (a 500 with an RDMA reply of 500 means its RDMA operation failed and it dropped the
+    /// pairing; the next attempt pairs again), the server could not be reached, or the library's
+    /// RDMA operation failed or found every connection busy. 4xx, 501 and local errors are lasting.
+    pub fn transient(&self, e: &Error) -> bool {
+        if let Some(f) = &self.failure {
+            return matches!(f, Failure::Http(_));
+        }
+        match &self.last {
+            Some(r) if r.status >= 500 => r.status != 501,
+            Some(r) if r.status >= 300 => false,
+            _ => matches!(e.code, OpError::RdmaError | OpError::Busy),
+        }
     }
 
     /// What a failed transfer means: the server's status if it answered, else the request's own

@@ -70,5 +70,9 @@ else
   FAILED=$((FAILED + b_failed))
   [ "$rc" = 0 ] || [ "$b_failed" -gt 0 ] || FAILED=$((FAILED + 1))
 fi
+if [ "$FAILED" != 0 ]; then
+  echo "demo: hipobj-server's last warnings and errors ($HIPOBJ_SRV_LOG):"
+  grep -E "WARN|ERROR" "$HIPOBJ_SRV_LOG" | tail -n 20 | cut -c1-300
+fi
 echo "demo: retried $RETRIED, failed $FAILED (retried: transient failures a retry fixed; failed: lasting ones)"
 [ "$FAILED" = 0 ]

@@ -244,7 +244,7 @@ mod tests {
 
     #[test]
     fn init_config_order() {
-        // SAFETY (all calls below): NULL or pointers to live configs with NULL or literal hints.
+        // SAFETY: all calls below: NULL or pointers to live configs with NULL or literal hints.
         assert_eq!(code(unsafe { init_config(null()) }), OpError::InvalidValue);
         // flags is checked before gpuDevice: both wrong still answers (the same code), and each
         // alone is rejected.
@@ -397,7 +397,7 @@ mod tests {
 
     #[test]
     fn callbacks_must_both_be_set() {
-        // SAFETY (all calls): NULL or a live hipObjOps_t.
+        // SAFETY: all calls: NULL or a live hipObjOps_t.
         assert_eq!(code(unsafe { callbacks(null()) }), OpError::InvalidValue);
         let none = hipObjOps_t::default();
         assert_eq!(code(unsafe { callbacks(&none) }), OpError::InvalidValue);

@@ -15,15 +15,17 @@ all: build
 deps:
 	scripts/install-deps
 
+# The library, hipobj-server and the hipobj command line, in one cargo call (scripts/build-release).
 build: deps
-	$(CARGO) build --release --workspace
+	CARGO=$(CARGO) scripts/build-release
 
 # The gateway's host tests (server/tests/gateway_store.rs) run against s3s-fs (crates.io, cached
 # in target/s3s-fs).
+# One cargo call, so each test binary is built once: the simulated GPU (sim-gpu, a test double that
+# only adds hipobj::hip::SimGpu) is on for the whole run.
 unit: deps
 	CARGO=$(CARGO) scripts/install-s3s-fs
-	$(CARGO) test --workspace
-	$(CARGO) test -p hipobj --features sim-gpu --lib --test hip_sim --test gpu
+	$(CARGO) test --workspace --features hipobj/sim-gpu
 
 ctest: build
 	tests/c/run
@@ -72,8 +74,8 @@ e2e: build python
 
 test: unit ctest lint loom fuzz-short s3-conformance e2e
 
+# Builds only what it runs (scripts/build-release: the library, the server, the command line).
 demo: build
-	scripts/build-e2e
 	scripts/demo
 
 # hipobj-server data-path figures (issue 11) as ratios to perftest, in one lane boot.

@@ -5,7 +5,7 @@ set -uo pipefail
 ROUNDS=${1:-6}
 STREAM_ROUNDS=${2:-4}
 BENCH=$(cat target/e2e/server-datapath-bench.txt)
-export HIPOBJ_SERVER_BIN=$PWD/target/e2e/release/hipobj-server HIPOBJ_LOG=${HIPOBJ_LOG:-warn}
+export HIPOBJ_SERVER_BIN=$PWD/target/release/hipobj-server HIPOBJ_LOG=${HIPOBJ_LOG:-warn}
 export HIPOBJ_BENCH_PERFTEST=$PWD/benches/server-datapath-perftest.sh
 FAILED=0
 counters() { # rxe's retry counters (cumulative), after each figure

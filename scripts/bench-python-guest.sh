@@ -6,7 +6,7 @@
 set -euo pipefail
 SIZE=${1:-67108864} ROUNDS=${2:-5}
 BENCH=$(cat target/e2e/bench.txt)
-export HIPOBJ_SERVER_BIN=$PWD/target/e2e/release/hipobj-server
+export HIPOBJ_SERVER_BIN=$PWD/target/release/hipobj-server
 core=() py=()
 for pass in 1 2; do
   out=$("$BENCH" "$SIZE" "$ROUNDS"); echo "$out"

@@ -18,9 +18,11 @@ pub struct EnvConfig {
     pub require_gpu_direct: bool,
     /// `HIPOBJ_REQUIRE_MW`: refuse a device without type-2 memory windows (PROTOCOL.md 9.6).
     pub require_mw: bool,
-    /// `HIPOBJ_PERF_NO_MW`: for benchmarks only. Treat the device as one without memory windows
-    /// (revision-1 access: every registration remotely readable and writable), so that the cost
-    /// of bind + invalidate can be measured against it in one process. Never for production.
+    /// For benchmarks and tests only: treat the device as one without memory windows (revision-1
+    /// access: every registration remotely readable and writable), so that the cost of bind +
+    /// invalidate can be measured against it in one process. Set through the Rust API; the
+    /// environment (`HIPOBJ_PERF_NO_MW`) sets it only in builds with the bench-only
+    /// `perf-switches` feature, never in the shipped library.
     pub perf_no_mw: bool,
 }
 
@@ -49,7 +51,8 @@ impl EnvConfig {
             stage_timeout_ms: parse_stage_timeout_ms(get("HIPOBJ_STAGE_TIMEOUT_MS").as_deref()),
             require_gpu_direct: parse_flag(get("HIPOBJ_REQUIRE_GPU_DIRECT").as_deref()),
             require_mw: parse_flag(get("HIPOBJ_REQUIRE_MW").as_deref()),
-            perf_no_mw: parse_flag(get("HIPOBJ_PERF_NO_MW").as_deref()),
+            perf_no_mw: cfg!(feature = "perf-switches")
+                && parse_flag(get("HIPOBJ_PERF_NO_MW").as_deref()),
         }
     }
 }
@@ -208,7 +211,7 @@ mod tests {
             EnvConfig {
                 require_gpu_direct: true,
                 require_mw: true,
-                perf_no_mw: true,
+                perf_no_mw: cfg!(feature = "perf-switches"),
                 ..EnvConfig::default()
             }
         );

@@ -195,8 +195,8 @@ fn token_client_nic_checks_and_outputs() {
     assert_eq!((r, buf[0]), (invalid(), b'Z'));
     let (r, buf) = client_nic(tok.as_ptr(), 0);
     assert_eq!((r, buf[0]), (invalid(), b'Z'));
-    // SAFETY: NULL nicIp is rejected before use.
     assert_eq!(
+        // SAFETY: NULL nicIp is rejected before use.
         unsafe { hipObjTokenClientNic(tok.as_ptr(), null_mut(), 16) },
         invalid()
     );
@@ -281,8 +281,8 @@ fn put_rdma_token() {
 
 #[test]
 fn error_strings() {
-    // SAFETY: the results are static C strings.
     let s = |v: c_int| {
+        // SAFETY: the results are static C strings.
         unsafe { CStr::from_ptr(hipObjGetErrorString(v)) }
             .to_str()
             .expect("ASCII")

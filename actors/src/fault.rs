@@ -12,6 +12,8 @@
 //! - `lease-checks-close`: a closed pool refuses and wakes its waiters ([`crate::pool`]);
 //! - `shutdown-closes`: shutdown closes the instance it unpublishes ([`crate::supervisor`]);
 //! - `one-build-at-a-time`: an init that arrives during a build waits for it;
+//! - `shutdown-waits-for-build`: a shutdown that arrives during a build waits for it, then shuts
+//!   the new instance down;
 //! - `reserve-checks-base`: a base being registered or registered is not reserved again;
 //! - `callback-never-waits`: a transfer from a callback does not wait for a connection
 //!   ([`crate::transfer`]);
@@ -19,7 +21,7 @@
 //!   ([`crate::pool`]).
 
 /// The guards `HIPOBJ_BREAK_GUARD` may name.
-pub const GUARDS: [&str; 10] = [
+pub const GUARDS: [&str; 11] = [
     "retire-checks-users",
     "use-checks-pending",
     "pending-before-use-ends",
@@ -27,6 +29,7 @@ pub const GUARDS: [&str; 10] = [
     "lease-checks-close",
     "shutdown-closes",
     "one-build-at-a-time",
+    "shutdown-waits-for-build",
     "reserve-checks-base",
     "callback-never-waits",
     "give-back-wakes-a-waiter",

@@ -87,6 +87,12 @@ impl Pool {
         self.state.lock().free.len()
     }
 
+    /// Callers blocked in `acquire` now.
+    #[cfg(all(test, not(hipobj_loom)))]
+    fn waiting(&self) -> usize {
+        self.state.lock().waiters
+    }
+
     fn give_back(&self, slot: usize) {
         let someone_waits = {
             let mut st = self.state.lock();
@@ -121,7 +127,23 @@ impl Drop for Lease {
 #[cfg(all(test, not(hipobj_loom)))]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use std::thread::JoinHandle;
+    use std::time::{Duration, Instant};
+
+    /// A thread blocked in `acquire`: returns once the pool counts it as waiting (and it has not
+    /// returned), so that what the test does next happens while it waits.
+    fn blocked_waiter(pool: &Arc<Pool>) -> JoinHandle<Result<usize, AcquireError>> {
+        let p = pool.clone();
+        let waiter = std::thread::spawn(move || Pool::acquire(&p, Wait::Block).map(|l| l.slot()));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while pool.waiting() == 0 {
+            assert!(!waiter.is_finished(), "acquire returned instead of waiting");
+            assert!(Instant::now() < deadline, "the waiter never blocked");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(!waiter.is_finished(), "the waiter is blocked");
+        waiter
+    }
 
     #[test]
     fn leases_wait_and_close() {
@@ -133,18 +155,16 @@ mod tests {
             Pool::acquire(&pool, Wait::No).err(),
             Some(AcquireError::Busy)
         );
-        let p2 = pool.clone();
-        let waiter = std::thread::spawn(move || Pool::acquire(&p2, Wait::Block).map(|l| l.slot()));
-        std::thread::sleep(Duration::from_millis(20));
+        let waiter = blocked_waiter(&pool);
         let freed = a.slot();
         drop(a);
         assert_eq!(waiter.join().unwrap(), Ok(freed));
-        let p3 = pool.clone();
+        assert_eq!(pool.waiting(), 0);
         let _c = Pool::acquire(&pool, Wait::Block).unwrap();
-        let waiter = std::thread::spawn(move || Pool::acquire(&p3, Wait::Block).map(|l| l.slot()));
-        std::thread::sleep(Duration::from_millis(20));
+        let waiter = blocked_waiter(&pool);
         pool.close();
         assert_eq!(waiter.join().unwrap(), Err(AcquireError::Closed));
+        assert_eq!(pool.waiting(), 0);
         drop(b);
         assert_eq!(pool.free_count(), 1);
     }

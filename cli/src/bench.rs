@@ -4,14 +4,16 @@
 
 use crate::args::BenchArgs;
 use crate::credentials;
-use crate::failure::Failure;
+use crate::failure::{Failure, Retryable};
 use crate::rdma::RdmaRequest;
 use crate::s3::{ObjectPath, S3};
 use crate::session::Session;
 use crate::units::{mb_per_s, size_text};
+use hipobj::engine::{Retrier, RetryPolicy};
 use hipobj::runtime::TransferKind;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
+use std::sync::atomic::AtomicBool;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -36,8 +38,11 @@ impl Op {
 pub struct Stats {
     /// Timed operations that succeeded (the figures are theirs).
     pub operations: usize,
-    /// Timed operations that failed (the first failure is printed on stderr).
+    /// Timed operations that failed (the first failure is printed on stderr), after retries.
     pub errors: usize,
+    /// Retries after a transient failure (AWS standard mode, `RetryPolicy::standard`), the untimed warm-ups' included;
+    /// a retried operation's latency includes its retries.
+    pub retried: usize,
     pub mb_per_s: f64,
     pub ops_per_s: f64,
     pub p50_ms: f64,
@@ -67,6 +72,10 @@ pub struct Report {
     pub perftest_write_mb_per_s: Option<f64>,
     pub perftest_read_mb_per_s: Option<f64>,
     pub cells: Vec<Cell>,
+    /// Retries in the whole run, pairing included: transient failures a retry fixed.
+    pub retried: usize,
+    /// Operations that failed for good (every cell's errors).
+    pub failed: usize,
 }
 
 /// The nearest-rank percentile `p` (0..100] of sorted durations, in ms.
@@ -78,13 +87,20 @@ fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1].as_secs_f64() * 1e3
 }
 
-fn stats(mut latencies: Vec<Duration>, errors: usize, wall: Duration, size: u64) -> Stats {
+fn stats(
+    mut latencies: Vec<Duration>,
+    errors: usize,
+    retried: usize,
+    wall: Duration,
+    size: u64,
+) -> Stats {
     latencies.sort();
     let n = latencies.len();
     let secs = wall.as_secs_f64();
     Stats {
         operations: n,
         errors,
+        retried,
         mb_per_s: mb_per_s(size * n as u64, secs),
         ops_per_s: if secs > 0.0 { n as f64 / secs } else { 0.0 },
         p50_ms: percentile_ms(&latencies, 50.0),
@@ -173,19 +189,36 @@ fn object(bucket: &str, op: Op, size: u64, thread: usize) -> ObjectPath {
     }
 }
 
+/// One RDMA transfer of the whole buffer, retried by the engine's standard-mode rule.
 fn rdma_transfer(
     s3: &S3,
+    retry: &Retrier<'_>,
     buf: &crate::session::Registered,
     kind: TransferKind,
     obj: &ObjectPath,
 ) -> Result<(), Failure> {
-    let mut req = RdmaRequest::new(s3, kind, obj, None);
-    buf.transfer(0, buf.len(), &mut req)
-        .map_err(|e| req.failure(&e))
+    let what = || {
+        let verb = if kind == TransferKind::Get {
+            "GET"
+        } else {
+            "PUT"
+        };
+        format!("{verb} {obj}")
+    };
+    retry
+        .run(&what, || {
+            let mut req = RdmaRequest::new(s3, kind, obj, None);
+            buf.transfer(0, buf.len(), &mut req).map_err(|e| Retryable {
+                class: req.class(&e),
+                failure: req.failure(&e),
+            })
+        })
+        .map_err(|r| r.failure)
 }
 
 fn rdma_cell(
     s3: &S3,
+    retry: &Retrier<'_>,
     session: &Session,
     args: &BenchArgs,
     op: Op,
@@ -198,6 +231,7 @@ fn rdma_cell(
     } else {
         TransferKind::Put
     };
+    let retried_before = retry.retries() as usize;
     let (lat, errors, wall) = run_threads(
         threads,
         args.iterations,
@@ -207,7 +241,7 @@ fn rdma_cell(
             if op == Op::Put {
                 buf.fill(&data)?;
             }
-            rdma_transfer(s3, &buf, kind, &obj)?; // warm-up: pairs this thread's connection
+            rdma_transfer(s3, retry, &buf, kind, &obj)?; // warm-up: pairs this thread's connection
             if op == Op::Get && buf.read(size as usize)? != data {
                 return Err(Failure::Transfer(format!(
                     "GET {obj} over RDMA returned other bytes"
@@ -215,9 +249,10 @@ fn rdma_cell(
             }
             Ok((buf, obj))
         },
-        |(buf, obj)| rdma_transfer(s3, buf, kind, obj),
+        |(buf, obj)| rdma_transfer(s3, retry, buf, kind, obj),
     )?;
-    Ok(stats(lat, errors, wall, size))
+    let retried = retry.retries() as usize - retried_before;
+    Ok(stats(lat, errors, retried, wall, size))
 }
 
 fn http_cell(
@@ -258,13 +293,14 @@ fn http_cell(
             Op::Put => s3.put_plain(obj, data.clone()),
         },
     )?;
-    Ok(stats(lat, errors, wall, size))
+    Ok(stats(lat, errors, 0, wall, size))
 }
 
 /// One GET of the smallest object on every connection at once, so that no timed transfer pays
 /// for pairing (PROTOCOL.md section 7).
 fn pair_connections(
     s3: &S3,
+    retry: &Retrier<'_>,
     session: &Session,
     args: &BenchArgs,
     connections: usize,
@@ -275,7 +311,7 @@ fn pair_connections(
         connections,
         1,
         |_| session.buffer(size as usize),
-        |buf| rdma_transfer(s3, buf, TransferKind::Get, &obj),
+        |buf| rdma_transfer(s3, retry, buf, TransferKind::Get, &obj),
     )
     .map(drop)
 }
@@ -307,7 +343,10 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         args.endpoint.gpu,
         Some(connections),
     )?;
-    pair_connections(&s3, &session, args, connections)?;
+    let policy = RetryPolicy::standard();
+    let never_cancelled = AtomicBool::new(false);
+    let retry = Retrier::with_policy(&policy, &never_cancelled);
+    pair_connections(&s3, &retry, &session, args, connections)?;
     let cells_total = args.ops.len() * args.sizes.len() * args.concurrency.len();
     let bar = if args.json {
         ProgressBar::hidden()
@@ -324,7 +363,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         for &size in &args.sizes {
             for &threads in &args.concurrency {
                 bar.set_message(format!("{} {} x{threads}", op.name(), size_text(size)));
-                let rdma = rdma_cell(&s3, &session, args, op, size, threads)?;
+                let rdma = rdma_cell(&s3, &retry, &session, args, op, size, threads)?;
                 let http = http_cell(&s3, args, op, size, threads)?;
                 let perftest = match op {
                     Op::Get => args.perftest_write,
@@ -345,6 +384,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         }
     }
     bar.finish_and_clear();
+    let failed = cells.iter().map(|c| c.rdma.errors + c.http.errors).sum();
     let report = Report {
         endpoint: s3.endpoint().to_owned(),
         nic: session.nic().to_owned(),
@@ -352,12 +392,9 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         perftest_write_mb_per_s: args.perftest_write,
         perftest_read_mb_per_s: args.perftest_read,
         cells,
+        retried: retry.retries() as usize,
+        failed,
     };
-    let failed: usize = report
-        .cells
-        .iter()
-        .map(|c| c.rdma.errors + c.http.errors)
-        .sum();
     if args.json {
         let text = serde_json::to_string_pretty(&report)
             .map_err(|e| Failure::Transfer(format!("JSON: {e}")))?;
@@ -418,6 +455,9 @@ fn table(r: &Report) -> String {
         let mut vs = c
             .ratio_perftest
             .map_or(String::new(), |x| format!(" | {x:>10.2}x"));
+        if c.rdma.retried > 0 {
+            vs.push_str(&format!("  ({} RDMA retries)", c.rdma.retried));
+        }
         if c.rdma.errors + c.http.errors > 0 {
             vs.push_str(&format!(
                 "  ({} RDMA / {} HTTP operations failed)",
@@ -449,6 +489,17 @@ fn table(r: &Report) -> String {
             "vs perftest = RDMA MB/s / ib_write_bw (GET) or ib_read_bw (PUT) of the same boot\n",
         );
     }
+    let timed: usize = r
+        .cells
+        .iter()
+        .map(|c| c.rdma.operations + c.rdma.errors + c.http.operations + c.http.errors)
+        .sum();
+    out.push_str(&format!(
+        "hipobj bench: {timed} timed operations, retried {}, failed {} (a transient failure is tried up to {} times)\n",
+        r.retried,
+        r.failed,
+        RetryPolicy::standard().max_attempts
+    ));
     out
 }
 
@@ -471,6 +522,7 @@ mod tests {
         let s = stats(
             vec![Duration::from_millis(10); 4],
             1,
+            0,
             Duration::from_secs(1),
             1_000_000,
         );

@@ -271,6 +271,16 @@ impl Probe {
 
 /// `hipObjInit`, then `hipObjBufRegister` of each buffer of the spec.
 pub fn init(lib: &Library, spec: &Spec) -> Result<Probe, ApiError> {
+    init_with(lib, spec, || {})
+}
+
+/// As [`init`], with `during_build` run inside the build (on this thread, holding the build
+/// permit), as a slow `hipObjInit` opens its device and starts its threads there.
+pub fn init_with(
+    lib: &Library,
+    spec: &Spec,
+    during_build: impl FnOnce(),
+) -> Result<Probe, ApiError> {
     let releases = StdArc::new(AtomicUsize::new(0));
     let connections: Vec<_> = (0..spec.connections)
         .map(|_| Resource::new("connection"))
@@ -294,6 +304,7 @@ pub fn init(lib: &Library, spec: &Spec) -> Result<Probe, ApiError> {
         buffers: buffers.clone(),
     };
     let built = lib.supervisor.init(|| {
+        during_build();
         Ok::<_, ()>(Arc::new(Runtime {
             generation: spec.generation,
             pool: Pool::new(spec.connections),

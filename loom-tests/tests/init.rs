@@ -1,4 +1,5 @@
-//! Model 3: init racing init, and init after shutdown while an old call still runs.
+//! Model 3: init racing init, init and shutdown arriving during a build, and init after shutdown
+//! while an old call still runs.
 #![cfg(hipobj_loom)]
 
 use hipobj_actors::sync::{thread, Arc};
@@ -60,6 +61,64 @@ fn init_races_init() {
                 (1, 1),
                 "released with the instance"
             );
+            assert!(!api::shutdown(&lib));
+        },
+    );
+}
+
+/// A second init and a shutdown start while a build is in progress (the build starts them, then
+/// ends; either may reach the supervisor before or after the build ends). Every order agrees with
+/// one sequential history: the build publishes instance 1; the shutdown always finds an instance
+/// (it waits for the build if it came during it) and retires instance 1, which is released exactly
+/// once; the second init is AlreadyInitialized if it came before the shutdown, else it builds
+/// instance 2, the current one at the end.
+#[test]
+fn init_and_shutdown_wait_for_a_build_in_progress() {
+    check(
+        "init_and_shutdown_wait_for_a_build_in_progress",
+        2,
+        &[
+            "second init refused",
+            "second init built after the shutdown",
+        ],
+        |seen| {
+            let lib = Arc::new(Library::new());
+            let mut started = None;
+            let first = api::init_with(&lib, &bare(1), || {
+                let second = {
+                    let lib = lib.clone();
+                    thread::spawn(move || api::init(&lib, &bare(2)))
+                };
+                let shut = {
+                    let lib = lib.clone();
+                    thread::spawn(move || api::shutdown(&lib))
+                };
+                started = Some((second, shut));
+            })
+            .expect("the build in progress publishes");
+            let (second, shut) = started.expect("the build ran");
+            let second = second.join().unwrap();
+            assert!(
+                shut.join().unwrap(),
+                "the shutdown found an instance to shut down"
+            );
+            first.assert_all_released_once();
+            match second {
+                Err(ApiError::AlreadyInitialized) => {
+                    seen.record("second init refused");
+                    assert!(
+                        lib.current().is_none(),
+                        "nothing published after the shutdown"
+                    );
+                }
+                Ok(second) => {
+                    seen.record("second init built after the shutdown");
+                    assert_eq!(lib.current().map(|r| r.generation), Some(2));
+                    assert!(api::shutdown(&lib));
+                    second.assert_all_released_once();
+                }
+                Err(other) => panic!("second init: {other:?}"),
+            }
             assert!(!api::shutdown(&lib));
         },
     );

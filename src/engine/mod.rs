@@ -22,7 +22,7 @@ mod run;
 
 pub use io::{FileSink, FileSource, Sink, Source};
 pub use plan::{Part, Plan, MAX_PARTS, MAX_PART_SIZE, MIN_PART_SIZE};
-pub use retry::{Classify, ErrorClass, RetryPolicy};
+pub use retry::{Classify, ErrorClass, Retrier, RetryPolicy};
 pub use ring::{Buffers, HostBuffers, HostSlot, Slot};
 pub use run::{download, download_into, upload};
 

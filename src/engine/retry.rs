@@ -151,16 +151,26 @@ impl Quota {
     }
 }
 
-/// The retry state a copy's workers share.
-pub(super) struct Retrier<'a> {
-    pub policy: &'a RetryPolicy,
-    pub quota: Quota,
-    pub cancel: &'a AtomicBool,
+/// The retry state a copy's workers share (and the command line's benchmark threads).
+pub struct Retrier<'a> {
+    policy: &'a RetryPolicy,
+    quota: Quota,
+    cancel: &'a AtomicBool,
     /// Retries so far.
-    pub retries: AtomicU64,
+    retries: AtomicU64,
 }
 
-impl Retrier<'_> {
+impl<'a> Retrier<'a> {
+    /// Retries by `policy` with a fresh quota, until `cancel` is set.
+    pub fn with_policy(policy: &'a RetryPolicy, cancel: &'a AtomicBool) -> Retrier<'a> {
+        Retrier {
+            policy,
+            quota: Quota::new(),
+            cancel,
+            retries: AtomicU64::new(0),
+        }
+    }
+
     pub fn retries(&self) -> u64 {
         self.retries.load(Ordering::Relaxed)
     }

@@ -2,24 +2,19 @@
 //! in order until none is left, the first failure, or a cancel.
 
 use super::plan::{Part, Plan};
-use super::retry::{Quota, Retrier};
+use super::retry::Retrier;
 use super::ring::{Buffers, Slot};
 use super::{CompletedPart, EngineError, Job, ObjectStore, PutTarget, Report, Sink, Slice, Source};
 use crate::error::Error;
 use crate::runtime::MAX_REGISTRATION;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 type Outcome<T, E> = Result<T, EngineError<E>>;
 
 impl<'a> Retrier<'a> {
     fn new(job: &'a Job<'_>) -> Retrier<'a> {
-        Retrier {
-            policy: &job.settings.retry,
-            quota: Quota::new(),
-            cancel: job.cancel,
-            retries: AtomicU64::new(0),
-        }
+        Retrier::with_policy(&job.settings.retry, job.cancel)
     }
 
     /// One request of the store, retried; a final failure carries the retries so far.
@@ -326,12 +321,7 @@ fn upload_multipart<S: ObjectStore>(
 /// AbortMultipartUpload, retried even after a cancel (nothing of a failed copy may remain).
 fn abort<S: ObjectStore>(store: &S, id: &str, policy: &super::RetryPolicy) {
     let never = AtomicBool::new(false);
-    let retrier = Retrier {
-        policy,
-        quota: Quota::new(),
-        cancel: &never,
-        retries: AtomicU64::new(0),
-    };
+    let retrier = Retrier::with_policy(policy, &never);
     match retrier.run(&|| format!("AbortMultipartUpload {id}"), || {
         store.abort_upload(id)
     }) {

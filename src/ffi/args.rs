@@ -244,7 +244,7 @@ mod tests {
 
     #[test]
     fn init_config_order() {
-        // SAFETY (all calls below): NULL or pointers to live configs with NULL or literal hints.
+        // SAFETY: all calls below: NULL or pointers to live configs with NULL or literal hints.
         assert_eq!(code(unsafe { init_config(null()) }), OpError::InvalidValue);
         // flags is checked before gpuDevice: both wrong still answers (the same code), and each
         // alone is rejected.
@@ -397,16 +397,17 @@ mod tests {
 
     #[test]
     fn callbacks_must_both_be_set() {
-        // SAFETY (all calls): NULL or a live hipObjOps_t.
+        // SAFETY: all calls: NULL or a live hipObjOps_t.
         assert_eq!(code(unsafe { callbacks(null()) }), OpError::InvalidValue);
         let none = hipObjOps_t::default();
+        // SAFETY: a live hipObjOps_t.
         assert_eq!(code(unsafe { callbacks(&none) }), OpError::InvalidValue);
         let only_send = hipObjOps_t {
             sendRequest: Some(send),
             recvReply: None,
         };
-        // SAFETY: every pointer passed is NULL or points at a live local of this test.
         assert_eq!(
+            // SAFETY: a live hipObjOps_t.
             code(unsafe { callbacks(&only_send) }),
             OpError::InvalidValue
         );
@@ -414,8 +415,8 @@ mod tests {
             sendRequest: None,
             recvReply: Some(recv),
         };
-        // SAFETY: every pointer passed is NULL or points at a live local of this test.
         assert_eq!(
+            // SAFETY: a live hipObjOps_t.
             code(unsafe { callbacks(&only_recv) }),
             OpError::InvalidValue
         );
@@ -454,18 +455,21 @@ mod tests {
         // SAFETY: literal readable for 3 bytes; NULL is rejected before any read.
         assert_eq!(unsafe { byte_slice(s.as_ptr(), 3) }.expect("valid"), b"abc");
         assert_eq!(
+            // SAFETY: NULL is rejected before any read.
             code(unsafe { byte_slice(null(), 3) }),
             OpError::InvalidValue
         );
-        // SAFETY: every pointer passed is NULL or points at a live local of this test.
         assert_eq!(
+            // SAFETY: the length is rejected before any read.
             code(unsafe { byte_slice(s.as_ptr(), usize::MAX) }),
             OpError::InvalidValue
         );
         let p = NonNull::new(s.as_ptr().cast_mut()).expect("non-null");
         // SAFETY: the literal is NUL-terminated.
         assert_eq!(unsafe { c_string_prefix(p, 89) }, b"abc");
+        // SAFETY: as above; at most 2 bytes are read.
         assert_eq!(unsafe { c_string_prefix(p, 2) }, b"ab");
+        // SAFETY: as above; nothing is read.
         assert_eq!(unsafe { c_string_prefix(p, 0) }, b"");
         assert_eq!(code(non_null(null_mut::<u8>(), "x")), OpError::InvalidValue);
     }

@@ -181,6 +181,7 @@ mod tests {
     unsafe extern "C" fn send(ctx: *mut c_void, token: *const c_char, len: usize) -> c_int {
         // SAFETY: ctx is the test's Seen; token is NUL-terminated per the adapter.
         let seen = unsafe { &mut *ctx.cast::<Seen>() };
+        // SAFETY: the adapter passes a NUL-terminated token.
         seen.token = unsafe { CStr::from_ptr(token) }.to_bytes().to_vec();
         seen.token_len = len;
         // SAFETY: the adapter's buffer holds len + 1 bytes.
@@ -191,6 +192,7 @@ mod tests {
     unsafe extern "C" fn recv(ctx: *mut c_void, reply: *mut c_char, len: *mut usize) -> c_int {
         // SAFETY: ctx is the test's Seen; reply/len are the adapter's.
         let seen = unsafe { &mut *ctx.cast::<Seen>() };
+        // SAFETY: len points at the adapter's length and reply at its buffer of *len bytes.
         unsafe {
             seen.reply_len_in = *len;
             let n = seen.reply_len_out.min(*len);

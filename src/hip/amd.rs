@@ -506,8 +506,8 @@ impl GpuRuntime for HipRuntime {
             };
             match (status, fd) {
                 (HIP_SUCCESS, fd) if fd >= 0 => {
-                    // SAFETY: a fresh descriptor the call created for us; nobody else owns it.
                     return Ok(DmabufExport {
+                        // SAFETY: a fresh descriptor the call created for us; nobody else owns it.
                         fd: unsafe { OwnedFd::from_raw_fd(fd) },
                         offset: 0,
                     });
@@ -531,8 +531,8 @@ impl GpuRuntime for HipRuntime {
             let status =
                 unsafe { (hsa.export_dmabuf)(ptr as *const c_void, len, &mut fd, &mut offset) };
             if status == sys::HSA_STATUS_SUCCESS && fd >= 0 {
-                // SAFETY: a fresh descriptor the call created for us; nobody else owns it.
                 return Ok(DmabufExport {
+                    // SAFETY: a fresh descriptor the call created for us; nobody else owns it.
                     fd: unsafe { OwnedFd::from_raw_fd(fd) },
                     offset,
                 });
@@ -570,8 +570,8 @@ impl GpuRuntime for HipRuntime {
         direction: CopyDirection,
     ) -> Result<CopyInFlight, HipError> {
         if let Some(fns) = self.async_fns() {
-            // SAFETY: the caller's guarantees are passed on unchanged.
             if let Some(copy) =
+                // SAFETY: the caller's guarantees are passed on unchanged.
                 unsafe { self.start_async_copy(fns, device, dst, src, len, direction) }?
             {
                 return Ok(copy);

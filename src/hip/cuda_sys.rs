@@ -153,7 +153,7 @@ impl CudaLib {
 
     fn resolve(library: Library, soname: &str) -> Result<CudaLib, HipLoadError> {
         let lib = &library;
-        // SAFETY (every lookup below): each type alias is the C prototype from cuda.h for the
+        // SAFETY: every lookup below: each type alias is the C prototype from cuda.h for the
         // named (versioned) entry point, unchanged from CUDA 11 to 13.
         unsafe {
             Ok(CudaLib {

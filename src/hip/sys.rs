@@ -131,7 +131,7 @@ impl HipLib {
 
     fn resolve(library: Library, soname: &str) -> Result<HipLib, HipLoadError> {
         let lib = &library;
-        // SAFETY (every lookup below): each type alias is the C prototype from
+        // SAFETY: every lookup below: each type alias is the C prototype from
         // hip_runtime_api.h for the named entry point, unchanged from ROCm 5.2 to 7.
         unsafe {
             Ok(HipLib {

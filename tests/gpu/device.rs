@@ -111,9 +111,9 @@ impl TestGpu {
     pub fn write(&self, ptr: usize, bytes: &[u8]) {
         match &self.backend {
             Backend::Sim(sim) => sim.write(ptr, bytes).expect("sim write"),
-            // SAFETY: the tests only pass ranges of their own live device allocations, with no
-            // copy running on them.
             Backend::Cuda(cuda) => {
+                // SAFETY: the tests only pass ranges of their own live device allocations, with
+                // no copy running on them.
                 unsafe { cuda.write_device(DEVICE, ptr, bytes) }.expect("cuMemcpyHtoD")
             }
         }
@@ -123,8 +123,8 @@ impl TestGpu {
     pub fn read(&self, ptr: usize, len: usize) -> Vec<u8> {
         match &self.backend {
             Backend::Sim(sim) => sim.read(ptr, len).expect("sim read"),
-            // SAFETY: as in `write`.
             Backend::Cuda(cuda) => {
+                // SAFETY: as in `write`.
                 unsafe { cuda.read_device(DEVICE, ptr, len) }.expect("cuMemcpyDtoH")
             }
         }

@@ -24,7 +24,7 @@ stop_hipobj_servers() {
 trap stop_hipobj_servers EXIT
 
 start_hipobj_server() { # device [flags...]
-  local dev=$1 bin=${HIPOBJ_SERVER_BIN:-$PWD/target/e2e/release/hipobj-server} addr port i
+  local dev=$1 bin=${HIPOBJ_SERVER_BIN:-$PWD/target/release/hipobj-server} addr port i
   shift
   addr=$(lane_addr "$dev")
   HIPOBJ_SRV_DATA=$(mktemp -d /tmp/hipobj-srv.XXXXXX)

@@ -23,7 +23,7 @@ IDENTITIES: List[Tuple[str, str]] = [("hipobj-test", "hipobj-test-secret"), ("hi
 
 
 def server_binary() -> str:
-    return os.environ.get("HIPOBJ_SERVER_BIN", str(REPO / "target/e2e/release/hipobj-server"))
+    return os.environ.get("HIPOBJ_SERVER_BIN", str(REPO / "target/release/hipobj-server"))
 
 
 def rdma_devices() -> List[str]:

@@ -12,7 +12,7 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Copy an object to a file (`cp s3://BUCKET/KEY FILE`) or a file to an object (`cp FILE s3://BUCKET/KEY`) over RDMA.
+    /// Copy an object to a file (`cp s3://BUCKET/KEY FILE`) or a file to an object (`cp FILE s3://BUCKET/KEY`) over RDMA; with --recursive a prefix to a directory and back.
     Cp(CpArgs),
     /// Sizes x concurrency x GET/PUT over RDMA, and the same over plain HTTP on the same server.
     Bench(BenchArgs),
@@ -64,9 +64,17 @@ pub struct CpArgs {
     /// Only bytes FIRST-LAST (inclusive, as HTTP Range; "FIRST-" = to the end) of the source
     #[arg(long, value_name = "FIRST-LAST")]
     pub range: Option<String>,
-    /// Largest single GET transfer; larger objects are fetched in ranges of this size
-    #[arg(long, default_value = "64M", value_parser = crate::units::parse_size)]
-    pub chunk: u64,
+    /// Bytes per RDMA transfer: ranged GETs of this size, and the parts of a multipart upload
+    /// (uploads larger than this go as one; at least 5M for them)
+    #[arg(long, alias = "chunk", default_value = "8M", value_parser = crate::units::parse_size)]
+    pub part_size: u64,
+    /// Transfers in flight (default: HIPOBJ_MAX_TRANSFERS, the library's connections)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub concurrency: Option<u16>,
+    /// Copy every object under a prefix to a directory, or every file of a directory under a
+    /// prefix
+    #[arg(long, short)]
+    pub recursive: bool,
     /// If the server declines RDMA (501), copy over plain HTTP instead of failing
     #[arg(long)]
     pub http_fallback: bool,

@@ -180,7 +180,7 @@ fn rdma_transfer(
     obj: &ObjectPath,
 ) -> Result<(), Failure> {
     let mut req = RdmaRequest::new(s3, kind, obj, None);
-    buf.transfer(kind, 0, buf.len(), &mut req)
+    buf.transfer(0, buf.len(), &mut req)
         .map_err(|e| req.failure(&e))
 }
 

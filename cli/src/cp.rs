@@ -1,34 +1,59 @@
-//! `hipobj cp`: one object to a file (GET, in ranges of `--chunk` bytes) or one file to an object
-//! (PUT), over RDMA, with a progress bar and a closing line.
+//! `hipobj cp`: objects to files and files to objects through the transfer engine
+//! (`hipobj::engine`): ranged GETs or a multipart upload, `--concurrency` transfers in flight over
+//! a small ring of registered buffers, retries as the AWS SDKs do them, a progress bar by bytes
+//! moved, and a closing line with the retries used. `--recursive` copies a prefix to a directory
+//! and back. The exit status is 0 only when every byte arrived.
 
 use crate::args::CpArgs;
 use crate::credentials;
-use crate::failure::Failure;
-use crate::rdma::RdmaRequest;
+use crate::failure::{Failure, Retryable};
 use crate::s3::{ObjectPath, S3};
 use crate::session::Session;
+use crate::store::ObjectStoreCli;
 use crate::units::{mb_per_s, parse_range};
-use hipobj::runtime::TransferKind;
+use hipobj::engine::{
+    self, EngineError, FileSink, FileSource, Job, Report, Settings, MIN_PART_SIZE,
+};
 use indicatif::{ProgressBar, ProgressStyle};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-enum Direction {
-    Download(ObjectPath, String),
-    Upload(String, ObjectPath),
+/// One object copy.
+enum Copy {
+    /// Object bytes `first .. first + len` to a file.
+    Download {
+        obj: ObjectPath,
+        file: PathBuf,
+        first: u64,
+        len: u64,
+    },
+    /// File bytes `first .. first + len` as an object.
+    Upload {
+        file: PathBuf,
+        obj: ObjectPath,
+        first: u64,
+        len: u64,
+    },
 }
 
-fn direction(args: &CpArgs) -> Result<Direction, Failure> {
-    match (
-        ObjectPath::parse(&args.source),
-        ObjectPath::parse(&args.destination),
-    ) {
-        (Some(src), None) => Ok(Direction::Download(src?, args.destination.clone())),
-        (None, Some(dst)) => Ok(Direction::Upload(args.source.clone(), dst?)),
-        _ => Err(Failure::Usage(
-            "cp copies between s3://BUCKET/KEY and a file: exactly one side must be s3://".into(),
-        )),
+impl Copy {
+    fn len(&self) -> u64 {
+        match self {
+            Copy::Download { len, .. } | Copy::Upload { len, .. } => *len,
+        }
     }
+
+    fn name(&self) -> String {
+        match self {
+            Copy::Download { obj, file, .. } => format!("{obj} -> {}", file.display()),
+            Copy::Upload { file, obj, .. } => format!("{} -> {obj}", file.display()),
+        }
+    }
+}
+
+fn io(path: &Path, e: std::io::Error) -> Failure {
+    Failure::Io(format!("{}: {e}", path.display()))
 }
 
 fn progress(len: u64, quiet: bool) -> ProgressBar {
@@ -37,7 +62,7 @@ fn progress(len: u64, quiet: bool) -> ProgressBar {
     }
     let bar = ProgressBar::new(len);
     if let Ok(style) = ProgressStyle::with_template(
-        "{spinner} [{elapsed_precise}] [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec}",
+        "{spinner} [{elapsed_precise}] [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} {msg}",
     ) {
         bar.set_style(style.progress_chars("=> "));
     }
@@ -45,153 +70,377 @@ fn progress(len: u64, quiet: bool) -> ProgressBar {
 }
 
 /// The closing line of a copy.
-fn closing_line(what: &str, bytes: u64, secs: f64, how: &str) -> String {
+fn closing_line(what: &str, bytes: u64, secs: f64, how: &str, retries: u64) -> String {
     format!(
-        "{what}: {bytes} bytes in {secs:.3} s, {:.1} MB/s, {how}",
+        "{what}: {bytes} bytes in {secs:.3} s, {:.1} MB/s, {how}, {retries} retries",
         mb_per_s(bytes, secs)
     )
 }
 
+/// `s3://BUCKET/PREFIX` of --recursive (the prefix may be empty).
+fn prefix_of(arg: &str) -> Option<Result<ObjectPath, Failure>> {
+    let rest = arg.strip_prefix("s3://")?;
+    let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+    if bucket.is_empty() {
+        return Some(Err(Failure::Usage(format!(
+            "{arg}: expected s3://BUCKET/PREFIX"
+        ))));
+    }
+    let mut key = key.to_owned();
+    if !key.is_empty() && !key.ends_with('/') {
+        key.push('/');
+    }
+    Some(Ok(ObjectPath {
+        bucket: bucket.to_owned(),
+        key,
+    }))
+}
+
+/// What to copy: one object or file, or every one under a prefix or directory.
+fn plan(args: &CpArgs, s3: &S3) -> Result<Vec<Copy>, Failure> {
+    let (src, dst) = (args.source.as_str(), args.destination.as_str());
+    if args.recursive {
+        if args.range.is_some() {
+            return Err(Failure::Usage(
+                "--range copies one object, not --recursive".into(),
+            ));
+        }
+        return match (prefix_of(src), prefix_of(dst)) {
+            (Some(p), None) => list_objects(s3, &p?, Path::new(dst)),
+            (None, Some(p)) => list_files(Path::new(src), &p?),
+            _ => Err(Failure::Usage(
+                "cp --recursive copies between s3://BUCKET/PREFIX and a directory".into(),
+            )),
+        };
+    }
+    match (ObjectPath::parse(src), ObjectPath::parse(dst)) {
+        (Some(obj), None) => {
+            let obj = obj?;
+            let size = s3.object_size(&obj)?;
+            let (first, len) = selected(args.range.as_deref(), size)?;
+            Ok(vec![Copy::Download {
+                obj,
+                file: PathBuf::from(dst),
+                first,
+                len,
+            }])
+        }
+        (None, Some(obj)) => {
+            let file = PathBuf::from(src);
+            let size = std::fs::metadata(&file).map_err(|e| io(&file, e))?.len();
+            let (first, len) = selected(args.range.as_deref(), size)?;
+            Ok(vec![Copy::Upload {
+                file,
+                obj: obj?,
+                first,
+                len,
+            }])
+        }
+        _ => Err(Failure::Usage(
+            "cp copies between s3://BUCKET/KEY and a file: exactly one side must be s3://".into(),
+        )),
+    }
+}
+
+/// (first, len) of `--range` over `size` bytes, or all of them.
+fn selected(range: Option<&str>, size: u64) -> Result<(u64, u64), Failure> {
+    match range {
+        Some(r) => {
+            let (a, b) = parse_range(r, size).map_err(Failure::Usage)?;
+            Ok((a, b - a + 1))
+        }
+        None => Ok((0, size)),
+    }
+}
+
+fn list_objects(s3: &S3, prefix: &ObjectPath, dir: &Path) -> Result<Vec<Copy>, Failure> {
+    let mut copies = Vec::new();
+    for (key, size) in s3.list(&prefix.bucket, &prefix.key)? {
+        let rel = &key[prefix.key.len().min(key.len())..];
+        if rel.is_empty() || key.ends_with('/') {
+            continue; // a "directory" marker
+        }
+        if rel.split('/').any(|c| c == ".." || c == ".") {
+            return Err(Failure::Usage(format!(
+                "s3://{}/{key}: a key with '.' or '..' would leave {}",
+                prefix.bucket,
+                dir.display()
+            )));
+        }
+        copies.push(Copy::Download {
+            obj: ObjectPath {
+                bucket: prefix.bucket.clone(),
+                key: key.clone(),
+            },
+            file: dir.join(rel),
+            first: 0,
+            len: size,
+        });
+    }
+    Ok(copies)
+}
+
+fn list_files(dir: &Path, prefix: &ObjectPath) -> Result<Vec<Copy>, Failure> {
+    let mut copies = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for entry in std::fs::read_dir(&d).map_err(|e| io(&d, e))? {
+            let entry = entry.map_err(|e| io(&d, e))?;
+            let path = entry.path();
+            let meta = std::fs::metadata(&path).map_err(|e| io(&path, e))?;
+            if meta.is_dir() {
+                pending.push(path);
+                continue;
+            }
+            let rel = path
+                .strip_prefix(dir)
+                .ok()
+                .and_then(Path::to_str)
+                .ok_or_else(|| Failure::Usage(format!("{}: not a UTF-8 name", path.display())))?;
+            copies.push(Copy::Upload {
+                obj: ObjectPath {
+                    bucket: prefix.bucket.clone(),
+                    key: format!("{}{rel}", prefix.key),
+                },
+                file: path.clone(),
+                first: 0,
+                len: meta.len(),
+            });
+        }
+    }
+    copies.sort_by_key(Copy::name);
+    Ok(copies)
+}
+
+/// The engine's settings from the arguments: an upload's parts are at least 5 MiB.
+fn settings(args: &CpArgs, session: &Session, upload: bool) -> Settings {
+    let mut s = Settings::with_concurrency(
+        args.concurrency
+            .map_or(session.max_transfers(), usize::from),
+    );
+    s.part_size = if upload {
+        args.part_size.max(MIN_PART_SIZE)
+    } else {
+        args.part_size
+    };
+    s.multipart_threshold = s.part_size;
+    // The AWS CLI's override of standard mode's 3 attempts.
+    if let Some(n) = std::env::var("AWS_MAX_ATTEMPTS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .filter(|&n| n >= 1)
+    {
+        s.retry.max_attempts = n;
+    }
+    s
+}
+
 pub fn run(args: &CpArgs) -> Result<(), Failure> {
-    let dir = direction(args)?;
     let creds = credentials::resolve(&args.endpoint.credentials)?;
     let s3 = S3::new(&args.endpoint.endpoint, creds)?;
-    match dir {
-        Direction::Download(obj, file) => download(args, &s3, &obj, &file),
-        Direction::Upload(file, obj) => upload(args, &s3, &file, &obj),
-    }
-}
-
-fn io(path: &str, e: std::io::Error) -> Failure {
-    Failure::Io(format!("{path}: {e}"))
-}
-
-fn download(args: &CpArgs, s3: &S3, obj: &ObjectPath, file: &str) -> Result<(), Failure> {
-    let size = s3.object_size(obj)?;
-    let (first, last) = match &args.range {
-        Some(r) => parse_range(r, size).map_err(Failure::Usage)?,
-        None if size == 0 => {
-            return Err(Failure::Usage(format!(
-                "{obj} is empty: nothing to move over RDMA"
-            )))
-        }
-        None => (0, size - 1),
-    };
-    let total = last - first + 1;
-    let session = Session::open(args.endpoint.nic.as_deref(), args.endpoint.gpu)?;
-    let chunk = args.chunk.min(total);
-    let chunk_len =
-        usize::try_from(chunk).map_err(|_| Failure::Usage("--chunk too large".into()))?;
-    let buffer = session.buffer(chunk_len)?;
-    let mut out = std::fs::File::create(file).map_err(|e| io(file, e))?;
+    let copies = plan(args, &s3)?;
+    let session = Session::open_with(
+        args.endpoint.nic.as_deref(),
+        args.endpoint.gpu,
+        args.concurrency.map(usize::from),
+    )?;
+    let cancel = crate::interrupt::install();
+    let total: u64 = copies.iter().map(Copy::len).sum();
     let bar = progress(total, args.quiet);
     let t0 = Instant::now();
-    let mut at = first;
+    let mut retries = 0;
     let mut fell_back = false;
-    while at <= last {
-        let end = (at + chunk - 1).min(last);
-        let len = (end - at + 1) as usize;
-        let mut req = RdmaRequest::new(s3, TransferKind::Get, obj, Some((at, end)));
-        let data = match buffer.transfer(TransferKind::Get, 0, len, &mut req) {
-            Ok(()) => {
-                if let Some(n) = req.bytes_transferred().filter(|&n| n != len as u64) {
-                    return Err(Failure::Transfer(format!(
-                        "GET {obj} bytes {at}-{end}: the server wrote {n} bytes, expected {len}"
-                    )));
-                }
-                match buffer.host_bytes(len) {
-                    Some(b) => out.write_all(b).map_err(|e| io(file, e))?,
-                    None => out.write_all(&buffer.read(len)?).map_err(|e| io(file, e))?,
-                }
-                None
+    let mut failures = Vec::new();
+    for copy in &copies {
+        match one(args, &s3, &session, copy, &bar, cancel) {
+            Ok((report, plain)) => {
+                retries += report.retries;
+                fell_back |= plain;
             }
-            Err(e) => match req.failure(&e) {
-                Failure::RdmaDeclined(m) if args.http_fallback => {
-                    bar.suspend(|| eprintln!("{m}: falling back to plain HTTP"));
-                    Some(s3.get_plain(obj, Some((at, last)))?)
+            Err((f, n)) => {
+                retries += n;
+                bar.suspend(|| eprintln!("hipobj: {}: {f}", copy.name()));
+                failures.push(f);
+                if cancel.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
                 }
-                f => return Err(f),
-            },
-        };
-        if let Some(body) = data {
-            out.write_all(&body).map_err(|e| io(file, e))?;
-            bar.inc(body.len() as u64);
-            fell_back = true;
-            break;
+            }
         }
-        bar.inc(len as u64);
-        at = end + 1;
     }
-    out.flush().map_err(|e| io(file, e))?;
     bar.finish_and_clear();
+    let secs = t0.elapsed().as_secs_f64();
     let how = if fell_back {
         "plain HTTP (server declined RDMA)".to_string()
     } else {
         format!("RDMA via {}", session.nic())
     };
-    println!(
-        "{}",
-        closing_line(
-            &format!("{obj} -> {file}"),
-            total,
-            t0.elapsed().as_secs_f64(),
-            &how
-        )
-    );
+    let what = match copies.as_slice() {
+        [one] => one.name(),
+        all => format!(
+            "{} -> {}: {} of {} files",
+            args.source,
+            args.destination,
+            all.len() - failures.len(),
+            all.len()
+        ),
+    };
+    if let Some(first) = failures.into_iter().next() {
+        eprintln!("hipobj: {what}, {retries} retries");
+        return Err(first);
+    }
+    println!("{}", closing_line(&what, total, secs, &how, retries));
     Ok(())
 }
 
-fn read_file(path: &str, range: Option<&str>) -> Result<Vec<u8>, Failure> {
-    let mut f = std::fs::File::open(path).map_err(|e| io(path, e))?;
-    let size = f.metadata().map_err(|e| io(path, e))?.len();
-    let (first, last) = match range {
-        Some(r) => parse_range(r, size).map_err(Failure::Usage)?,
-        None if size == 0 => {
-            return Err(Failure::Usage(format!(
-                "{path} is empty: nothing to move over RDMA"
-            )))
+type CopyResult = Result<(Report, bool), (Failure, u64)>;
+
+/// One copy through the engine (or plain HTTP after a 501 with --http-fallback): its report and
+/// whether it went over plain HTTP; a failure with the retries it used.
+fn one(
+    args: &CpArgs,
+    s3: &S3,
+    session: &Session,
+    copy: &Copy,
+    bar: &ProgressBar,
+    cancel: &AtomicBool,
+) -> CopyResult {
+    let progress = |n: u64| bar.inc(n);
+    let (obj, sending) = match copy {
+        Copy::Download { obj, .. } => (obj, false),
+        Copy::Upload { obj, .. } => (obj, true),
+    };
+    let job = Job {
+        settings: settings(args, session, sending),
+        progress: &progress,
+        cancel,
+    };
+    let store = ObjectStoreCli {
+        s3,
+        runtime: session.runtime(),
+        object: obj,
+    };
+    let result = match copy {
+        Copy::Download {
+            file, first, len, ..
+        } => download(&store, session, file, *first, *len, &job),
+        Copy::Upload {
+            file, first, len, ..
+        } => upload(&store, session, file, *first, *len, &job),
+    };
+    match result {
+        Ok(report) => Ok((report, false)),
+        Err(EngineError::Store {
+            error:
+                Retryable {
+                    failure: Failure::RdmaDeclined(m),
+                    ..
+                },
+            retries,
+        }) if args.http_fallback => {
+            bar.suspend(|| eprintln!("{m}: falling back to plain HTTP"));
+            plain(s3, copy).map_err(|f| (f, retries))?;
+            bar.inc(copy.len());
+            Ok((Report::default(), true))
         }
-        None => (0, size - 1),
-    };
-    f.seek(SeekFrom::Start(first)).map_err(|e| io(path, e))?;
-    let mut data = Vec::new();
-    f.take(last - first + 1)
-        .read_to_end(&mut data)
-        .map_err(|e| io(path, e))?;
-    Ok(data)
+        Err(e) => Err(engine_failure(e, copy)),
+    }
 }
 
-fn upload(args: &CpArgs, s3: &S3, file: &str, obj: &ObjectPath) -> Result<(), Failure> {
-    let data = read_file(file, args.range.as_deref())?;
-    let total = data.len() as u64;
-    let session = Session::open(args.endpoint.nic.as_deref(), args.endpoint.gpu)?;
-    let mut buffer = session.buffer(data.len())?;
-    buffer.fill(&data)?;
-    let bar = progress(total, args.quiet);
-    let t0 = Instant::now();
-    let mut req = RdmaRequest::new(s3, TransferKind::Put, obj, None);
-    let how = match buffer.transfer(TransferKind::Put, 0, data.len(), &mut req) {
-        Ok(()) => format!("RDMA via {}", session.nic()),
-        Err(e) => match req.failure(&e) {
-            Failure::RdmaDeclined(m) if args.http_fallback => {
-                bar.suspend(|| eprintln!("{m}: falling back to plain HTTP"));
-                drop(buffer);
-                s3.put_plain(obj, data)?;
-                "plain HTTP (server declined RDMA)".to_string()
-            }
-            f => return Err(f),
-        },
-    };
-    bar.inc(total);
-    bar.finish_and_clear();
-    println!(
-        "{}",
-        closing_line(
-            &format!("{file} -> {obj}"),
-            total,
-            t0.elapsed().as_secs_f64(),
-            &how
-        )
-    );
-    Ok(())
+/// What a failed engine run means for the user, and the retries it used.
+fn engine_failure(e: EngineError<Retryable>, copy: &Copy) -> (Failure, u64) {
+    match e {
+        EngineError::Store { error, retries } => {
+            let f = match error.failure {
+                Failure::Transfer(m) if retries > 0 => {
+                    Failure::Transfer(format!("{m} (after {retries} retries)"))
+                }
+                Failure::Http(m) if retries > 0 => {
+                    Failure::Http(format!("{m} (after {retries} retries)"))
+                }
+                f => f,
+            };
+            (f, retries)
+        }
+        EngineError::Io(e) => (Failure::Io(format!("{}: {e}", copy.name())), 0),
+        EngineError::Library(e) => (crate::session::library_failure(&e, &copy.name()), 0),
+        e @ EngineError::Short { .. } => (Failure::Transfer(format!("{}: {e}", copy.name())), 0),
+        EngineError::Cancelled { retries } => (
+            Failure::Transfer(format!(
+                "{}: interrupted; nothing of an unfinished upload remains",
+                copy.name()
+            )),
+            retries,
+        ),
+    }
+}
+
+fn download(
+    store: &ObjectStoreCli<'_>,
+    session: &Session,
+    file: &Path,
+    first: u64,
+    len: u64,
+    job: &Job<'_>,
+) -> Result<Report, EngineError<Retryable>> {
+    if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(EngineError::Io)?;
+    }
+    let sink = FileSink::create(file, len).map_err(EngineError::Io)?;
+    let report = engine::download(store, first, len, &sink, session, job)?;
+    sink.finish().map_err(EngineError::Io)?;
+    Ok(report)
+}
+
+fn upload(
+    store: &ObjectStoreCli<'_>,
+    session: &Session,
+    file: &Path,
+    first: u64,
+    len: u64,
+    job: &Job<'_>,
+) -> Result<Report, EngineError<Retryable>> {
+    if len == 0 {
+        // Nothing for RDMA to move: an empty object over plain HTTP.
+        store
+            .s3
+            .put_plain(store.object, Vec::new())
+            .map_err(|failure| EngineError::Store {
+                error: Retryable {
+                    failure,
+                    class: engine::ErrorClass::Fatal,
+                },
+                retries: 0,
+            })?;
+        return Ok(Report::default());
+    }
+    let source = FileSource::open(file, first).map_err(EngineError::Io)?;
+    engine::upload(store, &source, len, session, job)
+}
+
+/// A copy over plain HTTP (the server declined RDMA and --http-fallback was given).
+fn plain(s3: &S3, copy: &Copy) -> Result<(), Failure> {
+    match copy {
+        Copy::Download {
+            obj,
+            file,
+            first,
+            len,
+        } => {
+            let body = s3.get_plain(obj, Some((*first, first + len - 1)))?;
+            std::fs::write(file, body).map_err(|e| io(file, e))
+        }
+        Copy::Upload {
+            file,
+            obj,
+            first,
+            len,
+        } => {
+            use std::os::unix::fs::FileExt;
+            let f = std::fs::File::open(file).map_err(|e| io(file, e))?;
+            let mut body = vec![0u8; *len as usize];
+            f.read_exact_at(&mut body, *first)
+                .map_err(|e| io(file, e))?;
+            s3.put_plain(obj, body)
+        }
+    }
 }

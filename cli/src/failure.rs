@@ -1,6 +1,26 @@
 //! Every way a command can fail, each with its own exit status and a message that says what to do.
 
+use hipobj::engine::{Classify, ErrorClass};
 use std::fmt;
+
+/// A failure of one S3 request, and whether sending it again may help (AWS SDK standard mode).
+#[derive(Debug)]
+pub struct Retryable {
+    pub failure: Failure,
+    pub class: ErrorClass,
+}
+
+impl Classify for Retryable {
+    fn class(&self) -> ErrorClass {
+        self.class
+    }
+}
+
+impl fmt::Display for Retryable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.failure.fmt(f)
+    }
+}
 
 /// A failed command. `code()` is the process exit status (see `hipobj --help`).
 #[derive(Debug)]

@@ -8,9 +8,11 @@ mod credentials;
 mod failure;
 mod gpu;
 mod info;
+mod interrupt;
 mod rdma;
 mod s3;
 mod session;
+mod store;
 mod units;
 
 use clap::Parser;

@@ -4,10 +4,17 @@
 
 use crate::failure::Failure;
 use crate::s3::{ObjectPath, Response, S3};
+use hipobj::engine::{ErrorClass, Slice};
 use hipobj::error::Error;
-use hipobj::runtime::{S3Ops, TransferKind};
+use hipobj::runtime::{Runtime, S3Ops, TransferKind};
 use hipobj::token::Token;
 use std::net::IpAddr;
+
+/// ONE RDMA transfer of a buffer slice: one library transfer (a fresh token, pairing included)
+/// whose requests `req` sends. Every RDMA request of the command line goes through here.
+pub fn transfer(runtime: &Runtime, slice: Slice, req: &mut RdmaRequest<'_>) -> Result<(), Error> {
+    runtime.transfer(req.kind, slice.base, slice.len, slice.offset as u64, req)
+}
 
 /// One object request as hipObject repeats it (pairing may take a second request).
 pub struct RdmaRequest<'a> {
@@ -16,6 +23,8 @@ pub struct RdmaRequest<'a> {
     object: &'a ObjectPath,
     /// `Range: bytes=first-last` of a GET.
     range: Option<(u64, u64)>,
+    /// `(uploadId, partNumber)` of an UploadPart.
+    part: Option<(String, u32)>,
     last: Option<Response>,
     failure: Option<Failure>,
     pub requests: usize,
@@ -33,9 +42,38 @@ impl<'a> RdmaRequest<'a> {
             kind,
             object,
             range,
+            part: None,
             last: None,
             failure: None,
             requests: 0,
+        }
+    }
+
+    /// An UploadPart of `upload_id` instead of a PutObject.
+    pub fn part(mut self, upload_id: &str, number: u32) -> Self {
+        self.part = Some((upload_id.to_owned(), number));
+        self
+    }
+
+    /// The last response's `ETag`.
+    pub fn etag(&self) -> Option<String> {
+        self.last
+            .as_ref()
+            .and_then(|r| r.header("etag"))
+            .map(str::to_owned)
+    }
+
+    /// Whether a failed transfer is worth another (AWS SDK standard mode): the server's answer
+    /// if it sent one, a request that did not reach it, else the library's error.
+    pub fn class(&self, e: &Error) -> ErrorClass {
+        if self.failure.is_some() {
+            return ErrorClass::Transient;
+        }
+        match &self.last {
+            Some(r) if r.status >= 300 => {
+                ErrorClass::of_status(r.status, r.error_code().as_deref())
+            }
+            _ => ErrorClass::of_library(e),
         }
     }
 
@@ -100,7 +138,10 @@ impl S3Ops for RdmaRequest<'_> {
         if let Some((a, b)) = self.range {
             headers.push(("range", format!("bytes={a}-{b}")));
         }
-        let url = self.s3.url(&self.object.bucket, Some(&self.object.key));
+        let mut url = self.s3.url(&self.object.bucket, Some(&self.object.key));
+        if let Some((id, n)) = &self.part {
+            url.push_str(&crate::s3::part_query(id, *n));
+        }
         match self.s3.request(
             method,
             &url,

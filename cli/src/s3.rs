@@ -3,13 +3,14 @@
 //! NIC's, so the server sees the same address in the HTTP peer and in the token's GID).
 
 use crate::credentials::Credentials;
-use crate::failure::Failure;
+use crate::failure::{Failure, Retryable};
 use aws_sigv4::http_request::{
     sign, PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningSettings,
     UriPathNormalizationMode,
 };
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
+use hipobj::engine::{CompletedPart, ErrorClass};
 use reqwest::blocking::Client;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -59,6 +60,62 @@ impl Response {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
+
+    /// The S3 error code (`<Code>` of an error body), if any.
+    pub fn error_code(&self) -> Option<String> {
+        xml_values(&String::from_utf8_lossy(&self.body), "Code")
+            .into_iter()
+            .next()
+    }
+}
+
+/// The text of every `<tag>...</tag>` in an S3 XML answer, in order, entities decoded.
+pub fn xml_values(xml: &str, tag: &str) -> Vec<String> {
+    let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
+    let mut out = Vec::new();
+    let mut rest = xml;
+    while let Some(start) = rest.find(&open) {
+        rest = &rest[start + open.len()..];
+        let Some(end) = rest.find(&close) else { break };
+        out.push(xml_unescape(&rest[..end]));
+        rest = &rest[end + close.len()..];
+    }
+    out
+}
+
+fn xml_unescape(s: &str) -> String {
+    s.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&apos;", "'")
+        .replace("&#34;", "\"")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&")
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// `?partNumber=N&uploadId=ID` of an UploadPart.
+pub fn part_query(upload_id: &str, number: u32) -> String {
+    format!("?partNumber={number}&uploadId={}", encode_query(upload_id))
+}
+
+/// Percent-encode a query value (unreserved characters kept).
+fn encode_query(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for b in v.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// An S3 endpoint with its credentials.
@@ -263,6 +320,122 @@ impl S3 {
         }
     }
 
+    /// A request whose non-2xx answer is a failure, classified for a retry.
+    fn call(
+        &self,
+        method: &str,
+        url: &str,
+        body: Vec<u8>,
+        what: &dyn Fn() -> String,
+    ) -> Result<Response, Retryable> {
+        let r = self
+            .request(method, url, &[], body, None)
+            .map_err(|failure| Retryable {
+                failure,
+                class: ErrorClass::Transient,
+            })?;
+        match Failure::from_status(r.status, &what()) {
+            None => Ok(r),
+            Some(failure) => Err(Retryable {
+                class: ErrorClass::of_status(r.status, r.error_code().as_deref()),
+                failure,
+            }),
+        }
+    }
+
+    /// CreateMultipartUpload: the upload id.
+    pub fn create_upload(&self, obj: &ObjectPath) -> Result<String, Retryable> {
+        let url = format!("{}?uploads", self.url(&obj.bucket, Some(&obj.key)));
+        let what = || format!("CreateMultipartUpload {obj}");
+        let r = self.call("POST", &url, Vec::new(), &what)?;
+        xml_values(&String::from_utf8_lossy(&r.body), "UploadId")
+            .into_iter()
+            .next()
+            .ok_or_else(|| Retryable {
+                failure: Failure::Http(format!("{}: no UploadId in the answer", what())),
+                class: ErrorClass::Fatal,
+            })
+    }
+
+    /// CompleteMultipartUpload with the parts' numbers and ETags.
+    pub fn complete_upload(
+        &self,
+        obj: &ObjectPath,
+        upload_id: &str,
+        parts: &[CompletedPart],
+    ) -> Result<(), Retryable> {
+        let url = format!(
+            "{}?uploadId={}",
+            self.url(&obj.bucket, Some(&obj.key)),
+            encode_query(upload_id)
+        );
+        let mut xml = String::from("<CompleteMultipartUpload>");
+        for p in parts {
+            xml.push_str(&format!(
+                "<Part><PartNumber>{}</PartNumber><ETag>{}</ETag></Part>",
+                p.number,
+                xml_escape(&p.etag)
+            ));
+        }
+        xml.push_str("</CompleteMultipartUpload>");
+        let what = || format!("CompleteMultipartUpload {obj}");
+        let r = self.call("POST", &url, xml.into_bytes(), &what)?;
+        // S3 may answer 200 with an error document.
+        match r.error_code() {
+            Some(code) => Err(Retryable {
+                class: ErrorClass::of_status(500, Some(&code)),
+                failure: Failure::Http(format!("{}: {code}", what())),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// AbortMultipartUpload.
+    pub fn abort_upload(&self, obj: &ObjectPath, upload_id: &str) -> Result<(), Retryable> {
+        let url = format!(
+            "{}?uploadId={}",
+            self.url(&obj.bucket, Some(&obj.key)),
+            encode_query(upload_id)
+        );
+        self.call("DELETE", &url, Vec::new(), &|| {
+            format!("AbortMultipartUpload {obj}")
+        })
+        .map(drop)
+    }
+
+    /// Every object under `prefix` of `bucket`: (key, size), by ListObjectsV2 pages.
+    pub fn list(&self, bucket: &str, prefix: &str) -> Result<Vec<(String, u64)>, Failure> {
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut url = format!(
+                "{}?list-type=2&prefix={}",
+                self.url(bucket, None),
+                encode_query(prefix)
+            );
+            if let Some(t) = &token {
+                url.push_str(&format!("&continuation-token={}", encode_query(t)));
+            }
+            let r = self
+                .call("GET", &url, Vec::new(), &|| {
+                    format!("ListObjectsV2 s3://{bucket}/{prefix}")
+                })
+                .map_err(|r| r.failure)?;
+            let xml = String::from_utf8_lossy(&r.body);
+            for entry in xml.split("<Contents>").skip(1) {
+                let key = xml_values(entry, "Key").into_iter().next();
+                let size = xml_values(entry, "Size").into_iter().next();
+                if let (Some(k), Some(n)) = (key, size.and_then(|n| n.parse().ok())) {
+                    out.push((k, n));
+                }
+            }
+            token = xml_values(&xml, "NextContinuationToken").into_iter().next();
+            if token.is_none() {
+                return Ok(out);
+            }
+        }
+    }
+
     /// Plain-HTTP PUT of `body`.
     pub fn put_plain(&self, obj: &ObjectPath, body: Vec<u8>) -> Result<(), Failure> {
         let url = self.url(&obj.bucket, Some(&obj.key));
@@ -286,6 +459,15 @@ mod tests {
         assert!(ObjectPath::parse("s3://b").unwrap().is_err());
         assert!(ObjectPath::parse("s3:///k").unwrap().is_err());
         assert!(ObjectPath::parse("./file").is_none());
+    }
+
+    #[test]
+    fn xml_answers_are_read() {
+        let xml = "<R><Contents><Key>a&amp;b</Key><Size>3</Size></Contents>\
+                   <Contents><Key>c</Key><Size>10</Size></Contents><Code>SlowDown</Code></R>";
+        assert_eq!(xml_values(xml, "Key"), vec!["a&b", "c"]);
+        assert_eq!(xml_values(xml, "Code"), vec!["SlowDown"]);
+        assert_eq!(part_query("a/b+c", 7), "?partNumber=7&uploadId=a%2Fb%2Bc");
     }
 
     #[test]

@@ -3,8 +3,9 @@
 
 use crate::failure::Failure;
 use crate::gpu::DeviceBuffer;
+use hipobj::engine::Slice;
 use hipobj::error::{Error, OpError};
-use hipobj::runtime::{self, InitConfig, MemoryKind, Runtime, S3Ops, TransferKind};
+use hipobj::runtime::{self, InitConfig, MemoryKind, Runtime};
 use std::sync::Arc;
 
 /// An initialised hipObject; shut down on drop.
@@ -22,12 +23,8 @@ pub fn library_failure(e: &Error, what: &str) -> Failure {
 }
 
 impl Session {
-    /// `hipObjInit` with `nicHint` = `nic` and `gpuDevice` = `gpu` (-1 without).
-    pub fn open(nic: Option<&str>, gpu: Option<i32>) -> Result<Session, Failure> {
-        Session::open_with(nic, gpu, None)
-    }
-
-    /// As `open`, with `max_transfers` RDMA connections instead of `HIPOBJ_MAX_TRANSFERS`'s.
+    /// `hipObjInit` with `nicHint` = `nic`, `gpuDevice` = `gpu` (-1 without) and `max_transfers`
+    /// RDMA connections (None: `HIPOBJ_MAX_TRANSFERS`'s).
     pub fn open_with(
         nic: Option<&str>,
         gpu: Option<i32>,
@@ -61,6 +58,16 @@ impl Session {
         let runtime = runtime::current()
             .ok_or_else(|| Failure::Transfer("hipObject did not stay initialised".into()))?;
         Ok(Session { runtime, gpu })
+    }
+
+    /// The initialised runtime.
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// RDMA connections (transfers at once).
+    pub fn max_transfers(&self) -> usize {
+        self.runtime.env().max_transfers
     }
 
     /// The RDMA device in use.
@@ -116,16 +123,24 @@ impl Registered {
         self.len
     }
 
-    /// One `hipObjGet`/`hipObjPut` of `size` bytes at `offset` of this buffer.
+    /// The registration's base address.
+    pub fn ptr(&self) -> usize {
+        self.ptr
+    }
+
+    /// One RDMA transfer of `size` bytes at `offset` of this buffer.
     pub fn transfer(
         &self,
-        kind: TransferKind,
         offset: usize,
         size: usize,
-        ops: &mut dyn S3Ops,
+        req: &mut crate::rdma::RdmaRequest<'_>,
     ) -> Result<(), Error> {
-        self.runtime
-            .transfer(kind, self.ptr, size, offset as u64, ops)
+        let slice = Slice {
+            base: self.ptr,
+            offset,
+            len: size,
+        };
+        crate::rdma::transfer(&self.runtime, slice, req)
     }
 
     /// Fill the start of the buffer from `data`.
@@ -161,6 +176,14 @@ impl Registered {
     pub fn host_bytes(&self, len: usize) -> Option<&[u8]> {
         match &self.memory {
             Memory::Host(v) => v.get(..len),
+            Memory::Gpu(_) => None,
+        }
+    }
+
+    /// The host bytes to fill without copying (host memory only).
+    pub fn host_bytes_mut(&mut self, len: usize) -> Option<&mut [u8]> {
+        match &mut self.memory {
+            Memory::Host(v) => v.get_mut(..len),
             Memory::Gpu(_) => None,
         }
     }

@@ -35,6 +35,7 @@ from ._core import (
 from ._errors import NoDeviceError, RdmaNotSupportedError
 from ._session import Session, TransferResult, current_session
 from ._s3 import bind_http_source, token_client_nic
+from ._transfer import CopyResult, TransferConfig
 
 __version__ = _core.version()
 
@@ -43,6 +44,7 @@ __all__ = [
     "BufAlreadyRegisteredError",
     "BufNotRegisteredError",
     "BusyError",
+    "CopyResult",
     "DmabufNotSupportedError",
     "HipObjError",
     "InternalError",
@@ -56,6 +58,7 @@ __all__ = [
     "S3Error",
     "Session",
     "SizeTooLargeError",
+    "TransferConfig",
     "TransferResult",
     "bind_http_source",
     "current_session",

@@ -1,6 +1,6 @@
 """Type stubs of the hipobj package."""
 
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from ._core import (
     AlreadyInitializedError as AlreadyInitializedError,
@@ -32,6 +32,23 @@ class TransferResult:
     requests: int
     etag: Optional[str]
     headers: Dict[str, str]
+
+class TransferConfig:
+    multipart_threshold: int
+    multipart_chunksize: int
+    max_concurrency: Optional[int]
+    def __init__(
+        self,
+        multipart_threshold: int = ...,
+        multipart_chunksize: int = ...,
+        max_concurrency: Optional[int] = None,
+    ) -> None: ...
+
+class CopyResult:
+    size: int
+    parts: int
+    retries: int
+    multipart: bool
 
 class Session:
     nic: Optional[str]
@@ -69,7 +86,36 @@ class Session:
         offset: int = 0,
         size: Optional[int] = None,
         fallback: Optional[str] = None,
+        extra_args: Optional[Dict[str, Any]] = None,
     ) -> TransferResult: ...
+    def download_file(
+        self,
+        client: Any,
+        bucket: str,
+        key: str,
+        filename: str,
+        config: Optional[TransferConfig] = None,
+        callback: Optional[Callable[[int], Any]] = None,
+    ) -> CopyResult: ...
+    def download_fileobj(
+        self,
+        client: Any,
+        bucket: str,
+        key: str,
+        fileobj: Any,
+        config: Optional[TransferConfig] = None,
+        callback: Optional[Callable[[int], Any]] = None,
+    ) -> CopyResult: ...
+    def upload_file(
+        self,
+        client: Any,
+        filename: str,
+        bucket: str,
+        key: str,
+        config: Optional[TransferConfig] = None,
+        callback: Optional[Callable[[int], Any]] = None,
+        extra_args: Optional[Dict[str, Any]] = None,
+    ) -> CopyResult: ...
 
 def current_session() -> Session: ...
 def bind_http_source(client: Any, address: Optional[str]) -> None: ...

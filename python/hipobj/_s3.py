@@ -32,12 +32,10 @@ def _add_token(request: Any, **_: Any) -> None:
     token = getattr(_outgoing, "token", None)
     if token is None:
         return
-    # A token request has an empty body: botocore's flexible checksums would describe that empty
-    # body (PUT) or ask the server to checksum a body it does not send (GET). Leave them out.
-    for name in list(request.headers.keys()):
-        lower = name.lower()
-        if lower.startswith("x-amz-checksum-") or lower == "x-amz-sdk-checksum-algorithm":
-            del request.headers[name]
+    # Integrity headers stay (PROTOCOL.md rule 4.9): on a token PUT they describe the bytes RDMA
+    # moves. The checksum botocore computes of the empty body by default is recognised as such by
+    # the server, which then computes and stores that algorithm's checksum of the moved bytes; a
+    # real checksum the caller gave is compared with them.
     request.headers[TOKEN_HEADER] = token
 
 
@@ -76,6 +74,16 @@ def prepare_client(client: Any, source_address: Optional[str]) -> None:
         bind_http_source(client, source_address)
 
 
+def get_params(bucket: str, key: str, span: Optional[Tuple[int, int]]) -> Dict[str, Any]:
+    """get_object parameters of a token GET: the range, and checksum mode (the server may send
+    the object's checksums)."""
+    params: Dict[str, Any] = {"Bucket": bucket, "Key": key, "ChecksumMode": "ENABLED"}
+    if span is not None:
+        params["Range"] = f"bytes={span[0]}-{span[1]}"
+    return params
+
+
+
 class S3Call:
     """One S3 operation sent once per token: the transfer's ``send`` callback."""
 
@@ -87,9 +95,12 @@ class S3Call:
         self.status: Optional[int] = None
         self.reply: Optional[str] = None
         self.error: Optional[ClientError] = None
+        # What the last send raised (a connection error, a timeout, a ClientError without reply).
+        self.exception: Optional[BaseException] = None
 
     def send(self, token: str) -> Optional[str]:
         _outgoing.token = token
+        self.exception = None
         try:
             response = self.operation(**self.params)
             meta = response["ResponseMetadata"]
@@ -98,8 +109,13 @@ class S3Call:
         except ClientError as e:
             meta = e.response.get("ResponseMetadata", {})
             if REPLY_HEADER not in meta.get("HTTPHeaders", {}):
+                self.exception = e
+                self.status = meta.get("HTTPStatusCode")
                 raise
             self.error = e
+        except Exception as e:
+            self.exception = e
+            raise
         finally:
             _outgoing.token = None
         self.headers = meta.get("HTTPHeaders", {})

@@ -4,6 +4,7 @@ get_object/put_object transfers."""
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 import weakref
@@ -14,7 +15,8 @@ from . import _core
 from ._core import InvalidValueError, NotInitializedError, Registration, S3Error
 from ._errors import RdmaNotSupportedError
 from ._memory import describe, host_view
-from ._s3 import BYTES_HEADER, S3Call, prepare_client
+from ._s3 import BYTES_HEADER, S3Call, get_params, prepare_client
+from ._transfer import CopyResult, FileObjectWriter, Store, TransferConfig
 
 log = logging.getLogger("hipobj")
 
@@ -189,9 +191,7 @@ class Session:
             if offset < 0 or offset >= reg.size:
                 raise InvalidValueError(f"offset {offset} is outside the {reg.size}-byte buffer")
             size = reg.size - offset if span is None else span[1] - span[0] + 1
-            params: Dict[str, Any] = {"Bucket": bucket, "Key": key}
-            if span is not None:
-                params["Range"] = f"bytes={span[0]}-{span[1]}"
+            params = get_params(bucket, key, span)
             call = S3Call(client, "get_object", params)
             try:
                 result = self._transfer("get", reg, size, offset, call)
@@ -214,10 +214,14 @@ class Session:
         offset: int = 0,
         size: Optional[int] = None,
         fallback: Optional[str] = None,
+        extra_args: Optional[Dict[str, Any]] = None,
     ) -> TransferResult:
         """PUT `size` bytes (None: to the end of the buffer) of `from_` at `offset` as
-        `bucket/key`; the server RDMA-READs them. fallback="http": on a 501 PUT the bytes over
-        plain HTTP. The GIL is released while the bytes move."""
+        `bucket/key`; the server RDMA-READs them. extra_args: more put_object parameters, e.g.
+        the object's real checksum (``{"ChecksumCRC32": ...}``), which the server compares with
+        the moved bytes (without one, it stores the checksum botocore asks for by default).
+        fallback="http": on a 501 PUT the bytes over plain HTTP. The GIL is released while the
+        bytes move."""
         self._check_open()
         self._check_fallback(fallback)
         reg, temporary = self._registration_for(from_)
@@ -225,7 +229,7 @@ class Session:
             if offset < 0 or offset >= reg.size:
                 raise InvalidValueError(f"offset {offset} is outside the {reg.size}-byte buffer")
             size = reg.size - offset if size is None else size
-            params = {"Bucket": bucket, "Key": key, "Body": b""}
+            params = {**(extra_args or {}), "Bucket": bucket, "Key": key, "Body": b""}
             call = S3Call(client, "put_object", params)
             try:
                 return self._transfer("put", reg, size, offset, call)
@@ -236,6 +240,92 @@ class Session:
         finally:
             if temporary:
                 reg.deregister()
+
+    # the transfer engine: files and file objects of any size, boto3's shapes ---------------
+    def download_file(
+        self,
+        client: Any,
+        bucket: str,
+        key: str,
+        filename: str,
+        config: Optional[TransferConfig] = None,
+        callback: Optional[Any] = None,
+    ) -> CopyResult:
+        """boto3's ``download_file``: `bucket/key` into the file `filename` (written beside it and
+        renamed when complete) by concurrent ranged RDMA GETs through a few registered buffers.
+        callback(n) gets the bytes of each part as it arrives. Failed requests are retried as the
+        AWS SDKs' standard mode does (each time with a fresh token); ``retries`` says how many."""
+        self._check_open()
+        config = config or TransferConfig()
+        size = client.head_object(Bucket=bucket, Key=key)["ContentLength"]
+        store = self._store(client, bucket, key)
+        done = _core.engine_download(
+            store, str(filename), 0, size, config.multipart_chunksize, self._concurrency(config), callback
+        )
+        return CopyResult(*done)
+
+    def download_fileobj(
+        self,
+        client: Any,
+        bucket: str,
+        key: str,
+        fileobj: Any,
+        config: Optional[TransferConfig] = None,
+        callback: Optional[Any] = None,
+    ) -> CopyResult:
+        """boto3's ``download_fileobj``: `bucket/key` written to a binary file object (parts in
+        any order with seek + write; in order, one at a time, when it cannot seek)."""
+        self._check_open()
+        config = config or TransferConfig()
+        size = client.head_object(Bucket=bucket, Key=key)["ContentLength"]
+        writer = FileObjectWriter(fileobj)
+        concurrency = self._concurrency(config) if writer.seekable else 1
+        store = self._store(client, bucket, key)
+        done = _core.engine_download_to(
+            store, writer.write_at, 0, size, config.multipart_chunksize, concurrency, callback
+        )
+        return CopyResult(*done)
+
+    def upload_file(
+        self,
+        client: Any,
+        filename: str,
+        bucket: str,
+        key: str,
+        config: Optional[TransferConfig] = None,
+        callback: Optional[Any] = None,
+        extra_args: Optional[Dict[str, Any]] = None,
+    ) -> CopyResult:
+        """boto3's ``upload_file``: the file as `bucket/key`, one RDMA PUT up to
+        ``multipart_threshold``, else a multipart upload with one RDMA UploadPart per part
+        (completed when all arrived, aborted on failure). The file is read by parts, never whole."""
+        self._check_open()
+        config = config or TransferConfig()
+        size = os.path.getsize(filename)
+        if size == 0:
+            client.put_object(Bucket=bucket, Key=key, Body=b"", **(extra_args or {}))
+            return CopyResult(0, 0, 0)
+        store = self._store(client, bucket, key, extra_args)
+        done = _core.engine_upload(
+            store,
+            str(filename),
+            size,
+            config.multipart_chunksize,
+            config.multipart_threshold,
+            self._concurrency(config),
+            callback,
+        )
+        return CopyResult(*done)
+
+    def _store(self, client: Any, bucket: str, key: str, extra_args: Optional[Dict[str, Any]] = None) -> Store:
+        self._client(client)
+        return Store(client, bucket, key, extra_args)
+
+    def _concurrency(self, config: TransferConfig) -> int:
+        n = config.max_concurrency or self.max_transfers
+        if n < 1:
+            raise InvalidValueError(f"max_concurrency must be >= 1, not {n}")
+        return n
 
     @staticmethod
     def _check_fallback(fallback: Optional[str]) -> None:

@@ -3,6 +3,7 @@
 //! memory or the transfer itself (boto3, safetensors, sessions) lives in `python/hipobj/*.py`.
 
 mod buffer;
+mod engine;
 mod errors;
 mod registration;
 mod transfer;
@@ -125,5 +126,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(registration::register_buffer, m)?)?;
     m.add_function(wrap_pyfunction!(registration::register_pointer, m)?)?;
     m.add_function(wrap_pyfunction!(transfer::transfer, m)?)?;
+    m.add_function(wrap_pyfunction!(engine::engine_download, m)?)?;
+    m.add_function(wrap_pyfunction!(engine::engine_download_to, m)?)?;
+    m.add_function(wrap_pyfunction!(engine::engine_download_into, m)?)?;
+    m.add_function(wrap_pyfunction!(engine::engine_upload, m)?)?;
     Ok(())
 }

@@ -5,7 +5,8 @@
 
 use crate::errors::{self, to_py};
 use crate::registration::Registration;
-use hipobj::runtime::{S3Ops, TransferKind};
+use hipobj::engine::Slice;
+use hipobj::runtime::{Runtime, S3Ops, TransferKind};
 use pyo3::prelude::*;
 
 /// `hipObjOps_t` over one Python callable `send(token) -> reply or None`: it sends the S3 request
@@ -54,6 +55,59 @@ impl S3Ops for PythonOps {
     }
 }
 
+/// A failed RDMA transfer: the library's error, and the exception `send` raised, if it did.
+pub struct Failed {
+    pub error: hipobj::error::Error,
+    pub raised: Option<PyErr>,
+}
+
+impl Failed {
+    /// The Python exception: the error's class, caused by what `send` raised.
+    pub fn into_py(self, py: Python<'_>) -> PyErr {
+        let err = to_py(self.error);
+        if let Some(cause) = self.raised {
+            err.set_cause(py, Some(cause));
+        }
+        err
+    }
+}
+
+/// ONE RDMA transfer of a buffer slice (one library transfer: a fresh token, pairing included),
+/// its requests sent by the Python callable `send(token) -> reply or None`: the number of
+/// requests. Called without the GIL (each callback takes it). Every RDMA transfer of the Python
+/// package, the engine's included, goes through here.
+pub fn rdma_transfer(
+    rt: &Runtime,
+    kind: TransferKind,
+    slice: Slice,
+    send: PyObject,
+) -> Result<usize, Failed> {
+    let mut ops = PythonOps {
+        send,
+        reply: None,
+        raised: None,
+        requests: 0,
+    };
+    match rt.transfer(kind, slice.base, slice.len, slice.offset as u64, &mut ops) {
+        Ok(()) => Ok(ops.requests),
+        Err(error) => Err(Failed {
+            error,
+            raised: ops.raised.take(),
+        }),
+    }
+}
+
+/// "get" or "put".
+pub fn parse_kind(kind: &str) -> PyResult<TransferKind> {
+    match kind {
+        "get" => Ok(TransferKind::Get),
+        "put" => Ok(TransferKind::Put),
+        other => Err(errors::invalid(format!(
+            "kind must be 'get' or 'put', not {other:?}"
+        ))),
+    }
+}
+
 /// Move `size` bytes at `offset` of `registration` (GET: the server writes them; PUT: it reads
 /// them), calling `send(token)` for each request (at most three). Returns how many requests were
 /// sent. Raises the error class of the failure's code; when `send` raised, that exception is the
@@ -68,15 +122,7 @@ pub fn transfer(
     offset: u64,
     send: PyObject,
 ) -> PyResult<usize> {
-    let kind = match kind {
-        "get" => TransferKind::Get,
-        "put" => TransferKind::Put,
-        other => {
-            return Err(errors::invalid(format!(
-                "kind must be 'get' or 'put', not {other:?}"
-            )))
-        }
-    };
+    let kind = parse_kind(kind)?;
     let (rt, base, owner) = {
         let reg = registration.borrow(py);
         if kind == TransferKind::Get && !reg.writable() {
@@ -89,24 +135,15 @@ pub fn transfer(
     if size == 0 {
         return Err(errors::invalid("size is 0"));
     }
-    let mut ops = PythonOps {
-        send,
-        reply: None,
-        raised: None,
-        requests: 0,
+    let offset = usize::try_from(offset).map_err(|_| errors::invalid("offset too large"))?;
+    let slice = Slice {
+        base,
+        offset,
+        len: size,
     };
     // `owner` keeps the memory alive while the GIL is released, even if another thread
     // deregisters meanwhile (the core then retires the registration once this transfer ends).
-    let outcome = py.allow_threads(|| rt.transfer(kind, base, size, offset, &mut ops));
+    let outcome = py.allow_threads(|| rdma_transfer(&rt, kind, slice, send));
     drop(owner);
-    match outcome {
-        Ok(()) => Ok(ops.requests),
-        Err(e) => {
-            let err = to_py(e);
-            if let Some(cause) = ops.raised.take() {
-                err.set_cause(py, Some(cause));
-            }
-            Err(err)
-        }
-    }
+    outcome.map_err(|f| f.into_py(py))
 }

@@ -114,17 +114,18 @@ def test_token_hook_signs_only_our_requests_and_binds_the_source(stub):
     assert Recorder.seen[2][0] == "127.0.0.1"
 
 
-def test_checksum_headers_left_out_of_token_requests():
+def test_checksum_headers_stay_in_token_requests():
+    """PROTOCOL.md rule 4.9: the server reads them as describing the RDMA-moved bytes."""
     from botocore.awsrequest import AWSRequest
 
     request = AWSRequest(method="PUT", url="http://x/b/k", headers={"x-amz-checksum-crc32": "AAAAAA==", "x-amz-sdk-checksum-algorithm": "CRC32", "Range": "bytes=0-1"})
     _add_token(request)  # no token on this thread: nothing changes
-    assert "x-amz-checksum-crc32" in request.headers
+    assert "x-amz-rdma-token" not in request.headers
     _outgoing.token = "cd" * 44
     try:
         _add_token(request)
     finally:
         _outgoing.token = None
-    assert "x-amz-checksum-crc32" not in request.headers
-    assert "x-amz-sdk-checksum-algorithm" not in request.headers
+    assert request.headers["x-amz-checksum-crc32"] == "AAAAAA=="
+    assert request.headers["x-amz-sdk-checksum-algorithm"] == "CRC32"
     assert request.headers["x-amz-rdma-token"] == "cd" * 44 and request.headers["Range"] == "bytes=0-1"

@@ -1,0 +1,141 @@
+"""boto3's transfer-manager shapes over the core's transfer engine: ``TransferConfig``, the S3
+side of the engine (``Store``: each RDMA request as an ``S3Call``, the multipart bookkeeping, and
+how a failure is retried), and the file and file-object copies ``Session`` offers."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+from botocore.exceptions import ConnectionError as BotoConnectionError
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
+
+from ._s3 import S3Call, get_params
+
+MB = 1024 * 1024
+
+_THROTTLING = {
+    "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
+    "TooManyRequestsException", "ProvisionedThroughputExceededException",
+    "TransactionInProgressException", "RequestLimitExceeded", "SlowDown",
+}
+_TRANSIENT_CODES = {"RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete", "InternalError"}
+
+
+@dataclass
+class TransferConfig:
+    """boto3.s3.transfer.TransferConfig's knobs that apply here. multipart_threshold: uploads
+    larger than this go as a multipart upload; multipart_chunksize: bytes per part (and per
+    ranged GET); max_concurrency: transfers in flight (None: the Session's max_transfers)."""
+
+    multipart_threshold: int = 8 * MB
+    multipart_chunksize: int = 8 * MB
+    max_concurrency: Optional[int] = None
+
+
+@dataclass
+class CopyResult:
+    """What a file copy did: bytes moved, RDMA transfers, retries used, multipart or not."""
+
+    size: int
+    parts: int
+    retries: int
+    multipart: bool = False
+
+
+def retry_class(status: Optional[int], code: Optional[str], exc: Optional[BaseException]) -> Optional[str]:
+    """The AWS SDKs' standard-mode class of a failure: "transient", "throttling", "timeout",
+    "fatal", or None when nothing reached the server (the library's error decides)."""
+    if isinstance(exc, (ReadTimeoutError, ConnectTimeoutError)):
+        return "timeout"
+    if isinstance(exc, (EndpointConnectionError, ConnectionClosedError, BotoConnectionError, ConnectionError)):
+        return "transient"
+    if isinstance(exc, ClientError):
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", status)
+        code = exc.response.get("Error", {}).get("Code", code)
+    if status is None:
+        return None if exc is None else "fatal"
+    if code in _THROTTLING or status == 429:
+        return "throttling"
+    if code in _TRANSIENT_CODES or status in (500, 502, 503, 504):
+        return "transient"
+    return "fatal" if status >= 300 else None
+
+
+class Store:
+    """One object of one boto3 client, as the engine calls it (``_core.engine_*``)."""
+
+    def __init__(self, client: Any, bucket: str, key: str, extra_args: Optional[Dict[str, Any]] = None):
+        self.client, self.bucket, self.key = client, bucket, key
+        self.extra_args = dict(extra_args or {})
+        self._parts: Dict[int, S3Call] = {}
+        self._lock = threading.Lock()
+
+    def request(self, kind: str, first: Optional[int], last: Optional[int], upload_id: Optional[str], number: Optional[int]) -> S3Call:
+        """The S3Call of one RDMA request (its ``send`` is called once per token)."""
+        if kind == "get":
+            return S3Call(self.client, "get_object", get_params(self.bucket, self.key, (first, last)))
+        base = {"Bucket": self.bucket, "Key": self.key, "Body": b""}
+        if upload_id is None:
+            return S3Call(self.client, "put_object", {**self.extra_args, **base})
+        call = S3Call(self.client, "upload_part", {**base, "UploadId": upload_id, "PartNumber": number})
+        with self._lock:
+            self._parts[number] = call  # the last one is the one that succeeded
+        return call
+
+    def create_upload(self) -> str:
+        return self.client.create_multipart_upload(Bucket=self.bucket, Key=self.key, **self.extra_args)["UploadId"]
+
+    def complete_upload(self, upload_id: str, parts: List[Tuple[int, str]]) -> None:
+        listed = []
+        for number, etag in parts:
+            part: Dict[str, Any] = {"PartNumber": number, "ETag": etag}
+            headers = self._parts[number].headers if number in self._parts else {}
+            for name, value in headers.items():
+                if name.startswith("x-amz-checksum-") and name != "x-amz-checksum-type":
+                    part["Checksum" + name[len("x-amz-checksum-"):].upper()] = value
+            listed.append(part)
+        self.client.complete_multipart_upload(
+            Bucket=self.bucket, Key=self.key, UploadId=upload_id, MultipartUpload={"Parts": listed}
+        )
+
+    def abort_upload(self, upload_id: str) -> None:
+        self.client.abort_multipart_upload(Bucket=self.bucket, Key=self.key, UploadId=upload_id)
+
+    @staticmethod
+    def retry_class(call: Optional[S3Call], exc: Optional[BaseException]) -> Optional[str]:
+        status = code = None
+        if call is not None:
+            status = call.status
+            exc = exc or call.exception
+            if call.error is not None:
+                code = call.error.response.get("Error", {}).get("Code")
+        return retry_class(status, code, exc)
+
+
+class FileObjectWriter:
+    """``write_at(pos, data)`` over a file object: seek + write under a lock (parts arrive in
+    any order); a file object that cannot seek gets the parts in order (one at a time)."""
+
+    def __init__(self, fileobj: Any):
+        self.fileobj = fileobj
+        self.start = fileobj.tell() if self.seekable else 0
+        self._lock = threading.Lock()
+
+    @property
+    def seekable(self) -> bool:
+        seekable = getattr(self.fileobj, "seekable", None)
+        return bool(seekable and seekable())
+
+    def write_at(self, pos: int, data: bytes) -> None:
+        with self._lock:
+            if self.seekable:
+                self.fileobj.seek(self.start + pos)
+            self.fileobj.write(data)

@@ -1,0 +1,367 @@
+//! `hipobj._core.engine_*`: the core's transfer engine (`hipobj::engine`) with boto3 as its S3
+//! side. The Python store (`hipobj._transfer.Store`) makes each request's `S3Call` and runs the
+//! multipart bookkeeping; every RDMA transfer goes through `transfer::rdma_transfer`. The GIL is
+//! released while the engine runs; its worker threads take it for each callback.
+
+use crate::errors::{self, to_py};
+use crate::registration::Registration;
+use crate::transfer::{rdma_transfer, Failed};
+use hipobj::engine::{
+    self, Classify, CompletedPart, EngineError, ErrorClass, FileSink, FileSource, HostBuffers, Job,
+    ObjectStore, PutTarget, Report, Settings, Sink, Slice,
+};
+use hipobj::runtime::{Runtime, TransferKind};
+use pyo3::exceptions::PyOSError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// A failed store request: the exception to raise, and whether to retry.
+pub struct StoreError {
+    err: PyErr,
+    class: ErrorClass,
+}
+
+impl Classify for StoreError {
+    fn class(&self) -> ErrorClass {
+        self.class
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.err.fmt(f)
+    }
+}
+
+/// The Python store of one object, and the runtime its transfers use.
+struct PyStore {
+    store: PyObject,
+    rt: Arc<Runtime>,
+}
+
+/// The class the store gives a failure (`retry_class(call, exception)`): "transient",
+/// "throttling", "timeout", "fatal", or None when only the library knows (`library`).
+fn class_of(
+    py: Python<'_>,
+    store: &PyObject,
+    call: Option<&PyObject>,
+    exc: Option<&PyErr>,
+    library: ErrorClass,
+) -> ErrorClass {
+    let exc = exc.map(|e| e.value(py).clone().unbind().into_any());
+    let answer = store
+        .call_method1(py, "retry_class", (call, exc))
+        .and_then(|v| v.extract::<Option<String>>(py));
+    match answer.ok().flatten().as_deref() {
+        Some("transient") => ErrorClass::Transient,
+        Some("throttling") => ErrorClass::Throttling,
+        Some("timeout") => ErrorClass::Timeout,
+        Some(_) => ErrorClass::Fatal,
+        None => library,
+    }
+}
+
+impl PyStore {
+    /// A store method's answer; a raised exception is a classified failure.
+    fn call<A>(&self, method: &str, args: A) -> Result<PyObject, StoreError>
+    where
+        A: for<'py> IntoPyObject<'py, Target = pyo3::types::PyTuple>,
+    {
+        Python::with_gil(|py| {
+            self.store
+                .call_method1(py, method, args)
+                .map_err(|err| StoreError {
+                    class: class_of(py, &self.store, None, Some(&err), ErrorClass::Fatal),
+                    err,
+                })
+        })
+    }
+
+    /// One RDMA transfer of `slice` whose requests `call.send` sends; `call` after success.
+    fn rdma(&self, kind: TransferKind, slice: Slice, call: &PyObject) -> Result<(), StoreError> {
+        let send = Python::with_gil(|py| call.getattr(py, "send")).map_err(|err| StoreError {
+            err,
+            class: ErrorClass::Fatal,
+        })?;
+        rdma_transfer(&self.rt, kind, slice, send)
+            .map(drop)
+            .map_err(|f| self.failed(call, f))
+    }
+
+    fn failed(&self, call: &PyObject, f: Failed) -> StoreError {
+        Python::with_gil(|py| {
+            let library = ErrorClass::of_library(&f.error);
+            let class = class_of(py, &self.store, Some(call), f.raised.as_ref(), library);
+            let err = f.into_py(py);
+            for (from, to) in [("status", "http_status"), ("reply", "reply")] {
+                if let Ok(v) = call.getattr(py, from) {
+                    let _ = err.value(py).setattr(to, v);
+                }
+            }
+            StoreError { err, class }
+        })
+    }
+
+    /// A response header of `call`'s last response.
+    fn header(call: &PyObject, name: &str) -> Option<String> {
+        Python::with_gil(|py| {
+            call.getattr(py, "headers")
+                .and_then(|h| h.call_method1(py, "get", (name,)))
+                .and_then(|v| v.extract::<Option<String>>(py))
+                .ok()
+                .flatten()
+        })
+    }
+}
+
+impl ObjectStore for PyStore {
+    type Error = StoreError;
+
+    fn get(&self, slice: Slice, first: u64) -> Result<u64, StoreError> {
+        let last = first + slice.len as u64 - 1;
+        let call = self.call("request", ("get", first, last, None::<String>, None::<u32>))?;
+        self.rdma(TransferKind::Get, slice, &call)?;
+        Ok(Self::header(&call, "x-amz-rdma-bytes-transferred")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(slice.len as u64))
+    }
+
+    fn put(&self, slice: Slice, target: PutTarget<'_>) -> Result<Option<String>, StoreError> {
+        let (id, number) = match target {
+            PutTarget::Object => (None, None),
+            PutTarget::Part { upload_id, number } => (Some(upload_id.to_owned()), Some(number)),
+        };
+        let call = self.call("request", ("put", None::<u64>, None::<u64>, id, number))?;
+        self.rdma(TransferKind::Put, slice, &call)?;
+        Ok(Self::header(&call, "etag"))
+    }
+
+    fn create_upload(&self) -> Result<String, StoreError> {
+        let id = self.call("create_upload", ())?;
+        Python::with_gil(|py| id.extract::<String>(py)).map_err(|err| StoreError {
+            err,
+            class: ErrorClass::Fatal,
+        })
+    }
+
+    fn complete_upload(&self, upload_id: &str, parts: &[CompletedPart]) -> Result<(), StoreError> {
+        let parts: Vec<(u32, String)> = parts.iter().map(|p| (p.number, p.etag.clone())).collect();
+        self.call("complete_upload", (upload_id, parts)).map(drop)
+    }
+
+    fn abort_upload(&self, upload_id: &str) -> Result<(), StoreError> {
+        self.call("abort_upload", (upload_id,)).map(drop)
+    }
+}
+
+/// A download's bytes handed to a Python `write_at(pos, data)` (a file object's seek and write).
+struct PySink(PyObject);
+
+impl Sink for PySink {
+    fn write_at(&self, data: &[u8], pos: u64) -> std::io::Result<()> {
+        Python::with_gil(|py| {
+            self.0
+                .call1(py, (pos, PyBytes::new(py, data)))
+                .map(drop)
+                .map_err(|e| std::io::Error::other(e.to_string()))
+        })
+    }
+}
+
+/// (bytes, parts, retries, multipart) of a finished copy.
+type Done = (u64, usize, u64, bool);
+
+fn done(r: Report) -> Done {
+    (r.bytes, r.parts, r.retries, r.multipart)
+}
+
+/// The exception of a failed copy; `retries` is set on it.
+fn raise(py: Python<'_>, e: EngineError<StoreError>) -> PyErr {
+    let (err, retries) = match e {
+        EngineError::Store { error, retries } => (error.err, retries),
+        EngineError::Io(e) => (PyOSError::new_err(e.to_string()), 0),
+        EngineError::Library(e) => (to_py(e), 0),
+        e @ EngineError::Short { .. } => (errors::S3Error::new_err(e.to_string()), 0),
+        EngineError::Cancelled { retries } => (errors::S3Error::new_err("cancelled"), retries),
+    };
+    let _ = err.value(py).setattr("retries", retries);
+    err
+}
+
+fn settings(part_size: u64, threshold: u64, concurrency: usize) -> Settings {
+    let mut s = Settings::with_concurrency(concurrency);
+    s.part_size = part_size;
+    s.multipart_threshold = threshold;
+    s
+}
+
+/// Run `f` with the GIL released, with a Job whose progress calls `progress(n)`.
+fn with_job<T: Send>(
+    py: Python<'_>,
+    s: Settings,
+    progress: Option<PyObject>,
+    f: impl FnOnce(&Job<'_>) -> Result<T, EngineError<StoreError>> + Send,
+) -> PyResult<T> {
+    let report = |n: u64| {
+        if let Some(p) = &progress {
+            Python::with_gil(|py| {
+                if let Err(e) = p.call1(py, (n,)) {
+                    e.write_unraisable(py, None);
+                }
+            });
+        }
+    };
+    let cancel = AtomicBool::new(false);
+    let out = py.allow_threads(|| {
+        let job = Job {
+            settings: s,
+            progress: &report,
+            cancel: &cancel,
+        };
+        f(&job)
+    });
+    out.map_err(|e| raise(py, e))
+}
+
+fn store(store: PyObject) -> PyResult<PyStore> {
+    let rt =
+        hipobj::runtime::current().ok_or_else(|| to_py(hipobj::error::Error::not_initialized()))?;
+    Ok(PyStore { store, rt })
+}
+
+/// Object bytes `first .. first + length` into the file `path` (written beside it, renamed
+/// when complete), `concurrency` ranged GETs of `part_size` at once.
+#[pyfunction]
+#[pyo3(signature = (store_, path, first, length, part_size, concurrency, progress=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn engine_download(
+    py: Python<'_>,
+    store_: PyObject,
+    path: PathBuf,
+    first: u64,
+    length: u64,
+    part_size: u64,
+    concurrency: usize,
+    progress: Option<PyObject>,
+) -> PyResult<Done> {
+    let store = store(store_)?;
+    let sink = FileSink::create(&path, length)
+        .map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
+    let buffers = HostBuffers(store.rt.clone());
+    let report = with_job(
+        py,
+        settings(part_size, part_size, concurrency),
+        progress,
+        |job| engine::download(&store, first, length, &sink, &buffers, job),
+    )?;
+    sink.finish()
+        .map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
+    Ok(done(report))
+}
+
+/// As `engine_download`, the bytes handed to `write_at(pos, data)` instead of a file.
+#[pyfunction]
+#[pyo3(signature = (store_, write_at, first, length, part_size, concurrency, progress=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn engine_download_to(
+    py: Python<'_>,
+    store_: PyObject,
+    write_at: PyObject,
+    first: u64,
+    length: u64,
+    part_size: u64,
+    concurrency: usize,
+    progress: Option<PyObject>,
+) -> PyResult<Done> {
+    let store = store(store_)?;
+    let sink = PySink(write_at);
+    let buffers = HostBuffers(store.rt.clone());
+    with_job(
+        py,
+        settings(part_size, part_size, concurrency),
+        progress,
+        |job| engine::download(&store, first, length, &sink, &buffers, job),
+    )
+    .map(done)
+}
+
+/// Object bytes `first .. first + length` straight into `registration` at `offset`: concurrent
+/// ranged GETs, no ring.
+#[pyfunction]
+#[pyo3(signature = (store_, registration, offset, first, length, part_size, concurrency, progress=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn engine_download_into(
+    py: Python<'_>,
+    store_: PyObject,
+    registration: Py<Registration>,
+    offset: usize,
+    first: u64,
+    length: usize,
+    part_size: u64,
+    concurrency: usize,
+    progress: Option<PyObject>,
+) -> PyResult<Done> {
+    let store = store(store_)?;
+    let (base, owner) = {
+        let reg = registration.borrow(py);
+        if !reg.writable() {
+            return Err(errors::invalid("the destination is read-only"));
+        }
+        if offset
+            .checked_add(length)
+            .map_or(true, |end| end > reg.len())
+        {
+            return Err(errors::invalid(format!(
+                "{length} bytes at {offset} do not fit the {}-byte registration",
+                reg.len()
+            )));
+        }
+        reg.live_runtime()?;
+        (reg.base(), reg.owner(py))
+    };
+    let dest = Slice {
+        base,
+        offset,
+        len: length,
+    };
+    let out = with_job(
+        py,
+        settings(part_size, part_size, concurrency),
+        progress,
+        |job| engine::download_into(&store, first, dest, job),
+    );
+    drop(owner);
+    out.map(done)
+}
+
+/// The file `path` (its first `length` bytes) as the object: one PUT up to `threshold`, else a
+/// multipart upload in parts of `part_size`, `concurrency` at once.
+#[pyfunction]
+#[pyo3(signature = (store_, path, length, part_size, threshold, concurrency, progress=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn engine_upload(
+    py: Python<'_>,
+    store_: PyObject,
+    path: PathBuf,
+    length: u64,
+    part_size: u64,
+    threshold: u64,
+    concurrency: usize,
+    progress: Option<PyObject>,
+) -> PyResult<Done> {
+    let store = store(store_)?;
+    let source = FileSource::open(&path, 0)
+        .map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
+    let buffers = HostBuffers(store.rt.clone());
+    with_job(
+        py,
+        settings(part_size, threshold, concurrency),
+        progress,
+        |job| engine::upload(&store, &source, length, &buffers, job),
+    )
+    .map(done)
+}

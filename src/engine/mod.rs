@@ -1,0 +1,153 @@
+//! The transfer engine: one object of any size moved between S3 and a file (or a registered
+//! buffer) as many RDMA transfers at once, the way `aws s3 cp` and boto3's transfer manager move
+//! objects over HTTP.
+//!
+//! A [`Plan`] cuts the bytes into parts (ranged GETs, or the parts of a multipart upload). Workers,
+//! `concurrency` of them, each own one reusable registered buffer of a small ring ([`Slot`]: never
+//! the whole object), take the next part, move it with one RDMA transfer, and write it to or read
+//! it from the file at its own offset (positional I/O). A failed transfer is retried as the AWS
+//! SDKs' standard mode retries ([`RetryPolicy`]), each time as a new library transfer with a
+//! fresh token. A multipart upload is completed when every part arrived and aborted when the copy
+//! fails or is cancelled.
+//!
+//! The S3 side stays the caller's: the engine calls an [`ObjectStore`] (the command line's own
+//! client, or boto3 callbacks in the Python package) for each RDMA transfer of a buffer slice and
+//! for the multipart bookkeeping.
+
+mod io;
+mod plan;
+mod retry;
+mod ring;
+mod run;
+
+pub use io::{FileSink, FileSource, Sink, Source};
+pub use plan::{Part, Plan, MAX_PARTS, MAX_PART_SIZE, MIN_PART_SIZE};
+pub use retry::{Classify, ErrorClass, RetryPolicy};
+pub use ring::{Buffers, HostBuffers, HostSlot, Slot};
+pub use run::{download, download_into, upload};
+
+use std::fmt;
+use std::sync::atomic::AtomicBool;
+
+/// Part size when the caller names none (boto3's `multipart_chunksize`).
+pub const DEFAULT_PART_SIZE: u64 = 8 << 20;
+
+/// How a copy is cut and run.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Bytes per part (a ranged GET, or an UploadPart).
+    pub part_size: u64,
+    /// Transfers in flight (and buffers in the ring).
+    pub concurrency: usize,
+    /// Uploads larger than this go as a multipart upload; smaller ones as one PUT.
+    pub multipart_threshold: u64,
+    pub retry: RetryPolicy,
+}
+
+impl Settings {
+    /// boto3's part size and threshold, `concurrency` transfers in flight (the library's
+    /// `max_transfers` is the natural choice: one connection each).
+    pub fn with_concurrency(concurrency: usize) -> Settings {
+        Settings {
+            part_size: DEFAULT_PART_SIZE,
+            concurrency: concurrency.max(1),
+            multipart_threshold: DEFAULT_PART_SIZE,
+            retry: RetryPolicy::standard(),
+        }
+    }
+}
+
+/// What the caller sees of a copy in progress, and how it stops one.
+pub struct Job<'a> {
+    pub settings: Settings,
+    /// Called with the bytes of each part once they have arrived (by any worker thread).
+    pub progress: &'a (dyn Fn(u64) + Sync),
+    /// Set (e.g. on Ctrl-C) to stop: no new part starts, a multipart upload is aborted.
+    pub cancel: &'a AtomicBool,
+}
+
+/// A slice of registered memory: the buffer of one RDMA transfer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slice {
+    /// Base address of the registration.
+    pub base: usize,
+    /// Offset of the slice in the registration.
+    pub offset: usize,
+    pub len: usize,
+}
+
+/// One uploaded part of a multipart upload, for CompleteMultipartUpload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompletedPart {
+    pub number: u32,
+    pub etag: String,
+}
+
+/// Where an upload goes: the whole object, or one part of a multipart upload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PutTarget<'a> {
+    Object,
+    Part { upload_id: &'a str, number: u32 },
+}
+
+/// The caller's S3 client, as the engine uses it. Each `get`/`put` is ONE library transfer
+/// (`Runtime::transfer`, a fresh token): a retry calls it again.
+pub trait ObjectStore: Sync {
+    type Error: Classify + Send + fmt::Display;
+    /// RDMA GET of object bytes `first ..= first + slice.len - 1` into `slice`: the number of
+    /// bytes the server wrote.
+    fn get(&self, slice: Slice, first: u64) -> Result<u64, Self::Error>;
+    /// RDMA PUT (or UploadPart) of `slice`: the ETag the server answered, if any.
+    fn put(&self, slice: Slice, target: PutTarget<'_>) -> Result<Option<String>, Self::Error>;
+    /// CreateMultipartUpload: the upload id.
+    fn create_upload(&self) -> Result<String, Self::Error>;
+    fn complete_upload(&self, upload_id: &str, parts: &[CompletedPart]) -> Result<(), Self::Error>;
+    fn abort_upload(&self, upload_id: &str) -> Result<(), Self::Error>;
+}
+
+/// What a finished copy did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Bytes moved (all of them: the copy succeeded).
+    pub bytes: u64,
+    /// RDMA transfers that succeeded (parts, or 1 for a single PUT).
+    pub parts: usize,
+    /// Requests sent again after a retryable failure, over the whole copy.
+    pub retries: u64,
+    /// Whether an upload went as a multipart upload.
+    pub multipart: bool,
+}
+
+/// Why a copy failed. Nothing of a failed upload remains on the server (its multipart upload was
+/// aborted); a failed download may have written part of the file.
+#[derive(Debug)]
+pub enum EngineError<E> {
+    /// The store's last answer, after the retries it allowed.
+    Store { error: E, retries: u64 },
+    /// A local file could not be read or written.
+    Io(std::io::Error),
+    /// The library refused (registration of the ring, bad settings).
+    Library(crate::error::Error),
+    /// The server wrote another number of bytes than the part asked for (the object changed).
+    Short { first: u64, want: u64, got: u64 },
+    /// `Job::cancel` was set.
+    Cancelled { retries: u64 },
+}
+
+impl<E: fmt::Display> fmt::Display for EngineError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EngineError::Store { error, retries } => write!(f, "{error} (after {retries} retries)"),
+            EngineError::Io(e) => write!(f, "local file: {e}"),
+            EngineError::Library(e) => write!(f, "{e}"),
+            EngineError::Short { first, want, got } => write!(
+                f,
+                "the server wrote {got} bytes for the {want} bytes at {first} (did the object change?)"
+            ),
+            EngineError::Cancelled { .. } => f.write_str("cancelled"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

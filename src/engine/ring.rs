@@ -1,0 +1,80 @@
+//! The ring: a few reusable registered buffers, one per worker, each as large as one part.
+
+use super::io::{Sink, Source};
+use crate::error::Result;
+use crate::runtime::{MemoryKind, Runtime};
+use std::io;
+use std::sync::Arc;
+
+/// One registered buffer a worker moves parts through.
+pub trait Slot: Send {
+    /// The base address of its registration (its bytes start there).
+    fn base(&self) -> usize;
+    /// Fill its first `len` bytes from `src` at `pos` (before an upload's transfer).
+    fn load(&mut self, src: &dyn Source, pos: u64, len: usize) -> io::Result<()>;
+    /// Write its first `len` bytes to `sink` at `pos` (after a download's transfer).
+    fn store(&self, sink: &dyn Sink, pos: u64, len: usize) -> io::Result<()>;
+}
+
+/// Makes the ring's buffers (host memory here; the command line adds GPU memory).
+pub trait Buffers: Sync {
+    fn slot(&self, len: usize) -> Result<Box<dyn Slot>>;
+}
+
+/// Host memory registered with the runtime; deregistered on drop.
+pub struct HostSlot {
+    runtime: Arc<Runtime>,
+    memory: Vec<u8>,
+}
+
+impl HostSlot {
+    pub fn new(runtime: &Arc<Runtime>, len: usize) -> Result<HostSlot> {
+        let memory = vec![0u8; len];
+        runtime.register(memory.as_ptr() as usize, len, MemoryKind::Host)?;
+        Ok(HostSlot {
+            runtime: runtime.clone(),
+            memory,
+        })
+    }
+
+    fn bytes(&self, len: usize) -> io::Result<&[u8]> {
+        self.memory
+            .get(..len)
+            .ok_or_else(|| io::Error::other("a part larger than its buffer"))
+    }
+}
+
+impl Slot for HostSlot {
+    fn base(&self) -> usize {
+        self.memory.as_ptr() as usize
+    }
+
+    fn load(&mut self, src: &dyn Source, pos: u64, len: usize) -> io::Result<()> {
+        let buf = self
+            .memory
+            .get_mut(..len)
+            .ok_or_else(|| io::Error::other("a part larger than its buffer"))?;
+        src.read_at(buf, pos)
+    }
+
+    fn store(&self, sink: &dyn Sink, pos: u64, len: usize) -> io::Result<()> {
+        sink.write_at(self.bytes(len)?, pos)
+    }
+}
+
+impl Drop for HostSlot {
+    fn drop(&mut self) {
+        if let Err(e) = self.runtime.deregister(self.memory.as_ptr() as usize) {
+            tracing::warn!("deregistering a ring buffer failed: {e}");
+        }
+    }
+}
+
+/// Host buffers of one runtime.
+pub struct HostBuffers(pub Arc<Runtime>);
+
+impl Buffers for HostBuffers {
+    fn slot(&self, len: usize) -> Result<Box<dyn Slot>> {
+        Ok(Box::new(HostSlot::new(&self.0, len)?))
+    }
+}

@@ -1,0 +1,341 @@
+//! Running a plan: `concurrency` named worker threads, each with its own ring buffer, take parts
+//! in order until none is left, the first failure, or a cancel.
+
+use super::plan::{Part, Plan};
+use super::retry::{Quota, Retrier};
+use super::ring::{Buffers, Slot};
+use super::{CompletedPart, EngineError, Job, ObjectStore, PutTarget, Report, Sink, Slice, Source};
+use crate::error::Error;
+use crate::runtime::MAX_REGISTRATION;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+type Outcome<T, E> = Result<T, EngineError<E>>;
+
+impl<'a> Retrier<'a> {
+    fn new(job: &'a Job<'_>) -> Retrier<'a> {
+        Retrier {
+            policy: &job.settings.retry,
+            quota: Quota::new(),
+            cancel: job.cancel,
+            retries: AtomicU64::new(0),
+        }
+    }
+
+    /// One request of the store, retried; a final failure carries the retries so far.
+    fn store<T, E: super::Classify + std::fmt::Display>(
+        &self,
+        what: &dyn Fn() -> String,
+        op: impl FnMut() -> Result<T, E>,
+    ) -> Outcome<T, E> {
+        self.run(what, op).map_err(|error| EngineError::Store {
+            error,
+            retries: self.retries(),
+        })
+    }
+}
+
+/// Run `work` on every part of `plan`, one thread per state in `states`; the results in part
+/// order. After the first failure no part starts, and that failure is the answer.
+fn for_each_part<S: Send, T: Send, E: Send>(
+    plan: &Plan,
+    states: Vec<S>,
+    cancel: &AtomicBool,
+    work: &(dyn Fn(&mut S, Part) -> Outcome<T, E> + Sync),
+) -> Outcome<Vec<T>, E> {
+    let count = plan.count();
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let results: Mutex<Vec<Option<T>>> = Mutex::new((0..count).map(|_| None).collect());
+    let failure: Mutex<Option<EngineError<E>>> = Mutex::new(None);
+    let fail = |e: EngineError<E>| {
+        stop.store(true, Ordering::Relaxed);
+        failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(e);
+    };
+    std::thread::scope(|scope| {
+        let (next, stop, results, fail) = (&next, &stop, &results, &fail);
+        for (n, mut state) in states.into_iter().enumerate() {
+            let worker = move || loop {
+                if stop.load(Ordering::Relaxed) || cancel.load(Ordering::Relaxed) {
+                    return;
+                }
+                let Some(part) = plan.part(next.fetch_add(1, Ordering::Relaxed)) else {
+                    return;
+                };
+                match work(&mut state, part) {
+                    Ok(t) => {
+                        if let Some(slot) = results
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .get_mut(part.index)
+                        {
+                            *slot = Some(t);
+                        }
+                    }
+                    Err(e) => return fail(e),
+                }
+            };
+            if let Err(e) = std::thread::Builder::new()
+                .name(format!("hipobj-engine-{n:02}"))
+                .spawn_scoped(scope, worker)
+            {
+                fail(EngineError::Io(e));
+            }
+        }
+    });
+    if let Some(e) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    let results = results.into_inner().unwrap_or_else(|p| p.into_inner());
+    let done: Option<Vec<T>> = results.into_iter().collect();
+    done.ok_or(EngineError::Cancelled { retries: 0 })
+}
+
+/// The ring: one buffer per worker, as large as the largest part.
+fn ring<E>(
+    buffers: &dyn Buffers,
+    plan: &Plan,
+    concurrency: usize,
+) -> Outcome<Vec<Box<dyn Slot>>, E> {
+    let workers = concurrency.max(1).min(plan.count());
+    let len = usize::try_from(plan.largest())
+        .map_err(|_| EngineError::Library(Error::invalid("the part size does not fit memory")))?;
+    (0..workers)
+        .map(|_| buffers.slot(len).map_err(EngineError::Library))
+        .collect()
+}
+
+/// A part's GET, retried, and the check that the server wrote all of it.
+fn get_part<S: ObjectStore>(
+    store: &S,
+    retrier: &Retrier<'_>,
+    slice: Slice,
+    part: Part,
+) -> Outcome<(), S::Error> {
+    let last = part.first + part.len - 1;
+    let got = retrier.store(&|| format!("GET bytes {}-{last}", part.first), || {
+        store.get(slice, part.first)
+    })?;
+    if got != part.len {
+        return Err(EngineError::Short {
+            first: part.first,
+            want: part.len,
+            got,
+        });
+    }
+    Ok(())
+}
+
+fn report<T, E>(
+    result: Outcome<Vec<T>, E>,
+    retrier: &Retrier<'_>,
+    bytes: u64,
+) -> Outcome<Report, E> {
+    let retries = retrier.retries();
+    match result {
+        Ok(parts) => Ok(Report {
+            bytes,
+            parts: parts.len(),
+            retries,
+            multipart: false,
+        }),
+        Err(EngineError::Cancelled { .. }) => Err(EngineError::Cancelled { retries }),
+        Err(e) => Err(e),
+    }
+}
+
+/// Object bytes `start .. start + len` into `sink` at offsets `0 .. len`: ranged GETs through
+/// the ring, written where they belong as they arrive.
+pub fn download<S: ObjectStore>(
+    store: &S,
+    start: u64,
+    len: u64,
+    sink: &dyn Sink,
+    buffers: &dyn Buffers,
+    job: &Job<'_>,
+) -> Outcome<Report, S::Error> {
+    let plan = Plan::ranges(start, len, job.settings.part_size).map_err(EngineError::Library)?;
+    let retrier = Retrier::new(job);
+    let slots = ring(buffers, &plan, job.settings.concurrency)?;
+    let result = for_each_part(
+        &plan,
+        slots,
+        job.cancel,
+        &|slot: &mut Box<dyn Slot>, part| {
+            let len = part.len as usize;
+            let slice = Slice {
+                base: slot.base(),
+                offset: 0,
+                len,
+            };
+            get_part(store, &retrier, slice, part)?;
+            slot.store(sink, part.pos, len).map_err(EngineError::Io)?;
+            (job.progress)(part.len);
+            Ok(())
+        },
+    );
+    report(result, &retrier, len)
+}
+
+/// Object bytes `start .. start + dest.len` straight into registered memory `dest` (no ring):
+/// concurrent ranged GETs, each into its own place (a safetensors checkpoint's destination).
+pub fn download_into<S: ObjectStore>(
+    store: &S,
+    start: u64,
+    dest: Slice,
+    job: &Job<'_>,
+) -> Outcome<Report, S::Error> {
+    let len = dest.len as u64;
+    let plan = Plan::ranges(start, len, job.settings.part_size).map_err(EngineError::Library)?;
+    let retrier = Retrier::new(job);
+    let workers = job.settings.concurrency.max(1).min(plan.count());
+    let result = for_each_part(&plan, vec![(); workers], job.cancel, &|_, part| {
+        let slice = Slice {
+            base: dest.base,
+            offset: dest.offset + part.pos as usize,
+            len: part.len as usize,
+        };
+        get_part(store, &retrier, slice, part)?;
+        (job.progress)(part.len);
+        Ok(())
+    });
+    report(result, &retrier, len)
+}
+
+/// `len` bytes of `source` (offsets `0 .. len`) as the object: one PUT up to the multipart
+/// threshold, else a multipart upload with one RDMA UploadPart per part, completed when every
+/// part arrived and aborted when the copy fails or is cancelled.
+pub fn upload<S: ObjectStore>(
+    store: &S,
+    source: &dyn Source,
+    len: u64,
+    buffers: &dyn Buffers,
+    job: &Job<'_>,
+) -> Outcome<Report, S::Error> {
+    if len == 0 {
+        return Err(EngineError::Library(Error::invalid(
+            "an empty object has no bytes to move over RDMA",
+        )));
+    }
+    let single = len <= job.settings.multipart_threshold && len <= MAX_REGISTRATION as u64;
+    if single {
+        upload_single(store, source, len, buffers, job)
+    } else {
+        upload_multipart(store, source, len, buffers, job)
+    }
+}
+
+fn upload_single<S: ObjectStore>(
+    store: &S,
+    source: &dyn Source,
+    len: u64,
+    buffers: &dyn Buffers,
+    job: &Job<'_>,
+) -> Outcome<Report, S::Error> {
+    let retrier = Retrier::new(job);
+    let plan = Plan::ranges(0, len, len).map_err(EngineError::Library)?;
+    let mut slots = ring(buffers, &plan, 1)?;
+    let slot = slots
+        .first_mut()
+        .ok_or_else(|| EngineError::Library(Error::internal("no ring buffer")))?;
+    let n = len as usize;
+    slot.load(source, 0, n).map_err(EngineError::Io)?;
+    let slice = Slice {
+        base: slot.base(),
+        offset: 0,
+        len: n,
+    };
+    retrier.store(&|| "PUT".into(), || store.put(slice, PutTarget::Object))?;
+    (job.progress)(len);
+    Ok(Report {
+        bytes: len,
+        parts: 1,
+        retries: retrier.retries(),
+        multipart: false,
+    })
+}
+
+fn upload_multipart<S: ObjectStore>(
+    store: &S,
+    source: &dyn Source,
+    len: u64,
+    buffers: &dyn Buffers,
+    job: &Job<'_>,
+) -> Outcome<Report, S::Error> {
+    let plan = Plan::multipart(len, job.settings.part_size).map_err(EngineError::Library)?;
+    let retrier = Retrier::new(job);
+    let id = retrier.store(&|| "CreateMultipartUpload".into(), || store.create_upload())?;
+    let result = ring(buffers, &plan, job.settings.concurrency).and_then(|slots| {
+        let uploaded = for_each_part(
+            &plan,
+            slots,
+            job.cancel,
+            &|slot: &mut Box<dyn Slot>, part| {
+                let n = part.len as usize;
+                slot.load(source, part.pos, n).map_err(EngineError::Io)?;
+                let slice = Slice {
+                    base: slot.base(),
+                    offset: 0,
+                    len: n,
+                };
+                let number = part.index as u32 + 1;
+                let target = PutTarget::Part {
+                    upload_id: &id,
+                    number,
+                };
+                let etag = retrier
+                    .store(&|| format!("UploadPart {number}"), || {
+                        store.put(slice, target)
+                    })?
+                    .ok_or_else(|| {
+                        EngineError::Library(Error::s3(format!(
+                            "UploadPart {number} answered no ETag"
+                        )))
+                    })?;
+                (job.progress)(part.len);
+                Ok(CompletedPart { number, etag })
+            },
+        )?;
+        retrier.store(&|| "CompleteMultipartUpload".into(), || {
+            store.complete_upload(&id, &uploaded)
+        })?;
+        Ok(uploaded.len())
+    });
+    match result {
+        Ok(parts) => Ok(Report {
+            bytes: len,
+            parts,
+            retries: retrier.retries(),
+            multipart: true,
+        }),
+        Err(e) => {
+            abort(store, &id, &job.settings.retry);
+            match e {
+                EngineError::Cancelled { .. } => Err(EngineError::Cancelled {
+                    retries: retrier.retries(),
+                }),
+                e => Err(e),
+            }
+        }
+    }
+}
+
+/// AbortMultipartUpload, retried even after a cancel (nothing of a failed copy may remain).
+fn abort<S: ObjectStore>(store: &S, id: &str, policy: &super::RetryPolicy) {
+    let never = AtomicBool::new(false);
+    let retrier = Retrier {
+        policy,
+        quota: Quota::new(),
+        cancel: &never,
+        retries: AtomicU64::new(0),
+    };
+    match retrier.run(&|| format!("AbortMultipartUpload {id}"), || {
+        store.abort_upload(id)
+    }) {
+        Ok(()) => tracing::info!(upload_id = id, "multipart upload aborted"),
+        Err(e) => tracing::warn!(upload_id = id, "aborting the multipart upload failed: {e}"),
+    }
+}

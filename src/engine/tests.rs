@@ -1,0 +1,372 @@
+//! The engine against an in-memory store (no RDMA: the store copies between the slice's memory
+//! and its object as the server's RDMA WRITE or READ would), with scripted failures.
+
+use super::*;
+use crate::error::Error;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+#[derive(Debug)]
+struct Failed(u16);
+
+impl Classify for Failed {
+    fn class(&self) -> ErrorClass {
+        ErrorClass::of_status(self.0, None)
+    }
+}
+
+impl fmt::Display for Failed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "HTTP {}", self.0)
+    }
+}
+
+#[derive(Default)]
+struct Store {
+    object: Mutex<Vec<u8>>,
+    uploads: Mutex<BTreeMap<String, BTreeMap<u32, Vec<u8>>>>,
+    aborted: AtomicUsize,
+    requests: AtomicUsize,
+    /// Requests (0-based) answered with this status instead.
+    fail: Mutex<BTreeMap<usize, u16>>,
+}
+
+impl Store {
+    fn with(object: Vec<u8>) -> Store {
+        Store {
+            object: Mutex::new(object),
+            ..Store::default()
+        }
+    }
+
+    fn failing(self, at: &[(usize, u16)]) -> Store {
+        *self.fail.lock().unwrap() = at.iter().copied().collect();
+        self
+    }
+
+    fn answer(&self) -> Result<(), Failed> {
+        let n = self.requests.fetch_add(1, Ordering::SeqCst);
+        match self.fail.lock().unwrap().get(&n) {
+            Some(&s) => Err(Failed(s)),
+            None => Ok(()),
+        }
+    }
+
+    fn memory(slice: Slice) -> *mut u8 {
+        (slice.base + slice.offset) as *mut u8
+    }
+}
+
+impl ObjectStore for Store {
+    type Error = Failed;
+
+    fn get(&self, slice: Slice, first: u64) -> Result<u64, Failed> {
+        self.answer()?;
+        let object = self.object.lock().unwrap();
+        let first = first as usize;
+        let n = slice.len.min(object.len().saturating_sub(first));
+        // SAFETY: the engine hands out slices of live buffers it owns for this call; the test's
+        // buffers are Vecs at least `slice.offset + slice.len` long.
+        unsafe { std::ptr::copy_nonoverlapping(object[first..].as_ptr(), Self::memory(slice), n) };
+        Ok(n as u64)
+    }
+
+    fn put(&self, slice: Slice, target: PutTarget<'_>) -> Result<Option<String>, Failed> {
+        self.answer()?;
+        // SAFETY: as in `get`; the slice is read only.
+        let data = unsafe { std::slice::from_raw_parts(Self::memory(slice), slice.len) }.to_vec();
+        match target {
+            PutTarget::Object => *self.object.lock().unwrap() = data,
+            PutTarget::Part { upload_id, number } => {
+                let mut uploads = self.uploads.lock().unwrap();
+                let parts = uploads.get_mut(upload_id).ok_or(Failed(404))?;
+                parts.insert(number, data);
+            }
+        }
+        Ok(Some(format!("etag-{}", slice.len)))
+    }
+
+    fn create_upload(&self) -> Result<String, Failed> {
+        self.answer()?;
+        let mut uploads = self.uploads.lock().unwrap();
+        let id = format!("up{}", uploads.len());
+        uploads.insert(id.clone(), BTreeMap::new());
+        Ok(id)
+    }
+
+    fn complete_upload(&self, id: &str, parts: &[CompletedPart]) -> Result<(), Failed> {
+        self.answer()?;
+        let stored = self.uploads.lock().unwrap().remove(id).ok_or(Failed(404))?;
+        let numbers: Vec<u32> = parts.iter().map(|p| p.number).collect();
+        assert_eq!(numbers, stored.keys().copied().collect::<Vec<_>>());
+        *self.object.lock().unwrap() = stored.into_values().flatten().collect();
+        Ok(())
+    }
+
+    fn abort_upload(&self, id: &str) -> Result<(), Failed> {
+        self.answer()?;
+        self.aborted.fetch_add(1, Ordering::SeqCst);
+        self.uploads.lock().unwrap().remove(id);
+        Ok(())
+    }
+}
+
+/// Plain memory standing in for registered buffers; counts what was allocated.
+#[derive(Default)]
+struct Memory {
+    slots: AtomicUsize,
+    bytes: AtomicUsize,
+}
+
+struct VecSlot(Vec<u8>);
+
+impl Slot for VecSlot {
+    fn base(&self) -> usize {
+        self.0.as_ptr() as usize
+    }
+    fn load(&mut self, src: &dyn Source, pos: u64, len: usize) -> std::io::Result<()> {
+        src.read_at(&mut self.0[..len], pos)
+    }
+    fn store(&self, sink: &dyn Sink, pos: u64, len: usize) -> std::io::Result<()> {
+        sink.write_at(&self.0[..len], pos)
+    }
+}
+
+impl Buffers for Memory {
+    fn slot(&self, len: usize) -> Result<Box<dyn Slot>, Error> {
+        self.slots.fetch_add(1, Ordering::SeqCst);
+        self.bytes.fetch_add(len, Ordering::SeqCst);
+        Ok(Box::new(VecSlot(vec![0; len])))
+    }
+}
+
+struct Bytes(Mutex<Vec<u8>>);
+
+impl Sink for Bytes {
+    fn write_at(&self, data: &[u8], pos: u64) -> std::io::Result<()> {
+        let mut v = self.0.lock().unwrap();
+        v[pos as usize..pos as usize + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+}
+
+impl Source for Bytes {
+    fn read_at(&self, buf: &mut [u8], pos: u64) -> std::io::Result<()> {
+        let v = self.0.lock().unwrap();
+        buf.copy_from_slice(&v[pos as usize..pos as usize + buf.len()]);
+        Ok(())
+    }
+}
+
+fn data(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 31 % 251) as u8).collect()
+}
+
+fn settings(part: u64, concurrency: usize) -> Settings {
+    Settings {
+        part_size: part,
+        concurrency,
+        multipart_threshold: part,
+        retry: RetryPolicy {
+            base: Duration::from_millis(1),
+            ..RetryPolicy::standard()
+        },
+    }
+}
+
+fn run_job<T>(s: Settings, f: impl FnOnce(&Job<'_>) -> T) -> (T, u64) {
+    let moved = AtomicU64::new(0);
+    let progress = |n: u64| {
+        moved.fetch_add(n, Ordering::SeqCst);
+    };
+    let cancel = AtomicBool::new(false);
+    let job = Job {
+        settings: s,
+        progress: &progress,
+        cancel: &cancel,
+    };
+    let out = f(&job);
+    (out, moved.load(Ordering::SeqCst))
+}
+
+use std::sync::atomic::AtomicU64;
+
+#[test]
+fn a_download_arrives_whole_through_a_small_ring() {
+    let object = data(1_000_003);
+    let store = Store::with(object.clone());
+    let memory = Memory::default();
+    let sink = Bytes(Mutex::new(vec![0; 900_000]));
+    let (report, moved) = run_job(settings(64 << 10, 4), |job| {
+        download(&store, 100_003, 900_000, &sink, &memory, job)
+    });
+    let report = report.unwrap();
+    assert_eq!(*sink.0.lock().unwrap(), object[100_003..]);
+    assert_eq!((report.bytes, moved, report.retries), (900_000, 900_000, 0));
+    assert_eq!(report.parts, 14);
+    assert_eq!(
+        memory.slots.load(Ordering::SeqCst),
+        4,
+        "one buffer per worker"
+    );
+    assert_eq!(memory.bytes.load(Ordering::SeqCst), 4 * (64 << 10));
+}
+
+#[test]
+fn a_download_into_registered_memory_needs_no_ring() {
+    let object = data(300_000);
+    let store = Store::with(object.clone());
+    let mut dest = vec![0u8; 299_010];
+    let slice = Slice {
+        base: dest.as_mut_ptr() as usize,
+        offset: 10,
+        len: 299_000,
+    };
+    let (report, _) = run_job(settings(10_000, 8), |job| {
+        download_into(&store, 1_000, slice, job)
+    });
+    assert_eq!(report.unwrap().parts, 30);
+    assert_eq!(&dest[10..], &object[1_000..]);
+}
+
+#[test]
+fn transient_failures_are_retried_and_counted() {
+    let object = data(100_000);
+    let store = Store::with(object.clone()).failing(&[(0, 503), (3, 500), (4, 502)]);
+    let sink = Bytes(Mutex::new(vec![0; 100_000]));
+    let (report, moved) = run_job(settings(10_000, 2), |job| {
+        download(&store, 0, 100_000, &sink, &Memory::default(), job)
+    });
+    let report = report.unwrap();
+    assert_eq!(report.retries, 3);
+    assert_eq!(moved, 100_000, "progress counts bytes that arrived, once");
+    assert_eq!(*sink.0.lock().unwrap(), object);
+}
+
+#[test]
+fn a_fatal_failure_is_not_retried_and_stops_the_copy() {
+    let store = Store::with(data(100_000)).failing(&[(2, 404)]);
+    let sink = Bytes(Mutex::new(vec![0; 100_000]));
+    let (out, _) = run_job(settings(10_000, 1), |job| {
+        download(&store, 0, 100_000, &sink, &Memory::default(), job)
+    });
+    match out {
+        Err(EngineError::Store { error, retries }) => assert_eq!((error.0, retries), (404, 0)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        store.requests.load(Ordering::SeqCst),
+        3,
+        "no part after the failure"
+    );
+}
+
+#[test]
+fn three_failures_of_one_request_fail_the_copy() {
+    let store = Store::with(data(10)).failing(&[(0, 500), (1, 500), (2, 500)]);
+    let sink = Bytes(Mutex::new(vec![0; 10]));
+    let (out, _) = run_job(settings(10, 1), |job| {
+        download(&store, 0, 10, &sink, &Memory::default(), job)
+    });
+    assert!(
+        matches!(out, Err(EngineError::Store { retries: 2, .. })),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_short_part_is_an_error() {
+    let store = Store::with(data(50));
+    let sink = Bytes(Mutex::new(vec![0; 60]));
+    let (out, _) = run_job(settings(20, 1), |job| {
+        download(&store, 0, 60, &sink, &Memory::default(), job)
+    });
+    assert!(
+        matches!(
+            out,
+            Err(EngineError::Short {
+                first: 40,
+                want: 20,
+                got: 10
+            })
+        ),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_small_upload_is_one_put() {
+    let object = data(1000);
+    let store = Store::default();
+    let src = Bytes(Mutex::new(object.clone()));
+    let (report, moved) = run_job(settings(MIN_PART_SIZE, 4), |job| {
+        upload(&store, &src, 1000, &Memory::default(), job)
+    });
+    let report = report.unwrap();
+    assert!(!report.multipart);
+    assert_eq!((report.parts, moved), (1, 1000));
+    assert_eq!(*store.object.lock().unwrap(), object);
+}
+
+#[test]
+fn a_large_upload_is_a_completed_multipart_upload() {
+    let len = 3 * MIN_PART_SIZE as usize + 12345;
+    let object = data(len);
+    let store = Store::default().failing(&[(2, 503)]);
+    let src = Bytes(Mutex::new(object.clone()));
+    let memory = Memory::default();
+    let (report, moved) = run_job(settings(MIN_PART_SIZE, 3), |job| {
+        upload(&store, &src, len as u64, &memory, job)
+    });
+    let report = report.unwrap();
+    assert!(report.multipart);
+    assert_eq!((report.parts, report.retries, moved), (4, 1, len as u64));
+    assert_eq!(*store.object.lock().unwrap(), object);
+    assert!(store.uploads.lock().unwrap().is_empty());
+    assert_eq!(memory.slots.load(Ordering::SeqCst), 3);
+}
+
+#[test]
+fn a_failed_multipart_upload_is_aborted() {
+    let len = 4 * MIN_PART_SIZE as usize;
+    let store = Store::default().failing(&[(2, 403)]);
+    let src = Bytes(Mutex::new(data(len)));
+    let (out, _) = run_job(settings(MIN_PART_SIZE, 1), |job| {
+        upload(&store, &src, len as u64, &Memory::default(), job)
+    });
+    assert!(matches!(out, Err(EngineError::Store { .. })), "{out:?}");
+    assert_eq!(store.aborted.load(Ordering::SeqCst), 1);
+    assert!(store.uploads.lock().unwrap().is_empty(), "no upload left");
+    assert!(store.object.lock().unwrap().is_empty(), "nothing stored");
+}
+
+#[test]
+fn a_cancelled_upload_is_aborted() {
+    let len = 6 * MIN_PART_SIZE as usize;
+    let store = Store::default();
+    let src = Bytes(Mutex::new(data(len)));
+    let cancel = AtomicBool::new(false);
+    let progress = |_: u64| cancel.store(true, Ordering::SeqCst);
+    let job = Job {
+        settings: settings(MIN_PART_SIZE, 1),
+        progress: &progress,
+        cancel: &cancel,
+    };
+    let out = upload(&store, &src, len as u64, &Memory::default(), &job);
+    assert!(matches!(out, Err(EngineError::Cancelled { .. })), "{out:?}");
+    assert_eq!(store.aborted.load(Ordering::SeqCst), 1);
+    assert!(store.uploads.lock().unwrap().is_empty());
+}
+
+#[test]
+fn an_empty_upload_is_refused() {
+    let store = Store::default();
+    let src = Bytes(Mutex::new(Vec::new()));
+    let (out, _) = run_job(settings(MIN_PART_SIZE, 1), |job| {
+        upload(&store, &src, 0, &Memory::default(), job)
+    });
+    assert!(matches!(out, Err(EngineError::Library(_))));
+    assert_eq!(store.requests.load(Ordering::SeqCst), 0);
+}

@@ -72,9 +72,7 @@ impl Choice {
     /// `HIPOBJ_RDMA_PROTOCOL`, `Auto` when unset or empty; a bad value is an error.
     pub fn from_env() -> Result<Choice, String> {
         match std::env::var(ENV) {
-            Ok(v) if !v.trim().is_empty() => {
-                Choice::parse(&v).map_err(|e| format!("{ENV}: {e}"))
-            }
+            Ok(v) if !v.trim().is_empty() => Choice::parse(&v).map_err(|e| format!("{ENV}: {e}")),
             _ => Ok(Choice::Auto),
         }
     }
@@ -209,7 +207,15 @@ mod tests {
 
     #[test]
     fn other_answers_stand() {
-        for status in [Some(200), Some(206), Some(403), Some(404), Some(428), Some(503), None] {
+        for status in [
+            Some(200),
+            Some(206),
+            Some(403),
+            Some(404),
+            Some(428),
+            Some(503),
+            None,
+        ] {
             for p in [V1, V2] {
                 assert_eq!(decide(Choice::Auto, p, status, false), Next::Done);
                 // the marker only counts on a 501

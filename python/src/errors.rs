@@ -123,7 +123,8 @@ pub fn add_to(m: &Bound<'_, PyModule>) -> PyResult<()> {
     base.setattr("code", -1)?;
     m.add("HipObjError", base)?;
     for code in OpError::ALL {
-        if code == OpError::Success {
+        // NotSupported has no class of its own (S3Error's): it must not overwrite S3Error.code.
+        if code == OpError::Success || code == OpError::NotSupported {
             continue;
         }
         let class = class_of(py, code);

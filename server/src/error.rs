@@ -36,7 +36,10 @@ pub fn storage_error(e: StorageError) -> S3Error {
         StorageError::InvalidPart => S3Error::new(S3ErrorCode::InvalidPart),
         StorageError::InvalidPartOrder => S3Error::new(S3ErrorCode::InvalidPartOrder),
         StorageError::EntityTooSmall => S3Error::new(S3ErrorCode::EntityTooSmall),
-        StorageError::BadDigest => S3Error::new(S3ErrorCode::BadDigest),
+        StorageError::BadDigest => S3Error::with_message(
+            S3ErrorCode::BadDigest,
+            "the Content-MD5 you specified did not match what we received",
+        ),
         StorageError::ChecksumMismatch(algo) => S3Error::with_message(
             S3ErrorCode::BadDigest,
             format!(
@@ -44,7 +47,10 @@ pub fn storage_error(e: StorageError) -> S3Error {
                 algo.as_str()
             ),
         ),
-        StorageError::InvalidDigest => S3Error::new(S3ErrorCode::InvalidDigest),
+        StorageError::InvalidDigest => S3Error::with_message(
+            S3ErrorCode::InvalidDigest,
+            "the Content-MD5 or checksum you specified is not valid",
+        ),
         StorageError::Io(io) if io.kind() == std::io::ErrorKind::Unsupported => {
             S3Error::with_message(S3ErrorCode::NotImplemented, io.to_string())
         }
@@ -65,20 +71,24 @@ pub fn internal<E: std::error::Error + Send + Sync + 'static>(e: E) -> S3Error {
     S3Error::with_source(S3ErrorCode::InternalError, Box::new(e))
 }
 
-/// A token request answered with a bare code: status = code, `x-amz-rdma-reply: <code>`.
+/// A token request answered with a bare code: status = code, `x-amz-rdma-reply: <code>`. A
+/// digest refusal keeps S3's code and message (PROTOCOL.md rule 4.9).
 pub fn rejected(code: RejectCode, stats: &Stats) -> S3Error {
     let n = code.http_code();
-    let s3_code = match code {
-        RejectCode::BadRequest => S3ErrorCode::InvalidArgument,
-        RejectCode::Forbidden => S3ErrorCode::AccessDenied,
-        RejectCode::NotFound => S3ErrorCode::NoSuchKey,
-        RejectCode::NoSuchUpload => S3ErrorCode::NoSuchUpload,
-        RejectCode::RangeNotSatisfiable => S3ErrorCode::InvalidRange,
-        RejectCode::Failed => S3ErrorCode::InternalError,
-        RejectCode::NotImplemented => S3ErrorCode::NotImplemented,
-        RejectCode::Busy => S3ErrorCode::SlowDown,
+    let err = match code {
+        RejectCode::BadDigest(None) => storage_error(StorageError::BadDigest),
+        RejectCode::BadDigest(Some(algo)) => storage_error(StorageError::ChecksumMismatch(algo)),
+        RejectCode::InvalidDigest => storage_error(StorageError::InvalidDigest),
+        RejectCode::BadRequest => S3Error::new(S3ErrorCode::InvalidArgument),
+        RejectCode::Forbidden => S3Error::new(S3ErrorCode::AccessDenied),
+        RejectCode::NotFound => S3Error::new(S3ErrorCode::NoSuchKey),
+        RejectCode::NoSuchUpload => S3Error::new(S3ErrorCode::NoSuchUpload),
+        RejectCode::RangeNotSatisfiable => S3Error::new(S3ErrorCode::InvalidRange),
+        RejectCode::Failed => S3Error::new(S3ErrorCode::InternalError),
+        RejectCode::NotImplemented => S3Error::new(S3ErrorCode::NotImplemented),
+        RejectCode::Busy => S3Error::new(S3ErrorCode::SlowDown),
     };
-    with_reply(S3Error::new(s3_code), n, &Reply::Code(i32::from(n)), stats)
+    with_reply(err, n, &Reply::Code(i32::from(n)), stats)
 }
 
 /// `Retry-After` of a 503: a place frees up within a transfer's time; one second is plenty.
@@ -140,6 +150,7 @@ fn with_reply(mut err: S3Error, status: u16, reply: &Reply, stats: &Stats) -> S3
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::ChecksumAlgo;
     use hipobj::token::Transport;
 
     #[test]
@@ -170,6 +181,21 @@ mod tests {
             assert_eq!(retry_after.is_some(), n == 503, "Retry-After only on 503");
         }
         assert!(stats.to_json().contains("\"replies_503\":1"));
+    }
+
+    #[test]
+    fn digest_rejections_keep_s3_codes_and_say_why() {
+        let stats = Stats::default();
+        let e = rejected(RejectCode::BadDigest(Some(ChecksumAlgo::Crc32)), &stats);
+        assert_eq!(*e.code(), S3ErrorCode::BadDigest);
+        assert_eq!(e.status_code().map(|s| s.as_u16()), Some(400));
+        assert!(e.message().is_some_and(|m| m.contains("CRC32")));
+        let e = rejected(RejectCode::BadDigest(None), &stats);
+        assert!(e.message().is_some_and(|m| m.contains("Content-MD5")));
+        let e = rejected(RejectCode::InvalidDigest, &stats);
+        assert_eq!(*e.code(), S3ErrorCode::InvalidDigest);
+        let reply = e.headers().and_then(|h| h.get(RDMA_REPLY)).expect("reply");
+        assert_eq!(reply.as_bytes(), b"400");
     }
 
     #[test]

@@ -296,18 +296,19 @@ impl S3 for HipobjS3 {
             .await
             .map_err(|e| error::token_error(e, &self.stats))?;
         let kind = JobKind::Put {
-            options: Box::new(options),
+            options: Box::new(headers::token_digests(options, checked.token.length)),
         };
         match checked
             .submit(&req.input.bucket, &req.input.key, kind)
             .await
         {
             RdmaOutcome::Stored { server, info } => {
-                let output = PutObjectOutput {
+                let mut output = PutObjectOutput {
                     e_tag: Some(etag(&info)),
                     size: Some(info.size as i64),
                     ..Default::default()
                 };
+                objects::put_checksums!(output, info.checksums);
                 Ok(S3Response::with_headers(
                     output,
                     reply_headers(&Reply::Done(server)),
@@ -805,5 +806,114 @@ mod tests {
         assert_eq!(body.len(), part1.len() + part2.len());
         assert!(body[..part1.len()] == part1[..] && body[part1.len()..] == part2[..]);
         assert!(h.stats.to_json().contains("\"rdma_parts\":1"));
+    }
+
+    /// A pairing for the test token (428 then the server's pairing id).
+    async fn paired_token(h: &Harness, uri: &str, len: u64) -> String {
+        let (status, headers, _) =
+            call(h, "PUT", uri, &[("x-amz-rdma-token", &token(len, 0))], b"").await;
+        assert_eq!(status, 428);
+        let Reply::PairingNeeded(server) = reply(&headers) else {
+            panic!("expected 428:<token>")
+        };
+        token(len, server.lid)
+    }
+
+    fn crc32_of(data: &[u8]) -> String {
+        use crate::backend::checksum::ChecksumComputer;
+        use crate::backend::{ChecksumAlgo, Checksums};
+        let mut c = ChecksumComputer::new(&Checksums::default(), Some(ChecksumAlgo::Crc32));
+        c.update(data);
+        c.finish(&Checksums::default())
+            .expect("checksum")
+            .crc32
+            .expect("crc32")
+    }
+
+    /// PROTOCOL.md rule 4.9: digests on a token PUT describe the moved bytes; the SDK's digest of
+    /// its empty body becomes a computed checksum; a real mismatch is BadDigest with a message.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn token_put_digests_describe_the_moved_bytes() {
+        let h = harness();
+        assert_eq!(call(&h, "PUT", "/bkt", &[], b"").await.0, 200);
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 256) as u8).collect();
+        h.port.add_region(RKEY, BASE, data.clone());
+        let t = paired_token(&h, "/bkt/a", data.len() as u64).await;
+        let crc = crc32_of(&data);
+
+        // boto3's defaults: CRC32 (and MD5) of the empty body: stored, with the real CRC32.
+        let (status, headers, body) = call(
+            &h,
+            "PUT",
+            "/bkt/a",
+            &[
+                ("x-amz-rdma-token", &t),
+                ("x-amz-checksum-crc32", "AAAAAA=="),
+                ("x-amz-sdk-checksum-algorithm", "CRC32"),
+                ("content-md5", "1B2M2Y8AsgTpgAmY7PhCfg=="),
+            ],
+            b"",
+        )
+        .await;
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+        assert_eq!(
+            headers.get("x-amz-checksum-crc32").map(|v| v.as_bytes()),
+            Some(crc.as_bytes())
+        );
+        let (status, headers, body) = call(
+            &h,
+            "GET",
+            "/bkt/a",
+            &[("x-amz-checksum-mode", "ENABLED")],
+            b"",
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert_eq!(&body[..], &data[..]);
+        assert_eq!(
+            headers.get("x-amz-checksum-crc32").map(|v| v.as_bytes()),
+            Some(crc.as_bytes())
+        );
+
+        // The object's real checksum: compared, and it matches.
+        let (status, _, _) = call(
+            &h,
+            "PUT",
+            "/bkt/b",
+            &[("x-amz-rdma-token", &t), ("x-amz-checksum-crc32", &crc)],
+            b"",
+        )
+        .await;
+        assert_eq!(status, 200);
+
+        // A real mismatch: 400 BadDigest naming the algorithm, reply 400, nothing stored.
+        let (status, headers, body) = call(
+            &h,
+            "PUT",
+            "/bkt/c",
+            &[
+                ("x-amz-rdma-token", &t),
+                ("x-amz-checksum-crc32", "DUoRhQ=="),
+            ],
+            b"",
+        )
+        .await;
+        assert_eq!(status, 400);
+        assert_eq!(reply(&headers), Reply::Code(400));
+        assert_eq!(xml_value(&body, "Code"), "BadDigest");
+        assert!(xml_value(&body, "Message").contains("CRC32"));
+        let (status, _, _) = call(
+            &h,
+            "PUT",
+            "/bkt/c",
+            &[
+                ("x-amz-rdma-token", &t),
+                ("content-md5", "XrY7u+Ae7tCTyyK7j1rNww=="),
+            ],
+            b"",
+        )
+        .await;
+        assert_eq!(status, 400);
+        assert_eq!(call(&h, "HEAD", "/bkt/c", &[], b"").await.0, 404);
     }
 }

@@ -297,14 +297,23 @@ fn negotiate_and_move(
     };
     clock.check("before PREPARE").map_err(|e| (None, e))?;
     ops.budget(clock.left(), clock.left());
+    let asked = Instant::now();
     let reply = {
         let _cb = CallbackGuard::enter();
         ops.send_prepare(&prepare)
     }
     .map_err(|status| (None, Error::s3(format!("sendPrepare failed ({status})"))))?;
+    let round_trip = asked.elapsed();
     let answer = check_prepare(op, reply).map_err(|e| (None, e))?;
     let session = answer.session;
-    let moved = move_data(op, size, cookie, client_psn, &answer, path, ops, clock);
+    let exchange = Exchange {
+        op,
+        size,
+        cookie,
+        client_psn,
+        round_trip,
+    };
+    let moved = move_data(&exchange, &answer, path, ops, clock);
     moved.map_err(|e| (Some(session), e))
 }
 
@@ -344,27 +353,46 @@ fn check_prepare(op: Op, reply: PrepareReplyV2) -> Result<PrepareAnswer> {
     Ok(answer)
 }
 
-/// From a published session to a checked FINAL.
-#[allow(clippy::too_many_arguments)] // one step of the state machine, its whole state
-fn move_data(
+/// What one transfer negotiated before the session was published.
+struct Exchange {
     op: Op,
     size: u64,
     cookie: Cookie,
     client_psn: Psn,
+    /// How long PREPARE took: what this server needs now to act on a control request.
+    round_trip: Duration,
+}
+
+/// Longest pause between writing READY and posting a PUT's write (see [`put_grace`]).
+pub const MAX_PUT_GRACE: Duration = Duration::from_millis(250);
+
+/// How long a PUT waits after READY is written before its WRITE_WITH_IMM: the PREPARE round trip,
+/// at most [`MAX_PUT_GRACE`]. A server that connects its QP and posts its receive only when
+/// READY arrives (elbencho's s3rdma-server) drops packets that come before; RC retransmits them
+/// (7 tries 67 ms apart), and a busy server that needs longer than that would fail the transfer.
+/// Waiting about as long as the server took to answer PREPARE covers it without a fixed sleep:
+/// a few microseconds against a fast server, which needs none (PROTOCOL.md 10.5).
+pub fn put_grace(prepare_round_trip: Duration) -> Duration {
+    prepare_round_trip.min(MAX_PUT_GRACE)
+}
+
+/// From a published session to a checked FINAL.
+fn move_data(
+    x: &Exchange,
     answer: &PrepareAnswer,
     path: &mut dyn DataPath,
     ops: &mut dyn S3OpsV2,
     clock: &Clock,
 ) -> Result<V2Outcome> {
     let connect_end = clock.connect_end();
-    path.connect(&answer.server, answer.psn, client_psn)?;
+    path.connect(&answer.server, answer.psn, x.client_psn)?;
     if Instant::now() >= connect_end {
         return Err(deadline_expired("while connecting the QP"));
     }
     let (mr_addr, mr_rkey) = path.arm()?;
     let ready = ReadyRequest {
         session: answer.session,
-        cookie,
+        cookie: x.cookie,
         qpn: path.token().qp_num,
         mr_addr,
         mr_rkey,
@@ -378,10 +406,11 @@ fn move_data(
     if status != 0 {
         return Err(Error::s3(format!("sendReadyRequest failed ({status})")));
     }
-    if let (Op::Put, Some((addr, rkey))) = (op, answer.staging) {
-        path.push(addr, rkey, cookie)?;
+    if let (Op::Put, Some((addr, rkey))) = (x.op, answer.staging) {
+        std::thread::sleep(put_grace(x.round_trip).min(clock.left()));
+        path.push(addr, rkey, x.cookie)?;
     }
-    path.await_data(cookie, clock.end)?;
+    path.await_data(x.cookie, clock.end)?;
     clock.check("before reading FINAL")?;
     ops.budget(clock.left(), clock.left());
     let fin = {
@@ -389,7 +418,7 @@ fn move_data(
         ops.finish_ready()
     }
     .map_err(|status| Error::s3(format!("finishReady failed ({status})")))?;
-    check_final(op, size, cookie, fin)
+    check_final(x.op, x.size, x.cookie, fin)
 }
 
 /// REFERENCE.md 5.5 and 5.7: what a FINAL means.
@@ -804,6 +833,15 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.hip_error, DIAG_DEADLINE_EXPIRED);
         assert_eq!(steps(&log), ["close"]);
+    }
+
+    #[test]
+    fn the_put_grace_follows_the_prepare_round_trip() {
+        assert_eq!(
+            put_grace(Duration::from_micros(80)),
+            Duration::from_micros(80)
+        );
+        assert_eq!(put_grace(Duration::from_secs(3)), MAX_PUT_GRACE);
     }
 
     #[test]

@@ -299,7 +299,7 @@ impl DataPath for QpPath<'_> {
 
     fn push(&mut self, staging_addr: u64, staging_rkey: u32, cookie: Cookie) -> Result<()> {
         let len = self.len_u32()?;
-        self.qp.post_rdma(
+        self.qp.post_rdma_whole(
             RdmaOp::WriteWithImm(cookie.get()),
             WR_WRITE,
             self.buffer.mr(),

@@ -413,6 +413,63 @@ impl RcQp {
         rkey: u32,
         signaled: bool,
     ) -> Result<(), VerbsError> {
+        let max_msg_sz = self.device.port().max_msg_sz;
+        let target = (remote_addr, rkey);
+        self.post_rdma_upto(
+            op,
+            wr_id,
+            local,
+            local_offset,
+            len,
+            target,
+            signaled,
+            max_msg_sz,
+        )
+    }
+
+    /// As [`RcQp::post_rdma`], for a message a peer protocol needs whole: hipobj-rc-v2's PUT is
+    /// one WRITE_WITH_IMM of the transfer's size (the receiver checks its byte count), up to
+    /// 2^31 - 1 bytes, the RC limit. rxe in the lane's kernel (6.1) advertises a `max_msg_sz` of
+    /// 8 MiB that it does not enforce; a provider that does enforce its limit fails the post or the
+    /// completion.
+    #[allow(clippy::too_many_arguments)] // post_rdma's signature
+    pub fn post_rdma_whole(
+        &mut self,
+        op: RdmaOp,
+        wr_id: u64,
+        local: &Mr,
+        local_offset: usize,
+        len: u32,
+        remote_addr: u64,
+        rkey: u32,
+        signaled: bool,
+    ) -> Result<(), VerbsError> {
+        const RC_MAX_MESSAGE: u32 = 0x7fff_ffff;
+        let target = (remote_addr, rkey);
+        self.post_rdma_upto(
+            op,
+            wr_id,
+            local,
+            local_offset,
+            len,
+            target,
+            signaled,
+            RC_MAX_MESSAGE,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn post_rdma_upto(
+        &mut self,
+        op: RdmaOp,
+        wr_id: u64,
+        local: &Mr,
+        local_offset: usize,
+        len: u32,
+        (remote_addr, rkey): (u64, u32),
+        signaled: bool,
+        max_msg_sz: u32,
+    ) -> Result<(), VerbsError> {
         const VERB: &str = "ibv_post_send";
         if !Arc::ptr_eq(&local.device, &self.device) {
             return Err(VerbsError::invalid(
@@ -432,7 +489,6 @@ impl RcQp {
                 ),
             ));
         }
-        let max_msg_sz = self.device.port().max_msg_sz;
         if len > max_msg_sz {
             return Err(VerbsError::new(
                 VERB,

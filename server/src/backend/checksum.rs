@@ -157,6 +157,15 @@ impl ChecksumComputer {
     }
 }
 
+/// Base64 `algo` digest of zero bytes (what an SDK sends as the checksum of an empty body).
+pub fn empty_digest(algo: ChecksumAlgo) -> Option<String> {
+    let none = Checksums::default();
+    ChecksumComputer::new(&none, Some(algo))
+        .finish(&none)
+        .ok()
+        .and_then(|c| c.get(algo).cloned())
+}
+
 /// Checksum of a multipart object from its parts' checksums: the digest of the concatenated
 /// binary part digests, then `-<parts>` (S3's COMPOSITE type). `None` if a part lacks it.
 pub fn composite(algo: ChecksumAlgo, parts: &[&Checksums]) -> Option<String> {

@@ -420,10 +420,10 @@ fn reject_storage(e: StorageError) -> RdmaOutcome {
         | StorageError::InvalidBucketName
         | StorageError::InvalidPart
         | StorageError::InvalidPartOrder
-        | StorageError::EntityTooSmall
-        | StorageError::BadDigest
-        | StorageError::ChecksumMismatch(_)
-        | StorageError::InvalidDigest => RejectCode::BadRequest,
+        | StorageError::EntityTooSmall => RejectCode::BadRequest,
+        StorageError::BadDigest => RejectCode::BadDigest(None),
+        StorageError::ChecksumMismatch(algo) => RejectCode::BadDigest(Some(algo)),
+        StorageError::InvalidDigest => RejectCode::InvalidDigest,
         other => {
             warn!(error = %other, "storage failed");
             RejectCode::Failed

@@ -76,12 +76,17 @@ pub enum RejectCode {
     NotImplemented,
     /// Too many transfers at once (or a pairing table full of pairings in use).
     Busy,
+    /// A digest the client sent does not match the moved bytes (PROTOCOL.md rule 4.9): the
+    /// algorithm's, or `None` for `Content-MD5`. Nothing was stored.
+    BadDigest(Option<crate::backend::ChecksumAlgo>),
+    /// A digest the client sent is malformed. Nothing was stored.
+    InvalidDigest,
 }
 
 impl RejectCode {
     pub fn http_code(self) -> u16 {
         match self {
-            RejectCode::BadRequest => 400,
+            RejectCode::BadRequest | RejectCode::BadDigest(_) | RejectCode::InvalidDigest => 400,
             RejectCode::Forbidden => 403,
             RejectCode::NotFound | RejectCode::NoSuchUpload => 404,
             RejectCode::RangeNotSatisfiable => 416,

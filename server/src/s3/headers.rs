@@ -8,7 +8,8 @@ use s3s::dto::{
 };
 use s3s::{s3_error, S3Result};
 
-use crate::backend::{ChecksumAlgo, Checksums, ObjectInfo, ObjectMeta};
+use crate::backend::checksum::empty_digest;
+use crate::backend::{ChecksumAlgo, Checksums, ObjectInfo, ObjectMeta, WriteOptions};
 
 /// The standard headers and `x-amz-meta-*` of a PUT, CreateMultipartUpload or REPLACE copy.
 pub struct MetaFields {
@@ -106,6 +107,42 @@ pub fn expected_checksums(
         crc64nvme,
         composite: false,
     }
+}
+
+/// Base64 MD5 of zero bytes: the `Content-MD5` of an empty body.
+const EMPTY_MD5: &str = "1B2M2Y8AsgTpgAmY7PhCfg==";
+
+/// The digests of a token PUT or UploadPart of `token_len` bytes (PROTOCOL.md rule 4.9): they
+/// describe the bytes RDMA moves and are checked against them, except a value equal to its
+/// algorithm's digest of zero bytes on a token of non-zero length. That is the SDK's digest of
+/// the empty HTTP body: it is not compared, and that algorithm's checksum of the moved bytes is
+/// computed and stored instead (as for `x-amz-sdk-checksum-algorithm`).
+pub fn token_digests(mut options: WriteOptions, token_len: u64) -> WriteOptions {
+    if token_len == 0 {
+        return options;
+    }
+    if options.content_md5.as_deref() == Some(EMPTY_MD5) {
+        options.content_md5 = None;
+    }
+    let empty: Vec<ChecksumAlgo> = options
+        .expected
+        .algos()
+        .filter(|a| options.expected.get(*a).cloned() == empty_digest(*a))
+        .collect();
+    for algo in empty {
+        options.expected.set(algo, None);
+        match options.compute {
+            None => options.compute = Some(algo),
+            Some(c) if c == algo => {}
+            // One computed algorithm per write: the one the request or upload named wins.
+            Some(c) => tracing::debug!(
+                sent = algo.as_str(),
+                computed = c.as_str(),
+                "an empty-body checksum beside another algorithm: only the latter is stored"
+            ),
+        }
+    }
+    options
 }
 
 /// `x-amz-checksum-type` for stored checksums (none without checksums).
@@ -213,5 +250,69 @@ mod tests {
             Some("Wed, 21 Oct 2015 07:28:00 GMT")
         );
         assert_eq!(expires_of(&meta), Some(t));
+    }
+}
+
+#[cfg(test)]
+mod token_digest_tests {
+    use super::*;
+    use md5::{Digest, Md5};
+
+    fn with(md5: Option<&str>, crc32: Option<&str>) -> WriteOptions {
+        WriteOptions {
+            content_md5: md5.map(str::to_owned),
+            expected: expected_checksums(crc32.map(str::to_owned), None, None, None, None),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn empty_digests_are_the_known_values() {
+        let md5 = base64_simd::STANDARD.encode_to_string(Md5::digest(b""));
+        assert_eq!(md5, EMPTY_MD5);
+        assert_eq!(
+            empty_digest(ChecksumAlgo::Crc32).as_deref(),
+            Some("AAAAAA==")
+        );
+        assert_eq!(
+            empty_digest(ChecksumAlgo::Sha256).as_deref(),
+            Some("47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=")
+        );
+        assert_eq!(
+            empty_digest(ChecksumAlgo::Sha1).as_deref(),
+            Some("2jmj7l5rSw0yVb/vlWAYkK/YBwk=")
+        );
+    }
+
+    #[test]
+    fn the_sdk_empty_body_digest_becomes_a_computed_checksum() {
+        let o = token_digests(with(Some(EMPTY_MD5), Some("AAAAAA==")), 4096);
+        assert_eq!(o.content_md5, None);
+        assert!(o.expected.is_empty());
+        assert_eq!(o.compute, Some(ChecksumAlgo::Crc32));
+    }
+
+    #[test]
+    fn real_digests_stay_to_be_compared() {
+        let o = token_digests(with(Some("XrY7u+Ae7tCTyyK7j1rNww=="), Some("DUoRhQ==")), 11);
+        assert_eq!(o.content_md5.as_deref(), Some("XrY7u+Ae7tCTyyK7j1rNww=="));
+        assert_eq!(o.expected.crc32.as_deref(), Some("DUoRhQ=="));
+        assert_eq!(o.compute, None);
+    }
+
+    #[test]
+    fn a_zero_length_token_compares_the_empty_digest() {
+        let o = token_digests(with(Some(EMPTY_MD5), Some("AAAAAA==")), 0);
+        assert_eq!(o.content_md5.as_deref(), Some(EMPTY_MD5));
+        assert_eq!(o.expected.crc32.as_deref(), Some("AAAAAA=="));
+    }
+
+    #[test]
+    fn the_named_algorithm_wins_over_an_empty_digest_of_another() {
+        let mut opts = with(None, Some("AAAAAA=="));
+        opts.compute = Some(ChecksumAlgo::Sha256);
+        let o = token_digests(opts, 10);
+        assert!(o.expected.is_empty());
+        assert_eq!(o.compute, Some(ChecksumAlgo::Sha256));
     }
 }

@@ -165,7 +165,7 @@ impl HipobjS3 {
         let kind = JobKind::Part {
             upload_id: input.upload_id,
             part_number: number,
-            options: Box::new(options),
+            options: Box::new(headers::token_digests(options, checked.token.length)),
         };
         match checked.submit(&input.bucket, &input.key, kind).await {
             RdmaOutcome::Stored { server, info } => Ok(S3Response::with_headers(

@@ -370,3 +370,108 @@ impl S3OpsV2 for RdmaRequest<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::credentials::Credentials;
+    use hipobj::rcv2::negotiate::Choice;
+    use reqwest::header::{HeaderMap, HeaderValue};
+
+    fn s3(choice: Choice) -> S3 {
+        let creds = Credentials {
+            keys: None,
+            region: "us-east-1".into(),
+        };
+        S3::new("http://127.0.0.1:9", creds)
+            .expect("endpoint")
+            .with_protocol(choice)
+    }
+
+    fn answered(status: u16, marker: Option<&'static str>) -> Response {
+        let mut headers = HeaderMap::new();
+        if let Some(m) = marker {
+            headers.insert("x-amz-rdma-protocol-status", HeaderValue::from_static(m));
+        }
+        Response {
+            status,
+            headers,
+            body: Vec::new(),
+        }
+    }
+
+    fn object() -> ObjectPath {
+        ObjectPath {
+            bucket: "b".into(),
+            key: "dir/k".into(),
+        }
+    }
+
+    #[test]
+    fn the_answer_names_the_marker_only_on_a_501() {
+        let s3 = s3(Choice::Auto);
+        let obj = object();
+        let mut req = RdmaRequest::new(&s3, TransferKind::Get, &obj, None);
+        assert_eq!(req.answer(), (None, false));
+        for (status, marker, want) in [
+            (501, Some("unsupported"), (Some(501), true)),
+            (501, Some(" Unsupported "), (Some(501), true)),
+            (501, None, (Some(501), false)),
+            (404, Some("unsupported"), (Some(404), false)),
+        ] {
+            req.last = Some(answered(status, marker));
+            assert_eq!(req.answer(), want, "{status} {marker:?}");
+        }
+        // what the CLI then does, per endpoint
+        req.last = Some(answered(501, Some("unsupported")));
+        let (status, unsupported) = req.answer();
+        let n = s3.negotiation();
+        assert_eq!(
+            n.answered(s3.endpoint(), Protocol::V1, status, unsupported),
+            Next::SwitchToV2
+        );
+        assert_eq!(n.first(s3.endpoint()), Protocol::V2);
+        // a failed transfer after a 501 is reported as "RDMA declined" (exit 4, --http-fallback)
+        let f = req.failure(&Error::s3("PREPARE answered 501"));
+        assert_eq!(f.code(), 4, "{f}");
+        req.clear();
+        assert_eq!(req.answer(), (None, false));
+    }
+
+    #[test]
+    fn a_v2_transfer_names_the_range_and_the_part() {
+        let s3 = s3(Choice::V2);
+        let obj = object();
+        let get = RdmaRequest::new(&s3, TransferKind::Get, &obj, Some((1000, 5999)));
+        let t = get.v2_target();
+        assert_eq!(
+            (t.bucket.as_str(), t.key.as_str(), t.offset),
+            ("b", "dir/k", 1000)
+        );
+        assert!(t.query.is_empty());
+        let put = RdmaRequest::new(&s3, TransferKind::Put, &obj, None).part("id/1", 7);
+        let t = put.v2_target();
+        assert_eq!(t.offset, 0);
+        assert_eq!(
+            t.query,
+            vec![
+                ("partNumber".to_owned(), "7".to_owned()),
+                ("uploadId".to_owned(), "id/1".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_v2_outcome_gives_the_etag_and_the_bytes() {
+        let s3 = s3(Choice::V2);
+        let obj = object();
+        let mut req = RdmaRequest::new(&s3, TransferKind::Put, &obj, None);
+        req.outcome = Some(V2Outcome {
+            bytes: 42,
+            etag: Some("\"e\"".into()),
+            ..V2Outcome::default()
+        });
+        assert_eq!(req.etag().as_deref(), Some("\"e\""));
+        assert_eq!(req.bytes_transferred(), Some(42));
+    }
+}

@@ -3,6 +3,7 @@ nothing but the endpoint is given; the Session negotiates (PROTOCOL.md 10.1). Pr
 transfer and, last, "rdma transfers: N" for the caller to compare with the server's log.
 Usage: v2neg_python.py URL NIC BUCKET"""
 
+import faulthandler
 import os
 import sys
 import time
@@ -15,6 +16,7 @@ import hipobj
 
 def main() -> int:
     url, nic, bucket = sys.argv[1:4]
+    faulthandler.dump_traceback_later(180, repeat=True)  # where it is, if a transfer hangs
     client = boto3.client(
         "s3",
         endpoint_url=url,

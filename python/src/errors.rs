@@ -78,6 +78,12 @@ create_exception!(
     HipObjError,
     "hipObjInternalError: a bug in hipObject."
 );
+create_exception!(
+    hipobj,
+    NotSupportedError,
+    S3Error,
+    "hipObjNotSupported: the server answered a hipobj-rc-v2 PREPARE 501 with the unsupported marker (it speaks no v2); plain HTTP may be used."
+);
 create_exception!(hipobj, BusyError, HipObjError, "hipObjBusy: every RDMA connection is in use and the caller may not wait (inside a transfer's callback), or a timed-out staging copy still holds the buffer.");
 
 /// The exception class of a code, with its numeric value.
@@ -94,8 +100,7 @@ pub fn class_of(py: Python<'_>, code: OpError) -> Bound<'_, pyo3::types::PyType>
         OpError::DmabufNotSupported => DmabufNotSupportedError::type_object(py),
         OpError::SizeTooLarge => SizeTooLargeError::type_object(py),
         OpError::Busy => BusyError::type_object(py),
-        // hipobj-rc-v2 PREPARE answered 501 + unsupported: an S3-side refusal for Python users.
-        OpError::NotSupported => S3Error::type_object(py),
+        OpError::NotSupported => NotSupportedError::type_object(py),
         OpError::InternalError | OpError::Success => InternalError::type_object(py),
     }
 }

@@ -33,6 +33,7 @@ use crate::error::{self, RDMA_TOKEN};
 use crate::identity::{HttpPeer, Identity, Requester};
 use crate::ownership::{self, Ownership};
 use crate::rdma::token_header::parse_token_header;
+use crate::s3::rcv2::CONTROL_BUCKET;
 use crate::stats::Stats;
 
 /// Path of the counters endpoint.
@@ -40,14 +41,15 @@ pub const STATS_PATH: &str = "/_hipobj/stats";
 /// Its first path segment, which s3s parses as a bucket name before routing.
 const STATS_BUCKET: &str = "_hipobj";
 
-/// Bucket names: AWS's rules, plus the stats path's `_hipobj` so that s3s's path parsing lets
-/// `GET /_hipobj/stats` reach [`StatsRoute`]. The access hook refuses `_hipobj` for everything
-/// else, so no bucket can take that name.
+/// Bucket names: AWS's rules, plus the stats path's `_hipobj` and the hipobj-rc-v2 control
+/// paths' `.hipobj-rc`, so that s3s's path parsing lets `GET /_hipobj/stats` reach
+/// [`StatsRoute`] and `POST /.hipobj-rc/...` the control route. The access hook refuses both
+/// for everything else, so no bucket can take those names.
 pub struct BucketNames;
 
 impl NameValidation for BucketNames {
     fn validate_bucket_name(&self, name: &str) -> bool {
-        name == STATS_BUCKET || s3s::path::check_bucket_name(name)
+        name == STATS_BUCKET || name == CONTROL_BUCKET || s3s::path::check_bucket_name(name)
     }
 }
 
@@ -76,7 +78,8 @@ impl AccessPolicy {
         }
     }
 
-    fn identity(&self, credentials: Option<&Credentials>) -> S3Result<Identity> {
+    /// The request's identity (rule 9.1): its access key, or `anonymous` when serving so.
+    pub fn identity(&self, credentials: Option<&Credentials>) -> S3Result<Identity> {
         match credentials {
             Some(c) => Ok(Identity::new(&c.access_key)),
             None if self.anonymous => Ok(Identity::anonymous()),
@@ -116,12 +119,12 @@ impl AccessPolicy {
     }
 
     /// Rule 9.1 for the bucket the request names.
-    async fn check_bucket(&self, path: &S3Path, op: &str, identity: &Identity) -> S3Result<()> {
+    pub async fn check_bucket(&self, path: &S3Path, op: &str, identity: &Identity) -> S3Result<()> {
         let bucket = match path {
             S3Path::Root => return Ok(()),
             S3Path::Bucket { bucket } | S3Path::Object { bucket, .. } => bucket.to_string(),
         };
-        if bucket == STATS_BUCKET {
+        if bucket == STATS_BUCKET || bucket == CONTROL_BUCKET {
             return Err(S3Error::new(S3ErrorCode::InvalidBucketName));
         }
         if !self.storage.records_owners() {
@@ -180,7 +183,8 @@ impl S3Access for AccessPolicy {
     }
 }
 
-fn http_peer(extensions: &Extensions) -> S3Result<IpAddr> {
+/// The HTTP peer address the accept loop tagged the request with.
+pub fn http_peer(extensions: &Extensions) -> S3Result<IpAddr> {
     match extensions.get::<HttpPeer>() {
         Some(p) => Ok(p.0),
         None => {
@@ -210,14 +214,16 @@ pub fn ipv4_of_gid(gid: &[u8; 16]) -> Option<Ipv4Addr> {
     std::net::Ipv6Addr::from(*gid).to_ipv4_mapped()
 }
 
-/// Whether the request's SigV4 signature covers `x-amz-rdma-token`: the `SignedHeaders` of the
-/// `Authorization` header, or the presigned query's `X-Amz-SignedHeaders`. s3s verified that
-/// signature over exactly the headers that list names, so the listed token is the signed one.
+/// Whether the request's SigV4 signature covers `x-amz-rdma-token` (see [`is_signed`]).
 pub fn token_is_signed(headers: &HeaderMap, uri: &Uri) -> bool {
-    let lists_token = |list: &str| {
-        list.split(';')
-            .any(|h| h.trim().eq_ignore_ascii_case(RDMA_TOKEN))
-    };
+    is_signed(headers, uri, RDMA_TOKEN)
+}
+
+/// Whether the request's SigV4 signature covers header `name`: the `SignedHeaders` of the
+/// `Authorization` header, or the presigned query's `X-Amz-SignedHeaders`. s3s verified that
+/// signature over exactly the headers that list names, so a listed header is a signed one.
+pub fn is_signed(headers: &HeaderMap, uri: &Uri, name: &str) -> bool {
+    let lists_token = |list: &str| list.split(';').any(|h| h.trim().eq_ignore_ascii_case(name));
     if let Some(auth) = headers
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())

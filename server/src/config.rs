@@ -76,6 +76,34 @@ pub struct RdmaSettings {
     pub queue: usize,
     /// How long a queued token request waits for a place before its 503.
     pub queue_wait: Duration,
+    /// hipobj-rc-v2 sessions (docs/protocol.md, "hipobj-rc-v2 on the server").
+    pub v2: V2Settings,
+}
+
+/// The hipobj-rc-v2 knobs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct V2Settings {
+    /// `--v2-sessions N`: sessions prepared or moving at once; more PREPAREs get 503.
+    pub max_sessions: usize,
+    /// `--v2-prepare-ms MS` (T_prep): a session not READY this long after its PREPARE is
+    /// reclaimed (QP destroyed, window invalidated, staging freed).
+    pub prepare_timeout: Duration,
+    /// `--v2-data-ms MS` (T_exec): longest data phase (a PUT's wait for the client's write;
+    /// a GET's writes also end at the transfer watchdog and rate deadline).
+    pub data_timeout: Duration,
+    /// `--v2-staging-bytes N`: staging bytes PUT sessions may hold at once; more get 503.
+    pub staging_bytes: u64,
+}
+
+impl Default for V2Settings {
+    fn default() -> Self {
+        V2Settings {
+            max_sessions: 64,
+            prepare_timeout: Duration::from_secs(10),
+            data_timeout: Duration::from_secs(30),
+            staging_bytes: 1 << 30,
+        }
+    }
 }
 
 impl Default for RdmaSettings {
@@ -92,6 +120,7 @@ impl Default for RdmaSettings {
             min_rate: 1 << 20,
             queue: 64,
             queue_wait: Duration::from_secs(2),
+            v2: V2Settings::default(),
         }
     }
 }
@@ -184,6 +213,18 @@ pub struct Cli {
     /// How long a queued token request waits for a place before its 503 (milliseconds).
     #[arg(long, value_name = "MS", default_value_t = RdmaSettings::default().queue_wait.as_millis() as u64)]
     rdma_queue_wait_ms: u64,
+    /// hipobj-rc-v2 sessions prepared or moving at once; more PREPAREs get 503.
+    #[arg(long, value_name = "N", default_value_t = V2Settings::default().max_sessions, value_parser = positive)]
+    v2_sessions: usize,
+    /// Reclaim a hipobj-rc-v2 session not READY this long after its PREPARE (T_prep, ms).
+    #[arg(long, value_name = "MS", default_value_t = V2Settings::default().prepare_timeout.as_millis() as usize, value_parser = positive)]
+    v2_prepare_ms: usize,
+    /// Longest hipobj-rc-v2 data phase (T_exec, ms).
+    #[arg(long, value_name = "MS", default_value_t = V2Settings::default().data_timeout.as_millis() as usize, value_parser = positive)]
+    v2_data_ms: usize,
+    /// Staging bytes hipobj-rc-v2 PUT sessions may hold at once; more get 503.
+    #[arg(long, value_name = "N", default_value_t = V2Settings::default().staging_bytes as usize, value_parser = positive)]
+    v2_staging_bytes: usize,
 }
 
 fn positive(s: &str) -> Result<usize, String> {
@@ -284,6 +325,12 @@ impl Config {
                 min_rate: cli.min_rate as u64,
                 queue: cli.rdma_queue,
                 queue_wait: Duration::from_millis(cli.rdma_queue_wait_ms),
+                v2: V2Settings {
+                    max_sessions: cli.v2_sessions,
+                    prepare_timeout: Duration::from_millis(cli.v2_prepare_ms as u64),
+                    data_timeout: Duration::from_millis(cli.v2_data_ms as u64),
+                    staging_bytes: cli.v2_staging_bytes as u64,
+                },
             },
         })
     }

@@ -15,6 +15,7 @@ mod listing;
 mod multipart;
 mod objects;
 mod presign;
+pub mod rcv2;
 mod tagging;
 pub mod wire;
 
@@ -36,6 +37,7 @@ use crate::rdma::worker::RdmaWorkers;
 use crate::rdma::{JobKind, RdmaJob, RdmaOutcome, RejectCode};
 use crate::stats::Stats;
 
+#[derive(Clone)]
 pub struct HipobjS3 {
     storage: Arc<dyn Backend>,
     /// `None`: RDMA disabled, token requests get 501.
@@ -534,6 +536,7 @@ mod tests {
             max_pairings: 8,
             max_pairings_per_client: 8,
             pairing_idle: Duration::from_secs(600),
+            v2: crate::config::V2Settings::default(),
         };
         let engine = Arc::new(Engine::new(
             port.clone(),

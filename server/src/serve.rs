@@ -28,6 +28,7 @@ use crate::passthrough::{has_token, Passthrough};
 use crate::rdma::engine::{Engine, EngineSettings};
 use crate::rdma::verbs_port::VerbsPort;
 use crate::rdma::worker::{RdmaWorkers, WorkerSettings};
+use crate::s3::rcv2::{is_control_path, ControlRoute, Routes};
 use crate::s3::{wire, HipobjS3};
 use crate::stats::Stats;
 
@@ -81,7 +82,7 @@ pub fn start_rdma(
 }
 
 /// The HTTP service of one connection: in gateway mode a request without a token (other than
-/// the counters) goes to the store as it came; everything else is tagged with the connection's
+/// the counters and the hipobj-rc-v2 control requests) goes to the store as it came; everything else is tagged with the connection's
 /// peer address (for the access hook and the pairing key), goes to s3s, then through
 /// `s3::wire`'s corrections.
 #[derive(Clone)]
@@ -98,7 +99,8 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
 
     fn call(&self, mut req: http::Request<Incoming>) -> Self::Future {
         if let Some(pass) = &self.passthrough {
-            if !has_token(&req) && req.uri().path() != STATS_PATH {
+            let ours = req.uri().path() == STATS_PATH || is_control_path(req.uri().path());
+            if !has_token(&req) && !ours {
                 let pass = pass.clone();
                 return Box::pin(async move { Ok(pass.forward(req).await) });
             }
@@ -188,11 +190,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io:
     let stats = Arc::new(Stats::default());
     let rdma = start_rdma(&config, &storage, &stats);
 
-    let mut builder = S3ServiceBuilder::new(HipobjS3::new(
-        Arc::clone(&storage),
-        rdma.clone(),
-        Arc::clone(&stats),
-    ));
+    let s3 = HipobjS3::new(Arc::clone(&storage), rdma.clone(), Arc::clone(&stats));
+    let mut builder = S3ServiceBuilder::new(s3.clone());
     // An auth provider is always set, so that s3s always runs the access hook; serving
     // anonymously it knows no keys.
     let anonymous = match &config.auth {
@@ -210,13 +209,19 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io:
     if !config.check_gid_peer {
         warn!("--allow-gid-peer-mismatch: client GIDs are not checked against the HTTP peer (PROTOCOL.md rule 9.4 off)");
     }
-    builder.set_access(AccessPolicy::new(
-        Arc::clone(&storage),
-        Arc::clone(&stats),
-        anonymous,
-        config.check_gid_peer,
-    ));
-    builder.set_route(StatsRoute::new(Arc::clone(&stats), anonymous));
+    let policy = || {
+        AccessPolicy::new(
+            Arc::clone(&storage),
+            Arc::clone(&stats),
+            anonymous,
+            config.check_gid_peer,
+        )
+    };
+    builder.set_access(policy());
+    builder.set_route(Routes {
+        stats: StatsRoute::new(Arc::clone(&stats), anonymous),
+        control: ControlRoute::new(s3, policy(), anonymous, config.check_gid_peer),
+    });
     builder.set_validation(BucketNames);
     let s3 = builder.build();
 

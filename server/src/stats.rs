@@ -77,6 +77,23 @@ counters! {
     replies_500,
     replies_501,
     replies_503,
+    replies_408,
+    replies_409,
+    replies_413,
+    /// hipobj-rc-v2: sessions prepared (PREPARE answered 200).
+    v2_prepared,
+    /// Sessions whose READY moved their transfer (FINAL 200).
+    v2_ready,
+    /// Sessions ended by their owner's CANCEL before READY.
+    v2_cancelled,
+    /// Sessions reclaimed at T_prep (no READY in time).
+    v2_expired,
+    /// PREPAREs or READYs that failed after the request was accepted (RDMA, data phase).
+    v2_failed,
+    /// Sessions prepared or moving now.
+    v2_sessions_live,
+    v2_bytes_written,
+    v2_bytes_read,
 }
 
 impl Stats {
@@ -98,6 +115,9 @@ impl Stats {
             400 => &self.replies_400,
             403 => &self.replies_403,
             404 => &self.replies_404,
+            408 => &self.replies_408,
+            409 => &self.replies_409,
+            413 => &self.replies_413,
             416 => &self.replies_416,
             428 => &self.replies_428,
             500 => &self.replies_500,

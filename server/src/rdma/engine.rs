@@ -11,8 +11,10 @@ use tracing::{debug, info, warn};
 use super::pairing::{CheckoutError, KeyLease, Pairing, PairingKey, PairingTable};
 use super::port::{Peer, QpSetup, RdmaOp, RdmaPort, RdmaQp};
 use super::selection::{select_bytes, SelectionError};
+use super::session::{SessionLimits, SessionTable};
 use super::staging::StagingPool;
 use super::transfer::{ChunkSink, Deadlines, Direction, Plan, Remote, Shape, Transfer};
+use super::v2::Prepared;
 use super::{JobKind, RdmaJob, RdmaOutcome, RejectCode};
 use crate::backend::{self, Backend, ObjectWriter, StorageError};
 use crate::identity::Requester;
@@ -30,6 +32,8 @@ pub struct EngineSettings {
     pub max_pairings: usize,
     pub max_pairings_per_client: usize,
     pub pairing_idle: Duration,
+    /// hipobj-rc-v2 sessions.
+    pub v2: crate::config::V2Settings,
 }
 
 impl From<&crate::config::RdmaSettings> for EngineSettings {
@@ -43,20 +47,24 @@ impl From<&crate::config::RdmaSettings> for EngineSettings {
             max_pairings: s.max_pairings,
             max_pairings_per_client: s.max_pairings_per_client,
             pairing_idle: s.pairing_idle,
+            v2: s.v2.clone(),
         }
     }
 }
 
-/// Pairing table, staging pool and port: everything RDMA workers share.
+/// Pairing table, hipobj-rc-v2 sessions, staging pool and port: everything RDMA workers share.
 pub struct Engine<P: RdmaPort> {
-    port: P,
+    pub(super) port: P,
     table: PairingTable<P::Qp>,
-    staging: StagingPool<P::Buffer>,
-    write_shape: Shape,
+    pub(super) sessions: SessionTable<Prepared<P::Qp, P::Buffer>>,
+    pub(super) staging: StagingPool<P::Buffer>,
+    pub(super) write_shape: Shape,
     read_shape: Shape,
-    deadlines: Deadlines,
-    storage: Arc<dyn Backend>,
-    stats: Arc<Stats>,
+    pub(super) deadlines: Deadlines,
+    /// hipobj-rc-v2 T_exec.
+    pub(super) v2_data_timeout: Duration,
+    pub(super) storage: Arc<dyn Backend>,
+    pub(super) stats: Arc<Stats>,
 }
 
 impl<P: RdmaPort> Engine<P> {
@@ -95,6 +103,12 @@ impl<P: RdmaPort> Engine<P> {
                 settings.pairing_idle,
                 Arc::clone(&stats),
             ),
+            sessions: SessionTable::new(SessionLimits {
+                max_sessions: settings.v2.max_sessions,
+                staging_bytes: settings.v2.staging_bytes,
+                prepare_timeout: settings.v2.prepare_timeout,
+            }),
+            v2_data_timeout: settings.v2.data_timeout,
             staging: StagingPool::new(write_shape.staging_len().max(read_shape.staging_len())),
             write_shape,
             read_shape,
@@ -120,9 +134,9 @@ impl<P: RdmaPort> Engine<P> {
         }
     }
 
-    /// Destroy pairings idle too long.
+    /// Destroy pairings idle too long and reclaim hipobj-rc-v2 sessions past T_prep.
     pub fn expire(&self, now: Instant) -> usize {
-        self.table.expire(now)
+        self.table.expire(now) + self.v2_expire(now)
     }
 
     /// Handle one token request.
@@ -357,6 +371,7 @@ impl<P: RdmaPort> Engine<P> {
                 addr: token.remote_addr,
                 rkey: token.rkey,
             },
+            last_imm: None,
         };
         let result = Transfer::new(&mut pairing.qp, &staging, plan, self.deadlines, &self.stats)
             .and_then(|t| t.run(dir));
@@ -410,7 +425,7 @@ impl ChunkSink for ObjectWriter {
     }
 }
 
-fn reject_storage(e: StorageError) -> RdmaOutcome {
+pub(super) fn reject_storage(e: StorageError) -> RdmaOutcome {
     RdmaOutcome::Rejected(match e {
         StorageError::NoSuchBucket | StorageError::NoSuchKey => RejectCode::NotFound,
         StorageError::NoSuchUpload => RejectCode::NoSuchUpload,
@@ -476,6 +491,7 @@ mod tests {
             max_pairings: 16,
             max_pairings_per_client: 16,
             pairing_idle: Duration::from_secs(600),
+            v2: crate::config::V2Settings::default(),
         }
     }
 

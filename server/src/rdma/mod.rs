@@ -7,15 +7,19 @@
 //!   `staging`: registered staging buffers; `engine`: one request end to end;
 //!   `worker`: the dedicated RDMA threads and the 503 limit; `selection`: which bytes a GET
 //!   sends (Range, client buffer size).
+//! - hipobj-rc-v2 (PROTOCOL.md section 10): `session` (the session table: owners, cookies,
+//!   states, deadlines, limits) and `v2` (PREPARE / READY / CANCEL on the engine).
 
 pub mod engine;
 pub mod local_end;
 pub mod pairing;
 pub mod port;
 pub mod selection;
+pub mod session;
 pub mod staging;
 pub mod token_header;
 pub mod transfer;
+pub mod v2;
 pub mod verbs_port;
 pub mod worker;
 

@@ -1,7 +1,11 @@
 //! The seam between the protocol logic and the verbs: [`RdmaPort`] (one device port) and
-//! [`RdmaQp`] (one server QP). The pairing table, chunking, watchdog and reply logic only see
-//! these traits; `verbs_port` implements them over `hipobj::verbs`, and the unit tests use an
-//! in-memory double.
+//! [`RdmaQp`] (one server QP). The pairing table, the hipobj-rc-v2 sessions, chunking, watchdog
+//! and reply logic only see these traits; `verbs_port` implements them over `hipobj::verbs`, and
+//! the unit tests use an in-memory double.
+//!
+//! A v1 QP is created connected ([`RdmaPort::connect_qp`]); a hipobj-rc-v2 session's QP is
+//! created in INIT ([`RdmaPort::create_qp`]), may get a receive and a type-2 window over its
+//! staging bytes, and is connected later ([`RdmaQp::connect`]).
 
 use std::fmt;
 
@@ -57,7 +61,13 @@ pub struct WorkRequest {
     pub len: u32,
     pub remote_addr: u64,
     pub rkey: u32,
+    /// A WRITE with this immediate (`RDMA_WRITE_WITH_IMM`, host order; hipobj-rc-v2's last
+    /// write carries the cookie). Only for [`RdmaOp::Write`].
+    pub imm: Option<u32>,
 }
+
+/// `IBV_WC_RECV_RDMA_WITH_IMM`: a receive consumed by the peer's WRITE_WITH_IMM.
+pub const WC_RECV_RDMA_WITH_IMM: u32 = 129;
 
 /// One completion; `status` 0 is success (ibv_wc_status values otherwise).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +75,19 @@ pub struct WorkCompletion {
     pub wr_id: u64,
     pub status: u32,
     pub vendor_err: u32,
+    /// `ibv_wc_opcode` (meaningful on success).
+    pub opcode: u32,
+    /// Bytes received (receive completions).
+    pub byte_len: u32,
+    /// The immediate (host order) when the completion carries one.
+    pub imm: Option<u32>,
+}
+
+/// A type-2 memory window bound on one QP over staging bytes: what a client may write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    pub addr: u64,
+    pub rkey: u32,
 }
 
 /// A failed verb.
@@ -103,6 +126,22 @@ pub trait RdmaQp: Send + 'static {
     fn poll(&mut self, out: &mut Vec<WorkCompletion>) -> Result<(), PortError>;
     /// Move the QP to ERR: it sends nothing more and its outstanding work requests flush.
     fn to_error(&mut self) -> Result<(), PortError>;
+    /// hipobj-rc-v2: move a QP made by [`RdmaPort::create_qp`] INIT -> RTR -> RTS aimed at
+    /// `peer` (`hipobj::verbs::rc` attributes), expecting `rq_psn` and sending from `sq_psn`.
+    fn connect(&mut self, peer: &Peer, rq_psn: u32, sq_psn: u32) -> Result<(), PortError>;
+    /// Post one zero-length receive (consumed by the peer's WRITE_WITH_IMM).
+    fn post_recv(&mut self, wr_id: u64) -> Result<(), PortError>;
+    /// Bind a type-2 window on this QP (in RTS) over the first `len` bytes of `buf`, remote
+    /// write only, and wait up to `wait` for the bind's completion.
+    fn bind_window(
+        &mut self,
+        buf: &Self::Buffer,
+        len: u32,
+        wait: std::time::Duration,
+    ) -> Result<Window, PortError>;
+    /// Invalidate the bound window (local invalidation on this QP), waiting up to `wait`. Error
+    /// when it cannot be confirmed: the caller then destroys the QP and its window.
+    fn invalidate_window(&mut self, wait: std::time::Duration) -> Result<(), PortError>;
 }
 
 /// One device port.
@@ -114,6 +153,9 @@ pub trait RdmaPort: Send + Sync + 'static {
     /// port's active MTU, max_rd_atomic = the device's max_qp_init_rd_atom, timeout 14 and
     /// retry_cnt 6.
     fn connect_qp(&self, setup: &QpSetup) -> Result<Self::Qp, PortError>;
-    /// Allocate and register a staging buffer of `len` bytes.
+    /// hipobj-rc-v2: create a QP in INIT that accepts remote writes (through windows bound on
+    /// it), with room for `max_send_wr` work requests and one receive.
+    fn create_qp(&self, max_send_wr: u32) -> Result<Self::Qp, PortError>;
+    /// Allocate and register a staging buffer of `len` bytes (windows may be bound on it).
     fn alloc_staging(&self, len: usize) -> Result<Self::Buffer, PortError>;
 }

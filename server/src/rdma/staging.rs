@@ -110,6 +110,30 @@ impl<B: StagingBuffer> StagingPool<B> {
         })
     }
 
+    /// A buffer of at least `len` bytes owned by the caller (a hipobj-rc-v2 PUT session holds
+    /// one from PREPARE to its end): a pooled one when `len` fits, else one registered for it.
+    /// Hand it back with [`StagingPool::give_back`] once no work request and no window covers it.
+    pub fn take<P: RdmaPort<Buffer = B>>(&self, port: &P, len: usize) -> Result<B, PortError> {
+        if len > self.buf_len {
+            return port.alloc_staging(len);
+        }
+        let reused = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        match reused {
+            Some(b) => Ok(b),
+            None => port.alloc_staging(self.buf_len),
+        }
+    }
+
+    /// Return a buffer from [`StagingPool::take`]: pooled if it has the pool's size, else freed.
+    pub fn give_back(&self, buf: B) {
+        if buf.memory().len() == self.buf_len {
+            self.free
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(buf);
+        }
+    }
+
     /// Register `n` buffers now, so the first transfers do not pay for the registration.
     pub fn prefill<P: RdmaPort<Buffer = B>>(&self, port: &P, n: usize) -> Result<(), PortError> {
         let mut fresh = Vec::with_capacity(n);

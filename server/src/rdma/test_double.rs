@@ -5,14 +5,19 @@
 //! `poll`, and move their bytes only then (as a NIC may read or write the staging buffer at any
 //! time before the completion). Behaviours script failures: an error completion on the n-th
 //! work request, or a QP that never completes until it is moved to ERR (then everything flushes).
+//!
+//! hipobj-rc-v2 sessions: a QP made by `create_qp` sits in INIT until `connect`; a window bound on
+//! it exposes the first bytes of its staging buffer, and [`DoublePort::client_write_with_imm`]
+//! plays the client's WRITE_WITH_IMM into it (refused unless the window is bound on that QP,
+//! the QP is connected, a receive is posted and the bytes fit the window's range).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::port::{
-    PortError, PortInfo, QpSetup, RdmaOp, RdmaPort, RdmaQp, StagingBuffer, StagingMemory,
-    WorkCompletion, WorkRequest,
+    Peer, PortError, PortInfo, QpSetup, RdmaOp, RdmaPort, RdmaQp, StagingBuffer, StagingMemory,
+    Window, WorkCompletion, WorkRequest,
 };
 
 /// ibv_wc_status values the double reports.
@@ -28,7 +33,27 @@ pub enum QpLog {
     Posted(u32, WorkRequest),
     ToError(u32),
     Destroyed(u32),
+    /// A v2 QP created in INIT.
+    CreatedInit(u32),
+    /// A v2 QP moved to RTS: (qpn, peer, rq_psn, sq_psn).
+    Connected(u32, super::port::Peer, u32, u32),
+    RecvPosted(u32),
+    /// A window bound on a QP: (qpn, rkey, len).
+    Bound(u32, u32, u32),
+    /// (qpn, rkey)
+    Invalidated(u32, u32),
 }
+
+/// A window the double knows: its QP and the staging bytes it exposes.
+struct BoundWindow {
+    qpn: u32,
+    ptr: *mut u8,
+    len: usize,
+}
+
+/// One client WRITE_WITH_IMM the double refused (the verbs error a real NIC would give).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Refused(pub &'static str);
 
 /// How QPs created from now on behave.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,7 +78,21 @@ struct Shared {
     max_outstanding: usize,
     /// Completions one `poll` may return (1 unless set).
     poll_batch: usize,
+    /// rkey -> window (v2 staging windows).
+    windows: HashMap<u32, BoundWindow>,
+    /// qpn -> receive completions waiting for the QP's poll.
+    inbound: HashMap<u32, VecDeque<WorkCompletion>>,
+    /// qpn -> work request ids of receives posted and not consumed.
+    recvs: HashMap<u32, VecDeque<u64>>,
+    /// QPs in RTS.
+    connected: std::collections::HashSet<u32>,
+    next_rkey: u32,
 }
+
+// SAFETY: the raw pointers in `windows` point into staging buffers that their session keeps
+// alive until the window is invalidated or its QP dropped (both remove the entry first); all
+// access is under the mutex.
+unsafe impl Send for Shared {}
 
 #[derive(Clone)]
 pub struct DoublePort {
@@ -93,6 +132,11 @@ impl DoublePort {
                 fail_connect: false,
                 max_outstanding: 0,
                 poll_batch: 1,
+                windows: HashMap::new(),
+                inbound: HashMap::new(),
+                recvs: HashMap::new(),
+                connected: std::collections::HashSet::new(),
+                next_rkey: 0x5100,
             })),
             next_qpn: Arc::new(AtomicU32::new(0x100)),
         }
@@ -131,6 +175,57 @@ impl DoublePort {
     /// Most work requests any QP had outstanding at once.
     pub fn max_outstanding(&self) -> usize {
         lock(&self.shared).max_outstanding
+    }
+
+    /// The client side of a v2 PUT: WRITE_WITH_IMM `data` at `offset` of window `rkey` through
+    /// the client QP paired with server QP `qpn`.
+    pub fn client_write_with_imm(
+        &self,
+        qpn: u32,
+        rkey: u32,
+        offset: usize,
+        data: &[u8],
+        imm: u32,
+    ) -> Result<(), Refused> {
+        let mut shared = lock(&self.shared);
+        let Some(w) = shared.windows.get(&rkey) else {
+            return Err(Refused("no such window (remote access error)"));
+        };
+        if w.qpn != qpn {
+            return Err(Refused("window bound on another QP (remote access error)"));
+        }
+        if offset.checked_add(data.len()).is_none_or(|end| end > w.len) {
+            return Err(Refused("outside the window (remote access error)"));
+        }
+        if !shared.connected.contains(&qpn) {
+            return Err(Refused("server QP not connected"));
+        }
+        let ptr = w.ptr.wrapping_add(offset);
+        let Some(wr_id) = shared.recvs.entry(qpn).or_default().pop_front() else {
+            return Err(Refused("no receive posted (RNR)"));
+        };
+        // SAFETY: `ptr..ptr + data.len()` lies inside the window's staging bytes (checked above),
+        // alive while the window is registered here (see `Shared`); a NIC's DMA would write them
+        // the same way.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr, data.len()) };
+        shared
+            .inbound
+            .entry(qpn)
+            .or_default()
+            .push_back(WorkCompletion {
+                wr_id,
+                status: 0,
+                vendor_err: 0,
+                opcode: super::port::WC_RECV_RDMA_WITH_IMM,
+                byte_len: data.len() as u32,
+                imm: Some(imm),
+            });
+        Ok(())
+    }
+
+    /// Windows bound now.
+    pub fn windows(&self) -> usize {
+        lock(&self.shared).windows.len()
     }
 
     pub fn posted(&self) -> Vec<WorkRequest> {
@@ -192,6 +287,26 @@ impl RdmaPort for DoublePort {
         let qpn = self.next_qpn.fetch_add(1, Ordering::Relaxed);
         shared.log.push(QpLog::Created(qpn));
         shared.log.push(QpLog::Setup(*setup));
+        shared.connected.insert(qpn);
+        Ok(DoubleQp {
+            qpn,
+            shared: Arc::clone(&self.shared),
+            behaviour: shared.behaviour,
+            outstanding: VecDeque::new(),
+            completed: 0,
+            errored: false,
+            poll_batch: shared.poll_batch,
+            last_completion: std::time::Instant::now(),
+        })
+    }
+
+    fn create_qp(&self, _max_send_wr: u32) -> Result<DoubleQp, PortError> {
+        let mut shared = lock(&self.shared);
+        if shared.fail_connect {
+            return Err(PortError::new("double: QP creation refused"));
+        }
+        let qpn = self.next_qpn.fetch_add(1, Ordering::Relaxed);
+        shared.log.push(QpLog::CreatedInit(qpn));
         Ok(DoubleQp {
             qpn,
             shared: Arc::clone(&self.shared),
@@ -256,6 +371,9 @@ impl RdmaQp for DoubleQp {
             return Err(PortError::new("double: request outside the staging buffer"));
         }
         let mut shared = lock(&self.shared);
+        if !shared.connected.contains(&self.qpn) {
+            return Err(PortError::new("double: post on a QP not in RTS"));
+        }
         shared.log.push(QpLog::Posted(self.qpn, *wr));
         let local = buf.mem.as_ptr().wrapping_add(wr.local_offset);
         self.outstanding.push_back(InFlight { wr: *wr, local });
@@ -264,6 +382,11 @@ impl RdmaQp for DoubleQp {
     }
 
     fn poll(&mut self, out: &mut Vec<WorkCompletion>) -> Result<(), PortError> {
+        if !self.errored {
+            if let Some(q) = lock(&self.shared).inbound.get_mut(&self.qpn) {
+                out.extend(q.drain(..));
+            }
+        }
         for _ in 0..self.poll_batch {
             if !self.complete_one(out) {
                 break;
@@ -274,7 +397,81 @@ impl RdmaQp for DoubleQp {
 
     fn to_error(&mut self) -> Result<(), PortError> {
         self.errored = true;
-        lock(&self.shared).log.push(QpLog::ToError(self.qpn));
+        let mut shared = lock(&self.shared);
+        shared.log.push(QpLog::ToError(self.qpn));
+        shared.connected.remove(&self.qpn);
+        Ok(())
+    }
+
+    fn connect(&mut self, peer: &Peer, rq_psn: u32, sq_psn: u32) -> Result<(), PortError> {
+        let mut shared = lock(&self.shared);
+        if shared.fail_connect {
+            return Err(PortError::new("double: connect refused"));
+        }
+        if self.errored || !shared.connected.insert(self.qpn) {
+            return Err(PortError::new("double: QP not in INIT"));
+        }
+        shared
+            .log
+            .push(QpLog::Connected(self.qpn, *peer, rq_psn, sq_psn));
+        Ok(())
+    }
+
+    fn post_recv(&mut self, wr_id: u64) -> Result<(), PortError> {
+        let mut shared = lock(&self.shared);
+        shared.recvs.entry(self.qpn).or_default().push_back(wr_id);
+        shared.log.push(QpLog::RecvPosted(self.qpn));
+        Ok(())
+    }
+
+    fn bind_window(
+        &mut self,
+        buf: &DoubleBuffer,
+        len: u32,
+        _wait: std::time::Duration,
+    ) -> Result<Window, PortError> {
+        let mut shared = lock(&self.shared);
+        if !shared.connected.contains(&self.qpn) || self.errored {
+            return Err(PortError::new("double: bind on a QP not in RTS"));
+        }
+        if len as usize > buf.mem.len() {
+            return Err(PortError::new("double: window leaves the staging buffer"));
+        }
+        if shared.windows.values().any(|w| w.qpn == self.qpn) {
+            return Err(PortError::new("double: this QP has a window already"));
+        }
+        shared.next_rkey += 1;
+        let rkey = shared.next_rkey;
+        shared.windows.insert(
+            rkey,
+            BoundWindow {
+                qpn: self.qpn,
+                ptr: buf.mem.as_ptr(),
+                len: len as usize,
+            },
+        );
+        shared.log.push(QpLog::Bound(self.qpn, rkey, len));
+        Ok(Window {
+            addr: buf.mem.as_ptr() as u64,
+            rkey,
+        })
+    }
+
+    fn invalidate_window(&mut self, _wait: std::time::Duration) -> Result<(), PortError> {
+        let mut shared = lock(&self.shared);
+        let rkey = shared
+            .windows
+            .iter()
+            .find(|(_, w)| w.qpn == self.qpn)
+            .map(|(rkey, _)| *rkey);
+        let Some(rkey) = rkey else {
+            return Ok(());
+        };
+        if self.errored {
+            return Err(PortError::new("double: invalidation on a QP in ERR"));
+        }
+        shared.windows.remove(&rkey);
+        shared.log.push(QpLog::Invalidated(self.qpn, rkey));
         Ok(())
     }
 }
@@ -314,6 +511,13 @@ impl DoubleQp {
             wr_id: f.wr.wr_id,
             status,
             vendor_err: 0,
+            // IBV_WC_RDMA_WRITE, IBV_WC_RDMA_READ
+            opcode: match f.wr.op {
+                RdmaOp::Write => 1,
+                RdmaOp::Read => 2,
+            },
+            byte_len: f.wr.len,
+            imm: None,
         });
         true
     }
@@ -321,6 +525,11 @@ impl DoubleQp {
 
 impl Drop for DoubleQp {
     fn drop(&mut self) {
-        lock(&self.shared).log.push(QpLog::Destroyed(self.qpn));
+        let mut shared = lock(&self.shared);
+        // Destroying the QP (and deallocating its window) leaves nothing reachable.
+        shared.windows.retain(|_, w| w.qpn != self.qpn);
+        shared.connected.remove(&self.qpn);
+        shared.inbound.remove(&self.qpn);
+        shared.log.push(QpLog::Destroyed(self.qpn));
     }
 }

@@ -179,6 +179,9 @@ pub struct Plan {
     /// Bytes to move (the client memory starts at `remote.addr`).
     pub total: u64,
     pub remote: Remote,
+    /// GET of hipobj-rc-v2: the last WRITE carries this immediate (the session's cookie); RC
+    /// ordering puts every earlier WRITE in the client's memory before it.
+    pub last_imm: Option<u32>,
 }
 
 /// One transfer on one QP with one staging buffer.
@@ -190,6 +193,7 @@ pub struct Transfer<'t, Q: RdmaQp> {
     op: RdmaOp,
     total: u64,
     remote: Remote,
+    last_imm: Option<u32>,
     deadlines: Deadlines,
     stats: &'t Stats,
     progress: Progress,
@@ -239,6 +243,7 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
             shape,
             total,
             remote,
+            last_imm,
         } = plan;
         if staging.memory().len() < shape.staging_len() || shape.slots < shape.depth {
             return Err(TransferError::Staging);
@@ -255,6 +260,7 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
             op: RdmaOp::Write,
             total,
             remote,
+            last_imm,
             deadlines,
             stats,
             progress,
@@ -445,6 +451,9 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
                 .addr
                 .wrapping_add(job.chunk * u64::from(self.shape.chunk)),
             rkey: self.remote.rkey,
+            imm: self
+                .last_imm
+                .filter(|_| self.op == RdmaOp::Write && job.chunk + 1 == self.progress.chunks),
         };
         self.qp
             .post(&wr, self.staging)
@@ -689,6 +698,7 @@ mod tests {
             shape,
             total,
             remote,
+            last_imm: None,
         };
         let r = Transfer::new(&mut q, &staging, plan, deadlines, stats).and_then(|t| t.run(dir));
         (r, q)
@@ -880,6 +890,7 @@ mod tests {
             shape: shape(64, 2),
             total: 1000,
             remote: Remote { addr: 0, rkey: 0 },
+            last_imm: None,
         };
         let stats = Stats::default();
         assert!(matches!(

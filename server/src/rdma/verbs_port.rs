@@ -2,15 +2,18 @@
 
 use std::sync::Arc;
 
-use hipobj::verbs::{self, Access, Device, Lib, Mr, QpCaps, RcPeer, RcQp};
+use hipobj::verbs::{self, Access, BindRange, Device, Lib, Mr, Mw, QpCaps, RcPeer, RcQp};
 
 use super::port::{
-    PortError, PortInfo, QpSetup, RdmaOp, RdmaPort, RdmaQp, StagingBuffer, StagingMemory,
-    WorkCompletion, WorkRequest,
+    Peer, PortError, PortInfo, QpSetup, RdmaOp, RdmaPort, RdmaQp, StagingBuffer, StagingMemory,
+    Window, WorkCompletion, WorkRequest,
 };
 
 /// Completions taken per poll call.
 const POLL_BATCH: usize = 32;
+/// Work request ids of a v2 session's window bind and invalidation (its WRITEs count from 0).
+const WR_BIND: u64 = u64::MAX - 1;
+const WR_INVALIDATE: u64 = u64::MAX - 2;
 
 fn port_error(e: verbs::VerbsError) -> PortError {
     PortError::new(e.to_string())
@@ -61,10 +64,43 @@ impl StagingBuffer for VerbsBuffer {
     }
 }
 
-/// A server QP in RTS.
+/// A server QP (v1: in RTS; v2: from INIT on) and, for a v2 PUT, the window bound on it.
 pub struct VerbsQp {
+    // Declared first: deallocated (so invalid) before the QP is destroyed.
+    mw: Option<Mw>,
     qp: RcQp,
     polled: Vec<verbs::Completion>,
+    max_rd_atomic: u8,
+}
+
+impl VerbsQp {
+    fn new(qp: RcQp, max_rd_atomic: u8) -> VerbsQp {
+        VerbsQp {
+            mw: None,
+            qp,
+            polled: Vec::with_capacity(POLL_BATCH),
+            max_rd_atomic,
+        }
+    }
+
+    /// Wait for the successful completion of `wr_id` with `opcode`.
+    fn wait_ok(
+        &mut self,
+        wr_id: u64,
+        opcode: u32,
+        wait: std::time::Duration,
+    ) -> Result<(), PortError> {
+        let c = self.qp.wait_completion(wr_id, wait).map_err(port_error)?;
+        if !c.is_success() || c.opcode != opcode {
+            return Err(PortError::new(format!(
+                "work request {wr_id} completed with status {} ({}), opcode {}",
+                c.status,
+                verbs::wc_status_name(c.status),
+                c.opcode
+            )));
+        }
+        Ok(())
+    }
 }
 
 impl RdmaQp for VerbsQp {
@@ -75,9 +111,10 @@ impl RdmaQp for VerbsQp {
     }
 
     fn post(&mut self, wr: &WorkRequest, buf: &VerbsBuffer) -> Result<(), PortError> {
-        let op = match wr.op {
-            RdmaOp::Write => verbs::RdmaOp::Write,
-            RdmaOp::Read => verbs::RdmaOp::Read,
+        let op = match (wr.op, wr.imm) {
+            (RdmaOp::Write, None) => verbs::RdmaOp::Write,
+            (RdmaOp::Write, Some(imm)) => verbs::RdmaOp::WriteWithImm(imm),
+            (RdmaOp::Read, _) => verbs::RdmaOp::Read,
         };
         self.qp
             .post_rdma(
@@ -102,12 +139,75 @@ impl RdmaQp for VerbsQp {
             wr_id: c.wr_id,
             status: c.status,
             vendor_err: c.vendor_err,
+            opcode: c.opcode,
+            byte_len: c.byte_len,
+            imm: (c.wc_flags & verbs::WC_FLAG_WITH_IMM != 0).then_some(c.imm_data),
         }));
         Ok(())
     }
 
     fn to_error(&mut self) -> Result<(), PortError> {
         self.qp.to_error().map_err(port_error)
+    }
+
+    fn connect(&mut self, peer: &Peer, rq_psn: u32, sq_psn: u32) -> Result<(), PortError> {
+        let peer = RcPeer {
+            qp_num: peer.qp_num,
+            gid: peer.gid,
+        };
+        self.qp
+            .connect(&peer, rq_psn, sq_psn, self.max_rd_atomic)
+            .map_err(port_error)
+    }
+
+    fn post_recv(&mut self, wr_id: u64) -> Result<(), PortError> {
+        self.qp.post_recv(wr_id, None).map_err(port_error)
+    }
+
+    fn bind_window(
+        &mut self,
+        buf: &VerbsBuffer,
+        len: u32,
+        wait: std::time::Duration,
+    ) -> Result<Window, PortError> {
+        if self.mw.is_some() {
+            return Err(PortError::new("this QP has a window already"));
+        }
+        let mut mw = self.qp.device().alloc_mw().map_err(port_error)?;
+        let range = BindRange {
+            mr: &buf.mr,
+            addr: buf.mr.addr() as u64,
+            len: u64::from(len),
+            access: Access::REMOTE_WRITE,
+        };
+        let rkey = self
+            .qp
+            .post_bind_mw(WR_BIND, &mw, &range)
+            .map_err(port_error)?;
+        // Until the bind completed the window may or may not grant access: keep it either way
+        // (it is deallocated with this QP), but report only a confirmed one.
+        let confirmed = self.wait_ok(WR_BIND, verbs::WC_BIND_MW, wait);
+        if confirmed.is_ok() {
+            self.qp.bound(&mut mw, rkey);
+        }
+        self.mw = Some(mw);
+        confirmed?;
+        Ok(Window {
+            addr: range.addr,
+            rkey,
+        })
+    }
+
+    fn invalidate_window(&mut self, wait: std::time::Duration) -> Result<(), PortError> {
+        let Some(rkey) = self.mw.as_ref().map(Mw::rkey) else {
+            return Ok(());
+        };
+        self.qp
+            .post_local_inv(WR_INVALIDATE, rkey)
+            .map_err(port_error)?;
+        self.wait_ok(WR_INVALIDATE, verbs::WC_LOCAL_INV, wait)?;
+        self.mw = None;
+        Ok(())
     }
 }
 
@@ -141,10 +241,22 @@ impl RdmaPort for VerbsPort {
             self.info.max_rd_atomic,
         )
         .map_err(port_error)?;
-        Ok(VerbsQp {
-            qp,
-            polled: Vec::with_capacity(POLL_BATCH),
-        })
+        Ok(VerbsQp::new(qp, self.info.max_rd_atomic))
+    }
+
+    fn create_qp(&self, max_send_wr: u32) -> Result<VerbsQp, PortError> {
+        let mut qp = self
+            .device
+            .create_rc_qp(QpCaps {
+                max_send_wr,
+                max_recv_wr: 1,
+                cq_depth: max_send_wr + 1,
+            })
+            .map_err(port_error)?;
+        // Remote writes reach only the windows bound on this QP (the staging MR itself grants
+        // no remote access).
+        qp.to_init(Access::REMOTE_WRITE).map_err(port_error)?;
+        Ok(VerbsQp::new(qp, self.info.max_rd_atomic))
     }
 
     fn alloc_staging(&self, len: usize) -> Result<VerbsBuffer, PortError> {
@@ -152,8 +264,11 @@ impl RdmaPort for VerbsPort {
         // SAFETY: `mem` is a heap allocation owned by the returned VerbsBuffer, which drops `mr`
         // (deregistration) before `mem` (field order); moving the owner does not move the memory.
         let mr = unsafe {
-            self.device
-                .register(mem.as_ptr() as usize, mem.len(), Access::LOCAL_WRITE)
+            self.device.register(
+                mem.as_ptr() as usize,
+                mem.len(),
+                Access::LOCAL_WRITE | Access::MW_BIND,
+            )
         }
         .map_err(port_error)?;
         Ok(VerbsBuffer { mr, mem })

@@ -21,19 +21,32 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, error, warn};
 
+use super::session::SessionId;
+use super::v2::{V2Job, V2Outcome, V2Reject};
 use super::{RdmaJob, RdmaOutcome, RejectCode};
+use crate::identity::Requester;
 use crate::stats::Stats;
 
 /// What the workers run: the engine, behind a trait object so the pool is not generic.
 pub trait JobRunner: Send + Sync + 'static {
     fn run(&self, job: RdmaJob) -> RdmaOutcome;
-    /// Destroy pairings idle too long; returns how many.
+    /// A hipobj-rc-v2 PREPARE or READY.
+    fn run_v2(&self, job: V2Job) -> V2Outcome;
+    /// A hipobj-rc-v2 CANCEL (changes nothing unless `requester` owns a waiting `session`).
+    fn cancel_v2(&self, requester: &Requester, session: &SessionId);
+    /// Destroy pairings idle too long and reclaim v2 sessions past T_prep; returns how many.
     fn expire(&self, now: Instant) -> usize;
 }
 
 impl<P: super::port::RdmaPort> JobRunner for super::engine::Engine<P> {
     fn run(&self, job: RdmaJob) -> RdmaOutcome {
         super::engine::Engine::run(self, job)
+    }
+    fn run_v2(&self, job: V2Job) -> V2Outcome {
+        super::engine::Engine::run_v2(self, job)
+    }
+    fn cancel_v2(&self, requester: &Requester, session: &SessionId) {
+        super::engine::Engine::v2_cancel(self, requester, session)
     }
     fn expire(&self, now: Instant) -> usize {
         super::engine::Engine::expire(self, now)
@@ -126,11 +139,16 @@ impl Admission {
     }
 }
 
+/// One job and where its answer goes.
+enum Work {
+    Token(RdmaJob, oneshot::Sender<RdmaOutcome>),
+    V2(V2Job, oneshot::Sender<V2Outcome>),
+}
+
 struct Job {
-    job: RdmaJob,
+    work: Work,
     /// Freed just before the answer is sent.
     permit: Permit,
-    answer: oneshot::Sender<RdmaOutcome>,
     /// When the request handed it over (the queue wait is logged).
     submitted: Instant,
 }
@@ -140,6 +158,8 @@ pub struct RdmaWorkers {
     // Declared before `threads`: dropping the senders ends the threads' loops.
     jobs: Option<Sender<Job>>,
     janitor: Option<Sender<()>>,
+    /// CANCELs run on the blocking pool, outside the admission limit (always 204).
+    runner: Arc<dyn JobRunner>,
     admission: Arc<Admission>,
     max_transfers: usize,
     stats: Arc<Stats>,
@@ -165,16 +185,17 @@ impl RdmaWorkers {
                     .spawn(move || worker_loop(&*runner, rx, &stats))?,
             );
         }
-        let runner = Arc::clone(&runner);
+        let janitor = Arc::clone(&runner);
         let every = settings.sweep_every;
         threads.push(
             std::thread::Builder::new()
                 .name("hipobj-janitor".into())
-                .spawn(move || janitor_loop(&*runner, janitor_rx, every))?,
+                .spawn(move || janitor_loop(&*janitor, janitor_rx, every))?,
         );
         Ok(RdmaWorkers {
             jobs: Some(jobs_tx),
             janitor: Some(janitor_tx),
+            runner,
             admission: Admission::new(settings.max_transfers, settings.queue, settings.queue_wait),
             max_transfers: settings.max_transfers.max(1),
             stats,
@@ -193,60 +214,111 @@ impl RdmaWorkers {
 
     /// Run `job` on a worker; 503 when no place freed up within the queue wait.
     pub async fn submit(&self, job: RdmaJob) -> RdmaOutcome {
-        let queued = || Stats::bump(&self.stats.transfers_queued);
-        let Some(permit) = self.admission.acquire(queued).await else {
-            debug!("too many RDMA transfers; 503");
-            return RdmaOutcome::Rejected(RejectCode::Busy);
-        };
-        let (tx, rx) = oneshot::channel();
-        let submitted = Instant::now();
-        let Some(jobs) = &self.jobs else {
-            return RdmaOutcome::Rejected(RejectCode::Failed);
-        };
-        if jobs
-            .send(Job {
-                job,
-                permit,
-                answer: tx,
-                submitted,
-            })
-            .is_err()
-        {
-            warn!("RDMA workers are gone");
-            return RdmaOutcome::Rejected(RejectCode::Failed);
+        let failed = RdmaOutcome::Rejected(RejectCode::Failed);
+        match self.place().await {
+            None => RdmaOutcome::Rejected(RejectCode::Busy),
+            Some(permit) => {
+                let (tx, rx) = oneshot::channel();
+                if !self.hand_over(Work::Token(job, tx), permit) {
+                    return failed;
+                }
+                rx.await.unwrap_or(failed)
+            }
         }
-        rx.await
-            .unwrap_or(RdmaOutcome::Rejected(RejectCode::Failed))
+    }
+
+    /// Run a hipobj-rc-v2 PREPARE or READY on a worker, under the same admission (503).
+    pub async fn submit_v2(&self, job: V2Job) -> V2Outcome {
+        let failed = V2Outcome::Rejected(V2Reject::FAILED);
+        match self.place().await {
+            None => V2Outcome::Rejected(V2Reject::BUSY),
+            Some(permit) => {
+                let (tx, rx) = oneshot::channel();
+                if !self.hand_over(Work::V2(job, tx), permit) {
+                    return failed;
+                }
+                rx.await.unwrap_or(failed)
+            }
+        }
+    }
+
+    /// A hipobj-rc-v2 CANCEL, off the async workers (a window invalidation waits for its
+    /// completion). Not admission-limited: a CANCEL frees resources.
+    pub async fn cancel_v2(&self, requester: Requester, session: SessionId) {
+        let runner = Arc::clone(&self.runner);
+        let done =
+            tokio::task::spawn_blocking(move || runner.cancel_v2(&requester, &session)).await;
+        if done.is_err() {
+            warn!("a v2 CANCEL panicked");
+        }
+    }
+
+    /// A place for one job, or `None` (503).
+    async fn place(&self) -> Option<Permit> {
+        let queued = || Stats::bump(&self.stats.transfers_queued);
+        let permit = self.admission.acquire(queued).await;
+        if permit.is_none() {
+            debug!("too many RDMA transfers; 503");
+        }
+        permit
+    }
+
+    /// Queue `work` for a worker; false when the workers are gone.
+    fn hand_over(&self, work: Work, permit: Permit) -> bool {
+        let Some(jobs) = &self.jobs else {
+            return false;
+        };
+        let sent = jobs.send(Job {
+            work,
+            permit,
+            submitted: Instant::now(),
+        });
+        if sent.is_err() {
+            warn!("RDMA workers are gone");
+        }
+        sent.is_ok()
     }
 }
 
 fn worker_loop(runner: &dyn JobRunner, jobs: Receiver<Job>, stats: &Stats) {
     while let Ok(Job {
-        job,
+        work,
         permit,
-        answer,
         submitted,
     }) = jobs.recv()
     {
         let started = Instant::now();
-        let outcome = run_contained(runner, job, stats);
+        // The requester may have left (client hung up); nothing to do then.
+        match work {
+            Work::Token(job, answer) => {
+                let what = format!("{:?} {}/{}", job.kind, job.bucket, job.key);
+                let failed = RdmaOutcome::Rejected(RejectCode::Failed);
+                let outcome = contained(&what, || runner.run(job), failed, stats);
+                drop(permit);
+                let _ = answer.send(outcome);
+            }
+            Work::V2(job, answer) => {
+                let what = format!("{job:?}");
+                let failed = V2Outcome::Rejected(V2Reject::FAILED);
+                let outcome = contained(&what, || runner.run_v2(job), failed, stats);
+                drop(permit);
+                let _ = answer.send(outcome);
+            }
+        }
         debug!(
             queued_us = started.saturating_duration_since(submitted).as_micros() as u64,
             run_us = started.elapsed().as_micros() as u64,
             "RDMA job done"
         );
-        drop(permit);
-        // The requester may have left (client hung up); nothing to do then.
-        let _ = answer.send(outcome);
     }
 }
 
-/// Run one job; a panic becomes 500 and the thread lives on.
-fn run_contained(runner: &dyn JobRunner, job: RdmaJob, stats: &Stats) -> RdmaOutcome {
-    let what = format!("{:?} {}/{}", job.kind, job.bucket, job.key);
-    // AssertUnwindSafe: the engine's shared state is poison-free (locks recover) and a panicking
-    // lease destroys its pairing, so nothing half-updated is used afterwards.
-    match catch_unwind(AssertUnwindSafe(|| runner.run(job))) {
+/// Run one job; a panic becomes `failed` (500) and the thread lives on.
+fn contained<T>(what: &str, job: impl FnOnce() -> T, failed: T, stats: &Stats) -> T {
+    // AssertUnwindSafe: the engine's shared state is poison-free (locks recover), a panicking
+    // lease destroys its pairing and a claimed v2 session ends in its guard's drop, so nothing
+    // half-updated is used afterwards.
+    match catch_unwind(AssertUnwindSafe(job)) {
         Ok(outcome) => outcome,
         Err(panic) => {
             let message = panic
@@ -256,7 +328,7 @@ fn run_contained(runner: &dyn JobRunner, job: RdmaJob, stats: &Stats) -> RdmaOut
                 .unwrap_or_default();
             error!(job = %what, %message, "RDMA job panicked; 500, pairing destroyed");
             Stats::bump(&stats.worker_panics);
-            RdmaOutcome::Rejected(RejectCode::Failed)
+            failed
         }
     }
 }
@@ -348,6 +420,11 @@ mod tests {
             let _ = self.open.lock().map(|rx| rx.recv());
             RdmaOutcome::Rejected(RejectCode::NotFound)
         }
+        fn run_v2(&self, _job: V2Job) -> V2Outcome {
+            let _ = self.open.lock().map(|rx| rx.recv());
+            V2Outcome::Rejected(V2Reject::UNKNOWN_SESSION)
+        }
+        fn cancel_v2(&self, _requester: &Requester, _session: &SessionId) {}
         fn expire(&self, _now: Instant) -> usize {
             0
         }

@@ -99,7 +99,7 @@ impl HipobjS3 {
     /// upload exists) and the options its part is written with, by HTTP body or by RDMA alike:
     /// the digests the client sent, and the upload's checksum algorithm (or the request's).
     /// `who`: the token request's requester, as whom a store behind a gateway is asked.
-    async fn part_write(
+    pub(super) async fn part_write(
         &self,
         input: &UploadPartInput,
         who: Option<&Identity>,

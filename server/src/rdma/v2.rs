@@ -1,0 +1,1221 @@
+//! hipobj-rc-v2 on the engine (PROTOCOL.md section 10, REFERENCE.md 5.4-5.5): what PREPARE,
+//! READY and CANCEL do on an RDMA worker, over the [`RdmaPort`] seam.
+//!
+//! - PREPARE checks what would move (GET: the object and the offset; PUT: a writer made with the
+//!   same options as a token PUT, so the same metadata, digests and conditions), then creates the
+//!   session's own RC QP in INIT. A PUT takes a staging buffer, posts its one receive, connects
+//!   the QP and binds a type-2 window over exactly `size` staging bytes (remote write only) before
+//!   the answer: a window can only be bound on a QP in RTS, and the client may write as soon as it
+//!   has sent READY (rule 10.5).
+//! - READY (the session's owner, its cookie, the client QP named at PREPARE): GET connects the QP
+//!   and RDMA WRITEs the selected bytes in chunks of at most max_msg_sz, several in flight, the
+//!   last one WRITE_WITH_IMM carrying the cookie, and answers after every completion. PUT waits
+//!   (T_exec) for the receive completion of the client's WRITE_WITH_IMM, checks its opcode,
+//!   immediate (the cookie) and length (`size`), invalidates the window, then stores the bytes
+//!   through the writer and commits it like any PUT.
+//! - A session ends after its one transfer, on CANCEL, or at T_prep; its QP is destroyed, its
+//!   window invalidated (or deallocated with the QP), its staging returned, its writer aborted.
+
+use std::time::{Duration, Instant};
+
+use hipobj::token::{Token, Transport};
+use tracing::{debug, warn};
+
+use super::engine::{reject_storage, Engine};
+use super::port::{Peer, RdmaPort, RdmaQp, StagingBuffer, Window, WC_RECV_RDMA_WITH_IMM};
+use super::session::{ClaimError, NewSession, SessionId};
+use super::transfer::{Direction, Plan, Remote, Transfer, TransferError};
+use super::{RdmaOutcome, RejectCode};
+use crate::backend::{self, ObjectInfo, ObjectReader, ObjectWriter, WriteOptions};
+use crate::identity::Requester;
+use crate::stats::Stats;
+
+/// Longest wait for a window bind or invalidation to complete (local operations).
+const WINDOW_WAIT: Duration = Duration::from_secs(1);
+/// Work request id of a PUT session's receive.
+const RECV_WR: u64 = 0x5256;
+
+/// A PREPARE, decoded and checked by the HTTP side (signature, GID = peer, bucket owner).
+#[derive(Debug)]
+pub struct PrepareJob {
+    pub requester: Requester,
+    /// The client QP of the token.
+    pub client: Peer,
+    pub client_psn: u32,
+    pub cookie: u32,
+    /// 1..=2^31-1 (the codec refuses anything else).
+    pub size: u32,
+    pub bucket: String,
+    pub key: String,
+    pub kind: V2Kind,
+}
+
+#[derive(Debug)]
+pub enum V2Kind {
+    /// WRITE `size` bytes from object offset `offset` (fewer at the object's end).
+    Get { offset: u64 },
+    /// Receive `size` bytes and store them as the object, with these options (built from the
+    /// PREPARE's headers exactly as for a PutObject).
+    Put { options: Box<WriteOptions> },
+    /// Receive `size` bytes and store them as part `part_number` of upload `upload_id`.
+    Part {
+        upload_id: String,
+        part_number: u32,
+        options: Box<WriteOptions>,
+    },
+}
+
+#[derive(Debug)]
+pub struct ReadyJob {
+    pub requester: Requester,
+    pub session: SessionId,
+    pub cookie: u32,
+    pub client_qpn: u32,
+    /// GET: the client's window (address, rkey).
+    pub remote: Remote,
+}
+
+#[derive(Debug)]
+pub enum V2Job {
+    Prepare(PrepareJob),
+    Ready(ReadyJob),
+}
+
+/// How a PREPARE or READY ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum V2Outcome {
+    Prepared {
+        session: SessionId,
+        /// Server QPN, GID and port (the `200:<token>` reply).
+        server: Token,
+        server_psn: u32,
+        /// PUT: the window over the staging bytes.
+        staging: Option<Window>,
+    },
+    /// FINAL 200: `bytes` moved; a PUT's stored object.
+    Moved {
+        bytes: u64,
+        stored: Option<Box<ObjectInfo>>,
+        etag: String,
+    },
+    Rejected(V2Reject),
+}
+
+/// A refusal: the HTTP status and a message for the answer's body and the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct V2Reject {
+    pub status: u16,
+    pub why: &'static str,
+}
+
+impl V2Reject {
+    pub const BUSY: V2Reject = V2Reject {
+        status: 503,
+        why: "too many hipobj-rc-v2 sessions or staging bytes",
+    };
+    pub const FAILED: V2Reject = V2Reject {
+        status: 500,
+        why: "the RDMA side of the session failed",
+    };
+    pub const UNKNOWN_SESSION: V2Reject = V2Reject {
+        status: 404,
+        why: "no such session",
+    };
+    pub const COOKIE: V2Reject = V2Reject {
+        status: 403,
+        why: "the cookie is not the session's",
+    };
+    pub const OTHER_QP: V2Reject = V2Reject {
+        status: 400,
+        why: "x-amz-rdma-qpn is not the QP of the PREPARE token",
+    };
+    pub const WRONG_STATE: V2Reject = V2Reject {
+        status: 409,
+        why: "the session has moved its transfer or is moving it",
+    };
+    pub const DATA_TIMEOUT: V2Reject = V2Reject {
+        status: 408,
+        why: "the data phase did not finish in time",
+    };
+    pub const BAD_DATA: V2Reject = V2Reject {
+        status: 400,
+        why: "the client's WRITE_WITH_IMM did not match the session (opcode, cookie or size)",
+    };
+    pub const NOT_SATISFIABLE: V2Reject = V2Reject {
+        status: 416,
+        why: "the offset is at or past the object's end",
+    };
+}
+
+impl From<RejectCode> for V2Reject {
+    fn from(code: RejectCode) -> Self {
+        let why = match code {
+            RejectCode::BadRequest => "bad request",
+            RejectCode::Forbidden => "access denied",
+            RejectCode::NotFound => "no such bucket or key",
+            RejectCode::NoSuchUpload => "no such upload",
+            RejectCode::RangeNotSatisfiable => "range not satisfiable",
+            RejectCode::Failed => "internal error",
+            RejectCode::NotImplemented => "not implemented",
+            RejectCode::Busy => "busy",
+        };
+        V2Reject {
+            status: code.http_code(),
+            why,
+        }
+    }
+}
+
+/// What a waiting session holds.
+pub struct Prepared<Q, B> {
+    client: Peer,
+    client_psn: u32,
+    server_psn: u32,
+    // Declared before `work`: the QP (and its window) goes before the staging it covers.
+    qp: Q,
+    work: Work<B>,
+}
+
+enum Work<B> {
+    Get {
+        object: Box<ObjectReader>,
+    },
+    Put {
+        size: u32,
+        writer: ObjectWriter,
+        /// `None` only after the buffer went back to the pool.
+        staging: Option<B>,
+    },
+}
+
+impl<Q, B> std::fmt::Debug for Prepared<Q, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("client", &self.client)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Ends a claimed session whatever happens to its READY (a panic included).
+struct Claimed<'e, P: RdmaPort> {
+    engine: &'e Engine<P>,
+    id: SessionId,
+}
+
+impl<P: RdmaPort> Drop for Claimed<'_, P> {
+    fn drop(&mut self) {
+        self.engine.sessions.finish(&self.id, Instant::now());
+        Stats::sub(&self.engine.stats.v2_sessions_live, 1);
+    }
+}
+
+impl<P: RdmaPort> Engine<P> {
+    /// Run one PREPARE or READY.
+    pub fn run_v2(&self, job: V2Job) -> V2Outcome {
+        match job {
+            V2Job::Prepare(p) => self.v2_prepare(p),
+            V2Job::Ready(r) => self.v2_ready(r),
+        }
+    }
+
+    fn v2_prepare(&self, job: PrepareJob) -> V2Outcome {
+        let PrepareJob {
+            requester,
+            client,
+            client_psn,
+            cookie,
+            size: size32,
+            bucket,
+            key,
+            kind,
+        } = job;
+        let conn = Conn {
+            client,
+            client_psn,
+            size: size32,
+        };
+        let put = !matches!(kind, V2Kind::Get { .. });
+        let room = match self
+            .sessions
+            .reserve(if put { u64::from(size32) } else { 0 })
+        {
+            Ok(room) => room,
+            Err(_) => return V2Outcome::Rejected(V2Reject::BUSY),
+        };
+        let storage = backend::acting_for(&self.storage, &requester.identity);
+        let size = u64::from(size32);
+        let source = match kind {
+            V2Kind::Get { offset } => match storage.open_read(&bucket, &key, None) {
+                Ok(mut object) => {
+                    if offset >= object.info.size {
+                        return V2Outcome::Rejected(V2Reject::NOT_SATISFIABLE);
+                    }
+                    object.narrow(offset..offset.saturating_add(size));
+                    Source::Get(Box::new(object))
+                }
+                Err(e) => return rejected(e),
+            },
+            V2Kind::Put { mut options } => {
+                options.size = Some(size);
+                match storage.create_write(&bucket, &key, *options) {
+                    Ok(w) => Source::Put(w),
+                    Err(e) => return rejected(e),
+                }
+            }
+            V2Kind::Part {
+                upload_id,
+                part_number,
+                mut options,
+            } => {
+                options.size = Some(size);
+                match storage.create_part_write(&bucket, &key, &upload_id, part_number, *options) {
+                    Ok(w) => Source::Put(w),
+                    Err(e) => return rejected(e),
+                }
+            }
+        };
+        let server_psn = hipobj::verbs::rc::random_psn();
+        let (prepared, staging) = match self.v2_qp(&conn, server_psn, source) {
+            Ok(p) => p,
+            Err(e) => {
+                warn!(error = %e, client_qpn = client.qp_num, "preparing a v2 session failed");
+                Stats::bump(&self.stats.v2_failed);
+                return V2Outcome::Rejected(V2Reject::FAILED);
+            }
+        };
+        let server = self.v2_server_token(prepared.qp.qp_num());
+        let session = self.sessions.insert(
+            room,
+            NewSession {
+                owner: requester,
+                cookie,
+                client_qpn: client.qp_num,
+                prepared,
+            },
+            Instant::now(),
+        );
+        Stats::bump(&self.stats.v2_prepared);
+        Stats::add(&self.stats.v2_sessions_live, 1);
+        debug!(
+            server_qpn = server.qp_num,
+            client_qpn = client.qp_num,
+            put,
+            size,
+            "v2 session prepared"
+        );
+        V2Outcome::Prepared {
+            session,
+            server,
+            server_psn,
+            staging,
+        }
+    }
+
+    /// The session's QP: INIT for a GET; for a PUT also staging, its receive, RTS and the window.
+    fn v2_qp(
+        &self,
+        job: &Conn,
+        server_psn: u32,
+        source: Source,
+    ) -> Result<WithWindow<P::Qp, P::Buffer>, String> {
+        let depth = self.write_shape.depth as u32;
+        let mut qp = match self.port.create_qp(depth + 2) {
+            Ok(qp) => qp,
+            Err(e) => {
+                source.abort();
+                return Err(e.to_string());
+            }
+        };
+        let writer = match source {
+            Source::Get(object) => {
+                let work = Work::Get { object };
+                return Ok((self.prepared(job, server_psn, qp, work), None));
+            }
+            Source::Put(w) => w,
+        };
+        let staging = match self.staging.take(&self.port, job.size as usize) {
+            Ok(b) => b,
+            Err(e) => {
+                writer.abort();
+                return Err(e.to_string());
+            }
+        };
+        let window = qp
+            .post_recv(RECV_WR)
+            .and_then(|()| qp.connect(&job.client, job.client_psn, server_psn))
+            .and_then(|()| qp.bind_window(&staging, job.size, WINDOW_WAIT));
+        match window {
+            Ok(window) => {
+                let work = Work::Put {
+                    size: job.size,
+                    writer,
+                    staging: Some(staging),
+                };
+                Ok((self.prepared(job, server_psn, qp, work), Some(window)))
+            }
+            Err(e) => {
+                // The QP (and whatever window it has) goes before the staging it may cover.
+                drop(qp);
+                self.staging.give_back(staging);
+                writer.abort();
+                Err(e.to_string())
+            }
+        }
+    }
+
+    fn prepared(
+        &self,
+        job: &Conn,
+        server_psn: u32,
+        qp: P::Qp,
+        work: Work<P::Buffer>,
+    ) -> Prepared<P::Qp, P::Buffer> {
+        Prepared {
+            client: job.client,
+            client_psn: job.client_psn,
+            server_psn,
+            qp,
+            work,
+        }
+    }
+
+    fn v2_ready(&self, job: ReadyJob) -> V2Outcome {
+        let now = Instant::now();
+        let prepared = match self.sessions.claim(
+            &job.session,
+            &job.requester,
+            job.cookie,
+            job.client_qpn,
+            now,
+        ) {
+            Ok(p) => p,
+            Err(ClaimError::Unknown) => return V2Outcome::Rejected(V2Reject::UNKNOWN_SESSION),
+            Err(ClaimError::Expired(p)) => {
+                // Past T_prep: reclaimed now (as the janitor would have), and answered as the
+                // unknown session it is from now on (docs/protocol.md).
+                self.v2_reclaim(*p);
+                Stats::bump(&self.stats.v2_expired);
+                Stats::sub(&self.stats.v2_sessions_live, 1);
+                return V2Outcome::Rejected(V2Reject::UNKNOWN_SESSION);
+            }
+            Err(ClaimError::Cookie) => return V2Outcome::Rejected(V2Reject::COOKIE),
+            Err(ClaimError::OtherQp) => return V2Outcome::Rejected(V2Reject::OTHER_QP),
+            Err(ClaimError::WrongState) => return V2Outcome::Rejected(V2Reject::WRONG_STATE),
+        };
+        let _claimed = Claimed {
+            engine: self,
+            id: job.session,
+        };
+        let outcome = if matches!(prepared.work, Work::Get { .. }) {
+            self.v2_get(*prepared, job.cookie, job.remote)
+        } else {
+            self.v2_put(*prepared, job.cookie)
+        };
+        match &outcome {
+            V2Outcome::Moved { .. } => Stats::bump(&self.stats.v2_ready),
+            _ => Stats::bump(&self.stats.v2_failed),
+        }
+        outcome
+    }
+
+    fn v2_get(&self, p: Prepared<P::Qp, P::Buffer>, cookie: u32, remote: Remote) -> V2Outcome {
+        let Prepared {
+            client,
+            client_psn,
+            server_psn,
+            mut qp,
+            work: Work::Get { mut object },
+        } = p
+        else {
+            return V2Outcome::Rejected(V2Reject::FAILED);
+        };
+        if let Err(e) = qp.connect(&client, client_psn, server_psn) {
+            warn!(error = %e, client_qpn = client.qp_num, "connecting a v2 QP failed");
+            return V2Outcome::Rejected(V2Reject::FAILED);
+        }
+        let staging = match self.staging.acquire(&self.port) {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(error = %e, "no staging buffer");
+                return V2Outcome::Rejected(V2Reject::FAILED);
+            }
+        };
+        let len = object.len();
+        let plan = Plan {
+            shape: self.write_shape,
+            total: len,
+            remote,
+            last_imm: Some(cookie),
+        };
+        let result = Transfer::new(&mut qp, &staging, plan, self.deadlines, &self.stats)
+            .and_then(|t| t.run(Direction::Write(&mut *object)));
+        // Destroyed while the staging buffer is still held: nothing of it is posted afterwards.
+        drop(qp);
+        drop(staging);
+        match result {
+            Ok(()) => {
+                Stats::add(&self.stats.v2_bytes_written, len);
+                V2Outcome::Moved {
+                    bytes: len,
+                    stored: None,
+                    etag: object.info.etag,
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, client_qpn = client.qp_num, len, "v2 GET failed");
+                V2Outcome::Rejected(match e {
+                    TransferError::Watchdog | TransferError::Deadline(_) => V2Reject::DATA_TIMEOUT,
+                    _ => V2Reject::FAILED,
+                })
+            }
+        }
+    }
+
+    fn v2_put(&self, p: Prepared<P::Qp, P::Buffer>, cookie: u32) -> V2Outcome {
+        let Prepared {
+            client,
+            mut qp,
+            work:
+                Work::Put {
+                    size,
+                    writer,
+                    mut staging,
+                },
+            ..
+        } = p
+        else {
+            return V2Outcome::Rejected(V2Reject::FAILED);
+        };
+        let received = wait_receive(&mut qp, self.v2_data_timeout);
+        let checked = match received {
+            Ok(wc) if wc.status == 0 => {
+                if wc.opcode == WC_RECV_RDMA_WITH_IMM
+                    && wc.imm == Some(cookie)
+                    && wc.byte_len == size
+                {
+                    Ok(())
+                } else {
+                    debug!(
+                        ?wc,
+                        cookie, size, "v2 PUT: the client's write does not match"
+                    );
+                    Err(V2Reject::BAD_DATA)
+                }
+            }
+            Ok(wc) => {
+                warn!(
+                    status = wc.status,
+                    client_qpn = client.qp_num,
+                    "v2 PUT receive failed"
+                );
+                Err(V2Reject::FAILED)
+            }
+            Err(reject) => Err(reject),
+        };
+        // No more client writes from here on: the window goes (with the QP when the invalidation
+        // cannot be confirmed), before the staging bytes are read or reused.
+        if let Err(e) = qp.invalidate_window(WINDOW_WAIT) {
+            debug!(error = %e, "window invalidation not confirmed; the QP goes with it");
+        }
+        drop(qp);
+        let Some(buf) = staging.take() else {
+            writer.abort();
+            return V2Outcome::Rejected(V2Reject::FAILED);
+        };
+        let outcome = match checked {
+            Ok(()) => self.v2_store(&buf, size, writer),
+            Err(reject) => {
+                writer.abort();
+                V2Outcome::Rejected(reject)
+            }
+        };
+        self.staging.give_back(buf);
+        outcome
+    }
+
+    /// Store the received bytes through the writer (the same commit as any PUT).
+    fn v2_store(&self, buf: &P::Buffer, size: u32, mut writer: ObjectWriter) -> V2Outcome {
+        // SAFETY: the window over these bytes is invalid and the QP is destroyed (see
+        // `v2_put`), so nothing writes them any more, and no other reference to them exists.
+        let Some(bytes) = (unsafe { buf.memory().slot_mut(0, size as usize) }) else {
+            writer.abort();
+            return V2Outcome::Rejected(V2Reject::FAILED);
+        };
+        if let Err(e) = writer.append(bytes) {
+            warn!(error = %e, "v2 PUT: writing the object failed");
+            writer.abort();
+            return V2Outcome::Rejected(V2Reject::FAILED);
+        }
+        match writer.commit() {
+            Ok(info) => {
+                Stats::add(&self.stats.v2_bytes_read, info.size);
+                V2Outcome::Moved {
+                    bytes: info.size,
+                    etag: info.etag.clone(),
+                    stored: Some(Box::new(info)),
+                }
+            }
+            Err(e) => rejected(e),
+        }
+    }
+
+    /// CANCEL: the requester's waiting session ends now. Anything else changes nothing.
+    pub fn v2_cancel(&self, requester: &Requester, session: &SessionId) {
+        if let Some(p) = self.sessions.cancel(session, requester, Instant::now()) {
+            self.v2_reclaim(*p);
+            Stats::bump(&self.stats.v2_cancelled);
+            Stats::sub(&self.stats.v2_sessions_live, 1);
+        }
+    }
+
+    /// Reclaim sessions past T_prep; returns how many.
+    pub fn v2_expire(&self, now: Instant) -> usize {
+        let due = self.sessions.expire(now);
+        let n = due.len();
+        for p in due {
+            self.v2_reclaim(*p);
+            Stats::bump(&self.stats.v2_expired);
+            Stats::sub(&self.stats.v2_sessions_live, 1);
+        }
+        n
+    }
+
+    /// End a session that moved nothing: window invalidated, QP destroyed, staging returned,
+    /// writer aborted.
+    fn v2_reclaim(&self, p: Prepared<P::Qp, P::Buffer>) {
+        let Prepared { mut qp, work, .. } = p;
+        match work {
+            Work::Get { .. } => drop(qp),
+            Work::Put {
+                writer,
+                mut staging,
+                ..
+            } => {
+                if let Err(e) = qp.invalidate_window(WINDOW_WAIT) {
+                    debug!(error = %e, "window invalidation not confirmed; the QP goes with it");
+                }
+                drop(qp);
+                if let Some(buf) = staging.take() {
+                    self.staging.give_back(buf);
+                }
+                writer.abort();
+            }
+        }
+    }
+
+    fn v2_server_token(&self, qp_num: u32) -> Token {
+        let info = self.port.info();
+        Token {
+            transport: Transport::Rc,
+            qp_num,
+            gid: info.gid,
+            rkey: 0,
+            remote_addr: 0,
+            length: 0,
+            port: info.port,
+            lid: 0,
+        }
+    }
+
+    /// Sessions prepared or moving now.
+    pub fn v2_live(&self) -> usize {
+        self.sessions.live()
+    }
+}
+
+/// A prepared session and the window a PUT advertises.
+type WithWindow<Q, B> = (Prepared<Q, B>, Option<Window>);
+
+/// The client QP a session connects to, and its size.
+#[derive(Clone, Copy)]
+struct Conn {
+    client: Peer,
+    client_psn: u32,
+    size: u32,
+}
+
+/// What a PREPARE opened before its QP exists.
+enum Source {
+    Get(Box<ObjectReader>),
+    Put(ObjectWriter),
+}
+
+impl Source {
+    fn abort(self) {
+        if let Source::Put(w) = self {
+            w.abort();
+        }
+    }
+}
+
+fn rejected(e: crate::backend::StorageError) -> V2Outcome {
+    match reject_storage(e) {
+        RdmaOutcome::Rejected(code) => V2Outcome::Rejected(code.into()),
+        _ => V2Outcome::Rejected(V2Reject::FAILED),
+    }
+}
+
+/// Wait up to `limit` for the PUT session's receive completion.
+fn wait_receive<Q: RdmaQp>(
+    qp: &mut Q,
+    limit: Duration,
+) -> Result<super::port::WorkCompletion, V2Reject> {
+    let started = Instant::now();
+    let mut polled = Vec::new();
+    let mut empty = 0u32;
+    loop {
+        polled.clear();
+        if let Err(e) = qp.poll(&mut polled) {
+            warn!(error = %e, "polling a v2 QP failed");
+            return Err(V2Reject::FAILED);
+        }
+        if let Some(wc) = polled.iter().find(|wc| wc.wr_id == RECV_WR) {
+            return Ok(*wc);
+        }
+        if started.elapsed() >= limit {
+            return Err(V2Reject::DATA_TIMEOUT);
+        }
+        empty = empty.saturating_add(1);
+        if empty < 64 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Every session rule of PROTOCOL.md 10.3 / 10.5 on the engine, with the in-memory port.
+    use super::*;
+    use crate::backend::{Backend, FsBackend, StorageError};
+    use crate::config::V2Settings;
+    use crate::identity::Identity;
+    use crate::rdma::engine::EngineSettings;
+    use crate::rdma::port::PortInfo;
+    use crate::rdma::test_double::{DoublePort, QpLog};
+    use md5::{Digest, Md5};
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+
+    const CLIENT_GID: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2];
+    const CLIENT_QPN: u32 = 0x4242;
+    const CLIENT_PSN: u32 = 0x00ab_cdef;
+    const COOKIE: u32 = 0xc00c_1e55;
+    const RKEY: u32 = 0x77;
+    const BASE: u64 = 0x7f00_0000_0000;
+
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        port: DoublePort,
+        engine: Engine<DoublePort>,
+        stats: Arc<Stats>,
+        storage: Arc<dyn Backend>,
+    }
+
+    fn owner() -> Requester {
+        Requester::new(
+            std::net::IpAddr::from([10, 0, 0, 2]),
+            Identity::new("tester"),
+        )
+    }
+
+    fn settings(v2: V2Settings) -> EngineSettings {
+        EngineSettings {
+            chunk_bytes: 1000,
+            wr_depth: 4,
+            watchdog: Duration::from_millis(200),
+            flush_wait: Duration::from_secs(1),
+            min_rate: 1 << 20,
+            max_pairings: 16,
+            max_pairings_per_client: 16,
+            pairing_idle: Duration::from_secs(600),
+            v2,
+        }
+    }
+
+    fn v2_settings() -> V2Settings {
+        V2Settings {
+            max_sessions: 4,
+            prepare_timeout: Duration::from_secs(10),
+            data_timeout: Duration::from_millis(100),
+            staging_bytes: 1 << 20,
+        }
+    }
+
+    fn fixture_with(port: DoublePort, v2: V2Settings) -> Fixture {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let storage: Arc<dyn Backend> = Arc::new(FsBackend::open(dir.path()).expect("storage"));
+        storage.create_bucket("b").expect("bucket");
+        let stats = Arc::new(Stats::default());
+        let engine = Engine::new(
+            port.clone(),
+            &settings(v2),
+            Arc::clone(&storage),
+            Arc::clone(&stats),
+        );
+        Fixture {
+            _dir: dir,
+            port,
+            engine,
+            stats,
+            storage,
+        }
+    }
+
+    fn fixture() -> Fixture {
+        fixture_with(DoublePort::new(), v2_settings())
+    }
+
+    fn pattern(n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i % 251) as u8 ^ (i >> 8) as u8).collect()
+    }
+
+    fn object(f: &Fixture, key: &str, data: &[u8]) {
+        let mut w = f
+            .storage
+            .create_write("b", key, WriteOptions::default())
+            .expect("put");
+        w.append(data).expect("write");
+        w.commit().expect("commit");
+    }
+
+    fn prepare_as(f: &Fixture, who: Requester, key: &str, size: u32, kind: V2Kind) -> V2Outcome {
+        f.engine.run_v2(V2Job::Prepare(PrepareJob {
+            requester: who,
+            client: Peer {
+                gid: CLIENT_GID,
+                qp_num: CLIENT_QPN,
+            },
+            client_psn: CLIENT_PSN,
+            cookie: COOKIE,
+            size,
+            bucket: "b".into(),
+            key: key.into(),
+            kind,
+        }))
+    }
+
+    fn put_kind() -> V2Kind {
+        V2Kind::Put {
+            options: Box::default(),
+        }
+    }
+
+    /// A prepared session: (id, server qpn, server psn, staging window).
+    fn prepared(outcome: V2Outcome) -> (SessionId, u32, u32, Option<Window>) {
+        match outcome {
+            V2Outcome::Prepared {
+                session,
+                server,
+                server_psn,
+                staging,
+            } => (session, server.qp_num, server_psn, staging),
+            other => panic!("expected a prepared session, got {other:?}"),
+        }
+    }
+
+    fn ready_as(f: &Fixture, who: Requester, session: SessionId, cookie: u32) -> V2Outcome {
+        ready_qpn(f, who, session, cookie, CLIENT_QPN)
+    }
+
+    fn ready_qpn(
+        f: &Fixture,
+        who: Requester,
+        session: SessionId,
+        cookie: u32,
+        qpn: u32,
+    ) -> V2Outcome {
+        f.engine.run_v2(V2Job::Ready(ReadyJob {
+            requester: who,
+            session,
+            cookie,
+            client_qpn: qpn,
+            remote: Remote {
+                addr: BASE,
+                rkey: RKEY,
+            },
+        }))
+    }
+
+    fn rejected(o: V2Outcome) -> u16 {
+        match o {
+            V2Outcome::Rejected(r) => r.status,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    fn stored(f: &Fixture, key: &str) -> Option<Vec<u8>> {
+        let mut r = f.storage.open_read("b", key, None).ok()?;
+        let mut out = Vec::new();
+        std::io::Read::read_to_end(&mut r, &mut out).expect("read");
+        Some(out)
+    }
+
+    #[test]
+    fn get_writes_the_selected_bytes_last_write_with_the_cookie_and_answers_after() {
+        let f = fixture_with(
+            DoublePort::with_info(PortInfo {
+                device: "small0".into(),
+                port: 1,
+                gid: [0xd0; 16],
+                max_msg_sz: 256,
+                max_rd_atomic: 16,
+            }),
+            v2_settings(),
+        );
+        f.port.set_poll_batch(1);
+        let data = pattern(3000);
+        object(&f, "k", &data);
+        f.port.add_region(RKEY, BASE, vec![0; 2000]);
+        let (id, qpn, psn, staging) = prepared(prepare_as(
+            &f,
+            owner(),
+            "k",
+            2000,
+            V2Kind::Get { offset: 100 },
+        ));
+        assert_eq!(staging, None, "a GET exposes no staging");
+        assert!((1..=0xff_ffff).contains(&psn));
+        // PREPARE leaves the QP in INIT: nothing connected, nothing posted.
+        let log = f.port.log();
+        assert!(log.contains(&QpLog::CreatedInit(qpn)), "{log:?}");
+        assert!(!log.iter().any(|e| matches!(e, QpLog::Connected(..))));
+        assert_eq!(f.stats.v2_sessions_live.load(Ordering::Relaxed), 1);
+        match ready_as(&f, owner(), id, COOKIE) {
+            V2Outcome::Moved { bytes, etag, .. } => {
+                assert_eq!(bytes, 2000);
+                assert_eq!(etag, hex::encode(Md5::digest(&data)));
+            }
+            other => panic!("expected FINAL 200, got {other:?}"),
+        }
+        assert_eq!(f.port.region(RKEY), data[100..2100]);
+        let peer = Peer {
+            gid: CLIENT_GID,
+            qp_num: CLIENT_QPN,
+        };
+        assert!(f
+            .port
+            .log()
+            .contains(&QpLog::Connected(qpn, peer, CLIENT_PSN, psn)));
+        let posted = f.port.posted();
+        assert_eq!(posted.len(), 8, "2000 bytes in 256-byte writes");
+        assert!(posted.iter().all(|wr| wr.len <= 256));
+        let (last, rest) = posted.split_last().expect("writes");
+        assert_eq!(last.imm, Some(COOKIE));
+        assert!(rest.iter().all(|wr| wr.imm.is_none()));
+        assert!(f.port.max_outstanding() > 1, "several writes in flight");
+        assert!(f.port.log().contains(&QpLog::Destroyed(qpn)));
+        assert_eq!(f.stats.v2_ready.load(Ordering::Relaxed), 1);
+        assert_eq!(f.stats.v2_sessions_live.load(Ordering::Relaxed), 0);
+        // One session moves one transfer.
+        assert_eq!(rejected(ready_as(&f, owner(), id, COOKIE)), 409);
+        assert_eq!(f.port.posted().len(), 8);
+    }
+
+    #[test]
+    fn get_at_the_objects_end_sends_what_is_there_and_past_it_is_416() {
+        let f = fixture();
+        object(&f, "k", &pattern(1500));
+        f.port.add_region(RKEY, BASE, vec![0; 4000]);
+        let (id, ..) = prepared(prepare_as(
+            &f,
+            owner(),
+            "k",
+            4000,
+            V2Kind::Get { offset: 1000 },
+        ));
+        assert!(matches!(
+            ready_as(&f, owner(), id, COOKIE),
+            V2Outcome::Moved { bytes: 500, .. }
+        ));
+        assert_eq!(
+            rejected(prepare_as(
+                &f,
+                owner(),
+                "k",
+                1,
+                V2Kind::Get { offset: 1500 }
+            )),
+            416
+        );
+        assert_eq!(
+            rejected(prepare_as(
+                &f,
+                owner(),
+                "nope",
+                1,
+                V2Kind::Get { offset: 0 }
+            )),
+            404
+        );
+        // Refused PREPAREs made no QP and hold no room.
+        assert_eq!(f.engine.v2_live(), 0);
+        let created = f
+            .port
+            .log()
+            .iter()
+            .filter(|e| matches!(e, QpLog::CreatedInit(_)))
+            .count();
+        assert_eq!(created, 1);
+    }
+
+    #[test]
+    fn put_receives_into_a_window_of_exactly_size_bytes_and_stores_like_any_put() {
+        let f = fixture();
+        let data = pattern(3000);
+        let (id, qpn, psn, staging) = prepared(prepare_as(&f, owner(), "p", 3000, put_kind()));
+        let window = staging.expect("a PUT advertises its staging window");
+        // The receive is posted and the window bound (on the connected QP) before the answer.
+        let log = f.port.log();
+        let recv = log.iter().position(|e| *e == QpLog::RecvPosted(qpn));
+        let peer = Peer {
+            gid: CLIENT_GID,
+            qp_num: CLIENT_QPN,
+        };
+        let conn = log
+            .iter()
+            .position(|e| *e == QpLog::Connected(qpn, peer, CLIENT_PSN, psn));
+        let bound = log
+            .iter()
+            .position(|e| *e == QpLog::Bound(qpn, window.rkey, 3000));
+        assert!(
+            recv.is_some() && conn.is_some() && bound.is_some(),
+            "{log:?}"
+        );
+        assert!(conn < bound, "{log:?}");
+        // The window is exactly `size` bytes and only on the session's QP.
+        assert!(f
+            .port
+            .client_write_with_imm(qpn, window.rkey, 1, &data, COOKIE)
+            .is_err());
+        assert!(f
+            .port
+            .client_write_with_imm(qpn + 1, window.rkey, 0, &data, COOKIE)
+            .is_err());
+        f.port
+            .client_write_with_imm(qpn, window.rkey, 0, &data, COOKIE)
+            .expect("client write");
+        match ready_as(&f, owner(), id, COOKIE) {
+            V2Outcome::Moved { bytes, etag, .. } => {
+                assert_eq!(bytes, 3000);
+                assert_eq!(etag, hex::encode(Md5::digest(&data)));
+            }
+            other => panic!("expected FINAL 200, got {other:?}"),
+        }
+        assert_eq!(stored(&f, "p").as_deref(), Some(&data[..]));
+        let log = f.port.log();
+        let inval = log
+            .iter()
+            .position(|e| *e == QpLog::Invalidated(qpn, window.rkey));
+        let gone = log.iter().position(|e| *e == QpLog::Destroyed(qpn));
+        assert!(inval.is_some() && inval < gone, "{log:?}");
+        assert_eq!(f.port.windows(), 0);
+        assert_eq!(f.engine.sessions.staged(), 0);
+        assert_eq!(f.stats.v2_bytes_read.load(Ordering::Relaxed), 3000);
+    }
+
+    #[test]
+    fn a_put_whose_write_does_not_match_the_session_stores_nothing() {
+        // (cookie in the immediate, bytes written)
+        for (imm, len) in [(COOKIE ^ 1, 3000), (COOKIE, 2999)] {
+            let f = fixture();
+            let (id, qpn, _, staging) = prepared(prepare_as(&f, owner(), "p", 3000, put_kind()));
+            let w = staging.expect("window");
+            f.port
+                .client_write_with_imm(qpn, w.rkey, 0, &pattern(len), imm)
+                .expect("client write");
+            assert_eq!(rejected(ready_as(&f, owner(), id, COOKIE)), 400);
+            assert!(matches!(
+                f.storage.head_object("b", "p"),
+                Err(StorageError::NoSuchKey)
+            ));
+            assert_eq!(f.port.windows(), 0);
+            assert_eq!(rejected(ready_as(&f, owner(), id, COOKIE)), 409);
+            assert_eq!(f.stats.v2_failed.load(Ordering::Relaxed), 1);
+        }
+    }
+
+    #[test]
+    fn a_put_without_the_clients_write_times_out_408_and_stores_nothing() {
+        let f = fixture();
+        let (id, ..) = prepared(prepare_as(&f, owner(), "p", 100, put_kind()));
+        assert_eq!(rejected(ready_as(&f, owner(), id, COOKIE)), 408);
+        assert!(stored(&f, "p").is_none());
+        assert_eq!(f.port.windows(), 0);
+        assert_eq!(f.engine.v2_live(), 0);
+    }
+
+    #[test]
+    fn ready_from_another_address_or_identity_is_an_unknown_session_and_moves_nothing() {
+        let f = fixture();
+        let data = pattern(1000);
+        object(&f, "k", &data);
+        f.port.add_region(RKEY, BASE, vec![0; 1000]);
+        let (id, qpn, ..) = prepared(prepare_as(
+            &f,
+            owner(),
+            "k",
+            1000,
+            V2Kind::Get { offset: 0 },
+        ));
+        let others = [
+            Requester::new(
+                std::net::IpAddr::from([10, 0, 0, 99]),
+                Identity::new("tester"),
+            ),
+            Requester::new(
+                std::net::IpAddr::from([10, 0, 0, 2]),
+                Identity::new("mallory"),
+            ),
+        ];
+        for other in others {
+            assert_eq!(rejected(ready_as(&f, other.clone(), id, COOKIE)), 404);
+            // A foreign CANCEL changes nothing either.
+            f.engine.v2_cancel(&other, &id);
+        }
+        assert!(f.port.posted().is_empty());
+        assert!(!f.port.log().contains(&QpLog::Destroyed(qpn)));
+        assert!(f.port.region(RKEY).iter().all(|&b| b == 0));
+        // The owner's session is intact.
+        assert!(matches!(
+            ready_as(&f, owner(), id, COOKIE),
+            V2Outcome::Moved { bytes: 1000, .. }
+        ));
+        assert_eq!(f.port.region(RKEY), data);
+    }
+
+    #[test]
+    fn a_wrong_cookie_or_qp_is_refused_and_the_session_kept() {
+        let f = fixture();
+        object(&f, "k", &pattern(10));
+        f.port.add_region(RKEY, BASE, vec![0; 10]);
+        let (id, ..) = prepared(prepare_as(&f, owner(), "k", 10, V2Kind::Get { offset: 0 }));
+        assert_eq!(rejected(ready_as(&f, owner(), id, COOKIE ^ 0x10)), 403);
+        assert_eq!(
+            rejected(ready_qpn(&f, owner(), id, COOKIE, CLIENT_QPN + 1)),
+            400
+        );
+        assert!(f.port.posted().is_empty());
+        assert!(matches!(
+            ready_as(&f, owner(), id, COOKIE),
+            V2Outcome::Moved { bytes: 10, .. }
+        ));
+    }
+
+    #[test]
+    fn ready_after_t_prep_is_404_and_the_session_is_reclaimed() {
+        let mut v2 = v2_settings();
+        v2.prepare_timeout = Duration::from_millis(30);
+        let f = fixture_with(DoublePort::new(), v2);
+        let data = pattern(500);
+        let (id, qpn, _, staging) = prepared(prepare_as(&f, owner(), "p", 500, put_kind()));
+        let w = staging.expect("window");
+        std::thread::sleep(Duration::from_millis(40));
+        // The client writes late, then sends READY: nothing is stored.
+        f.port
+            .client_write_with_imm(qpn, w.rkey, 0, &data, COOKIE)
+            .expect("write lands in the still-bound window");
+        assert_eq!(rejected(ready_as(&f, owner(), id, COOKIE)), 404);
+        assert!(stored(&f, "p").is_none());
+        assert!(f.port.log().contains(&QpLog::Invalidated(qpn, w.rkey)));
+        assert!(f.port.log().contains(&QpLog::Destroyed(qpn)));
+        assert_eq!(f.stats.v2_expired.load(Ordering::Relaxed), 1);
+        assert_eq!(f.engine.v2_live(), 0);
+        assert_eq!(f.engine.sessions.staged(), 0);
+        // And again: still unknown.
+        assert_eq!(rejected(ready_as(&f, owner(), id, COOKIE)), 404);
+    }
+
+    #[test]
+    fn the_janitor_reclaims_sessions_past_t_prep() {
+        let f = fixture();
+        let (_, qpn, _, staging) = prepared(prepare_as(&f, owner(), "p", 500, put_kind()));
+        let w = staging.expect("window");
+        assert_eq!(f.engine.expire(Instant::now()), 0);
+        assert_eq!(f.engine.expire(Instant::now() + Duration::from_secs(11)), 1);
+        assert!(f.port.log().contains(&QpLog::Invalidated(qpn, w.rkey)));
+        assert!(f.port.log().contains(&QpLog::Destroyed(qpn)));
+        assert!(f
+            .port
+            .client_write_with_imm(qpn, w.rkey, 0, &[1], COOKIE)
+            .is_err());
+        assert_eq!(f.engine.v2_live(), 0);
+        assert_eq!(f.stats.v2_sessions_live.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn cancel_reclaims_the_owners_session_only() {
+        let f = fixture();
+        let (id, qpn, _, staging) = prepared(prepare_as(&f, owner(), "p", 500, put_kind()));
+        let w = staging.expect("window");
+        f.engine.v2_cancel(&owner(), &id);
+        assert!(f.port.log().contains(&QpLog::Invalidated(qpn, w.rkey)));
+        assert!(f.port.log().contains(&QpLog::Destroyed(qpn)));
+        assert_eq!(f.stats.v2_cancelled.load(Ordering::Relaxed), 1);
+        // Idempotent; a later READY finds an ended session.
+        f.engine.v2_cancel(&owner(), &id);
+        assert_eq!(f.stats.v2_cancelled.load(Ordering::Relaxed), 1);
+        assert_eq!(rejected(ready_as(&f, owner(), id, COOKIE)), 409);
+        assert!(stored(&f, "p").is_none());
+    }
+
+    #[test]
+    fn sessions_and_staging_bytes_are_limited_503() {
+        let mut v2 = v2_settings();
+        v2.max_sessions = 2;
+        v2.staging_bytes = 1000;
+        let f = fixture_with(DoublePort::new(), v2);
+        object(&f, "k", &pattern(10));
+        prepared(prepare_as(&f, owner(), "p", 800, put_kind()));
+        assert_eq!(rejected(prepare_as(&f, owner(), "q", 201, put_kind())), 503);
+        prepared(prepare_as(&f, owner(), "k", 10, V2Kind::Get { offset: 0 }));
+        assert_eq!(
+            rejected(prepare_as(&f, owner(), "k", 10, V2Kind::Get { offset: 0 })),
+            503
+        );
+        assert_eq!(f.engine.v2_live(), 2);
+    }
+
+    #[test]
+    fn a_part_is_stored_like_an_rdma_upload_part() {
+        let f = fixture();
+        let id = f
+            .storage
+            .create_upload("b", "mp", Default::default())
+            .expect("upload");
+        let data = pattern(2048);
+        let part = |upload_id: &str| V2Kind::Part {
+            upload_id: upload_id.into(),
+            part_number: 3,
+            options: Box::default(),
+        };
+        assert_eq!(
+            rejected(prepare_as(&f, owner(), "mp", 2048, part("00ff"))),
+            404
+        );
+        let (session, qpn, _, staging) = prepared(prepare_as(&f, owner(), "mp", 2048, part(&id)));
+        let w = staging.expect("window");
+        f.port
+            .client_write_with_imm(qpn, w.rkey, 0, &data, COOKIE)
+            .expect("write");
+        assert!(matches!(
+            ready_as(&f, owner(), session, COOKIE),
+            V2Outcome::Moved { bytes: 2048, .. }
+        ));
+        let parts = f.storage.list_parts("b", "mp", &id).expect("parts");
+        assert_eq!(parts.len(), 1);
+        assert_eq!(parts[0].part_number, 3);
+        assert_eq!(parts[0].etag, hex::encode(Md5::digest(&data)));
+    }
+
+    #[test]
+    fn a_failed_qp_setup_is_500_and_holds_nothing() {
+        let f = fixture();
+        f.port.set_fail_connect(true);
+        assert_eq!(rejected(prepare_as(&f, owner(), "p", 100, put_kind())), 500);
+        assert_eq!(f.engine.v2_live(), 0);
+        assert_eq!(f.engine.sessions.staged(), 0);
+        assert!(stored(&f, "p").is_none());
+    }
+}

@@ -128,8 +128,7 @@ pub fn add_to(m: &Bound<'_, PyModule>) -> PyResult<()> {
     base.setattr("code", -1)?;
     m.add("HipObjError", base)?;
     for code in OpError::ALL {
-        // NotSupported has no class of its own (S3Error's): it must not overwrite S3Error.code.
-        if code == OpError::Success || code == OpError::NotSupported {
+        if code == OpError::Success {
             continue;
         }
         let class = class_of(py, code);

@@ -1,6 +1,7 @@
 //! The command line (clap).
 
 use clap::{Args, Parser, Subcommand};
+use hipobj::rcv2::negotiate::Choice;
 
 #[derive(Parser, Debug)]
 #[command(name = "hipobj", version, about = "Copy S3 objects over RDMA with hipObject, measure it, describe the RDMA devices",
@@ -56,7 +57,23 @@ pub struct Endpoint {
     #[arg(long, value_name = "N")]
     pub gpu: Option<i32>,
     #[command(flatten)]
+    pub protocol: ProtocolArgs,
+    #[command(flatten)]
     pub credentials: CredentialArgs,
+}
+
+/// Which RC protocol the RDMA requests use (PROTOCOL.md 10.1).
+#[derive(Args, Debug, Clone)]
+pub struct ProtocolArgs {
+    /// RDMA protocol: v1 (one round trip), v2 (hipobj-rc-v2: PREPARE and READY), or auto (v1
+    /// first; v2 once the server answers 501 + X-Amz-Rdma-Protocol-Status: unsupported,
+    /// remembered for the command)
+    #[arg(long, env = "HIPOBJ_RDMA_PROTOCOL", default_value = "auto", value_parser = parse_protocol)]
+    pub rdma_protocol: Choice,
+}
+
+fn parse_protocol(v: &str) -> Result<Choice, String> {
+    Choice::parse(v)
 }
 
 #[derive(Args, Debug)]
@@ -125,6 +142,17 @@ pub struct InfoArgs {
     /// The nicHint to explain the choice for (else HIPOBJ_NIC)
     #[arg(long, env = "HIPOBJ_NIC")]
     pub nic: Option<String>,
+    /// Also ask this S3 endpoint (http://HOST:PORT) which RDMA protocol it speaks (v1, v2 or
+    /// none), by a real RDMA GET of a key that does not exist (needs --nic)
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// Bucket the probe's key is looked up in
+    #[arg(long, default_value = "hipobj-probe")]
+    pub bucket: String,
+    #[command(flatten)]
+    pub protocol: ProtocolArgs,
+    #[command(flatten)]
+    pub credentials: CredentialArgs,
 }
 
 #[derive(Args, Debug)]

@@ -331,7 +331,8 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         ));
     }
     let creds = credentials::resolve(&args.endpoint.credentials)?;
-    let s3 = S3::new(&args.endpoint.endpoint, creds)?;
+    let s3 = S3::new(&args.endpoint.endpoint, creds)?
+        .with_protocol(args.endpoint.protocol.rdma_protocol);
     s3.ensure_bucket(&args.bucket)?;
     for &size in &args.sizes {
         s3.put_plain(&object(&args.bucket, Op::Get, size, 0), pattern(size))?;

@@ -14,6 +14,7 @@ use crate::units::{mb_per_s, parse_range};
 use hipobj::engine::{
     self, EngineError, FileSink, FileSource, Job, Report, Settings, MIN_PART_SIZE,
 };
+use hipobj::rcv2::negotiate::{Choice, Protocol};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -212,8 +213,11 @@ fn list_files(dir: &Path, prefix: &ObjectPath) -> Result<Vec<Copy>, Failure> {
     Ok(copies)
 }
 
-/// The engine's settings from the arguments: an upload's parts are at least 5 MiB.
-fn settings(args: &CpArgs, session: &Session, upload: bool) -> Settings {
+/// The engine's settings from the arguments: an upload's parts are at least 5 MiB; a transfer
+/// that may be hipobj-rc-v2 moves at most 2^31 - 1 bytes, and to an endpoint that speaks it an
+/// upload up to that size goes as ONE PUT (v2 servers need not honour an UploadPart's query:
+/// elbencho's s3rdma-server stores each part as the whole object).
+fn settings(args: &CpArgs, session: &Session, s3: &S3, upload: bool) -> Settings {
     let mut s = Settings::with_concurrency(
         args.concurrency
             .map_or(session.max_transfers(), usize::from),
@@ -224,6 +228,15 @@ fn settings(args: &CpArgs, session: &Session, upload: bool) -> Settings {
         args.part_size
     };
     s.multipart_threshold = s.part_size;
+    let negotiation = s3.negotiation();
+    if let Some(max) = negotiation.max_transfer(s3.endpoint()) {
+        s.part_size = s.part_size.min(max);
+        s.multipart_threshold = if upload && negotiation.first(s3.endpoint()) == Protocol::V2 {
+            max
+        } else {
+            s.part_size
+        };
+    }
     // The AWS CLI's override of standard mode's 3 attempts.
     if let Some(n) = std::env::var("AWS_MAX_ATTEMPTS")
         .ok()
@@ -237,13 +250,15 @@ fn settings(args: &CpArgs, session: &Session, upload: bool) -> Settings {
 
 pub fn run(args: &CpArgs) -> Result<(), Failure> {
     let creds = credentials::resolve(&args.endpoint.credentials)?;
-    let s3 = S3::new(&args.endpoint.endpoint, creds)?;
+    let s3 = S3::new(&args.endpoint.endpoint, creds)?
+        .with_protocol(args.endpoint.protocol.rdma_protocol);
     let copies = plan(args, &s3)?;
     let session = Session::open_with(
         args.endpoint.nic.as_deref(),
         args.endpoint.gpu,
         args.concurrency.map(usize::from),
     )?;
+    learn_protocol(&s3, &session, &copies)?;
     let cancel = crate::interrupt::install();
     let total: u64 = copies.iter().map(Copy::len).sum();
     let bar = progress(total, args.quiet);
@@ -292,6 +307,27 @@ pub fn run(args: &CpArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Before uploads are cut into parts, under `auto`: what the endpoint speaks (one probe
+/// request), so that the parts fit the protocol (`settings`).
+fn learn_protocol(s3: &S3, session: &Session, copies: &[Copy]) -> Result<(), Failure> {
+    let bucket = copies.iter().find_map(|c| match c {
+        Copy::Upload { obj, len, .. } if *len > 0 => Some(obj.bucket.as_str()),
+        _ => None,
+    });
+    let Some(bucket) = bucket else {
+        return Ok(());
+    };
+    let negotiation = s3.negotiation();
+    if negotiation.choice() != Choice::Auto || negotiation.spoken(s3.endpoint()).is_some() {
+        return Ok(());
+    }
+    match crate::rdma::probe(session, s3, bucket) {
+        Ok((p, status)) => tracing::debug!(protocol = ?p, status, "probed the endpoint"),
+        Err(f) => tracing::debug!("probing the endpoint: {f}"),
+    }
+    Ok(())
+}
+
 type CopyResult = Result<(Report, bool), (Failure, u64)>;
 
 /// One copy through the engine (or plain HTTP after a 501 with --http-fallback): its report and
@@ -310,7 +346,7 @@ fn one(
         Copy::Upload { obj, .. } => (obj, true),
     };
     let job = Job {
-        settings: settings(args, session, sending),
+        settings: settings(args, session, s3, sending),
         progress: &progress,
         cancel,
     };
@@ -414,7 +450,31 @@ fn upload(
         return Ok(Report::default());
     }
     let source = FileSource::open(file, first).map_err(EngineError::Io)?;
-    engine::upload(store, &source, len, session, job)
+    let report = engine::upload(store, &source, len, session, job)?;
+    if report.multipart {
+        check_size(store, len)?;
+    }
+    Ok(report)
+}
+
+/// After a multipart upload: the object has all the bytes (a server that ignored the parts'
+/// query would have kept only one part, or none).
+fn check_size(store: &ObjectStoreCli<'_>, len: u64) -> Result<(), EngineError<Retryable>> {
+    let fatal = |failure| EngineError::Store {
+        error: Retryable {
+            failure,
+            class: engine::ErrorClass::Fatal,
+        },
+        retries: 0,
+    };
+    let size = store.s3.object_size(store.object).map_err(fatal)?;
+    if size != len {
+        return Err(fatal(Failure::Transfer(format!(
+            "{}: the completed multipart upload has {size} bytes, not {len}",
+            store.object
+        ))));
+    }
+    Ok(())
 }
 
 /// A copy over plain HTTP (the server declined RDMA and --http-fallback was given).

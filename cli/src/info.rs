@@ -5,6 +5,7 @@
 
 use crate::args::InfoArgs;
 use crate::failure::Failure;
+use hipobj::rcv2::negotiate::Protocol;
 use hipobj::verbs::{self, DeviceReport, GidKind, PortReport};
 use std::fmt::Write as _;
 
@@ -140,6 +141,24 @@ fn hip_text(lib: &std::sync::Arc<verbs::Lib>, hint: Option<&str>, out: &mut Stri
     }
 }
 
+/// `--endpoint`: which RDMA protocol the server speaks, by a real request (`rdma::probe`).
+fn endpoint_text(args: &InfoArgs, url: &str) -> Result<String, Failure> {
+    let creds = crate::credentials::resolve(&args.credentials)?;
+    let s3 = crate::s3::S3::new(url, creds)?.with_protocol(args.protocol.rdma_protocol);
+    let session = crate::session::Session::open_with(args.nic.as_deref(), None, Some(1))?;
+    let (protocol, status) = crate::rdma::probe(&session, &s3, &args.bucket)?;
+    let what = match protocol {
+        Some(Protocol::V1) => "v1 (PROTOCOL.md sections 1-9: one round trip)",
+        Some(Protocol::V2) => "v2 (hipobj-rc-v2: PREPARE and READY)",
+        None => "none (RDMA declined with 501: plain HTTP only)",
+    };
+    Ok(format!(
+        "endpoint {url}: RDMA protocol {what}; probe: GET s3://{}/<missing key> via {}, last answer HTTP {status}",
+        args.bucket,
+        session.nic()
+    ))
+}
+
 pub fn run(args: &InfoArgs) -> Result<(), Failure> {
     let lib = verbs::Lib::load()
         .map_err(|e| Failure::NoNic(format!("libibverbs cannot be loaded: {e}")))?;
@@ -189,6 +208,9 @@ pub fn run(args: &InfoArgs) -> Result<(), Failure> {
     }
     hip_text(&lib, hint, &mut out);
     print!("{out}");
+    if let Some(url) = &args.endpoint {
+        println!("{}", endpoint_text(args, url)?);
+    }
     if devices.is_empty() {
         return Err(Failure::NoNic("no RDMA device on this host".into()));
     }

@@ -1,19 +1,75 @@
-//! The S3 client hipObject calls back into for one transfer (`S3Ops`): each token goes out in a
-//! signed request from the address of the NIC the token names, and the last response is kept so a
-//! failed transfer can say what the server answered.
+//! The S3 client hipObject calls back into for one transfer: each RDMA request goes out signed
+//! from the address of the NIC its token names, and the last answer is kept so a failed transfer
+//! can say what the server answered. Both RC protocols go through [`transfer`]: sections 1-9
+//! (`S3Ops`, one round trip) and hipobj-rc-v2 (`S3OpsV2`: PREPARE, READY, FINAL, CANCEL), chosen
+//! per endpoint as PROTOCOL.md 10.1 negotiates it (`hipobj::rcv2::negotiate`).
 
 use crate::failure::Failure;
 use crate::s3::{ObjectPath, Response, S3};
+use crate::session::Session;
 use hipobj::engine::{ErrorClass, Slice};
 use hipobj::error::Error;
+use hipobj::rcv2::client::{FinalReplyV2, PrepareReplyV2, S3OpsV2, V2Outcome, V2Target};
+use hipobj::rcv2::negotiate::{Next, Protocol};
+use hipobj::rcv2::{
+    is_unsupported, CancelRequest, PrepareRequest, ReadyRequest, CANCEL_PATH, PREPARE_PATH,
+    READY_PATH,
+};
 use hipobj::runtime::{Runtime, S3Ops, TransferKind};
 use hipobj::token::Token;
 use std::net::IpAddr;
+use std::thread::JoinHandle;
 
-/// ONE RDMA transfer of a buffer slice: one library transfer (a fresh token, pairing included)
-/// whose requests `req` sends. Every RDMA request of the command line goes through here.
+/// ONE RDMA transfer of a buffer slice, in the protocol the endpoint speaks: the first request
+/// to an endpoint is v1; a `501` with the unsupported marker switches to hipobj-rc-v2 (and the
+/// endpoint is remembered as v2); a `501` otherwise is "no RDMA here" (the error, which
+/// `failure()` reports as `RdmaDeclined` for `--http-fallback`). Every RDMA request of the
+/// command line goes through here.
 pub fn transfer(runtime: &Runtime, slice: Slice, req: &mut RdmaRequest<'_>) -> Result<(), Error> {
-    runtime.transfer(req.kind, slice.base, slice.len, slice.offset as u64, req)
+    let s3 = req.s3;
+    let (negotiation, endpoint) = (s3.negotiation(), s3.endpoint());
+    if negotiation.first(endpoint) == Protocol::V1 {
+        req.clear();
+        let result = runtime.transfer(req.kind, slice.base, slice.len, slice.offset as u64, req);
+        let (status, unsupported) = req.answer();
+        if negotiation.answered(endpoint, Protocol::V1, status, unsupported) != Next::SwitchToV2 {
+            return result;
+        }
+        tracing::info!(
+            endpoint,
+            "the server speaks hipobj-rc-v2 only (501, unsupported): using it"
+        );
+    }
+    req.clear();
+    let target = req.v2_target();
+    let result =
+        runtime.transfer_v2_at(req.kind, slice.base, slice.offset, slice.len, &target, req);
+    let (status, unsupported) = req.answer();
+    negotiation.answered(endpoint, Protocol::V2, status, unsupported);
+    req.outcome = Some(result?);
+    Ok(())
+}
+
+/// What an endpoint speaks, found by a real request: a one-byte GET through [`transfer`] of a
+/// key that does not exist in `bucket`. The protocol (None: the server declines RDMA, 501) and
+/// the status of the last answer.
+pub fn probe(session: &Session, s3: &S3, bucket: &str) -> Result<(Option<Protocol>, u16), Failure> {
+    let buf = session.buffer(1)?;
+    let obj = ObjectPath {
+        bucket: bucket.to_owned(),
+        key: format!(".hipobj-probe/{:08x}", hipobj::random::u32()),
+    };
+    let mut req = RdmaRequest::new(s3, TransferKind::Get, &obj, Some((0, 0)));
+    let result = buf.transfer(0, 1, &mut req);
+    let (status, _) = req.answer();
+    match (status, s3.negotiation().spoken(s3.endpoint())) {
+        (Some(501), _) => Ok((None, 501)),
+        (Some(status), Some(p)) => Ok((Some(p), status)),
+        _ => Err(match result {
+            Err(e) => req.failure(&e),
+            Ok(()) => Failure::Transfer(format!("probing {}: no answer", s3.endpoint())),
+        }),
+    }
 }
 
 /// One object request as hipObject repeats it (pairing may take a second request).
@@ -25,8 +81,15 @@ pub struct RdmaRequest<'a> {
     range: Option<(u64, u64)>,
     /// `(uploadId, partNumber)` of an UploadPart.
     part: Option<(String, u32)>,
+    /// The last answer that counts: v1's last, or v2's PREPARE or FINAL (never a CANCEL's).
     last: Option<Response>,
     failure: Option<Failure>,
+    /// A v2 transfer's FINAL, once it succeeded.
+    outcome: Option<V2Outcome>,
+    /// A v2 READY on its way (its answer is FINAL).
+    ready: Option<JoinHandle<Result<Response, Failure>>>,
+    /// The NIC address v2's control requests leave from (that of PREPARE's token).
+    local: Option<IpAddr>,
     pub requests: usize,
 }
 
@@ -45,8 +108,56 @@ impl<'a> RdmaRequest<'a> {
             part: None,
             last: None,
             failure: None,
+            outcome: None,
+            ready: None,
+            local: None,
             requests: 0,
         }
+    }
+
+    /// Forget the answers of an earlier attempt (a transfer may be sent again in the other
+    /// protocol).
+    fn clear(&mut self) {
+        self.last = None;
+        self.failure = None;
+        self.outcome = None;
+        self.ready = None;
+        self.local = None;
+    }
+
+    /// The status of the last answer, and whether it carried the unsupported marker.
+    fn answer(&self) -> (Option<u16>, bool) {
+        match &self.last {
+            Some(r) => (Some(r.status), is_unsupported(r.status, |n| r.header(n))),
+            None => (None, false),
+        }
+    }
+
+    /// The v2 transfer's object: the range's first byte as the object offset, an UploadPart's
+    /// query.
+    fn v2_target(&self) -> V2Target {
+        let mut t = V2Target::new(self.object.bucket.as_str(), self.object.key.as_str());
+        if let Some((first, _)) = self.range {
+            t.offset = first;
+        }
+        if let Some((id, n)) = &self.part {
+            t.query = vec![
+                ("partNumber".to_owned(), n.to_string()),
+                ("uploadId".to_owned(), id.clone()),
+            ];
+        }
+        t
+    }
+
+    /// A control request of hipobj-rc-v2 (SigV4 over POST, every header signed) from `local`.
+    fn control(
+        &self,
+        path: &str,
+        headers: &[(&'static str, String)],
+        local: Option<IpAddr>,
+    ) -> Result<Response, Failure> {
+        let url = format!("{}{path}", self.s3.endpoint());
+        self.s3.request("POST", &url, headers, Vec::new(), local)
     }
 
     /// An UploadPart of `upload_id` instead of a PutObject.
@@ -55,8 +166,11 @@ impl<'a> RdmaRequest<'a> {
         self
     }
 
-    /// The last response's `ETag`.
+    /// The ETag the server answered (v2: FINAL's `x-amz-rdma-etag`).
     pub fn etag(&self) -> Option<String> {
+        if let Some(o) = &self.outcome {
+            return o.etag.clone();
+        }
         self.last
             .as_ref()
             .and_then(|r| r.header("etag"))
@@ -79,6 +193,9 @@ impl<'a> RdmaRequest<'a> {
 
     /// `x-amz-rdma-bytes-transferred` of the last response.
     pub fn bytes_transferred(&self) -> Option<u64> {
+        if let Some(o) = &self.outcome {
+            return Some(o.bytes);
+        }
         self.last
             .as_ref()
             .and_then(|r| r.header("x-amz-rdma-bytes-transferred"))
@@ -174,5 +291,188 @@ impl S3Ops for RdmaRequest<'_> {
         let dst = buf.get_mut(..reply.len()).ok_or(-1)?;
         dst.copy_from_slice(reply.as_bytes());
         Ok(reply.len())
+    }
+}
+
+/// The NIC address a v2 token names (the control requests leave from it, as v1's do).
+fn nic_of(token: &Token) -> Option<IpAddr> {
+    token.client_nic_ipv4().map(IpAddr::V4)
+}
+
+/// Status a v2 callback reports when its request got no answer (the failure is kept).
+const NO_ANSWER: i32 = -1;
+
+impl S3OpsV2 for RdmaRequest<'_> {
+    fn send_prepare(&mut self, req: &PrepareRequest) -> Result<PrepareReplyV2, i32> {
+        self.requests += 1;
+        self.local = nic_of(&req.token);
+        match self.control(PREPARE_PATH, &req.headers(), self.local) {
+            Ok(r) => {
+                let reply = PrepareReplyV2::from_headers(r.status, |n| r.header(n));
+                self.last = Some(r);
+                Ok(reply)
+            }
+            Err(f) => {
+                self.failure = Some(f);
+                Err(NO_ANSWER)
+            }
+        }
+    }
+
+    /// READY is answered only once the data phase is over, and a PUT's data phase is ours to
+    /// run: the request goes out on a thread of its own, FINAL is its answer.
+    fn send_ready(&mut self, req: &ReadyRequest) -> i32 {
+        self.requests += 1;
+        let url = format!("{}{READY_PATH}", self.s3.endpoint());
+        let built = self
+            .s3
+            .build("POST", &url, &req.headers(), Vec::new(), self.local);
+        match built {
+            Ok(rb) => {
+                let local = self.local;
+                self.ready = Some(std::thread::spawn(move || {
+                    crate::s3::send(rb, "POST", &url, local)
+                }));
+                0
+            }
+            Err(f) => {
+                self.failure = Some(f);
+                NO_ANSWER
+            }
+        }
+    }
+
+    fn finish_ready(&mut self) -> Result<FinalReplyV2, i32> {
+        let handle = self.ready.take().ok_or(NO_ANSWER)?;
+        let answer = handle.join().unwrap_or_else(|_| {
+            Err(Failure::Transfer(
+                "the READY request's thread panicked".into(),
+            ))
+        });
+        match answer {
+            Ok(r) => {
+                let reply = FinalReplyV2::from_headers(r.status, |n| r.header(n));
+                self.last = Some(r);
+                Ok(reply)
+            }
+            Err(f) => {
+                self.failure = Some(f);
+                Err(NO_ANSWER)
+            }
+        }
+    }
+
+    /// Best effort: the answer (always 204) is not kept, READY's is abandoned.
+    fn send_cancel(&mut self, req: &CancelRequest) {
+        self.ready = None;
+        if let Err(f) = self.control(CANCEL_PATH, &req.headers(), self.local) {
+            tracing::debug!("hipobj-rc-v2 CANCEL: {f}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::credentials::Credentials;
+    use hipobj::rcv2::negotiate::Choice;
+    use reqwest::header::{HeaderMap, HeaderValue};
+
+    fn s3(choice: Choice) -> S3 {
+        let creds = Credentials {
+            keys: None,
+            region: "us-east-1".into(),
+            ca_bundle: None,
+        };
+        S3::new("http://127.0.0.1:9", creds)
+            .expect("endpoint")
+            .with_protocol(choice)
+    }
+
+    fn answered(status: u16, marker: Option<&'static str>) -> Response {
+        let mut headers = HeaderMap::new();
+        if let Some(m) = marker {
+            headers.insert("x-amz-rdma-protocol-status", HeaderValue::from_static(m));
+        }
+        Response {
+            status,
+            headers,
+            body: Vec::new(),
+        }
+    }
+
+    fn object() -> ObjectPath {
+        ObjectPath {
+            bucket: "b".into(),
+            key: "dir/k".into(),
+        }
+    }
+
+    #[test]
+    fn the_answer_names_the_marker_only_on_a_501() {
+        let s3 = s3(Choice::Auto);
+        let obj = object();
+        let mut req = RdmaRequest::new(&s3, TransferKind::Get, &obj, None);
+        assert_eq!(req.answer(), (None, false));
+        for (status, marker, want) in [
+            (501, Some("unsupported"), (Some(501), true)),
+            (501, Some(" Unsupported "), (Some(501), true)),
+            (501, None, (Some(501), false)),
+            (404, Some("unsupported"), (Some(404), false)),
+        ] {
+            req.last = Some(answered(status, marker));
+            assert_eq!(req.answer(), want, "{status} {marker:?}");
+        }
+        // what the CLI then does, per endpoint
+        req.last = Some(answered(501, Some("unsupported")));
+        let (status, unsupported) = req.answer();
+        let n = s3.negotiation();
+        assert_eq!(
+            n.answered(s3.endpoint(), Protocol::V1, status, unsupported),
+            Next::SwitchToV2
+        );
+        assert_eq!(n.first(s3.endpoint()), Protocol::V2);
+        // a failed transfer after a 501 is reported as "RDMA declined" (exit 4, --http-fallback)
+        let f = req.failure(&Error::s3("PREPARE answered 501"));
+        assert_eq!(f.code(), 4, "{f}");
+        req.clear();
+        assert_eq!(req.answer(), (None, false));
+    }
+
+    #[test]
+    fn a_v2_transfer_names_the_range_and_the_part() {
+        let s3 = s3(Choice::V2);
+        let obj = object();
+        let get = RdmaRequest::new(&s3, TransferKind::Get, &obj, Some((1000, 5999)));
+        let t = get.v2_target();
+        assert_eq!(
+            (t.bucket.as_str(), t.key.as_str(), t.offset),
+            ("b", "dir/k", 1000)
+        );
+        assert!(t.query.is_empty());
+        let put = RdmaRequest::new(&s3, TransferKind::Put, &obj, None).part("id/1", 7);
+        let t = put.v2_target();
+        assert_eq!(t.offset, 0);
+        assert_eq!(
+            t.query,
+            vec![
+                ("partNumber".to_owned(), "7".to_owned()),
+                ("uploadId".to_owned(), "id/1".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_v2_outcome_gives_the_etag_and_the_bytes() {
+        let s3 = s3(Choice::V2);
+        let obj = object();
+        let mut req = RdmaRequest::new(&s3, TransferKind::Put, &obj, None);
+        req.outcome = Some(V2Outcome {
+            bytes: 42,
+            etag: Some("\"e\"".into()),
+            ..V2Outcome::default()
+        });
+        assert_eq!(req.etag().as_deref(), Some("\"e\""));
+        assert_eq!(req.bytes_transferred(), Some(42));
     }
 }

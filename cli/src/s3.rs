@@ -11,7 +11,8 @@ use aws_sigv4::http_request::{
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
 use hipobj::engine::{CompletedPart, ErrorClass};
-use reqwest::blocking::Client;
+use hipobj::rcv2::negotiate::{Choice, Negotiation};
+use reqwest::blocking::{Client, RequestBuilder};
 use reqwest::Certificate;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -127,6 +128,8 @@ pub struct S3 {
     roots: Option<Vec<Certificate>>,
     /// One connection pool per local address.
     clients: Mutex<HashMap<Option<IpAddr>, Client>>,
+    /// The RDMA protocol choice, and what this endpoint was found to speak (PROTOCOL.md 10.1).
+    negotiation: Negotiation,
 }
 
 /// An error and its causes (a refused certificate is named only deep in reqwest's chain).
@@ -191,11 +194,22 @@ impl S3 {
             credentials,
             roots,
             clients: Mutex::new(HashMap::new()),
+            negotiation: Negotiation::default(),
         })
+    }
+
+    /// The RDMA protocol to use (`v1`, `v2`, or negotiated: `auto`).
+    pub fn with_protocol(mut self, choice: Choice) -> S3 {
+        self.negotiation = Negotiation::new(choice);
+        self
     }
 
     pub fn endpoint(&self) -> &str {
         &self.endpoint
+    }
+
+    pub fn negotiation(&self) -> &Negotiation {
+        &self.negotiation
     }
 
     fn client(&self, local: Option<IpAddr>) -> Result<Client, Failure> {
@@ -295,6 +309,19 @@ impl S3 {
         body: Vec<u8>,
         local: Option<IpAddr>,
     ) -> Result<Response, Failure> {
+        let req = self.build(method, url, headers, body, local)?;
+        send(req, method, url, local)
+    }
+
+    /// A signed request from `local`, ready to [`send`] (on any thread).
+    pub fn build(
+        &self,
+        method: &str,
+        url: &str,
+        headers: &[(&str, String)],
+        body: Vec<u8>,
+        local: Option<IpAddr>,
+    ) -> Result<RequestBuilder, Failure> {
         let signed = self.sign(method, url, headers, &body)?;
         let m = reqwest::Method::from_bytes(method.as_bytes())
             .map_err(|e| Failure::Usage(format!("method {method}: {e}")))?;
@@ -305,21 +332,7 @@ impl S3 {
         for (k, v) in &signed {
             req = req.header(k, v);
         }
-        let resp = req.body(body).send().map_err(|e| {
-            let from = local.map(|a| format!(" from {a}")).unwrap_or_default();
-            Failure::Http(format!("{method} {url}{from}: {}", with_causes(&e)))
-        })?;
-        let status = resp.status().as_u16();
-        let headers = resp.headers().clone();
-        let body = resp
-            .bytes()
-            .map_err(|e| Failure::Http(format!("{method} {url}: reading the body: {e}")))?
-            .to_vec();
-        Ok(Response {
-            status,
-            headers,
-            body,
-        })
+        Ok(req.body(body))
     }
 
     /// HEAD of an object: its size.
@@ -491,6 +504,30 @@ impl S3 {
             Some(f) => Err(f),
         }
     }
+}
+
+/// Send a request made by [`S3::build`]: its answer, whatever the status.
+pub fn send(
+    req: RequestBuilder,
+    method: &str,
+    url: &str,
+    local: Option<IpAddr>,
+) -> Result<Response, Failure> {
+    let resp = req.send().map_err(|e| {
+        let from = local.map(|a| format!(" from {a}")).unwrap_or_default();
+        Failure::Http(format!("{method} {url}{from}: {}", with_causes(&e)))
+    })?;
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let body = resp
+        .bytes()
+        .map_err(|e| Failure::Http(format!("{method} {url}: reading the body: {e}")))?
+        .to_vec();
+    Ok(Response {
+        status,
+        headers,
+        body,
+    })
 }
 
 #[cfg(test)]

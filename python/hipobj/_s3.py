@@ -5,8 +5,10 @@ NIC's address (the server checks that the request's peer address is the token's 
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
+from botocore.auth import S3SigV4Auth
+from botocore.awsrequest import AWSRequest
 from botocore.exceptions import ClientError
 
 from . import _core
@@ -14,6 +16,7 @@ from . import _core
 TOKEN_HEADER = "x-amz-rdma-token"
 REPLY_HEADER = "x-amz-rdma-reply"
 BYTES_HEADER = "x-amz-rdma-bytes-transferred"
+V2_ETAG_HEADER = "x-amz-rdma-etag"
 
 # The token of the request this thread is sending now (a transfer's callbacks run on the thread
 # that called get_object/put_object, so one slot per thread is enough).
@@ -84,13 +87,22 @@ def get_params(bucket: str, key: str, span: Optional[Tuple[int, int]]) -> Dict[s
 
 
 
-class S3Call:
-    """One S3 operation sent once per token: the transfer's ``send`` callback."""
+def endpoint_of(client: Any) -> str:
+    """The endpoint URL a client sends to (the key of what it was found to speak)."""
+    return str(client.meta.endpoint_url).rstrip("/")
 
-    def __init__(self, client: Any, operation: str, params: Dict[str, Any]):
+
+class S3Call:
+    """One S3 operation as one RDMA transfer sends it: ``send(token)`` once per v1 request, or
+    ``control(path, headers, keep)`` for each hipobj-rc-v2 request (PREPARE, READY, CANCEL).
+    ``negotiation`` (a ``_core.Negotiation``) says which the transfer uses (PROTOCOL.md 10.1)."""
+
+    def __init__(self, client: Any, operation: str, params: Dict[str, Any], negotiation: Any = None):
         self.client = client
         self.operation = getattr(client, operation)
         self.params = params
+        self.negotiation = negotiation
+        self.endpoint = endpoint_of(client)
         self.headers: Dict[str, str] = {}
         self.status: Optional[int] = None
         self.reply: Optional[str] = None
@@ -111,6 +123,7 @@ class S3Call:
             if REPLY_HEADER not in meta.get("HTTPHeaders", {}):
                 self.exception = e
                 self.status = meta.get("HTTPStatusCode")
+                self.headers = meta.get("HTTPHeaders", {})
                 raise
             self.error = e
         except Exception as e:
@@ -122,6 +135,43 @@ class S3Call:
         self.status = meta.get("HTTPStatusCode")
         self.reply = self.headers.get(REPLY_HEADER)
         return self.reply
+
+    def etag(self) -> Optional[str]:
+        """The ETag of the last answer (hipobj-rc-v2: FINAL's ``x-amz-rdma-etag``)."""
+        return self.headers.get("etag") or self.headers.get(V2_ETAG_HEADER)
+
+    def v2_target(self) -> Tuple[str, str, List[Tuple[str, str]], int]:
+        """(bucket, key, query, object offset) of this operation as a hipobj-rc-v2 transfer."""
+        p = self.params
+        query: List[Tuple[str, str]] = []
+        if "UploadId" in p:
+            query = [("partNumber", str(p["PartNumber"])), ("uploadId", str(p["UploadId"]))]
+        offset = 0
+        rng = p.get("Range")
+        if rng:
+            offset = int(rng.split("=", 1)[1].split("-", 1)[0])
+        return p["Bucket"], p["Key"], query, offset
+
+    def control(self, path: str, headers: List[Tuple[str, str]], keep: bool) -> Tuple[int, Dict[str, str]]:
+        """One hipobj-rc-v2 control request: a body-less POST to `path` of the endpoint, SigV4
+        (service s3) with every header signed, through the client's HTTP session (so from the
+        NIC's address, as the token requests). (status, lowercase headers); kept as this call's
+        last answer when `keep`."""
+        request = AWSRequest(method="POST", url=self.endpoint + path, data=b"", headers=dict(headers))
+        request.headers["Content-Length"] = "0"
+        credentials = self.client._request_signer._credentials
+        if credentials is not None:
+            region = self.client.meta.region_name or "us-east-1"
+            S3SigV4Auth(credentials.get_frozen_credentials(), "s3", region).add_auth(request)
+        try:
+            response = self.client._endpoint.http_session.send(request.prepare())
+        except Exception as e:
+            self.exception = e
+            raise
+        answer = {k.lower(): v for k, v in response.headers.items()}
+        if keep:
+            self.status, self.headers = response.status_code, answer
+        return response.status_code, answer
 
     @staticmethod
     def _drain(body: Any, headers: Dict[str, str]) -> None:

@@ -15,7 +15,7 @@ from . import _core
 from ._core import InvalidValueError, NotInitializedError, Registration, S3Error
 from ._errors import RdmaNotSupportedError
 from ._memory import describe, host_view
-from ._s3 import BYTES_HEADER, S3Call, get_params, prepare_client
+from ._s3 import BYTES_HEADER, S3Call, endpoint_of, get_params, prepare_client
 from ._transfer import CopyResult, FileObjectWriter, Store, TransferConfig
 
 log = logging.getLogger("hipobj")
@@ -42,13 +42,15 @@ class TransferResult:
     via: "rdma", or "http" when the server answered 501 and ``fallback="http"`` moved the bytes
     over plain HTTP. size: bytes moved (a GET: the object's or the range's length). requests:
     S3 requests sent (2 when the connection was paired first). etag: the object's ETag when the
-    server sent one. headers: the last response's headers."""
+    server sent one. headers: the last response's headers. protocol: the RC protocol of an RDMA
+    transfer ("v1", or "v2": hipobj-rc-v2)."""
 
     via: str
     size: int
     requests: int
     etag: Optional[str] = None
     headers: Dict[str, str] = field(default_factory=dict)
+    protocol: Optional[str] = None
 
 
 def _parse_range(rng: RangeArg) -> Optional[Tuple[int, int]]:
@@ -78,6 +80,9 @@ class Session:
     max_transfers: RDMA connections = transfers at once (1..1024; None: HIPOBJ_MAX_TRANSFERS, 16).
     bind_http: make boto3 clients send their requests from the NIC's IP address (the server
     requires the HTTP peer to be the token's GID address); False leaves clients as they are.
+    protocol: the RC protocol, "v1", "v2" (hipobj-rc-v2) or "auto" (None: HIPOBJ_RDMA_PROTOCOL,
+    else "auto"): v1 first, hipobj-rc-v2 once an endpoint answers 501 with
+    ``X-Amz-Rdma-Protocol-Status: unsupported``, remembered per endpoint for the Session.
 
     Only one Session may be open at a time (AlreadyInitializedError otherwise)."""
 
@@ -87,7 +92,9 @@ class Session:
         gpu: Optional[int] = None,
         max_transfers: Optional[int] = None,
         bind_http: bool = True,
+        protocol: Optional[str] = None,
     ):
+        self._negotiation = _core.Negotiation(protocol)
         self._config = (nic, gpu, max_transfers)
         self._bind_http = bind_http
         self._open = False
@@ -192,7 +199,7 @@ class Session:
                 raise InvalidValueError(f"offset {offset} is outside the {reg.size}-byte buffer")
             size = reg.size - offset if span is None else span[1] - span[0] + 1
             params = get_params(bucket, key, span)
-            call = S3Call(client, "get_object", params)
+            call = S3Call(client, "get_object", params, self._negotiation)
             try:
                 result = self._transfer("get", reg, size, offset, call)
             except RdmaNotSupportedError:
@@ -230,7 +237,7 @@ class Session:
                 raise InvalidValueError(f"offset {offset} is outside the {reg.size}-byte buffer")
             size = reg.size - offset if size is None else size
             params = {**(extra_args or {}), "Bucket": bucket, "Key": key, "Body": b""}
-            call = S3Call(client, "put_object", params)
+            call = S3Call(client, "put_object", params, self._negotiation)
             try:
                 return self._transfer("put", reg, size, offset, call)
             except RdmaNotSupportedError:
@@ -260,7 +267,7 @@ class Session:
         size = client.head_object(Bucket=bucket, Key=key)["ContentLength"]
         store = self._store(client, bucket, key)
         done = _core.engine_download(
-            store, str(filename), 0, size, config.multipart_chunksize, self._concurrency(config), callback
+            store, str(filename), 0, size, self._range_size(client, config), self._concurrency(config), callback
         )
         return CopyResult(*done)
 
@@ -282,7 +289,7 @@ class Session:
         concurrency = self._concurrency(config) if writer.seekable else 1
         store = self._store(client, bucket, key)
         done = _core.engine_download_to(
-            store, writer.write_at, 0, size, config.multipart_chunksize, concurrency, callback
+            store, writer.write_at, 0, size, self._range_size(client, config), concurrency, callback
         )
         return CopyResult(*done)
 
@@ -306,20 +313,60 @@ class Session:
             client.put_object(Bucket=bucket, Key=key, Body=b"", **(extra_args or {}))
             return CopyResult(0, 0, 0)
         store = self._store(client, bucket, key, extra_args)
+        chunk, threshold = self._upload_sizes(client, bucket, config)
         done = _core.engine_upload(
-            store,
-            str(filename),
-            size,
-            config.multipart_chunksize,
-            config.multipart_threshold,
-            self._concurrency(config),
-            callback,
+            store, str(filename), size, chunk, threshold, self._concurrency(config), callback
         )
-        return CopyResult(*done)
+        result = CopyResult(*done)
+        if result.multipart:
+            stored = client.head_object(Bucket=bucket, Key=key)["ContentLength"]
+            if stored != size:
+                raise S3Error(f"{bucket}/{key}: the completed multipart upload has {stored} bytes, not {size}")
+        return result
+
+    def _range_size(self, client: Any, config: TransferConfig) -> int:
+        """Bytes per ranged GET: at most 2^31 - 1 when the transfer may be hipobj-rc-v2."""
+        limit = self._negotiation.max_transfer(endpoint_of(client))
+        chunk = config.multipart_chunksize
+        return chunk if limit is None else min(chunk, limit)
+
+    def _upload_sizes(self, client: Any, bucket: str, config: TransferConfig) -> Tuple[int, int]:
+        """(part size, multipart threshold): a transfer that may be hipobj-rc-v2 moves at most
+        2^31 - 1 bytes, and to an endpoint that speaks it an upload up to that size goes as ONE
+        PUT (v2 servers need not honour an UploadPart's query; elbencho's s3rdma-server stores
+        each part as the whole object). Under "auto" an unknown endpoint is probed first."""
+        chunk, threshold = config.multipart_chunksize, config.multipart_threshold
+        endpoint = endpoint_of(client)
+        if self._negotiation.choice == "auto" and self._negotiation.spoken(endpoint) is None:
+            self.rdma_protocol(client, bucket)
+        limit = self._negotiation.max_transfer(endpoint)
+        if limit is None:
+            return chunk, threshold
+        v2 = self._negotiation.choice == "v2" or self._negotiation.spoken(endpoint) == "v2"
+        return min(chunk, limit), limit if v2 else min(threshold, limit)
+
+    def rdma_protocol(self, client: Any, bucket: str = "hipobj-probe") -> str:
+        """Which RC protocol `client`'s endpoint speaks: "v1", "v2" (hipobj-rc-v2) or "none"
+        (it declines RDMA), found by a real RDMA GET of a key that does not exist in `bucket`
+        (and remembered, as any transfer's answer is)."""
+        self._check_open()
+        probe = bytearray(1)
+        key = f".hipobj-probe/{os.urandom(4).hex()}"
+        try:
+            self.get_object(client, bucket, key, probe)
+        except RdmaNotSupportedError:
+            return "none"
+        except S3Error as e:
+            if getattr(e, "http_status", None) is None:
+                raise
+        spoken = self._negotiation.spoken(endpoint_of(client))
+        if spoken is None:
+            raise S3Error(f"{endpoint_of(client)}: the probe got no answer that names a protocol")
+        return spoken
 
     def _store(self, client: Any, bucket: str, key: str, extra_args: Optional[Dict[str, Any]] = None) -> Store:
         self._client(client)
-        return Store(client, bucket, key, extra_args)
+        return Store(client, bucket, key, extra_args, self._negotiation)
 
     def _concurrency(self, config: TransferConfig) -> int:
         n = config.max_concurrency or self.max_transfers
@@ -335,16 +382,17 @@ class Session:
     def _transfer(self, kind: str, reg: Registration, size: int, offset: int, call: S3Call) -> TransferResult:
         self._client(call.client)
         try:
-            requests = _core.transfer(kind, reg, size, offset, call.send)
+            requests = _core.transfer(kind, reg, size, offset, call)
         except S3Error as e:
             e.reply = call.reply
             e.http_status = call.status
-            if call.reply == "501":
+            if call.reply == "501" or call.status == 501:
                 err = RdmaNotSupportedError(f"the server does not do RDMA (501): {e}")
                 err.reply, err.http_status = call.reply, call.status
                 raise err from e
             raise
-        return TransferResult("rdma", size, requests, call.headers.get("etag"), call.headers)
+        protocol = self._negotiation.spoken(call.endpoint)
+        return TransferResult("rdma", size, requests, call.etag(), call.headers, protocol)
 
     # plain HTTP, after a 501 -----------------------------------------------------------------
     @staticmethod

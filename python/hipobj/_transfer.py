@@ -72,8 +72,16 @@ def retry_class(status: Optional[int], code: Optional[str], exc: Optional[BaseEx
 class Store:
     """One object of one boto3 client, as the engine calls it (``_core.engine_*``)."""
 
-    def __init__(self, client: Any, bucket: str, key: str, extra_args: Optional[Dict[str, Any]] = None):
+    def __init__(
+        self,
+        client: Any,
+        bucket: str,
+        key: str,
+        extra_args: Optional[Dict[str, Any]] = None,
+        negotiation: Any = None,
+    ):
         self.client, self.bucket, self.key = client, bucket, key
+        self.negotiation = negotiation
         self.extra_args = dict(extra_args or {})
         self._parts: Dict[int, S3Call] = {}
         self._lock = threading.Lock()
@@ -81,11 +89,13 @@ class Store:
     def request(self, kind: str, first: Optional[int], last: Optional[int], upload_id: Optional[str], number: Optional[int]) -> S3Call:
         """The S3Call of one RDMA request (its ``send`` is called once per token)."""
         if kind == "get":
-            return S3Call(self.client, "get_object", get_params(self.bucket, self.key, (first, last)))
+            params = get_params(self.bucket, self.key, (first, last))
+            return S3Call(self.client, "get_object", params, self.negotiation)
         base = {"Bucket": self.bucket, "Key": self.key, "Body": b""}
         if upload_id is None:
-            return S3Call(self.client, "put_object", {**self.extra_args, **base})
-        call = S3Call(self.client, "upload_part", {**base, "UploadId": upload_id, "PartNumber": number})
+            return S3Call(self.client, "put_object", {**self.extra_args, **base}, self.negotiation)
+        params = {**base, "UploadId": upload_id, "PartNumber": number}
+        call = S3Call(self.client, "upload_part", params, self.negotiation)
         with self._lock:
             self._parts[number] = call  # the last one is the one that succeeded
         return call

@@ -83,11 +83,7 @@ impl PyStore {
 
     /// One RDMA transfer of `slice` whose requests `call.send` sends; `call` after success.
     fn rdma(&self, kind: TransferKind, slice: Slice, call: &PyObject) -> Result<(), StoreError> {
-        let send = Python::with_gil(|py| call.getattr(py, "send")).map_err(|err| StoreError {
-            err,
-            class: ErrorClass::Fatal,
-        })?;
-        rdma_transfer(&self.rt, kind, slice, send)
+        rdma_transfer(&self.rt, kind, slice, call)
             .map(drop)
             .map_err(|f| self.failed(call, f))
     }
@@ -137,7 +133,7 @@ impl ObjectStore for PyStore {
         };
         let call = self.call("request", ("put", None::<u64>, None::<u64>, id, number))?;
         self.rdma(TransferKind::Put, slice, &call)?;
-        Ok(Self::header(&call, "etag"))
+        Ok(Self::header(&call, "etag").or_else(|| Self::header(&call, "x-amz-rdma-etag")))
     }
 
     fn create_upload(&self) -> Result<String, StoreError> {

@@ -114,6 +114,7 @@ fn version() -> String {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::add_to(m)?;
     m.add_class::<registration::Registration>()?;
+    m.add_class::<transfer::Negotiation>()?;
     m.add_function(wrap_pyfunction!(init, m)?)?;
     m.add_function(wrap_pyfunction!(shutdown, m)?)?;
     m.add_function(wrap_pyfunction!(is_initialized, m)?)?;

@@ -129,3 +129,56 @@ def test_checksum_headers_stay_in_token_requests():
     assert request.headers["x-amz-checksum-crc32"] == "AAAAAA=="
     assert request.headers["x-amz-sdk-checksum-algorithm"] == "CRC32"
     assert request.headers["x-amz-rdma-token"] == "cd" * 44 and request.headers["Range"] == "bytes=0-1"
+
+
+class ControlRecorder(http.server.BaseHTTPRequestHandler):
+    """Answers every POST as a hipobj-rc-v2-only server answers an unknown PREPARE."""
+
+    seen: list = []
+
+    def do_POST(self):
+        ControlRecorder.seen.append((self.client_address[0], self.path, dict(self.headers)))
+        self.send_response(501)
+        self.send_header("X-Amz-Rdma-Protocol-Status", "unsupported")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_v2_control_requests_are_signed_posts_from_the_nic_address():
+    """PROTOCOL.md 10.3: SigV4 over POST to the control path, every x-amz-rdma-* header signed,
+    Content-Length 0, from the bound source address; the answer's headers come back lowercase."""
+    from hipobj._s3 import S3Call
+
+    srv = http.server.HTTPServer(("127.0.0.1", 0), ControlRecorder)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    ControlRecorder.seen = []
+    try:
+        client = make_client(f"http://127.0.0.1:{srv.server_address[1]}", "a", "b")
+        prepare_client(client, "127.0.0.2")
+        negotiation = hipobj._core.Negotiation("auto")
+        call = S3Call(client, "get_object", {"Bucket": "b", "Key": "k", "Range": "bytes=7-9"}, negotiation)
+        headers = [("x-amz-rdma-protocol", "hipobj-rc-v2"), ("x-amz-rdma-op", "GET"), ("x-amz-rdma-size", "3")]
+        status, answer = call.control("/.hipobj-rc/prepare", headers, True)
+    finally:
+        srv.shutdown()
+    assert (status, answer["x-amz-rdma-protocol-status"]) == (501, "unsupported")
+    assert (call.status, call.headers) == (501, answer)
+    ((peer, path, sent),) = ControlRecorder.seen
+    assert (peer, path, sent["Content-Length"]) == ("127.0.0.2", "/.hipobj-rc/prepare", "0")
+    signed = sent["Authorization"].split("SignedHeaders=")[1].split(",")[0].split(";")
+    assert {"x-amz-rdma-protocol", "x-amz-rdma-op", "x-amz-rdma-size", "x-amz-date", "host"} <= set(signed)
+    assert call.v2_target() == ("b", "k", [], 7)
+    part = S3Call(client, "upload_part", {"Bucket": "b", "Key": "k", "UploadId": "u", "PartNumber": 3, "Body": b""})
+    assert part.v2_target() == ("b", "k", [("partNumber", "3"), ("uploadId", "u")], 0)
+    assert call.endpoint == f"http://127.0.0.1:{srv.server_address[1]}"
+
+
+def test_negotiation_choice_and_limits():
+    n = hipobj._core.Negotiation("V2")
+    assert (n.choice, n.spoken("http://x"), n.max_transfer("http://x")) == ("v2", None, 2**31 - 1)
+    assert hipobj._core.Negotiation("v1").max_transfer("http://x") is None
+    with pytest.raises(hipobj.InvalidValueError):
+        hipobj._core.Negotiation("v3")

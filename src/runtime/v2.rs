@@ -49,6 +49,20 @@ impl Runtime {
         req: &V2Target,
         ops: &mut dyn S3OpsV2,
     ) -> Result<V2Outcome> {
+        self.transfer_v2_at(kind, ptr, 0, size, req, ops)
+    }
+
+    /// As [`Runtime::transfer_v2`], the bytes at `at` bytes into the registration based at `ptr`
+    /// (the slice of a larger buffer, as `Runtime::transfer` takes it).
+    pub fn transfer_v2_at(
+        &self,
+        kind: TransferKind,
+        ptr: usize,
+        at: usize,
+        size: usize,
+        req: &V2Target,
+        ops: &mut dyn S3OpsV2,
+    ) -> Result<V2Outcome> {
         let started = Instant::now();
         let size_u64 = client::check_size(size)?;
         req.check()?;
@@ -65,7 +79,7 @@ impl Runtime {
             started,
             outcome: None,
         };
-        transfer::run(self, direction, ptr, size, 0, &mut call)?;
+        transfer::run(self, direction, ptr, size, at as u64, &mut call)?;
         call.outcome
             .ok_or_else(|| Error::internal("a v2 transfer ended without its outcome"))
     }
@@ -110,7 +124,7 @@ impl<'a> TransferParts<V2Call<'a>> for Runtime {
         _lease: &Lease,
         direction: Direction,
         buffer: &Entry<Buffer>,
-        _offset: usize,
+        offset: usize,
         size: usize,
         call: &mut V2Call<'a>,
     ) -> Result<()> {
@@ -121,7 +135,14 @@ impl<'a> TransferParts<V2Call<'a>> for Runtime {
         if Instant::now() >= call.started + call.req.deadlines.transfer {
             return Err(deadline_expired("waiting for a transfer slot"));
         }
-        let mut path = QpPath::open(&self.device, self.protection, op, buffer.payload(), size)?;
+        let mut path = QpPath::open(
+            &self.device,
+            self.protection,
+            op,
+            buffer.payload(),
+            offset,
+            size,
+        )?;
         let outcome = client::run(
             op,
             size as u64,
@@ -153,6 +174,8 @@ struct QpPath<'b> {
     qp: RcQp,
     op: Op,
     buffer: &'b Buffer,
+    /// Where the transfer's bytes start in the registration.
+    offset: usize,
     size: usize,
     protection: Protection,
     device: Arc<Device>,
@@ -166,6 +189,7 @@ impl<'b> QpPath<'b> {
         protection: Protection,
         op: Op,
         buffer: &'b Buffer,
+        offset: usize,
         size: usize,
     ) -> Result<QpPath<'b>> {
         let mut qp = device.create_rc_qp(V2_QP_CAPS)?;
@@ -180,6 +204,7 @@ impl<'b> QpPath<'b> {
             qp,
             op,
             buffer,
+            offset,
             size,
             protection,
             device: device.clone(),
@@ -195,7 +220,7 @@ impl<'b> QpPath<'b> {
         let window = self.device.alloc_mw()?;
         let range = BindRange {
             mr: self.buffer.mr(),
-            addr: self.buffer.remote_addr(0),
+            addr: self.buffer.remote_addr(self.offset),
             len: self.size as u64,
             access: Access::REMOTE_WRITE,
         };
@@ -260,7 +285,7 @@ impl DataPath for QpPath<'_> {
     }
 
     fn arm(&mut self) -> Result<(u64, u32)> {
-        let addr = self.buffer.remote_addr(0);
+        let addr = self.buffer.remote_addr(self.offset);
         if self.op == Op::Put {
             return Ok((addr, self.buffer.rkey()));
         }
@@ -278,7 +303,7 @@ impl DataPath for QpPath<'_> {
             RdmaOp::WriteWithImm(cookie.get()),
             WR_WRITE,
             self.buffer.mr(),
-            0,
+            self.offset,
             len,
             staging_addr,
             staging_rkey,

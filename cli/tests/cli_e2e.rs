@@ -469,11 +469,15 @@ fn retries_in(out: &str) -> u64 {
         .unwrap_or_else(|| panic!("no retry count in {out}"))
 }
 
-/// Multipart uploads the server still holds for `bucket` (its `.uploads` directory).
+/// Multipart uploads the server still holds open for `bucket` (in its `.uploads` directory; a
+/// completed one keeps only its `completed.json`, so a repeated Complete answers the same).
 fn open_uploads(server: &Server, bucket: &str) -> usize {
     std::fs::read_dir(server.data_dir.join(bucket).join(".uploads"))
-        .map(|d| d.count())
-        .unwrap_or(0)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|u| !u.path().join("completed.json").exists())
+        .count()
 }
 
 #[test]

@@ -628,8 +628,14 @@ fn engine_copy_survives_a_server_restart() {
         server.restart();
         let out = child.wait_with_output().expect("wait");
         let stdout = ok(out);
-        println!("{what} across a server restart: {stdout}");
-        assert!(retries_in(&stdout) >= 1, "{stdout}");
+        // The copy must finish byte-exact and say how many retries it used. Whether the restart
+        // costs a retry depends on where it lands: between requests, hyper's fresh connection and
+        // a 428 re-pairing absorb it (seen: 0 retries on a quiet host, 2 and 9 at load ~15).
+        println!(
+            "{what} across a server restart: {stdout} ({} retries)",
+            retries_in(&stdout)
+        );
+        assert!(stdout.contains(" retries"), "{stdout}");
     }
     assert!(same_files(&src, &dir.join("back")));
     let _ = std::fs::remove_dir_all(dir);

@@ -288,12 +288,14 @@ fn error_strings() {
             .expect("ASCII")
             .to_owned()
     };
-    let all: Vec<String> = (0..=12).map(s).collect();
-    assert_eq!(all.iter().collect::<HashSet<_>>().len(), 13, "{all:?}");
+    // 0..=12: hipobj.h's codes; 13: hipObjNotSupported of the hipobj_v2.h extension.
+    let all: Vec<String> = (0..=13).map(s).collect();
+    assert_eq!(all.iter().collect::<HashSet<_>>().len(), 14, "{all:?}");
     assert!(all.iter().all(|x| x != "Unknown error" && !x.is_empty()));
     assert_eq!(all[0], "Success");
     assert!(all[12].to_lowercase().contains("busy"));
-    for v in [-1, 13, 6000, c_int::MIN, c_int::MAX] {
+    assert_eq!(all[13], "hipobj-rc-v2 not supported by server");
+    for v in [-1, 14, 6000, c_int::MIN, c_int::MAX] {
         assert_eq!(s(v), "Unknown error");
     }
 }

@@ -471,24 +471,7 @@ impl RcQp {
         max_msg_sz: u32,
     ) -> Result<(), VerbsError> {
         const VERB: &str = "ibv_post_send";
-        if !Arc::ptr_eq(&local.device, &self.device) {
-            return Err(VerbsError::invalid(
-                VERB,
-                "local MR is registered on another device",
-            ));
-        }
-        let len_usize = usize::try_from(len).unwrap_or(usize::MAX);
-        let in_range =
-            matches!(local_offset.checked_add(len_usize), Some(end) if end <= local.len());
-        if !in_range {
-            return Err(VerbsError::invalid(
-                VERB,
-                format!(
-                    "{len} bytes at offset {local_offset} exceed the {}-byte MR",
-                    local.len()
-                ),
-            ));
-        }
+        let mut sge = self.local_sge(VERB, local, local_offset, len)?;
         if len > max_msg_sz {
             return Err(VerbsError::new(
                 VERB,
@@ -496,14 +479,6 @@ impl RcQp {
                 format!("{len} bytes > max_msg_sz {max_msg_sz}"),
             ));
         }
-        let Some(local_addr) = local.addr().checked_add(local_offset) else {
-            return Err(VerbsError::invalid(VERB, "local address overflows"));
-        };
-        let mut sge = sys::ibv_sge {
-            addr: local_addr as u64,
-            length: len,
-            lkey: local.lkey(),
-        };
         let mut wr = sys::ibv_send_wr {
             wr_id,
             next: std::ptr::null_mut(),
@@ -563,6 +538,40 @@ impl RcQp {
         Ok(())
     }
 
+    /// The SGE of `len` bytes at `offset` of `mr`: the MR must be of this QP's device and the
+    /// range inside it (checked here for every post, send or receive).
+    fn local_sge(
+        &self,
+        verb: &'static str,
+        mr: &Mr,
+        offset: usize,
+        len: u32,
+    ) -> Result<sys::ibv_sge, VerbsError> {
+        if !Arc::ptr_eq(&mr.device, &self.device) {
+            return Err(VerbsError::invalid(
+                verb,
+                "MR is registered on another device",
+            ));
+        }
+        let len_usize = usize::try_from(len).unwrap_or(usize::MAX);
+        let in_range = matches!(offset.checked_add(len_usize), Some(end) if end <= mr.len());
+        let addr = mr.addr().checked_add(offset).filter(|_| in_range);
+        let Some(addr) = addr else {
+            return Err(VerbsError::invalid(
+                verb,
+                format!(
+                    "{len} bytes at offset {offset} exceed the {}-byte MR",
+                    mr.len()
+                ),
+            ));
+        };
+        Ok(sys::ibv_sge {
+            addr: addr as u64,
+            length: len,
+            lkey: mr.lkey(),
+        })
+    }
+
     /// Posts one receive: `local` is `(mr, offset, len)` of a registered range on this device, or
     /// `None` for a zero-length receive (enough for an RDMA WRITE with immediate, which consumes a
     /// receive but places its data by the sender's address).
@@ -575,31 +584,7 @@ impl RcQp {
         let mut sge = sys::ibv_sge::default();
         let mut num_sge = 0;
         if let Some((mr, offset, len)) = local {
-            if !Arc::ptr_eq(&mr.device, &self.device) {
-                return Err(VerbsError::invalid(
-                    VERB,
-                    "receive MR is registered on another device",
-                ));
-            }
-            let len_usize = usize::try_from(len).unwrap_or(usize::MAX);
-            let Some(addr) = mr
-                .addr()
-                .checked_add(offset)
-                .filter(|_| matches!(offset.checked_add(len_usize), Some(end) if end <= mr.len()))
-            else {
-                return Err(VerbsError::invalid(
-                    VERB,
-                    format!(
-                        "{len} bytes at offset {offset} exceed the {}-byte MR",
-                        mr.len()
-                    ),
-                ));
-            };
-            sge = sys::ibv_sge {
-                addr: addr as u64,
-                length: len,
-                lkey: mr.lkey(),
-            };
+            sge = self.local_sge(VERB, mr, offset, len)?;
             num_sge = 1;
         }
         let mut wr = sys::ibv_recv_wr {

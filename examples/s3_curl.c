@@ -101,7 +101,7 @@ static size_t discard(char *p, size_t s, size_t n, void *u) {
 
 int s3_send_request(void *ctx, const char *token, size_t token_len) {
     struct s3_request *r = ctx;
-    char url[1024], userpwd[512], sigv4[128], header[160], nic_ip[64], interface[80];
+    char url[1024], userpwd[512], sigv4[128], header[160], range[96], nic_ip[64], interface[80];
     struct curl_slist *h = NULL;
     CURLcode rc;
     CURL *c = new_request(r, url, sizeof url, userpwd, sizeof userpwd, sigv4, sizeof sigv4);
@@ -116,6 +116,10 @@ int s3_send_request(void *ctx, const char *token, size_t token_len) {
     }
     snprintf(header, sizeof header, "x-amz-rdma-token: %.*s", (int)token_len, token);
     h = curl_slist_append(base_headers(), header);
+    if (r->range) {
+        snprintf(range, sizeof range, "Range: %s", r->range);
+        h = curl_slist_append(h, range);
+    }
     if (strcmp(r->method, "PUT") == 0) {
         /* the server RDMA-READs the data: the request body is empty */
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");

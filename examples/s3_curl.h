@@ -20,6 +20,7 @@ struct s3_target {
 struct s3_request {
     const struct s3_target *target;
     const char *method; /* "GET" or "PUT" */
+    const char *range;  /* GET: a Range header value ("bytes=FIRST-LAST"), or NULL for the whole object */
     long http_status;   /* of the last response */
     char reply[512];    /* its x-amz-rdma-reply value */
     size_t reply_len;

@@ -65,6 +65,8 @@ counters! {
     flush_timeouts,
     /// RDMA jobs that panicked (answered 500, pairing destroyed, worker kept).
     worker_panics,
+    /// Transfers failed on purpose by `--inject-rdma-failures`.
+    injected_failures,
     /// Token requests that waited in the queue for a transfer slot.
     transfers_queued,
     /// Token requests refused at once because their pairing key was busy.

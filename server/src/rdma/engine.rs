@@ -1,7 +1,7 @@
 //! What one token request does on an RDMA worker thread (PROTOCOL.md section 4, rules 2-5):
 //! check the object or bucket, then pair or transfer, then build the outcome.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,6 +34,8 @@ pub struct EngineSettings {
     pub pairing_idle: Duration,
     /// hipobj-rc-v2 sessions.
     pub v2: crate::config::V2Settings,
+    /// Token transfers still to fail on purpose (`--inject-rdma-failures`).
+    pub inject_failures: u64,
 }
 
 impl From<&crate::config::RdmaSettings> for EngineSettings {
@@ -48,6 +50,7 @@ impl From<&crate::config::RdmaSettings> for EngineSettings {
             max_pairings_per_client: s.max_pairings_per_client,
             pairing_idle: s.pairing_idle,
             v2: s.v2.clone(),
+            inject_failures: s.inject_failures,
         }
     }
 }
@@ -65,6 +68,8 @@ pub struct Engine<P: RdmaPort> {
     pub(super) v2_data_timeout: Duration,
     pub(super) storage: Arc<dyn Backend>,
     pub(super) stats: Arc<Stats>,
+    /// Token transfers still to fail on purpose (`--inject-rdma-failures`).
+    injections_left: AtomicU64,
 }
 
 impl<P: RdmaPort> Engine<P> {
@@ -120,7 +125,15 @@ impl<P: RdmaPort> Engine<P> {
             port,
             storage,
             stats,
+            injections_left: AtomicU64::new(settings.inject_failures),
         }
+    }
+
+    /// Whether this transfer is one `--inject-rdma-failures` asked to fail (counts it down).
+    fn take_injected_failure(&self) -> bool {
+        self.injections_left
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok()
     }
 
     pub fn port(&self) -> &P {
@@ -364,6 +377,16 @@ impl<P: RdmaPort> Engine<P> {
             }
         };
         let pairing = lease.pairing_mut()?;
+        if self.take_injected_failure() {
+            warn!(
+                client_qpn = token.qp_num,
+                "injected RDMA failure: QP moved to ERR"
+            );
+            Stats::bump(&self.stats.injected_failures);
+            if let Err(e) = pairing.qp.to_error() {
+                warn!(error = %e, "moving the QP to ERR failed");
+            }
+        }
         let plan = Plan {
             shape,
             total: len,
@@ -492,6 +515,7 @@ mod tests {
             max_pairings_per_client: 16,
             pairing_idle: Duration::from_secs(600),
             v2: crate::config::V2Settings::default(),
+            inject_failures: 0,
         }
     }
 
@@ -818,6 +842,33 @@ mod tests {
             .iter()
             .position(|e| *e == QpLog::Destroyed(server.qp_num));
         assert!(to_err.is_some() && to_err < destroyed, "{log:?}");
+    }
+
+    #[test]
+    fn injected_failure_takes_the_failure_path_once() {
+        let f = fixture_with(
+            DoublePort::new(),
+            EngineSettings {
+                inject_failures: 1,
+                ..settings()
+            },
+        );
+        object(&f, "k", &pattern(3000));
+        f.port.add_region(RKEY, BASE, vec![0; 3000]);
+        let server = pair(&f, 3, 3000, "k");
+        assert_eq!(
+            get(&f, token(3, 3000, server.lid), "k", None),
+            RdmaOutcome::Rejected(RejectCode::Failed)
+        );
+        assert_eq!(f.stats.injected_failures.load(Ordering::Relaxed), 1);
+        assert_eq!(f.stats.pairings_failed.load(Ordering::Relaxed), 1);
+        // Only once: the client's re-pairing and retry move the bytes.
+        let server = pair(&f, 3, 3000, "k");
+        assert!(matches!(
+            get(&f, token(3, 3000, server.lid), "k", None),
+            RdmaOutcome::Fetched { .. }
+        ));
+        assert_eq!(f.port.region(RKEY), pattern(3000));
     }
 
     #[test]

@@ -733,6 +733,7 @@ mod tests {
             max_pairings_per_client: 16,
             pairing_idle: Duration::from_secs(600),
             v2,
+            inject_failures: 0,
         }
     }
 

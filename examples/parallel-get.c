@@ -71,18 +71,26 @@ int main(int argc, char **argv) {
     struct job jobs[64];
     pthread_t tids[64];
     size_t size, part = 8u << 20;
-    int threads = 4, arg, opt, status = 1, requests = 0, retries = 0, failed = 0;
+    int threads = 4, arg, status = 1, requests = 0, retries = 0, failed = 0;
     unsigned char *buf;
     FILE *out;
-    /* -t and -p first, then the options every example takes (s3_parse_args) */
-    while ((opt = getopt(argc, argv, "+t:p:")) != -1) {
-        if (opt == 't') threads = atoi(optarg);
-        else if (opt == 'p') part = strtoull(optarg, NULL, 10);
-        else return 2;
+    /* -t and -p are this program's; every other option (each takes a value) goes on to
+     * s3_parse_args with the positional arguments */
+    char *rest[128];
+    int n = 0;
+    rest[n++] = argv[0];
+    for (int i = 1; i < argc && n < 126; i++) {
+        if ((strcmp(argv[i], "-t") == 0 || strcmp(argv[i], "-p") == 0) && i + 1 < argc) {
+            if (argv[i][1] == 't') threads = atoi(argv[i + 1]);
+            else part = strtoull(argv[i + 1], NULL, 10);
+            i++;
+        } else {
+            rest[n++] = argv[i];
+        }
     }
-    argc -= optind - 1;
-    argv += optind - 1;
-    optind = 1;
+    rest[n] = NULL;
+    argc = n;
+    argv = rest;
     arg = s3_parse_args(argc, argv, &target);
     if (arg < 0 || argc - arg != 4 || threads < 1 || threads > 64 || part == 0) {
         fprintf(stderr, "usage: parallel-get [-t THREADS (1..64)] [-p PART_BYTES] [-e ENDPOINT] [-n NIC] [-r REGION] "

@@ -59,6 +59,12 @@ counters! {
     completion_errors,
     /// Transfers aborted by the watchdog.
     watchdog_fired,
+    /// Measured time per completed RDMA byte, picoseconds (a gauge: the moving average the
+    /// watchdog's patience follows).
+    completion_ps_per_byte,
+    /// Time transfer pollers did not run (host CPUs taken, process stopped), milliseconds: not
+    /// counted against the peer.
+    poller_stalled_ms,
     /// Transfers aborted by their total deadline (proportional to the size).
     deadline_fired,
     /// Failed transfers whose flushes did not all arrive within the flush wait.

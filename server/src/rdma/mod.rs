@@ -2,7 +2,8 @@
 //!
 //! - `token_header`: the `x-amz-rdma-token` value (88 hex digits, optional legacy suffix).
 //! - `port`: the [`port::RdmaPort`] seam; `verbs_port` implements it over `hipobj::verbs`.
-//! - `pairing`: the pairing table; `transfer`: chunked work requests, watchdog;
+//! - `pairing`: the pairing table; `transfer`: chunked work requests, watchdog; `patience`:
+//!   deadlines that follow progress and the measured rate;
 //!   `local_end`: the file side of a transfer (inline or on its own thread);
 //!   `staging`: registered staging buffers; `engine`: one request end to end;
 //!   `worker`: the dedicated RDMA threads and the 503 limit; `selection`: which bytes a GET
@@ -13,6 +14,7 @@
 pub mod engine;
 pub mod local_end;
 pub mod pairing;
+pub mod patience;
 pub mod port;
 pub mod selection;
 pub mod session;

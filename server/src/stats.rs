@@ -83,6 +83,7 @@ counters! {
     replies_500,
     replies_501,
     replies_503,
+    replies_507,
     replies_408,
     replies_409,
     replies_413,
@@ -115,7 +116,7 @@ impl Stats {
         counter.fetch_sub(n, Ordering::Relaxed);
     }
 
-    /// Count a non-success reply code (400, 404, 416, 500, 501, 503).
+    /// Count a non-success reply code (400, 404, 416, 500, 501, 503, 507).
     pub fn count_reply(&self, code: u16) {
         let counter = match code {
             400 => &self.replies_400,
@@ -129,6 +130,7 @@ impl Stats {
             500 => &self.replies_500,
             501 => &self.replies_501,
             503 => &self.replies_503,
+            507 => &self.replies_507,
             _ => return,
         };
         Stats::bump(counter);

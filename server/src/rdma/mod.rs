@@ -87,6 +87,8 @@ pub enum RejectCode {
     BadDigest(Option<crate::backend::ChecksumAlgo>),
     /// A digest the client sent is malformed. Nothing was stored.
     InvalidDigest,
+    /// The server's storage is full (ENOSPC). Nothing was stored.
+    StorageFull,
 }
 
 impl RejectCode {
@@ -99,6 +101,7 @@ impl RejectCode {
             RejectCode::Failed => 500,
             RejectCode::NotImplemented => 501,
             RejectCode::Busy => 503,
+            RejectCode::StorageFull => 507,
         }
     }
 }

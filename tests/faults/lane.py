@@ -26,14 +26,15 @@ from typing import Dict, List, Optional, Tuple
 import faults
 
 REPO = Path(__file__).resolve().parents[2]
+OUT = REPO / "target/faults"
 ACCESS, SECRET = "hipobjtestkey", "hipobjtestsecret0123456789"
 PORT = 9400
 BUCKET = "faults"
-PHASE_SECONDS = float(os.environ.get("HIPOBJ_FAULTS_PHASE_S", "15"))
+PHASE_SECONDS = float(os.environ.get("HIPOBJ_FAULTS_PHASE_S", "10"))
 OP_DEADLINE = 60.0  # an operation running longer counts as hung
 ATTEMPTS = 5  # standard-mode retry, with backoff long enough to outlast a restart or a link flap
 SIZES = (1 << 20, (3 << 20) + 17)
-SETTLE_S = 30.0  # resources must be back within this (the pairing idle time is 4 s)
+SETTLE_S = 20.0  # resources must be back within this (the pairing idle time is 2 s)
 # The server registers its staging buffers on first use and keeps them in its pool (one per RDMA
 # worker at most, --rdma-workers 4): MRs may rise above the baseline by that much, never more.
 STAGING_MRS = 4
@@ -56,7 +57,7 @@ class Server:
         self.device, self.addr = device, addr
         self.bin = os.environ.get("HIPOBJ_SERVER_BIN", str(REPO / "target/release/hipobj-server"))
         self.data = os.path.join(DATA_TMPFS, "data")
-        self.log = os.path.join(WORK, "server.log")
+        self.log = str(OUT / "server.log")
         self.url = f"http://{addr}:{PORT}"
         self.proc: Optional[subprocess.Popen] = None
         self.lock = threading.Lock()
@@ -67,7 +68,7 @@ class Server:
             self.proc = subprocess.Popen(
                 [self.bin, "--listen", f"{self.addr}:{PORT}", "--data-dir", self.data,
                  "--device", self.device, "--access-key", ACCESS, "--secret-key", SECRET,
-                 "--pairing-idle-secs", "4"],
+                 "--pairing-idle-secs", "2"],
                 stdout=log, stderr=log)
             log.close()
         for _ in range(600):
@@ -346,6 +347,8 @@ class Lane:
     def start(self) -> None:
         shutil.rmtree(WORK, ignore_errors=True)
         os.makedirs(WORK)
+        OUT.mkdir(parents=True, exist_ok=True)
+        Path(self.server.log).unlink(missing_ok=True)
         os.makedirs(DATA_TMPFS, exist_ok=True)
         subprocess.run(["umount", DATA_TMPFS], stderr=subprocess.DEVNULL)
         faults.sh("mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", DATA_TMPFS)
@@ -362,9 +365,6 @@ class Lane:
 
     def finish(self) -> None:
         self.server.stop()
-        out = REPO / "target/faults"
-        out.mkdir(parents=True, exist_ok=True)
-        shutil.copy(self.server.log, out / "server.log")
         subprocess.run(["umount", DATA_TMPFS], stderr=subprocess.DEVNULL)
 
 
@@ -390,11 +390,16 @@ COLUMNS = ("started", "ok_first", "ok_retried", "failed_put", "failed_get", "fai
            "killed", "corrupt", "hung", "changed_by_failure")
 
 
-def report(lane: Lane, schedule: List[faults.Fault], bench: Dict[str, object], wall: float) -> bool:
+def report(lane: Lane, schedule: List[faults.Fault], bench: Dict[str, object], wall: float,
+           quiet: bool = False) -> bool:
+    """The accounting table (printed unless `quiet`, written to target/faults either way: a lane
+    that times out still leaves the phases it finished)."""
     rows, passed = [], bool(bench["passed"])
     head = "| fault | " + " | ".join(COLUMNS) + " | resources back | wall s | verdict |"
     lines = [head, "|" + " --- |" * (len(COLUMNS) + 4)]
     for fault in schedule:
+        if fault.name not in lane.resources:
+            continue
         per_kind = lane.counts[fault.name]
         total = sum(per_kind.values(), Counter())
         res = lane.resources[fault.name]
@@ -404,13 +409,14 @@ def report(lane: Lane, schedule: List[faults.Fault], bench: Dict[str, object], w
                      "by_client": {k: dict(v) for k, v in per_kind.items()},
                      "resources": res, "problems": bad, "notes": lane.notes.get(fault.name, [])})
         cells = [str(total[c]) for c in COLUMNS]
-        print(f"  {fault.name}: server {res['server']}", flush=True)
+        if not quiet:
+            print(f"  {fault.name}: server {res['server']}", flush=True)
         lines.append(f"| {fault.name} | " + " | ".join(cells) +
                      f" | {'yes' if res['back'] else 'NO'} | {res['wall_s']} | {'pass' if not bad else 'FAIL: ' + '; '.join(bad)} |")
     table = "\n".join(lines) + f"\n\n16 threads x 200 operations (64 KiB), loss 1 %: {bench}"
-    print(table, flush=True)
-    out = REPO / "target/faults"
-    out.mkdir(parents=True, exist_ok=True)
+    if not quiet:
+        print(table, flush=True)
+    out = OUT
     (out / "accounting.md").write_text(table + f"\n\nbaseline resources: {lane.baseline}; lane wall {wall:.0f} s\n")
     (out / "accounting.json").write_text(json.dumps(
         {"baseline": lane.baseline, "phases": rows, "many_threads_loss_1pct": bench, "wall_s": round(wall, 1), "passed": passed},
@@ -431,7 +437,7 @@ def many_threads_under_loss(lane: Lane) -> Dict[str, object]:
         r = subprocess.run(
             [str(REPO / "target/release/hipobj"), "bench", "--sizes", "64K", "--concurrency", "16",
              "--iterations", "100", "--bucket", "faults-bench"],
-            capture_output=True, text=True, env=lane.client_env, timeout=600)
+            capture_output=True, text=True, env=lane.client_env, timeout=300)
     finally:
         loss.end(lane)
     m = BENCH_RE.search(r.stdout)
@@ -463,6 +469,7 @@ def main() -> int:
         for fault in schedule:
             print(f"fault lane: phase '{fault.name}'", flush=True)
             lane.run_phase(fault)
+            report(lane, schedule, bench, time.monotonic() - t0, quiet=True)
         if os.environ.get("HIPOBJ_FAULTS_BENCH", "1") == "1":
             bench = many_threads_under_loss(lane)
     finally:

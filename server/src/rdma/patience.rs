@@ -11,7 +11,9 @@
 //!   aborted within a bounded time. Each completion restarts the inactivity clock. A gap between
 //!   two turns of the poller longer than [`STALL_GAP`] means the poller itself did not run (the
 //!   host's CPUs were taken, the process was stopped): that time is not the peer's fault and is
-//!   added to both deadlines.
+//!   added to both deadlines. So is, for the total deadline, the time nothing was at the NIC
+//!   (the local end, file I/O on a busy machine, had every slot): the total deadline measures
+//!   the peer's time only.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -20,8 +22,9 @@ use std::time::{Duration, Instant};
 pub const FACTOR: u32 = 8;
 /// The inactivity limit is at most this many times the configured watchdog (the floor).
 pub const CEILING_FACTOR: u32 = 15;
-/// A poller turn that came this late means the poller was not running.
-pub const STALL_GAP: Duration = Duration::from_millis(100);
+/// A poller turn that came this late means the poller was not running (its longest planned
+/// wait, on the local end, is 20 ms); with a floor under 100 ms, half the floor.
+pub const STALL_GAP: Duration = Duration::from_millis(50);
 /// Weight of a new sample in the moving average: 1 / this.
 const EWMA_WEIGHT: u64 = 8;
 
@@ -76,8 +79,14 @@ pub struct Patience {
     /// Last completion, or the last time nothing was at the NIC; pushed on by stalls.
     last_progress: Instant,
     last_turn: Instant,
-    /// Time the poller did not run (gaps longer than [`STALL_GAP`]).
+    /// A gap between turns at least this long is a stall.
+    stall_gap: Duration,
+    /// Time the poller did not run (gaps of `stall_gap` or more).
     stalled: Duration,
+    /// Nothing was at the NIC at the last turn.
+    nic_idle: bool,
+    /// Time nothing was at the NIC (the local end's time), stalls apart.
+    local: Duration,
 }
 
 impl Patience {
@@ -87,7 +96,10 @@ impl Patience {
             started: now,
             last_progress: now,
             last_turn: now,
+            stall_gap: STALL_GAP.min(floor / 2),
             stalled: Duration::ZERO,
+            nic_idle: true,
+            local: Duration::ZERO,
         }
     }
 
@@ -95,12 +107,20 @@ impl Patience {
     pub fn turn(&mut self, now: Instant) -> Duration {
         let gap = now.saturating_duration_since(self.last_turn);
         self.last_turn = now;
-        if gap < STALL_GAP {
+        if gap < self.stall_gap {
+            if self.nic_idle {
+                self.local += gap;
+            }
             return Duration::ZERO;
         }
         self.stalled += gap;
         self.last_progress += gap;
         gap
+    }
+
+    /// Whether anything is at the NIC as this turn ends.
+    pub fn at_nic(&mut self, busy: bool) {
+        self.nic_idle = !busy;
     }
 
     /// Something completed (or nothing is at the NIC) at `now`: the inactivity clock restarts.
@@ -123,16 +143,19 @@ impl Patience {
         now.saturating_duration_since(self.last_progress) >= self.inactivity_limit(expected)
     }
 
-    /// The total deadline passed: `base` (the size-proportional limit) or, when the machine's
-    /// measured rate is slower, [`FACTOR`] times the whole transfer's expected time, plus stalls.
+    /// The total deadline passed: the peer's time (stalls and the local end's time apart)
+    /// reached `base` (the size-proportional limit) or, when the machine's measured rate is
+    /// slower, [`FACTOR`] times the whole transfer's expected time.
     pub fn overdue(&self, now: Instant, base: Duration, expected_total: Duration) -> bool {
-        let limit = base
-            .max(
-                self.floor
-                    .saturating_add(expected_total.saturating_mul(FACTOR)),
-            )
-            .saturating_add(self.stalled);
-        now.saturating_duration_since(self.started) >= limit
+        let limit = base.max(
+            self.floor
+                .saturating_add(expected_total.saturating_mul(FACTOR)),
+        );
+        let peer_time = now
+            .saturating_duration_since(self.started)
+            .saturating_sub(self.stalled)
+            .saturating_sub(self.local);
+        peer_time >= limit
     }
 
     /// The time the poller did not run so far.
@@ -182,11 +205,12 @@ mod tests {
     fn a_slow_but_progressing_transfer_is_not_inactive() {
         let t0 = Instant::now();
         let mut p = Patience::new(100 * MS, t0);
-        // Completions every 90 ms for 2 s: each restarts the clock.
+        // Completions every 90 ms for 2 s (the poller turning every 10 ms): each restarts the clock.
         for i in 1..=22u32 {
             let now = t0 + 90 * MS * i;
-            p.turn(now - MS);
-            p.turn(now);
+            for back in (0..9u32).rev() {
+                p.turn(now - back * 10 * MS);
+            }
             p.progressed(now);
             assert!(!p.inactive(now + 50 * MS, Duration::ZERO));
         }
@@ -203,12 +227,12 @@ mod tests {
     #[test]
     fn a_stalled_poller_does_not_count_against_the_peer() {
         let t0 = Instant::now();
-        let mut p = Patience::new(100 * MS, t0);
+        let mut p = Patience::new(2000 * MS, t0);
         // The poller did not run for 5 s (the host's CPUs were taken).
         let later = t0 + Duration::from_secs(5);
         assert_eq!(p.turn(later), Duration::from_secs(5));
         assert!(!p.inactive(later, Duration::ZERO));
-        assert!(!p.overdue(later, 200 * MS, Duration::ZERO));
+        assert!(!p.overdue(later, 2100 * MS, Duration::ZERO));
         assert_eq!(p.stalled(), Duration::from_secs(5));
         // The stall is excluded from the sample, too.
         let sample = p.progressed(later + 20 * MS);
@@ -216,9 +240,30 @@ mod tests {
     }
 
     #[test]
+    fn the_local_ends_time_is_not_the_peers() {
+        let t0 = Instant::now();
+        let mut p = Patience::new(100 * MS, t0);
+        // 1 s with nothing at the NIC (the file side had every slot), turns every 10 ms.
+        let mut now = t0;
+        for _ in 0..100 {
+            now += 10 * MS;
+            p.turn(now);
+        }
+        assert!(!p.overdue(now, 500 * MS, Duration::ZERO));
+        // Then 500 ms with requests at the NIC: the peer's time runs out.
+        p.at_nic(true);
+        for _ in 0..50 {
+            now += 10 * MS;
+            p.turn(now);
+        }
+        assert!(p.overdue(now, 500 * MS, Duration::ZERO));
+    }
+
+    #[test]
     fn overdue_takes_the_slower_of_the_size_limit_and_the_measured_rate() {
         let t0 = Instant::now();
-        let p = Patience::new(100 * MS, t0);
+        let mut p = Patience::new(100 * MS, t0);
+        p.at_nic(true);
         let at = t0 + 1000 * MS;
         assert!(p.overdue(at, 900 * MS, Duration::ZERO), "size limit");
         assert!(!p.overdue(at, 900 * MS, 200 * MS), "100 ms + 8 x 200 ms");

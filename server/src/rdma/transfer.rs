@@ -328,10 +328,17 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
             }
             self.hand_landed_to_sink(local);
             let now = Instant::now();
+            if !self.progress.posted.is_empty()
+                && patience.inactive(now, meter.expected(self.bytes_in_flight()))
+            {
+                Stats::bump(&self.stats.watchdog_fired);
+                return Err(TransferError::Watchdog);
+            }
             if patience.overdue(now, base_deadline, expected_total) {
                 Stats::bump(&self.stats.deadline_fired);
                 return Err(TransferError::Deadline(now.duration_since(started)));
             }
+            patience.at_nic(!self.progress.posted.is_empty());
             if self.progress.posted.is_empty() {
                 patience.progressed(now);
                 if !moved && self.progress.at_local > 0 {
@@ -341,10 +348,6 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
                     }
                 }
                 continue;
-            }
-            if patience.inactive(now, meter.expected(self.bytes_in_flight())) {
-                Stats::bump(&self.stats.watchdog_fired);
-                return Err(TransferError::Watchdog);
             }
             if moved {
                 pace.moved();

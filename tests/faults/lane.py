@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import re
+import select
 import shutil
 import subprocess
 import sys
@@ -176,6 +177,7 @@ class Worker(threading.Thread):
         self.n = 0
         self.current: Optional[Tuple[subprocess.Popen, str, float]] = None
         self.killed: set = set()
+        self.py: Optional[subprocess.Popen] = None
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.go = threading.Event()
@@ -190,8 +192,8 @@ class Worker(threading.Thread):
             cli = str(REPO / "target/release/hipobj")
             return ([cli, "cp", path, f"s3://{BUCKET}/{key}"] if op == "put"
                     else [cli, "cp", f"s3://{BUCKET}/{key}", path])
-        py = [str(REPO / "target/python-venv/bin/python"), str(REPO / "tests/faults/pyclient.py")]
-        return py + (["put", BUCKET, key, path] if op == "put" else ["get", BUCKET, key, str(size), path])
+        # the Python client is one long-lived process (PyClient): this is its request line
+        return ["put", BUCKET, key, path] if op == "put" else ["get", BUCKET, key, str(size), path]
 
     def kill_current(self, op: str, min_age: float) -> bool:
         with self.lock:
@@ -206,6 +208,8 @@ class Worker(threading.Thread):
 
     def attempt(self, op: str, argv: List[str]) -> Tuple[str, int, str]:
         """One try: ('ok'|'failed'|'killed'|'hung', exit status, stderr)."""
+        if self.kind == "py":
+            return self.attempt_py(op, argv)
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 env=self.lane.client_env)
         with self.lock:
@@ -222,6 +226,53 @@ class Worker(threading.Thread):
         if proc.pid in self.killed:
             return "killed", proc.returncode, ""
         return ("ok" if proc.returncode == 0 else "failed"), proc.returncode, err.decode(errors="replace")
+
+    def attempt_py(self, op: str, words: List[str]) -> Tuple[str, int, str]:
+        """One try through the long-lived Python client (started, or restarted after a kill,
+        before the operation's clock starts)."""
+        try:
+            proc = self.py_client()
+        except (OSError, RuntimeError) as e:
+            return "failed", -1, str(e)
+        assert proc.stdin is not None and proc.stdout is not None
+        with self.lock:
+            self.current = (proc, op, time.monotonic())
+        try:
+            proc.stdin.write((" ".join(words) + "\n").encode())
+            proc.stdin.flush()
+            ready, _, _ = select.select([proc.stdout], [], [], OP_DEADLINE)
+            if not ready:
+                proc.kill()
+                proc.wait()
+                return "hung", -9, ""
+            line = proc.stdout.readline().decode(errors="replace").strip()
+        except OSError:
+            line = ""
+        finally:
+            with self.lock:
+                self.current = None
+        if proc.pid in self.killed:
+            proc.wait()
+            return "killed", -9, ""
+        if line == "ok":
+            return "ok", 0, ""
+        if not line:
+            proc.kill()
+            proc.wait()
+            return "failed", -1, ""
+        return "failed", 1, line.removeprefix("err ")
+
+    def py_client(self) -> subprocess.Popen:
+        if self.py is not None and self.py.poll() is None:
+            return self.py
+        self.py = subprocess.Popen(
+            [str(REPO / "target/python-venv/bin/python"), str(REPO / "tests/faults/pyclient.py")],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env=self.lane.client_env, bufsize=0)
+        assert self.py.stdout is not None
+        if self.py.stdout.readline().strip() != b"ready":
+            raise RuntimeError("the Python client did not start")
+        return self.py
 
     # one operation with its retries and checks --------------------------------------------
     def operation(self, count: Counter) -> None:
@@ -285,7 +336,11 @@ class Worker(threading.Thread):
             self.go.clear()
             count = self.lane.counts[self.lane.phase][self.kind]
             while not self.stop.is_set():
-                self.operation(count)
+                try:
+                    self.operation(count)
+                except Exception as e:  # a driver failure must not stall the phase
+                    count["failed_unclear"] += 1
+                    self.lane.note(f"{self.kind}: driver error {type(e).__name__}: {e}")
             self.stop.clear()
             self.lane.parked.release()
 
@@ -364,6 +419,9 @@ class Lane:
             w.start()
 
     def finish(self) -> None:
+        for w in self.workers:
+            if w.py is not None:
+                w.py.kill()
         self.server.stop()
         subprocess.run(["umount", DATA_TMPFS], stderr=subprocess.DEVNULL)
 

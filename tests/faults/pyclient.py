@@ -1,6 +1,12 @@
-"""One operation of the fault lane through the hipobj Python package (run by tests/faults/lane.py
-with target/python-venv's interpreter): put BUCKET KEY FILE, or get BUCKET KEY SIZE FILE.
-Exit 0 on success; 1 with the error on stderr otherwise (the driver retries and counts)."""
+"""The Python package's client of the fault lane: one long-lived process (Python and boto3 take
+tens of seconds to start in the TCG lane, so they start once, not per operation) that reads one
+operation per line on stdin and answers one line on stdout:
+
+    put BUCKET KEY FILE          -> "ok" | "err MESSAGE"
+    get BUCKET KEY SIZE FILE     -> "ok" | "err MESSAGE"
+
+It prints "ready" once its hipobj.Session is open. tests/faults/lane.py runs it with
+target/python-venv's interpreter, times each operation, and restarts it when a fault killed it."""
 
 from __future__ import annotations
 
@@ -22,25 +28,31 @@ def client():
     )
 
 
-def main(argv: list) -> int:
-    op, bucket, key = argv[1], argv[2], argv[3]
+def operation(session, s3, words: list) -> None:
+    op, bucket, key = words[0], words[1], words[2]
+    if op == "put":
+        with open(words[3], "rb") as f:
+            data = f.read()
+        session.put_object(s3, bucket, key, from_=data)
+    else:
+        buf = bytearray(int(words[3]))
+        got = session.get_object(s3, bucket, key, into=buf)
+        with open(words[4], "wb") as f:
+            f.write(buf[: got.size])
+
+
+def main() -> int:
     s3 = client()
     with hipobj.Session(nic=os.environ["HIPOBJ_NIC"]) as session:
-        if op == "put":
-            with open(argv[4], "rb") as f:
-                data = f.read()
-            session.put_object(s3, bucket, key, from_=data)
-        else:
-            buf = bytearray(int(argv[4]))
-            got = session.get_object(s3, bucket, key, into=buf)
-            with open(argv[5], "wb") as f:
-                f.write(buf[: got.size])
+        print("ready", flush=True)
+        for line in sys.stdin:
+            try:
+                operation(session, s3, line.split())
+                print("ok", flush=True)
+            except Exception as e:  # the driver counts it; a clear error is one line
+                print(f"err {type(e).__name__}: {' '.join(str(e).split())}", flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv))
-    except Exception as e:  # the driver reads the message: a clear error is one line here
-        print(f"pyclient: {type(e).__name__}: {e}", file=sys.stderr)
-        sys.exit(1)
+    sys.exit(main())

@@ -196,6 +196,11 @@ class Worker(threading.Thread):
         return ["put", BUCKET, key, path] if op == "put" else ["get", BUCKET, key, str(size), path]
 
     def kill_current(self, op: str, min_age: float) -> bool:
+        """Kill the running operation if it is an `op` at least `min_age` s old. The Python
+        client is not killed: it restarts in tens of seconds in the lane (the C library and the
+        command line, one process per operation, are the clients killed mid-transfer)."""
+        if self.kind == "py":
+            return False
         with self.lock:
             if self.current is None:
                 return False

@@ -501,6 +501,8 @@ def many_threads_under_loss(lane: Lane) -> Dict[str, object]:
             [str(REPO / "target/release/hipobj"), "bench", "--sizes", "64K", "--concurrency", "16",
              "--iterations", "100", "--bucket", "faults-bench"],
             capture_output=True, text=True, env=lane.client_env, timeout=300)
+    except subprocess.TimeoutExpired as e:
+        r = subprocess.CompletedProcess(e.cmd, 124, str(e.stdout or ""), "timed out after 300 s")
     finally:
         loss.end(lane)
     m = BENCH_RE.search(r.stdout)

@@ -126,10 +126,18 @@ class Server:
         s = self.stats() or {}
         res = {"pairings": s.get("pairings_live", -1), "v2_sessions": s.get("v2_sessions_live", -1)}
         assert self.proc is not None
-        res["server_fds"] = len(os.listdir(f"/proc/{self.proc.pid}/fd"))
+        fd_dir = f"/proc/{self.proc.pid}/fd"
+        links = []
+        for fd in os.listdir(fd_dir):
+            try:
+                links.append(os.readlink(os.path.join(fd_dir, fd)))
+            except OSError:  # closed meanwhile
+                pass
+        # sockets apart: a live client's keep-alive connection is not a leak
+        res["server_files"] = sum(1 for link in links if not link.startswith("socket:"))
         tmp = os.path.join(self.data, ".tmp")
         res["temp_files"] = len(os.listdir(tmp)) if os.path.isdir(tmp) else 0
-        res.update(rdma_resources())
+        res.update(rdma_resources(self.proc.pid))
         return res
 
 
@@ -153,15 +161,21 @@ def at_baseline(name: str, base: Optional[int], now: int) -> bool:
     return base == now
 
 
-def rdma_resources() -> Dict[str, int]:
-    """QPs, MRs, CQs, PDs, contexts of every RDMA device (`rdma resource show`), summed."""
-    out = subprocess.run(["rdma", "resource", "show"], capture_output=True, text=True).stdout
-    total: Counter = Counter()
-    for line in out.splitlines():
-        words = line.split()[2:]
-        for name, value in zip(words[::2], words[1::2]):
-            if name in ("qp", "mr", "cq", "pd", "ctx") and value.isdigit():
-                total[name] += int(value)
+RDMA_KINDS = ("qp", "cq", "mr", "pd", "ctx")
+
+
+def rdma_resources(server_pid: int) -> Dict[str, int]:
+    """QPs, CQs, MRs, PDs and contexts of every RDMA device (`rdma resource show KIND`) held by
+    the server, the kernel, or a process that no longer exists (a leak). A live client holds its
+    own (the long-lived Python client's session) and is not counted."""
+    total: Counter = Counter({kind: 0 for kind in RDMA_KINDS})
+    for kind in RDMA_KINDS:
+        out = subprocess.run(["rdma", "resource", "show", kind], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            words = line.split()
+            pid = int(words[words.index("pid") + 1]) if "pid" in words[:-1] else None
+            if pid is None or pid == server_pid or not os.path.exists(f"/proc/{pid}"):
+                total[kind] += 1
     return dict(total)
 
 
@@ -417,6 +431,10 @@ class Lane:
         r = self.server.curl("-f", "-X", "PUT", f"{self.server.url}/{BUCKET}")
         if r.returncode != 0:
             raise RuntimeError(f"CreateBucket: {r.stderr.decode()}")
+        # the long-lived Python client starts before the clock of any phase (tens of seconds)
+        for w in self.workers:
+            if w.kind == "py":
+                w.py_client()
         time.sleep(1)
         self.baseline = self.server.resources()
         print(f"fault lane: baseline resources {self.baseline}", flush=True)

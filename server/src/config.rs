@@ -71,7 +71,8 @@ pub struct RdmaSettings {
     pub chunk_bytes: usize,
     /// `--wr-depth N`: work requests in flight per transfer (READs also capped by max_rd_atomic).
     pub wr_depth: usize,
-    /// `--watchdog-ms MS`: a transfer with no completion for this long is aborted (500).
+    /// `--watchdog-ms MS`: the shortest time a transfer may go without a completion before it
+    /// is aborted (500); on a machine measured slow it gets more, up to 15x (`rdma::patience`).
     pub watchdog: Duration,
     /// Slowest acceptable transfer rate in bytes/s: a transfer of N bytes is aborted (500) after
     /// watchdog + N / min_rate in total, however steadily it trickles.
@@ -218,7 +219,8 @@ pub struct Cli {
     /// Work requests in flight per transfer.
     #[arg(long, value_name = "N", default_value_t = RdmaSettings::default().wr_depth, value_parser = positive)]
     wr_depth: usize,
-    /// Abort a transfer without progress for this long (milliseconds).
+    /// Abort a transfer without progress for this long (milliseconds) at least; a machine
+    /// measured slow gets up to 15x more (8x the measured time of the bytes in flight).
     #[arg(long, value_name = "MS", default_value_t = 2000, value_parser = positive)]
     watchdog_ms: usize,
     /// Slowest acceptable transfer rate (bytes/s): a transfer of N bytes is aborted after the

@@ -1,6 +1,7 @@
 //! What one token request does on an RDMA worker thread (PROTOCOL.md section 4, rules 2-5):
 //! check the object or bucket, then pair or transfer, then build the outcome.
 
+use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,7 +14,9 @@ use super::port::{Peer, QpSetup, RdmaOp, RdmaPort, RdmaQp};
 use super::selection::{select_bytes, SelectionError};
 use super::session::{SessionLimits, SessionTable};
 use super::staging::StagingPool;
-use super::transfer::{ChunkSink, Deadlines, Direction, Plan, Remote, Shape, Transfer};
+use super::transfer::{
+    ChunkSink, Deadlines, Direction, Plan, Remote, Shape, Transfer, TransferError,
+};
 use super::v2::Prepared;
 use super::{JobKind, RdmaJob, RdmaOutcome, RejectCode};
 use crate::backend::{self, Backend, ObjectWriter, StorageError};
@@ -222,7 +225,7 @@ impl<P: RdmaPort> Engine<P> {
         };
         object.narrow(selected.clone());
         match self.move_bytes(&mut lease, Direction::Write(&mut object), len, token) {
-            Some(server) => {
+            Ok(server) => {
                 Stats::bump(&self.stats.rdma_gets);
                 Stats::add(&self.stats.rdma_bytes_written, len);
                 RdmaOutcome::Fetched {
@@ -232,7 +235,7 @@ impl<P: RdmaPort> Engine<P> {
                     range: range.map(|_| selected),
                 }
             }
-            None => RdmaOutcome::Rejected(RejectCode::Failed),
+            Err(code) => RdmaOutcome::Rejected(code),
         }
     }
 
@@ -254,15 +257,18 @@ impl<P: RdmaPort> Engine<P> {
             Ok(lease) => lease,
             Err(unpaired) => return unpaired.into(),
         };
-        let Some(server) = self.move_bytes(
+        let server = match self.move_bytes(
             &mut lease,
             Direction::Read(&mut writer),
             token.length,
             token,
-        ) else {
-            // Nothing of a failed PUT is stored: the temporary bytes go.
-            writer.abort();
-            return RdmaOutcome::Rejected(RejectCode::Failed);
+        ) {
+            Ok(server) => server,
+            Err(code) => {
+                // Nothing of a failed PUT is stored: the temporary bytes go.
+                writer.abort();
+                return RdmaOutcome::Rejected(code);
+            }
         };
         let committing = Instant::now();
         let committed = writer.commit();
@@ -277,8 +283,9 @@ impl<P: RdmaPort> Engine<P> {
                 RdmaOutcome::Stored { server, info }
             }
             Err(e) => {
-                // A checksum the client sent that does not match: 400, stored nothing.
-                if !matches!(e, StorageError::Io(_)) {
+                // A checksum the client sent that does not match: 400; a full disk: 507; both
+                // stored nothing and leave the pairing as it is.
+                if !matches!(&e, StorageError::Io(io) if io.kind() != io::ErrorKind::StorageFull) {
                     return reject_storage(e);
                 }
                 warn!(error = %e, "storing an RDMA PUT failed");
@@ -355,14 +362,15 @@ impl<P: RdmaPort> Engine<P> {
         Err(Unpaired::PairingCreated(server))
     }
 
-    /// Run the transfer on the lease's pairing; `None` after a failure (pairing destroyed).
+    /// Run the transfer on the lease's pairing; after a failure (pairing destroyed) the code to
+    /// answer: 507 when the local end found the disk full, 500 otherwise.
     fn move_bytes(
         &self,
         lease: &mut KeyLease<'_, P::Qp>,
         dir: Direction<'_>,
         len: u64,
         token: &Token,
-    ) -> Option<Token> {
+    ) -> Result<Token, RejectCode> {
         let shape = match dir {
             Direction::Write(_) => self.write_shape,
             Direction::Read(_) => self.read_shape,
@@ -373,10 +381,10 @@ impl<P: RdmaPort> Engine<P> {
                 warn!(error = %e, "no staging buffer");
                 lease.destroy_pairing("no staging buffer");
                 Stats::bump(&self.stats.pairings_failed);
-                return None;
+                return Err(RejectCode::Failed);
             }
         };
-        let pairing = lease.pairing_mut()?;
+        let pairing = lease.pairing_mut().ok_or(RejectCode::Failed)?;
         if self.take_injected_failure() {
             warn!(
                 client_qpn = token.qp_num,
@@ -399,14 +407,19 @@ impl<P: RdmaPort> Engine<P> {
         let result = Transfer::new(&mut pairing.qp, &staging, plan, self.deadlines, &self.stats)
             .and_then(|t| t.run(dir));
         match result {
-            Ok(()) => Some(self.server_token(pairing.qp.qp_num(), pairing.start_psn, pairing.id)),
+            Ok(()) => Ok(self.server_token(pairing.qp.qp_num(), pairing.start_psn, pairing.id)),
             Err(e) => {
                 warn!(error = %e, client_qpn = token.qp_num, len, "RDMA transfer failed; pairing destroyed");
                 // Destroyed while the staging buffer is still held: no request can touch it later.
                 lease.destroy_pairing("transfer failed");
                 Stats::bump(&self.stats.pairings_failed);
                 drop(staging);
-                None
+                Err(match e {
+                    TransferError::LocalIo(io) if io.kind() == io::ErrorKind::StorageFull => {
+                        RejectCode::StorageFull
+                    }
+                    _ => RejectCode::Failed,
+                })
             }
         }
     }
@@ -462,6 +475,10 @@ pub(super) fn reject_storage(e: StorageError) -> RdmaOutcome {
         StorageError::BadDigest => RejectCode::BadDigest(None),
         StorageError::ChecksumMismatch(algo) => RejectCode::BadDigest(Some(algo)),
         StorageError::InvalidDigest => RejectCode::InvalidDigest,
+        StorageError::Io(io) if io.kind() == io::ErrorKind::StorageFull => {
+            warn!(error = %io, "storage full; nothing stored");
+            RejectCode::StorageFull
+        }
         other => {
             warn!(error = %other, "storage failed");
             RejectCode::Failed

@@ -66,14 +66,11 @@ static void *worker(void *arg) {
 
 int main(int argc, char **argv) {
     struct s3_target target = {0};
-    hipObjConfig_t cfg = {0};
-    hipObjError_t e;
     struct job jobs[64];
     pthread_t tids[64];
     size_t size, part = 8u << 20;
     int threads = 4, arg, status = 1, requests = 0, retries = 0, failed = 0;
     unsigned char *buf;
-    FILE *out;
     /* -t and -p are this program's; every other option (each takes a value) goes on to
      * s3_parse_args with the positional arguments */
     char *rest[128];
@@ -106,20 +103,8 @@ int main(int argc, char **argv) {
     }
     buf = malloc(size);
     if (!buf) return 1;
-    /* once, before any thread: libcurl's global state is not thread-safe to set up */
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    cfg.gpuDevice = -1;
-    cfg.nicHint = target.nic;
-    e = hipObjInit(&cfg);
-    if (e.opError != hipObjSuccess) {
-        fprintf(stderr, "hipObjInit(%s): %s\n", target.nic, hipObjGetErrorString(e.opError));
-        goto out;
-    }
-    e = hipObjBufRegisterHost(buf, size);
-    if (e.opError != hipObjSuccess) {
-        fprintf(stderr, "hipObjBufRegisterHost: %s\n", hipObjGetErrorString(e.opError));
-        goto shutdown;
-    }
+    /* libcurl's global state is set up here, before any thread */
+    if (s3_host_session_open(&target, buf, size) != 0) goto out;
     for (int i = 0; i < threads; i++) {
         jobs[i] = (struct job){.target = &target, .buf = buf, .size = size, .part = part, .index = i, .threads = threads};
         if (pthread_create(&tids[i], NULL, worker, &jobs[i]) != 0) {
@@ -137,22 +122,14 @@ int main(int argc, char **argv) {
     }
     if (failed) {
         fprintf(stderr, "GET s3://%s/%s failed (%d retries)\n", target.bucket, target.key, retries);
-        goto deregister;
+        goto done;
     }
     printf("GET s3://%s/%s: %zu bytes over RDMA in %zu parts by %d threads (%d requests, %d retries)\n",
            target.bucket, target.key, size, (size + part - 1) / part, threads, requests, retries);
-    out = fopen(argv[arg + 3], "wb");
-    if (!out || fwrite(buf, 1, size, out) != size || fclose(out) != 0) {
-        perror(argv[arg + 3]);
-        goto deregister;
-    }
-    status = 0;
-deregister:
-    hipObjBufDeregister(buf);
-shutdown:
-    hipObjShutdown();
+    if (s3_save_file(argv[arg + 3], buf, size) == 0) status = 0;
+done:
+    s3_host_session_close(buf);
 out:
-    curl_global_cleanup();
     free(buf);
     return status;
 }

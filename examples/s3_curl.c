@@ -40,6 +40,43 @@ int s3_parse_args(int argc, char **argv, struct s3_target *t) {
     return optind;
 }
 
+int s3_host_session_open(const struct s3_target *t, void *buf, size_t size) {
+    hipObjConfig_t cfg = {0};
+    hipObjError_t e;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    cfg.gpuDevice = -1; /* host memory; a GPU program passes its device and hipMalloc's buffer */
+    cfg.nicHint = t->nic;
+    e = hipObjInit(&cfg);
+    if (e.opError != hipObjSuccess) {
+        fprintf(stderr, "hipObjInit(%s): %s\n", t->nic, hipObjGetErrorString(e.opError));
+        curl_global_cleanup();
+        return -1;
+    }
+    e = hipObjBufRegisterHost(buf, size);
+    if (e.opError != hipObjSuccess) {
+        fprintf(stderr, "hipObjBufRegisterHost: %s\n", hipObjGetErrorString(e.opError));
+        hipObjShutdown();
+        curl_global_cleanup();
+        return -1;
+    }
+    return 0;
+}
+
+void s3_host_session_close(void *buf) {
+    hipObjBufDeregister(buf);
+    hipObjShutdown();
+    curl_global_cleanup();
+}
+
+int s3_save_file(const char *path, const void *buf, size_t len) {
+    FILE *out = fopen(path, "wb");
+    if (!out || fwrite(buf, 1, len, out) != len || fclose(out) != 0) {
+        perror(path);
+        return -1;
+    }
+    return 0;
+}
+
 /* The request both ways share: URL, method, SigV4, timeouts. */
 static CURL *new_request(struct s3_request *r, char *url, size_t url_len, char *userpwd, size_t up_len,
                          char *sigv4, size_t sig_len) {

@@ -32,6 +32,16 @@ struct s3_request {
  * positional argument, or -1 after printing what is wrong. */
 int s3_parse_args(int argc, char **argv, struct s3_target *t);
 
+/* The set-up every example does: libcurl's global state (once, before any thread), hipObjInit()
+ * on the target's NIC for host memory, and `buf` registered. 0, or -1 after printing what failed
+ * (then everything done is undone). */
+int s3_host_session_open(const struct s3_target *t, void *buf, size_t size);
+/* Undoes s3_host_session_open (the buffer itself stays the caller's). */
+void s3_host_session_close(void *buf);
+
+/* Writes `len` bytes of `buf` to `path`. 0, or -1 after printing why. */
+int s3_save_file(const char *path, const void *buf, size_t len);
+
 /* The hipObjOps_t callbacks. */
 int s3_send_request(void *ctx, const char *token, size_t token_len);
 int s3_recv_reply(void *ctx, char *reply, size_t *reply_len);

@@ -9,9 +9,10 @@ from pathlib import Path
 
 
 def main(folder):
-    rounds = [json.loads(f.read_text()) for f in sorted(Path(folder).glob("round-*.json"))]
+    files = sorted(Path(folder).glob("round-*.json"))
+    rounds = [json.loads(f.read_text()) for f in files if f.stat().st_size > 0]
     if not rounds:
-        sys.exit("no rounds in " + folder)
+        sys.exit(f"no completed round in {folder} (a failed bench prints no JSON: see its error above)")
     cells = {}
     for r in rounds:
         for c in r["cells"]:

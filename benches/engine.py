@@ -14,7 +14,11 @@ One hipobj-server with RDMA on the lane's second device; on the first, for N in 
 Rows alternate with their perftest reference cell by cell. Prints one JSON document (the raw
 seconds, MB/s and ratios) on stdout; progress on stderr.
 
-  python benches/engine.py   (env: HIPOBJ_BENCH_MB, default 1024; HIPOBJ_BENCH_STREAMS, "1,4,8";
+The object, the checkpoint, the server's store and the copies all live in the guest's /tmp, a
+3 GiB tmpfs whatever the guest's memory: 1024 MiB overflowed it (the server answered 507
+StorageFull on 2026-12-02), 512 fits.
+
+  python benches/engine.py   (env: HIPOBJ_BENCH_MB, default 512; HIPOBJ_BENCH_STREAMS, "1,4,8";
                               HIPOBJ_BENCH_VENV: the venv with awscli and runai-model-streamer)
 """
 
@@ -39,7 +43,7 @@ import hipobj.safetensors  # noqa: E402
 from hipobj_server import IDENTITIES, Server, device_address, device_pair  # noqa: E402
 
 MB = 1 << 20
-SIZE = int(os.environ.get("HIPOBJ_BENCH_MB", "1024")) * MB
+SIZE = int(os.environ.get("HIPOBJ_BENCH_MB", "512")) * MB
 STREAMS = [int(n) for n in os.environ.get("HIPOBJ_BENCH_STREAMS", "1,4,8").split(",")]
 VENV = Path(os.environ.get("HIPOBJ_BENCH_VENV", REPO / "target" / "bench-venv"))
 CLI = os.environ.get("HIPOBJ_CLI_BIN", str(REPO / "target" / "release" / "hipobj"))

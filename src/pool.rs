@@ -281,7 +281,8 @@ impl Connection {
 
     /// Wait for the successful completion of work request `wr_id` (`what`, for the error).
     fn confirm(&mut self, what: &str, wr_id: u64) -> Result<()> {
-        let done = self.qp.wait_completion(wr_id, LOCAL_OP_LIMIT)?;
+        let (done, effort) = self.qp.wait_completion_with_effort(wr_id, LOCAL_OP_LIMIT)?;
+        stages::waited(effort.empty_polls, effort.yields);
         if !done.is_success() {
             return Err(Error::rdma(format!(
                 "{what} on QP {:#x} completed with {} (vendor error {:#x})",

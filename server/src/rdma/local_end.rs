@@ -70,39 +70,29 @@ pub trait LocalEnd {
     fn busy(&self) -> Duration;
 }
 
-/// [`work`], timed into `busy` (nanoseconds) in the bench-only `stage-timing` build: two clock
-/// reads per chunk stay off the shipped server's data path.
+/// [`work`], timed into `busy` (nanoseconds) in the bench-only `stage-timing` build only: the
+/// shipped server reads no clock per chunk (`busy` stays 0).
 ///
 /// # Safety
 /// As for [`work`].
-#[cfg(feature = "stage-timing")]
 unsafe fn timed_work(
     dir: &mut Direction<'_>,
     memory: &StagingMemory,
     job: SlotJob,
     busy: &AtomicU64,
 ) -> io::Result<()> {
+    #[cfg(feature = "stage-timing")]
     let started = std::time::Instant::now();
     // SAFETY: the caller's promise, passed on.
     let r = unsafe { work(dir, memory, job) };
-    let ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    busy.fetch_add(ns, Ordering::Relaxed);
+    #[cfg(feature = "stage-timing")]
+    busy.fetch_add(
+        u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
+        Ordering::Relaxed,
+    );
+    #[cfg(not(feature = "stage-timing"))]
+    let _ = busy;
     r
-}
-
-/// [`work`] (the shipped build times nothing: `busy` stays 0).
-///
-/// # Safety
-/// As for [`work`].
-#[cfg(not(feature = "stage-timing"))]
-unsafe fn timed_work(
-    dir: &mut Direction<'_>,
-    memory: &StagingMemory,
-    job: SlotJob,
-    _busy: &AtomicU64,
-) -> io::Result<()> {
-    // SAFETY: the caller's promise, passed on.
-    unsafe { work(dir, memory, job) }
 }
 
 /// Fill or drain `job`'s slot.

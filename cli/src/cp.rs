@@ -241,14 +241,7 @@ fn settings(args: &CpArgs, session: &Session, s3: &S3, upload: bool) -> Settings
             s.part_size
         };
     }
-    // The AWS CLI's override of standard mode's 3 attempts.
-    if let Some(n) = std::env::var("AWS_MAX_ATTEMPTS")
-        .ok()
-        .and_then(|v| v.trim().parse::<u32>().ok())
-        .filter(|&n| n >= 1)
-    {
-        s.retry.max_attempts = n;
-    }
+    s.retry = s3.retry_policy().clone();
     s
 }
 

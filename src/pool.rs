@@ -20,6 +20,7 @@
 
 use crate::env::EnvConfig;
 use crate::error::{Error, Result};
+use crate::remote_inv::{RecvRing, RemoteInv, RECV_WAIT, RING};
 use crate::token::{Token, Transport};
 use crate::verbs::{
     random_psn, wc_status_name, Access, BindRange, Device, Mw, QpCaps, RcPeer, RcQp, MAX_PSN,
@@ -42,11 +43,12 @@ pub static LIVE_QPS: AtomicUsize = AtomicUsize::new(0);
 fn qp_access() -> Access {
     Access::REMOTE_READ | Access::REMOTE_WRITE | Access::LOCAL_WRITE
 }
-/// Send queue of a client QP: one bind and one invalidation at a time, with room to spare.
+/// Send queue of a client QP: one bind and one invalidation at a time, with room to spare; the
+/// receive queue holds the zero-length receives of remote invalidation (PROTOCOL.md section 11).
 const CLIENT_QP_CAPS: QpCaps = QpCaps {
     max_send_wr: 4,
-    max_recv_wr: 1,
-    cq_depth: 8,
+    max_recv_wr: RING,
+    cq_depth: 8 + RING,
 };
 /// How long a bind or an invalidation may take to complete (both are local operations).
 const LOCAL_OP_LIMIT: Duration = Duration::from_secs(2);
@@ -129,6 +131,8 @@ pub struct ConnState {
     pub gid: [u8; 16],
     pub port: u8,
     pub pairing: Option<Pairing>,
+    /// The QP keeps zero-length receives posted: its tokens ask for remote invalidation.
+    pub remote_inv: bool,
 }
 
 impl ConnState {
@@ -144,6 +148,7 @@ impl ConnState {
             port: self.port,
             lid: self.pairing.map_or(0, |p| p.pairing_id),
         }
+        .with_remote_inv(self.remote_inv)
     }
 
     /// Rule 5.4: does a `200:<server token>` name this pairing?
@@ -159,6 +164,10 @@ pub struct Connection {
     window: Option<Mw>,
     qp: RcQp,
     pairing: Option<Pairing>,
+    /// Zero-length receives for the server's SEND_WITH_INV (pool connections under windows).
+    recv: Option<RecvRing>,
+    /// Whether fresh QPs of this connection keep receives posted.
+    keeps_receives: bool,
     /// Set when a window of this QP may still be valid (an invalidation was not confirmed): the
     /// QP was moved to ERR and must be replaced before any further use.
     fenced: bool,
@@ -167,7 +176,13 @@ pub struct Connection {
 }
 
 impl Connection {
-    fn fresh(device: &Arc<Device>, protection: Protection) -> Result<Connection> {
+    /// A fresh QP in INIT with its window; with `keeps_receives` (and windows: a registration's
+    /// rkey must never be invalidated remotely) its receives for remote invalidation posted.
+    fn fresh(
+        device: &Arc<Device>,
+        protection: Protection,
+        keeps_receives: bool,
+    ) -> Result<Connection> {
         let window = match protection {
             Protection::Windows => Some(device.alloc_mw()?),
             Protection::Registration => None,
@@ -175,10 +190,22 @@ impl Connection {
         let mut qp = device.create_rc_qp(CLIENT_QP_CAPS)?;
         qp.to_init(qp_access())?;
         LIVE_QPS.fetch_add(1, Ordering::Relaxed);
+        let recv = match (protection, keeps_receives) {
+            (Protection::Windows, true) => RecvRing::fill(&mut qp)
+                .inspect_err(|e| {
+                    tracing::warn!(
+                        "cannot post receives for remote invalidation ({e}); invalidating locally"
+                    )
+                })
+                .ok(),
+            _ => None,
+        };
         Ok(Connection {
             window,
             qp,
             pairing: None,
+            recv,
+            keeps_receives,
             fenced: false,
             next_wr_id: 1,
             device: device.clone(),
@@ -200,6 +227,7 @@ impl Connection {
             gid: port.gid,
             port: port.port,
             pairing: self.pairing,
+            remote_inv: self.recv.is_some(),
         }
     }
 
@@ -250,7 +278,7 @@ impl Connection {
     /// Rule 5.5: destroy the QP (and its window) and create fresh, never-paired ones. On error the
     /// old QP stays, moved to ERR, and the connection stays fenced.
     fn replace(&mut self) -> Result<()> {
-        let fresh = match Connection::fresh(&self.device, self.protection()) {
+        let fresh = match Connection::fresh(&self.device, self.protection(), self.keeps_receives) {
             Ok(fresh) => fresh,
             Err(e) => {
                 self.fence();
@@ -340,6 +368,48 @@ impl Connection {
         let confirmed = self.confirm_bind_window(&mut window, bind);
         self.window = Some(window);
         confirmed
+    }
+
+    /// End the window `rkey` of a request (rules 9.8 and 11.2). `server_invalidated`: the `200`
+    /// reply says the server sent a SEND_WITH_INV of it; the receive's completion is looked for
+    /// and, when seen, nothing is posted. Otherwise, or when it is not seen in time, the window is
+    /// invalidated locally (and after a missing SEND the QP is retired). A SEND_WITH_INV of
+    /// another rkey is a protocol error: the QP goes to ERR (replaced before reuse).
+    pub fn end_window(&mut self, rkey: u32, server_invalidated: bool) -> Result<()> {
+        let ring = match (&mut self.recv, server_invalidated && !self.fenced) {
+            (Some(ring), true) => ring,
+            _ => {
+                self.invalidate(rkey);
+                return Ok(());
+            }
+        };
+        let seen = ring.await_inv(&mut self.qp, rkey, RECV_WAIT);
+        stages::mark(Stage::InvalidateWait);
+        match seen {
+            RemoteInv::Invalidated => {
+                if let Err(e) = ring.refill(&mut self.qp) {
+                    tracing::debug!(
+                        qpn = self.qp.qp_num(),
+                        "cannot refill receives ({e}); fencing the QP"
+                    );
+                    self.fence();
+                }
+                Ok(())
+            }
+            RemoteInv::NotSeen => {
+                tracing::debug!(
+                    qpn = self.qp.qp_num(),
+                    "the announced remote invalidation did not arrive; invalidating locally, retiring the QP"
+                );
+                self.invalidate(rkey);
+                self.fence();
+                Ok(())
+            }
+            RemoteInv::Wrong(what) => {
+                self.fence();
+                Err(Error::rdma(format!("remote invalidation: {what}")))
+            }
+        }
     }
 
     /// Invalidate `rkey` on this QP and wait for it (PROTOCOL.md 9.8). If that cannot be
@@ -495,7 +565,7 @@ impl ConnectionHandle {
         device: &Arc<Device>,
         protection: Protection,
     ) -> Result<ConnectionHandle> {
-        let shared = Arc::new(Shared::new(Connection::fresh(device, protection)?));
+        let shared = Arc::new(Shared::new(Connection::fresh(device, protection, true)?));
         let (tx, rx) = unbounded();
         let worker_shared = shared.clone();
         let thread = std::thread::Builder::new()
@@ -594,7 +664,7 @@ pub struct AppConnection {
 impl AppConnection {
     pub fn new(device: &Arc<Device>, protection: Protection) -> Result<AppConnection> {
         Ok(AppConnection {
-            shared: Shared::new(Connection::fresh(device, protection)?),
+            shared: Shared::new(Connection::fresh(device, protection, false)?),
             windows: Mutex::new(std::collections::HashMap::new()),
         })
     }
@@ -700,6 +770,7 @@ mod tests {
             gid: [7; 16],
             port: 1,
             pairing: None,
+            remote_inv: false,
         };
         let t = unpaired.token(0, 0x1000, 4096);
         assert_eq!((t.qp_num, t.rkey, t.lid, t.port), (0x12, 0, 0, 1));
@@ -723,6 +794,18 @@ mod tests {
         assert_eq!(paired.token(0xabcd, 0, 1).lid, 5);
         assert_eq!(paired.token(0xabcd, 0, 1).rkey, 0xabcd);
         assert!(paired.matches(&server));
+        assert!(!paired.token(0xabcd, 0, 1).remote_inv());
+        let receiving = ConnState {
+            remote_inv: true,
+            ..paired
+        };
+        let flagged = receiving.token(0xabcd, 0, 1);
+        assert!(
+            flagged.remote_inv(),
+            "a QP with receives posted asks for remote invalidation"
+        );
+        assert_eq!(flagged.port_number(), 1);
+        assert!(receiving.matches(&server));
         assert!(!paired.matches(&Token { lid: 6, ..server }));
         assert!(!paired.matches(&Token {
             qp_num: 0x98,

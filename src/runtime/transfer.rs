@@ -313,11 +313,15 @@ impl Grant<'_> {
         }
     }
 
-    /// Invalidate a window bound for one request, before its reply is acted on.
-    fn end(&self, conn: &mut ConnGuard<'_>, rkey: u32) {
-        if self.protection == Protection::Windows && rkey != 0 {
-            conn.connection().invalidate(rkey);
+    /// End the window bound for one request, before its reply is acted on: the server's
+    /// SEND_WITH_INV when its `200` announces one (PROTOCOL.md 11.2), else a local
+    /// invalidation.
+    fn end(&self, conn: &mut ConnGuard<'_>, rkey: u32, reply: &Result<Reply>) -> Result<()> {
+        if self.protection != Protection::Windows || rkey == 0 {
+            return Ok(());
         }
+        let announced = matches!(reply, Ok(Reply::Done(server)) if server.remote_inv());
+        conn.connection().end_window(rkey, announced)
     }
 }
 
@@ -369,7 +373,7 @@ fn exchange(conn: &mut ConnGuard<'_>, grant: &Grant<'_>, ops: &mut dyn S3Ops) ->
             None => (0, token_text(conn, grant, 0, &mut text)),
         };
         let reply = round_trip(token, ops, &mut reply_buf);
-        grant.end(conn, rkey);
+        grant.end(conn, rkey, &reply)?;
         match reply? {
             Reply::PairingNeeded(server) => {
                 if paired_here {

@@ -14,6 +14,9 @@ use hipobj_actors::stages::{self, Event};
 /// Largest packet sequence number (24 bits).
 pub const MAX_PSN: u32 = 0x00ff_ffff;
 
+/// `IBV_WC_SEND`: completion of a SEND (here only the zero-length SEND_WITH_INV of PROTOCOL.md
+/// section 11).
+pub const WC_SEND: u32 = 0;
 /// `IBV_WC_RDMA_WRITE` and `IBV_WC_RDMA_READ`, the `Completion::opcode` of this module's posts.
 pub const WC_RDMA_WRITE: u32 = 1;
 pub const WC_RDMA_READ: u32 = 2;

@@ -10,7 +10,7 @@
 //! (`ibv_post_recv` only queues: no system call on rxe or hardware providers), never below
 //! [`REFILL_BELOW`] outstanding, so a server SEND always finds a receive.
 
-use crate::verbs::{RcQp, VerbsError, WC_FLAG_WITH_INV, WC_RECV};
+use crate::verbs::{RcQp, VerbsError, WC_FLAG_WITH_INV, WC_FLAG_WITH_INV_KERNEL_ABI, WC_RECV};
 use std::time::Duration;
 
 /// Receives posted on a fresh QP and after each refill.
@@ -110,7 +110,11 @@ fn judge(status: u32, opcode: u32, wc_flags: u32, invalidated: u32, rkey: u32) -
             crate::verbs::wc_status_name(status)
         ));
     }
-    if opcode != WC_RECV || wc_flags & WC_FLAG_WITH_INV == 0 {
+    // libibverbs' IBV_WC_WITH_INV, or the kernel's bit as rxe hands it over. The rkey check
+    // below is what makes the second safe: a receive without an invalidation carries no rkey
+    // (an immediate would set WITH_IMM, refused here).
+    let with_inv = wc_flags & (WC_FLAG_WITH_INV | WC_FLAG_WITH_INV_KERNEL_ABI) != 0;
+    if opcode != WC_RECV || !with_inv || wc_flags & crate::verbs::WC_FLAG_WITH_IMM != 0 {
         return RemoteInv::Wrong(format!(
             "the server sent opcode {opcode} (flags {wc_flags:#x}), not a SEND_WITH_INV"
         ));
@@ -133,6 +137,19 @@ mod tests {
             judge(0, WC_RECV, WC_FLAG_WITH_INV, 0x1234_5601, 0x1234_5601),
             RemoteInv::Invalidated
         );
+        // rxe: GRH + the kernel's IB_WC_WITH_INVALIDATE (measured in the lane).
+        assert_eq!(
+            judge(0, WC_RECV, 0x5, 0x1234_5601, 0x1234_5601),
+            RemoteInv::Invalidated
+        );
+        assert!(matches!(
+            judge(0, WC_RECV, 0x5 | crate::verbs::WC_FLAG_WITH_IMM, 1, 1),
+            RemoteInv::Wrong(_)
+        ));
+        assert!(matches!(
+            judge(0, WC_RECV, 0x5, 0, 0x1234_5601),
+            RemoteInv::Wrong(_)
+        ));
         let other_rkey = judge(0, WC_RECV, WC_FLAG_WITH_INV, 0x1234_5602, 0x1234_5601);
         assert!(matches!(other_rkey, RemoteInv::Wrong(w) if w.contains("0x12345602")));
         assert!(matches!(

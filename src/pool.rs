@@ -107,6 +107,17 @@ impl Protection {
     }
 }
 
+/// How a request's window ends (PROTOCOL.md 9.8, 11.2), from its reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowEnd {
+    /// A `200` announced the server's SEND_WITH_INV.
+    Announced,
+    /// The server sent none (`428`, a refusal before any transfer, a `200` without the flag).
+    NotSent,
+    /// It may have (a `500`, or no reply seen).
+    Unknown,
+}
+
 /// What pairing did with a `428` reply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PairOutcome {
@@ -370,14 +381,23 @@ impl Connection {
         confirmed
     }
 
-    /// End the window `rkey` of a request (rules 9.8 and 11.2). `server_invalidated`: the `200`
-    /// reply says the server sent a SEND_WITH_INV of it; the receive's completion is looked for
-    /// and, when seen, nothing is posted. Otherwise, or when it is not seen in time, the window is
-    /// invalidated locally (and after a missing SEND the QP is retired). A SEND_WITH_INV of
-    /// another rkey is a protocol error: the QP goes to ERR (replaced before reuse).
-    pub fn end_window(&mut self, rkey: u32, server_invalidated: bool) -> Result<()> {
-        let ring = match (&mut self.recv, server_invalidated && !self.fenced) {
-            (Some(ring), true) => ring,
+    /// End the window `rkey` of a request (rules 9.8 and 11.2). `Announced`: the `200` says the
+    /// server sent a SEND_WITH_INV; its receive is looked for and, when seen, nothing is posted.
+    /// `NotSent`: local invalidation. On a QP that asked for remote invalidation, anything else
+    /// that was not seen (`Unknown`, or an announced SEND not seen in time), and a SEND_WITH_INV
+    /// of another rkey, fence the QP instead (ERR: no remote access through it; replaced before
+    /// reuse): rxe of Linux 6.1 dereferences NULL when a window that was invalidated remotely is
+    /// invalidated again (measured: guest kernel panic in `rxe_invalidate_mw` from a local
+    /// invalidation after a callback failure), so a window the server may have invalidated is
+    /// never invalidated locally.
+    pub fn end_window(&mut self, rkey: u32, end: WindowEnd) -> Result<()> {
+        let ring = match (&mut self.recv, end) {
+            _ if self.fenced => return Ok(()),
+            (Some(ring), WindowEnd::Announced) => ring,
+            (Some(_), WindowEnd::Unknown) => {
+                self.fence();
+                return Ok(());
+            }
             _ => {
                 self.invalidate(rkey);
                 return Ok(());
@@ -399,9 +419,8 @@ impl Connection {
             RemoteInv::NotSeen => {
                 tracing::debug!(
                     qpn = self.qp.qp_num(),
-                    "the announced remote invalidation did not arrive; invalidating locally, retiring the QP"
+                    "the announced remote invalidation did not arrive; fencing the QP"
                 );
-                self.invalidate(rkey);
                 self.fence();
                 Ok(())
             }

@@ -6,6 +6,7 @@ use crate::error::{Error, OpError, Result};
 use crate::hip::CopyDirection;
 use crate::pool::{
     ConnGuard, ConnState, ConnectionHandle, Lease, PairOutcome, Pool, PostedBind, Protection,
+    WindowEnd,
 };
 use crate::registry::{Buffer, BufferKind};
 use crate::reply::{Reply, REPLY_BUFFER_LEN};
@@ -320,8 +321,13 @@ impl Grant<'_> {
         if self.protection != Protection::Windows || rkey == 0 {
             return Ok(());
         }
-        let announced = matches!(reply, Ok(Reply::Done(server)) if server.remote_inv());
-        conn.connection().end_window(rkey, announced)
+        let end = match reply {
+            Ok(Reply::Done(server)) if server.remote_inv() => WindowEnd::Announced,
+            // A 500 or a reply never seen may follow a SEND_WITH_INV the NIC already executed.
+            Err(_) | Ok(Reply::Code(500 | -1)) => WindowEnd::Unknown,
+            Ok(_) => WindowEnd::NotSent,
+        };
+        conn.connection().end_window(rkey, end)
     }
 }
 

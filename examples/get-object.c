@@ -16,11 +16,9 @@
 int main(int argc, char **argv) {
     struct s3_target target = {0};
     struct s3_request req = {0};
-    hipObjConfig_t cfg = {0};
     hipObjError_t e;
     size_t size, received;
     unsigned char *buf;
-    FILE *out;
     int arg = s3_parse_args(argc, argv, &target), status = 1;
     if (arg < 0 || argc - arg != 4) {
         fprintf(stderr, "usage: %s [-e ENDPOINT] [-n NIC] [-r REGION] [-a ACCESS_KEY -s SECRET_KEY] [-c CA_BUNDLE] BUCKET KEY SIZE FILE\n",
@@ -32,20 +30,7 @@ int main(int argc, char **argv) {
     size = strtoull(argv[arg + 2], NULL, 10);
     buf = malloc(size ? size : 1);
     if (!buf) return 1;
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-
-    cfg.gpuDevice = -1; /* host memory; a GPU program passes its device and hipMalloc's buffer */
-    cfg.nicHint = target.nic;
-    e = hipObjInit(&cfg);
-    if (e.opError != hipObjSuccess) {
-        fprintf(stderr, "hipObjInit(%s): %s\n", target.nic, hipObjGetErrorString(e.opError));
-        goto out;
-    }
-    e = hipObjBufRegisterHost(buf, size);
-    if (e.opError != hipObjSuccess) {
-        fprintf(stderr, "hipObjBufRegisterHost: %s\n", hipObjGetErrorString(e.opError));
-        goto shutdown;
-    }
+    if (s3_host_session_open(&target, buf, size) != 0) goto out;
     req.target = &target;
     req.method = "GET";
     e = hipObjGet(NULL, buf, size, 0, &(hipObjOps_t){s3_send_request, s3_recv_reply}, &req);
@@ -54,25 +39,17 @@ int main(int argc, char **argv) {
         received = size;
     } else if (s3_declined_rdma(&req)) {
         printf("server declined RDMA (501): falling back to plain HTTP\n");
-        if (s3_plain_get(&req, buf, size, &received) != 0) goto deregister;
+        if (s3_plain_get(&req, buf, size, &received) != 0) goto done;
         printf("GET s3://%s/%s: %zu bytes over plain HTTP\n", target.bucket, target.key, received);
     } else {
         fprintf(stderr, "hipObjGet: %s (HTTP %ld, reply '%.*s')\n", hipObjGetErrorString(e.opError), req.http_status,
                 (int)req.reply_len, req.reply);
-        goto deregister;
+        goto done;
     }
-    out = fopen(argv[arg + 3], "wb");
-    if (!out || fwrite(buf, 1, received, out) != received || fclose(out) != 0) {
-        perror(argv[arg + 3]);
-        goto deregister;
-    }
-    status = 0;
-deregister:
-    hipObjBufDeregister(buf);
-shutdown:
-    hipObjShutdown();
+    if (s3_save_file(argv[arg + 3], buf, received) == 0) status = 0;
+done:
+    s3_host_session_close(buf);
 out:
-    curl_global_cleanup();
     free(buf);
     return status;
 }

@@ -18,7 +18,6 @@
 int main(int argc, char **argv) {
     struct s3_target target = {0};
     struct s3_request req = {0};
-    hipObjConfig_t cfg = {0};
     hipObjError_t e;
     struct stat st;
     size_t size;
@@ -44,20 +43,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     fclose(in);
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-
-    cfg.gpuDevice = -1; /* host memory; a GPU program passes its device and hipMalloc's buffer */
-    cfg.nicHint = target.nic;
-    e = hipObjInit(&cfg);
-    if (e.opError != hipObjSuccess) {
-        fprintf(stderr, "hipObjInit(%s): %s\n", target.nic, hipObjGetErrorString(e.opError));
-        goto out;
-    }
-    e = hipObjBufRegisterHost(buf, size);
-    if (e.opError != hipObjSuccess) {
-        fprintf(stderr, "hipObjBufRegisterHost: %s\n", hipObjGetErrorString(e.opError));
-        goto shutdown;
-    }
+    if (s3_host_session_open(&target, buf, size) != 0) goto out;
     req.target = &target;
     req.method = "PUT";
     e = hipObjPut(NULL, buf, size, 0, &(hipObjOps_t){s3_send_request, s3_recv_reply}, &req);
@@ -74,11 +60,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "hipObjPut: %s (HTTP %ld, reply '%.*s')\n", hipObjGetErrorString(e.opError), req.http_status,
                 (int)req.reply_len, req.reply);
     }
-    hipObjBufDeregister(buf);
-shutdown:
-    hipObjShutdown();
+    s3_host_session_close(buf);
 out:
-    curl_global_cleanup();
     free(buf);
     return status;
 }

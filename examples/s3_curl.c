@@ -40,6 +40,43 @@ int s3_parse_args(int argc, char **argv, struct s3_target *t) {
     return optind;
 }
 
+int s3_host_session_open(const struct s3_target *t, void *buf, size_t size) {
+    hipObjConfig_t cfg = {0};
+    hipObjError_t e;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    cfg.gpuDevice = -1; /* host memory; a GPU program passes its device and hipMalloc's buffer */
+    cfg.nicHint = t->nic;
+    e = hipObjInit(&cfg);
+    if (e.opError != hipObjSuccess) {
+        fprintf(stderr, "hipObjInit(%s): %s\n", t->nic, hipObjGetErrorString(e.opError));
+        curl_global_cleanup();
+        return -1;
+    }
+    e = hipObjBufRegisterHost(buf, size);
+    if (e.opError != hipObjSuccess) {
+        fprintf(stderr, "hipObjBufRegisterHost: %s\n", hipObjGetErrorString(e.opError));
+        hipObjShutdown();
+        curl_global_cleanup();
+        return -1;
+    }
+    return 0;
+}
+
+void s3_host_session_close(void *buf) {
+    hipObjBufDeregister(buf);
+    hipObjShutdown();
+    curl_global_cleanup();
+}
+
+int s3_save_file(const char *path, const void *buf, size_t len) {
+    FILE *out = fopen(path, "wb");
+    if (!out || fwrite(buf, 1, len, out) != len || fclose(out) != 0) {
+        perror(path);
+        return -1;
+    }
+    return 0;
+}
+
 /* The request both ways share: URL, method, SigV4, timeouts. */
 static CURL *new_request(struct s3_request *r, char *url, size_t url_len, char *userpwd, size_t up_len,
                          char *sigv4, size_t sig_len) {
@@ -101,7 +138,7 @@ static size_t discard(char *p, size_t s, size_t n, void *u) {
 
 int s3_send_request(void *ctx, const char *token, size_t token_len) {
     struct s3_request *r = ctx;
-    char url[1024], userpwd[512], sigv4[128], header[160], nic_ip[64], interface[80];
+    char url[1024], userpwd[512], sigv4[128], header[160], range[96], nic_ip[64], interface[80];
     struct curl_slist *h = NULL;
     CURLcode rc;
     CURL *c = new_request(r, url, sizeof url, userpwd, sizeof userpwd, sigv4, sizeof sigv4);
@@ -116,6 +153,10 @@ int s3_send_request(void *ctx, const char *token, size_t token_len) {
     }
     snprintf(header, sizeof header, "x-amz-rdma-token: %.*s", (int)token_len, token);
     h = curl_slist_append(base_headers(), header);
+    if (r->range) {
+        snprintf(range, sizeof range, "Range: %s", r->range);
+        h = curl_slist_append(h, range);
+    }
     if (strcmp(r->method, "PUT") == 0) {
         /* the server RDMA-READs the data: the request body is empty */
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");

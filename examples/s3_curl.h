@@ -20,6 +20,7 @@ struct s3_target {
 struct s3_request {
     const struct s3_target *target;
     const char *method; /* "GET" or "PUT" */
+    const char *range;  /* GET: a Range header value ("bytes=FIRST-LAST"), or NULL for the whole object */
     long http_status;   /* of the last response */
     char reply[512];    /* its x-amz-rdma-reply value */
     size_t reply_len;
@@ -30,6 +31,16 @@ struct s3_request {
 /* Fills `t` from the options before the positional arguments; returns the index of the first
  * positional argument, or -1 after printing what is wrong. */
 int s3_parse_args(int argc, char **argv, struct s3_target *t);
+
+/* The set-up every example does: libcurl's global state (once, before any thread), hipObjInit()
+ * on the target's NIC for host memory, and `buf` registered. 0, or -1 after printing what failed
+ * (then everything done is undone). */
+int s3_host_session_open(const struct s3_target *t, void *buf, size_t size);
+/* Undoes s3_host_session_open (the buffer itself stays the caller's). */
+void s3_host_session_close(void *buf);
+
+/* Writes `len` bytes of `buf` to `path`. 0, or -1 after printing why. */
+int s3_save_file(const char *path, const void *buf, size_t len);
 
 /* The hipObjOps_t callbacks. */
 int s3_send_request(void *ctx, const char *token, size_t token_len);

@@ -25,11 +25,22 @@ use hipobj::runtime::{self, InitConfig, MemoryKind, TransferKind};
 use s3::sigv4::{OTHER_SIGNER, TEST_ACCESS_KEY, TEST_SECRET_KEY};
 use s3::{RdmaRequest, S3};
 use server::{required_device_pair, Server};
-use store::Store;
+use store::{ceph_wanted, Store};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const THREADS: usize = 16;
+
+/// `size`, or `ceph_size` against Ceph RGW: its four daemons share the emulated lane's two CPUs
+/// with the gateway and the 16 client threads, where the s3s-fs sizes move too slowly for one
+/// lane boot (about 0.5 MB/s in all at host load 15). The concurrency and the checks are the same.
+fn sized(size: usize, ceph_size: usize) -> usize {
+    if ceph_wanted() {
+        ceph_size
+    } else {
+        size
+    }
+}
 
 struct Gateway {
     _lock: MutexGuard<'static, ()>,
@@ -65,9 +76,16 @@ impl Gateway {
         let store = Store::start(TEST_ACCESS_KEY, TEST_SECRET_KEY);
         let gateway = gateway_on(&store, &server_dev);
         let s3 = S3::new(gateway.addr);
-        // A plain S3 request: passed through to the store, which makes the bucket.
+        // A plain S3 request: passed through to the store, which makes the bucket. RGW (one
+        // cluster for every test) may answer a later test's CreateBucket with its own refusal for
+        // a bucket the requester owns already; the gateway passes it through.
         let made = signed(&s3, "PUT", "/bkt", b"");
-        assert_eq!(made.status, 200, "{}", String::from_utf8_lossy(&made.body));
+        let body = String::from_utf8_lossy(&made.body);
+        assert!(
+            made.status == 200 || (made.status == 409 && body.contains("BucketAlreadyOwnedByYou")),
+            "CreateBucket through the gateway: {} {body}",
+            made.status
+        );
         assert!(store.has_bucket("bkt"), "bucket not made at the store");
         let mut cfg = InitConfig {
             gpu_device: -1,
@@ -102,6 +120,10 @@ fn all_connections_free() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(rt().free_connections(), THREADS);
+    eprintln!(
+        "transfers retried after a 500 so far: {}",
+        RETRIED.load(Ordering::Relaxed)
+    );
 }
 
 /// Wait (at most `limit`) until `done()`.
@@ -116,19 +138,38 @@ fn wait_until(limit: Duration, done: impl Fn() -> bool) -> bool {
     true
 }
 
+/// Attempts per transfer. A transfer whose RDMA operation failed at the gateway (500: its
+/// pairing was dropped, PROTOCOL.md rule 4.3) is tried again, as the command line's and the
+/// engine's retriers do: in the emulated lane under host load, with the store's daemons in the
+/// same guest, an RC acknowledgement now and then misses the 67 ms x 7 retry budget (work
+/// completion status 12). Every retry is counted and printed; other failures are not retried.
+const ATTEMPTS: usize = 3;
+
+/// Transfers tried again after a 500 (see `ATTEMPTS`), all tests of this binary.
+static RETRIED: AtomicUsize = AtomicUsize::new(0);
+
 /// One transfer of `len` bytes at `offset` of the registration at `base`.
 fn transfer(
-    mut req: RdmaRequest<'_>,
+    req: &mut RdmaRequest<'_>,
     kind: TransferKind,
     base: usize,
     offset: usize,
     len: usize,
 ) -> hipobj::error::Result<()> {
-    let r = rt().transfer(kind, base, len, offset as u64, &mut req);
-    if let (Err(e), Some(why)) = (&r, &req.failure) {
-        eprintln!("{kind:?} {}: {e}: {why}", req.replies.join(","));
+    let mut attempt = 1;
+    loop {
+        let r = rt().transfer(kind, base, len, offset as u64, req);
+        if let (Err(e), Some(why)) = (&r, &req.failure) {
+            eprintln!("{kind:?} {}: {e}: {why}", req.replies.join(","));
+        }
+        let rdma_failed = r.is_err() && req.replies.last().map(String::as_str) == Some("500");
+        if !rdma_failed || attempt == ATTEMPTS {
+            return r;
+        }
+        attempt += 1;
+        let n = RETRIED.fetch_add(1, Ordering::Relaxed) + 1;
+        eprintln!("{kind:?}: the gateway's RDMA operation failed (500); attempt {attempt} ({n} retried so far)");
     }
-    r
 }
 
 /// A thread's registered source and destination buffers.
@@ -151,15 +192,21 @@ impl Buffers {
     }
 
     fn put(&self, s3: &S3, key: &str, len: usize) -> hipobj::error::Result<()> {
-        let req = RdmaRequest::put(s3, "bkt", key);
-        transfer(req, TransferKind::Put, self.src.as_ptr() as usize, 0, len)
+        let mut req = RdmaRequest::put(s3, "bkt", key);
+        transfer(
+            &mut req,
+            TransferKind::Put,
+            self.src.as_ptr() as usize,
+            0,
+            len,
+        )
     }
 
     fn get(&mut self, s3: &S3, key: &str, len: usize) -> hipobj::error::Result<()> {
         self.dst.fill(0);
-        let req = RdmaRequest::get(s3, "bkt", key);
+        let mut req = RdmaRequest::get(s3, "bkt", key);
         transfer(
-            req,
+            &mut req,
             TransferKind::Get,
             self.dst.as_mut_ptr() as usize,
             0,
@@ -177,10 +224,10 @@ impl Buffers {
         at: usize,
     ) -> hipobj::error::Result<()> {
         self.dst.fill(0);
-        let req = RdmaRequest::get(s3, "bkt", key).with_range(first, last);
+        let mut req = RdmaRequest::get(s3, "bkt", key).with_range(first, last);
         let len = (last - first + 1) as usize;
         transfer(
-            req,
+            &mut req,
             TransferKind::Get,
             self.dst.as_mut_ptr() as usize,
             at,
@@ -200,7 +247,12 @@ impl Drop for Buffers {
 #[ignore = "needs an RDMA device: runs in the lane (make e2e), fails there without one"]
 fn get_put_and_ranges_through_the_gateway_from_16_threads() {
     let gw = Gateway::start();
-    let sizes = [1usize, 4096, (1 << 20) + 17, 3 << 20];
+    let sizes = [
+        1usize,
+        4096,
+        (1 << 20) + 17,
+        sized(3 << 20, (256 << 10) + 9),
+    ];
     let max = *sizes.iter().max().expect("sizes");
     let s3 = gw.s3;
     let store = &gw.store;
@@ -241,7 +293,7 @@ fn get_put_and_ranges_through_the_gateway_from_16_threads() {
 #[ignore = "needs an RDMA device: runs in the lane (make e2e), fails there without one"]
 fn store_killed_and_restarted_mid_run() {
     let mut gw = Gateway::start();
-    let size = 1 << 20;
+    let size = sized(1 << 20, 256 << 10);
     let s3 = gw.s3;
     let stop = AtomicBool::new(false);
     let (ok, failed) = (AtomicUsize::new(0), AtomicUsize::new(0));
@@ -359,12 +411,12 @@ fn multipart_upload_with_rdma_parts_through_the_gateway_from_16_threads() {
                 for (i, &len) in sizes.iter().enumerate() {
                     let part = format!("{key}?partNumber={}&uploadId={id}", i + 1);
                     let mut req = RdmaRequest::put(&s3, "bkt", &part);
-                    rt().transfer(
+                    transfer(
+                        &mut req,
                         TransferKind::Put,
                         b.src.as_ptr() as usize,
+                        at,
                         len,
-                        at as u64,
-                        &mut req,
                     )
                     .unwrap_or_else(|e| panic!("UploadPart {part}: {e}: {:?}", req.failure));
                     etags.push(req.etag.clone().expect("the part's ETag"));
@@ -499,7 +551,7 @@ fn two_gateways_share_the_store_and_one_dies() {
     let (client_dev, _) = required_device_pair();
     let mut second = gateway_on(&gw.store, &client_dev);
     let (a, b) = (gw.s3, S3::new(second.addr));
-    let size = (1 << 20) + 5;
+    let size = sized((1 << 20) + 5, (256 << 10) + 5);
     let half = THREADS / 2;
     // Both at once: each thread writes through one gateway and reads back through the other.
     std::thread::scope(|sc| {

@@ -126,6 +126,11 @@ pub struct BenchArgs {
     /// Print the results as JSON instead of a table
     #[arg(long)]
     pub json: bool,
+    /// The plain-HTTP column against this endpoint instead of --endpoint (same keys and CA
+    /// bundle): e.g. the store behind a gateway, to compare RDMA through the gateway with HTTP to
+    /// the store directly
+    #[arg(long, value_name = "URL")]
+    pub http_endpoint: Option<String>,
     /// perftest ib_write_bw MB/s measured on this device pair: GETs are also shown as a ratio to it
     /// (the server RDMA-WRITEs a GET)
     #[arg(long, value_name = "MB/s")]

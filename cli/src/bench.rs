@@ -67,6 +67,8 @@ pub struct Cell {
 #[derive(Debug, Serialize)]
 pub struct Report {
     pub endpoint: String,
+    /// Where the HTTP column went (the same endpoint unless --http-endpoint).
+    pub http_endpoint: String,
     pub nic: String,
     pub iterations: usize,
     pub perftest_write_mb_per_s: Option<f64>,
@@ -331,11 +333,18 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         ));
     }
     let creds = credentials::resolve(&args.endpoint.credentials)?;
+    let http_s3 = match &args.http_endpoint {
+        Some(url) => Some(S3::new(url, creds.clone())?),
+        None => None,
+    };
     let s3 = S3::new(&args.endpoint.endpoint, creds)?
         .with_protocol(args.endpoint.protocol.rdma_protocol);
-    s3.ensure_bucket(&args.bucket)?;
-    for &size in &args.sizes {
-        s3.put_plain(&object(&args.bucket, Op::Get, size, 0), pattern(size))?;
+    let http = http_s3.as_ref().unwrap_or(&s3);
+    for store in [&s3, http] {
+        store.ensure_bucket(&args.bucket)?;
+        for &size in &args.sizes {
+            store.put_plain(&object(&args.bucket, Op::Get, size, 0), pattern(size))?;
+        }
     }
     // As many connections as the largest concurrency, all paired before anything is timed.
     let connections = args.concurrency.iter().copied().max().unwrap_or(1);
@@ -365,7 +374,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
             for &threads in &args.concurrency {
                 bar.set_message(format!("{} {} x{threads}", op.name(), size_text(size)));
                 let rdma = rdma_cell(&s3, &retry, &session, args, op, size, threads)?;
-                let http = http_cell(&s3, args, op, size, threads)?;
+                let http = http_cell(http, args, op, size, threads)?;
                 let perftest = match op {
                     Op::Get => args.perftest_write,
                     Op::Put => args.perftest_read,
@@ -388,6 +397,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
     let failed = cells.iter().map(|c| c.rdma.errors + c.http.errors).sum();
     let report = Report {
         endpoint: s3.endpoint().to_owned(),
+        http_endpoint: http.endpoint().to_owned(),
         nic: session.nic().to_owned(),
         iterations: args.iterations,
         perftest_write_mb_per_s: args.perftest_write,
@@ -416,6 +426,9 @@ fn table(r: &Report) -> String {
         "hipobj bench: {} via {}, {} timed operations per thread and cell (after one warm-up)\n",
         r.endpoint, r.nic, r.iterations
     );
+    if r.http_endpoint != r.endpoint {
+        out.push_str(&format!("HTTP column: {}\n", r.http_endpoint));
+    }
     let perftest = r.perftest_write_mb_per_s.is_some() || r.perftest_read_mb_per_s.is_some();
     if perftest {
         let mbs = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1} MB/s"));

@@ -117,7 +117,12 @@ pub struct Failed {
 
 impl Failed {
     /// The Python exception: the error's class, caused by what `send` raised.
-    pub fn into_py(self, py: Python<'_>) -> PyErr {
+    pub fn into_py(mut self, py: Python<'_>) -> PyErr {
+        if let Some(cause) = &self.raised {
+            // The message names what the callback raised (e.g. botocore's certificate error);
+            // the exception itself is also the cause.
+            self.error.detail = format!("{}: {cause}", self.error.detail).into();
+        }
         let err = to_py(self.error);
         if let Some(cause) = self.raised {
             err.set_cause(py, Some(cause));

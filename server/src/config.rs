@@ -74,7 +74,8 @@ pub struct RdmaSettings {
     pub chunk_bytes: usize,
     /// `--wr-depth N`: work requests in flight per transfer (READs also capped by max_rd_atomic).
     pub wr_depth: usize,
-    /// `--watchdog-ms MS`: a transfer with no completion for this long is aborted (500).
+    /// `--watchdog-ms MS`: the shortest time a transfer may go without a completion before it
+    /// is aborted (500); on a machine measured slow it gets more, up to 15x (`rdma::patience`).
     pub watchdog: Duration,
     /// Slowest acceptable transfer rate in bytes/s: a transfer of N bytes is aborted (500) after
     /// watchdog + N / min_rate in total, however steadily it trickles.
@@ -85,6 +86,9 @@ pub struct RdmaSettings {
     pub queue_wait: Duration,
     /// hipobj-rc-v2 sessions (docs/protocol.md, "hipobj-rc-v2 on the server").
     pub v2: V2Settings,
+    /// `--inject-rdma-failures N`: fault injection for tests (as Ceph's `ms_inject_*` options):
+    /// the first N token transfers fail on purpose through the real failure path.
+    pub inject_failures: u64,
 }
 
 /// The hipobj-rc-v2 knobs.
@@ -128,6 +132,7 @@ impl Default for RdmaSettings {
             queue: 64,
             queue_wait: Duration::from_secs(2),
             v2: V2Settings::default(),
+            inject_failures: 0,
         }
     }
 }
@@ -222,7 +227,8 @@ pub struct Cli {
     /// Work requests in flight per transfer.
     #[arg(long, value_name = "N", default_value_t = RdmaSettings::default().wr_depth, value_parser = positive)]
     wr_depth: usize,
-    /// Abort a transfer without progress for this long (milliseconds).
+    /// Abort a transfer without progress for this long (milliseconds) at least; a machine
+    /// measured slow gets up to 15x more (8x the measured time of the bytes in flight).
     #[arg(long, value_name = "MS", default_value_t = 2000, value_parser = positive)]
     watchdog_ms: usize,
     /// Slowest acceptable transfer rate (bytes/s): a transfer of N bytes is aborted after the
@@ -235,6 +241,11 @@ pub struct Cli {
     /// How long a queued token request waits for a place before its 503 (milliseconds).
     #[arg(long, value_name = "MS", default_value_t = RdmaSettings::default().queue_wait.as_millis() as u64)]
     rdma_queue_wait_ms: u64,
+    /// Fault injection for tests: the first N token transfers fail on purpose (the paired QP is
+    /// moved to the error state before the first work request: a real RDMA failure, 500, the
+    /// pairing destroyed), so clients' retries can be tested. 0 injects nothing.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    inject_rdma_failures: u64,
     /// hipobj-rc-v2 sessions prepared or moving at once; more PREPAREs get 503.
     #[arg(long, value_name = "N", default_value_t = V2Settings::default().max_sessions, value_parser = positive)]
     v2_sessions: usize,
@@ -369,6 +380,7 @@ impl Config {
                     data_timeout: Duration::from_millis(cli.v2_data_ms as u64),
                     staging_bytes: cli.v2_staging_bytes as u64,
                 },
+                inject_failures: cli.inject_rdma_failures,
             },
             tls,
         })

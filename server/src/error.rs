@@ -55,12 +55,24 @@ pub fn storage_error(e: StorageError) -> S3Error {
             S3Error::with_message(S3ErrorCode::NotImplemented, io.to_string())
         }
         StorageError::AccessDenied => S3Error::new(S3ErrorCode::AccessDenied),
+        StorageError::Io(io) if io.kind() == std::io::ErrorKind::StorageFull => storage_full(),
         StorageError::Io(io) => {
             let at = std::panic::Location::caller();
             warn!(error = %io, %at, "storage i/o failed");
             S3Error::with_source(S3ErrorCode::InternalError, Box::new(io))
         }
     }
+}
+
+/// The disk is full (ENOSPC): 507 Insufficient Storage, S3 code `StorageFull` (MinIO answers
+/// the same status), with a message saying that nothing was stored; a client may try later.
+pub fn storage_full() -> S3Error {
+    let mut err = S3Error::with_message(
+        S3ErrorCode::Custom("StorageFull".into()),
+        "the server's storage is full; nothing was stored",
+    );
+    err.set_status_code(http::StatusCode::INSUFFICIENT_STORAGE);
+    err
 }
 
 /// Any other internal failure (a blocking task that died, ...).
@@ -87,6 +99,7 @@ pub fn rejected(code: RejectCode, stats: &Stats) -> S3Error {
         RejectCode::Failed => S3Error::new(S3ErrorCode::InternalError),
         RejectCode::NotImplemented => S3Error::new(S3ErrorCode::NotImplemented),
         RejectCode::Busy => S3Error::new(S3ErrorCode::SlowDown),
+        RejectCode::StorageFull => storage_full(),
     };
     with_reply(err, n, &Reply::Code(i32::from(n)), stats)
 }
@@ -165,6 +178,7 @@ mod tests {
             (RejectCode::Failed, 500),
             (RejectCode::NotImplemented, 501),
             (RejectCode::Busy, 503),
+            (RejectCode::StorageFull, 507),
         ] {
             let e = rejected(code, &stats);
             assert_eq!(e.status_code().map(|s| s.as_u16()), Some(n));
@@ -181,6 +195,20 @@ mod tests {
             assert_eq!(retry_after.is_some(), n == 503, "Retry-After only on 503");
         }
         assert!(stats.to_json().contains("\"replies_503\":1"));
+    }
+
+    /// Issue 22: a full disk is a clear S3 error (507, `StorageFull`), on both paths.
+    #[test]
+    fn a_full_disk_is_507_storage_full() {
+        let full = std::io::Error::from_raw_os_error(28); // ENOSPC
+        let e = storage_error(StorageError::Io(full));
+        assert_eq!(e.status_code().map(|s| s.as_u16()), Some(507));
+        assert_eq!(*e.code(), S3ErrorCode::Custom("StorageFull".into()));
+        assert!(e
+            .message()
+            .is_some_and(|m| m.contains("nothing was stored")));
+        let other = storage_error(StorageError::Io(std::io::Error::other("broken")));
+        assert_eq!(*other.code(), S3ErrorCode::InternalError);
     }
 
     #[test]

@@ -537,6 +537,7 @@ mod tests {
             max_pairings_per_client: 8,
             pairing_idle: Duration::from_secs(600),
             v2: crate::config::V2Settings::default(),
+            inject_failures: 0,
         };
         let engine = Arc::new(Engine::new(
             port.clone(),

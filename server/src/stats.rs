@@ -61,12 +61,20 @@ counters! {
     completion_errors,
     /// Transfers aborted by the watchdog.
     watchdog_fired,
+    /// Measured time per completed RDMA byte, picoseconds (a gauge: the moving average the
+    /// watchdog's patience follows).
+    completion_ps_per_byte,
+    /// Time transfer pollers did not run (host CPUs taken, process stopped), milliseconds: not
+    /// counted against the peer.
+    poller_stalled_ms,
     /// Transfers aborted by their total deadline (proportional to the size).
     deadline_fired,
     /// Failed transfers whose flushes did not all arrive within the flush wait.
     flush_timeouts,
     /// RDMA jobs that panicked (answered 500, pairing destroyed, worker kept).
     worker_panics,
+    /// Transfers failed on purpose by `--inject-rdma-failures`.
+    injected_failures,
     /// Token requests that waited in the queue for a transfer slot.
     transfers_queued,
     /// Token requests refused at once because their pairing key was busy.
@@ -79,6 +87,7 @@ counters! {
     replies_500,
     replies_501,
     replies_503,
+    replies_507,
     replies_408,
     replies_409,
     replies_413,
@@ -111,7 +120,7 @@ impl Stats {
         counter.fetch_sub(n, Ordering::Relaxed);
     }
 
-    /// Count a non-success reply code (400, 404, 416, 500, 501, 503).
+    /// Count a non-success reply code (400, 404, 416, 500, 501, 503, 507).
     pub fn count_reply(&self, code: u16) {
         let counter = match code {
             400 => &self.replies_400,
@@ -125,6 +134,7 @@ impl Stats {
             500 => &self.replies_500,
             501 => &self.replies_501,
             503 => &self.replies_503,
+            507 => &self.replies_507,
             _ => return,
         };
         Stats::bump(counter);

@@ -1,6 +1,7 @@
 # Start and stop hipobj-server from the lane's shell tests (the shell twin of server.rs). Source it:
 #   . tests/support/server.sh
 #   start_hipobj_server DEVICE [EXTRA SERVER FLAGS...]   # device "" = no RDMA (token requests get 501)
+#                                     # with --backend URL among the flags: a gateway, no --data-dir
 #   -> HIPOBJ_SRV_URL (http://ADDR:PORT), HIPOBJ_SRV_LOG, HIPOBJ_SRV_DATA; stopped at exit
 # The server requires SigV4 with HIPOBJ_TEST_ACCESS_KEY / HIPOBJ_TEST_SECRET_KEY (exported, so the
 # clients under test can read them); it listens on the lane address of its device (any local
@@ -29,7 +30,10 @@ start_hipobj_server() { # device [flags...]
   addr=$(lane_addr "$dev")
   HIPOBJ_SRV_DATA=$(mktemp -d /tmp/hipobj-srv.XXXXXX)
   HIPOBJ_SRV_LOG=$HIPOBJ_SRV_DATA.log
-  "$bin" --listen "$addr:0" --data-dir "$HIPOBJ_SRV_DATA" ${dev:+--device "$dev"} \
+  # A gateway (--backend URL among the flags) keeps no data of its own.
+  local store=(--data-dir "$HIPOBJ_SRV_DATA")
+  [[ " $* " == *" --backend "* ]] && store=()
+  "$bin" --listen "$addr:0" "${store[@]}" ${dev:+--device "$dev"} \
     --access-key "$HIPOBJ_TEST_ACCESS_KEY" --secret-key "$HIPOBJ_TEST_SECRET_KEY" "$@" >"$HIPOBJ_SRV_LOG" 2>&1 &
   HIPOBJ_SRV_PIDS+=($!)
   for ((i = 0; i < 600; i++)); do

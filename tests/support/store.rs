@@ -35,7 +35,8 @@ struct Ceph {
     conf: String,
 }
 
-fn ceph_wanted() -> bool {
+/// Whether the tests run against Ceph RGW (`HIPOBJ_TEST_STORE=ceph`).
+pub fn ceph_wanted() -> bool {
     std::env::var("HIPOBJ_TEST_STORE").is_ok_and(|v| v == "ceph")
 }
 

@@ -1,7 +1,8 @@
 //! What one token request does on an RDMA worker thread (PROTOCOL.md section 4, rules 2-5):
 //! check the object or bucket, then pair or transfer, then build the outcome.
 
-use std::sync::atomic::AtomicU64;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,7 +14,9 @@ use super::port::{Peer, QpSetup, RdmaOp, RdmaPort, RdmaQp};
 use super::selection::{select_bytes, SelectionError};
 use super::session::{SessionLimits, SessionTable};
 use super::staging::StagingPool;
-use super::transfer::{ChunkSink, Deadlines, Direction, Plan, Remote, Shape, Transfer};
+use super::transfer::{
+    ChunkSink, Deadlines, Direction, Plan, Remote, Shape, Transfer, TransferError,
+};
 use super::v2::Prepared;
 use super::{JobKind, RdmaJob, RdmaOutcome, RejectCode};
 use crate::backend::{self, Backend, ObjectWriter, StorageError};
@@ -34,6 +37,8 @@ pub struct EngineSettings {
     pub pairing_idle: Duration,
     /// hipobj-rc-v2 sessions.
     pub v2: crate::config::V2Settings,
+    /// Token transfers still to fail on purpose (`--inject-rdma-failures`).
+    pub inject_failures: u64,
 }
 
 impl From<&crate::config::RdmaSettings> for EngineSettings {
@@ -48,6 +53,7 @@ impl From<&crate::config::RdmaSettings> for EngineSettings {
             max_pairings_per_client: s.max_pairings_per_client,
             pairing_idle: s.pairing_idle,
             v2: s.v2.clone(),
+            inject_failures: s.inject_failures,
         }
     }
 }
@@ -65,6 +71,8 @@ pub struct Engine<P: RdmaPort> {
     pub(super) v2_data_timeout: Duration,
     pub(super) storage: Arc<dyn Backend>,
     pub(super) stats: Arc<Stats>,
+    /// Token transfers still to fail on purpose (`--inject-rdma-failures`).
+    injections_left: AtomicU64,
 }
 
 impl<P: RdmaPort> Engine<P> {
@@ -120,7 +128,15 @@ impl<P: RdmaPort> Engine<P> {
             port,
             storage,
             stats,
+            injections_left: AtomicU64::new(settings.inject_failures),
         }
+    }
+
+    /// Whether this transfer is one `--inject-rdma-failures` asked to fail (counts it down).
+    fn take_injected_failure(&self) -> bool {
+        self.injections_left
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok()
     }
 
     pub fn port(&self) -> &P {
@@ -209,7 +225,7 @@ impl<P: RdmaPort> Engine<P> {
         };
         object.narrow(selected.clone());
         match self.move_bytes(&mut lease, Direction::Write(&mut object), len, token) {
-            Some(server) => {
+            Ok(server) => {
                 Stats::bump(&self.stats.rdma_gets);
                 Stats::add(&self.stats.rdma_bytes_written, len);
                 RdmaOutcome::Fetched {
@@ -219,7 +235,7 @@ impl<P: RdmaPort> Engine<P> {
                     range: range.map(|_| selected),
                 }
             }
-            None => RdmaOutcome::Rejected(RejectCode::Failed),
+            Err(code) => RdmaOutcome::Rejected(code),
         }
     }
 
@@ -241,15 +257,18 @@ impl<P: RdmaPort> Engine<P> {
             Ok(lease) => lease,
             Err(unpaired) => return unpaired.into(),
         };
-        let Some(server) = self.move_bytes(
+        let server = match self.move_bytes(
             &mut lease,
             Direction::Read(&mut writer),
             token.length,
             token,
-        ) else {
-            // Nothing of a failed PUT is stored: the temporary bytes go.
-            writer.abort();
-            return RdmaOutcome::Rejected(RejectCode::Failed);
+        ) {
+            Ok(server) => server,
+            Err(code) => {
+                // Nothing of a failed PUT is stored: the temporary bytes go.
+                writer.abort();
+                return RdmaOutcome::Rejected(code);
+            }
         };
         let committing = Instant::now();
         let committed = writer.commit();
@@ -264,8 +283,9 @@ impl<P: RdmaPort> Engine<P> {
                 RdmaOutcome::Stored { server, info }
             }
             Err(e) => {
-                // A checksum the client sent that does not match: 400, stored nothing.
-                if !matches!(e, StorageError::Io(_)) {
+                // A checksum the client sent that does not match: 400; a full disk: 507; both
+                // stored nothing and leave the pairing as it is.
+                if !matches!(&e, StorageError::Io(io) if io.kind() != io::ErrorKind::StorageFull) {
                     return reject_storage(e);
                 }
                 warn!(error = %e, "storing an RDMA PUT failed");
@@ -342,14 +362,15 @@ impl<P: RdmaPort> Engine<P> {
         Err(Unpaired::PairingCreated(server))
     }
 
-    /// Run the transfer on the lease's pairing; `None` after a failure (pairing destroyed).
+    /// Run the transfer on the lease's pairing; after a failure (pairing destroyed) the code to
+    /// answer: 507 when the local end found the disk full, 500 otherwise.
     fn move_bytes(
         &self,
         lease: &mut KeyLease<'_, P::Qp>,
         dir: Direction<'_>,
         len: u64,
         token: &Token,
-    ) -> Option<Token> {
+    ) -> Result<Token, RejectCode> {
         let shape = match dir {
             Direction::Write(_) => self.write_shape,
             Direction::Read(_) => self.read_shape,
@@ -360,10 +381,20 @@ impl<P: RdmaPort> Engine<P> {
                 warn!(error = %e, "no staging buffer");
                 lease.destroy_pairing("no staging buffer");
                 Stats::bump(&self.stats.pairings_failed);
-                return None;
+                return Err(RejectCode::Failed);
             }
         };
-        let pairing = lease.pairing_mut()?;
+        let pairing = lease.pairing_mut().ok_or(RejectCode::Failed)?;
+        if self.take_injected_failure() {
+            warn!(
+                client_qpn = token.qp_num,
+                "injected RDMA failure: QP moved to ERR"
+            );
+            Stats::bump(&self.stats.injected_failures);
+            if let Err(e) = pairing.qp.to_error() {
+                warn!(error = %e, "moving the QP to ERR failed");
+            }
+        }
         let plan = Plan {
             shape,
             total: len,
@@ -377,17 +408,21 @@ impl<P: RdmaPort> Engine<P> {
         let result = Transfer::new(&mut pairing.qp, &staging, plan, self.deadlines, &self.stats)
             .and_then(|t| t.run(dir));
         match result {
-            Ok(()) => Some(
-                self.server_token(pairing.qp.qp_num(), pairing.start_psn, pairing.id)
-                    .with_remote_inv(plan.send_inv.is_some()),
-            ),
+            Ok(()) => Ok(self
+                .server_token(pairing.qp.qp_num(), pairing.start_psn, pairing.id)
+                .with_remote_inv(plan.send_inv.is_some())),
             Err(e) => {
                 warn!(error = %e, client_qpn = token.qp_num, len, "RDMA transfer failed; pairing destroyed");
                 // Destroyed while the staging buffer is still held: no request can touch it later.
                 lease.destroy_pairing("transfer failed");
                 Stats::bump(&self.stats.pairings_failed);
                 drop(staging);
-                None
+                Err(match e {
+                    TransferError::LocalIo(io) if io.kind() == io::ErrorKind::StorageFull => {
+                        RejectCode::StorageFull
+                    }
+                    _ => RejectCode::Failed,
+                })
             }
         }
     }
@@ -449,6 +484,10 @@ pub(super) fn reject_storage(e: StorageError) -> RdmaOutcome {
         StorageError::BadDigest => RejectCode::BadDigest(None),
         StorageError::ChecksumMismatch(algo) => RejectCode::BadDigest(Some(algo)),
         StorageError::InvalidDigest => RejectCode::InvalidDigest,
+        StorageError::Io(io) if io.kind() == io::ErrorKind::StorageFull => {
+            warn!(error = %io, "storage full; nothing stored");
+            RejectCode::StorageFull
+        }
         other => {
             warn!(error = %other, "storage failed");
             RejectCode::Failed
@@ -502,6 +541,7 @@ mod tests {
             max_pairings_per_client: 16,
             pairing_idle: Duration::from_secs(600),
             v2: crate::config::V2Settings::default(),
+            inject_failures: 0,
         }
     }
 
@@ -828,6 +868,33 @@ mod tests {
             .iter()
             .position(|e| *e == QpLog::Destroyed(server.qp_num));
         assert!(to_err.is_some() && to_err < destroyed, "{log:?}");
+    }
+
+    #[test]
+    fn injected_failure_takes_the_failure_path_once() {
+        let f = fixture_with(
+            DoublePort::new(),
+            EngineSettings {
+                inject_failures: 1,
+                ..settings()
+            },
+        );
+        object(&f, "k", &pattern(3000));
+        f.port.add_region(RKEY, BASE, vec![0; 3000]);
+        let server = pair(&f, 3, 3000, "k");
+        assert_eq!(
+            get(&f, token(3, 3000, server.lid), "k", None),
+            RdmaOutcome::Rejected(RejectCode::Failed)
+        );
+        assert_eq!(f.stats.injected_failures.load(Ordering::Relaxed), 1);
+        assert_eq!(f.stats.pairings_failed.load(Ordering::Relaxed), 1);
+        // Only once: the client's re-pairing and retry move the bytes.
+        let server = pair(&f, 3, 3000, "k");
+        assert!(matches!(
+            get(&f, token(3, 3000, server.lid), "k", None),
+            RdmaOutcome::Fetched { .. }
+        ));
+        assert_eq!(f.port.region(RKEY), pattern(3000));
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! - `token_header`: the `x-amz-rdma-token` value (88 hex digits, optional legacy suffix).
 //! - `port`: the [`port::RdmaPort`] seam; `verbs_port` implements it over `hipobj::verbs`.
-//! - `pairing`: the pairing table; `transfer`: chunked work requests, watchdog;
+//! - `pairing`: the pairing table; `transfer`: chunked work requests, watchdog; `patience`:
+//!   deadlines that follow progress and the measured rate;
 //!   `local_end`: the file side of a transfer (inline or on its own thread);
 //!   `staging`: registered staging buffers; `engine`: one request end to end;
 //!   `worker`: the dedicated RDMA threads and the 503 limit; `selection`: which bytes a GET
@@ -13,6 +14,7 @@
 pub mod engine;
 pub mod local_end;
 pub mod pairing;
+pub mod patience;
 pub mod port;
 pub mod selection;
 pub mod session;
@@ -85,6 +87,8 @@ pub enum RejectCode {
     BadDigest(Option<crate::backend::ChecksumAlgo>),
     /// A digest the client sent is malformed. Nothing was stored.
     InvalidDigest,
+    /// The server's storage is full (ENOSPC). Nothing was stored.
+    StorageFull,
 }
 
 impl RejectCode {
@@ -97,6 +101,7 @@ impl RejectCode {
             RejectCode::Failed => 500,
             RejectCode::NotImplemented => 501,
             RejectCode::Busy => 503,
+            RejectCode::StorageFull => 507,
         }
     }
 }

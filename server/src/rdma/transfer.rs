@@ -5,7 +5,8 @@
 //!
 //! It succeeds only when every request completed successfully and the local end took every
 //! chunk. On an error completion, a local I/O error, the inactivity watchdog (no completion for
-//! the watchdog time while requests are posted) or the total deadline (proportional to the size),
+//! the time `patience` allows while requests are posted: the configured watchdog at least, more
+//! on a machine measured slow) or the total deadline (proportional to the size),
 //! the QP goes to ERR and the flushes are awaited. Every completion of a poll batch is counted,
 //! also those after an error completion, so a failed transfer waits only for the flushes still
 //! missing.
@@ -21,6 +22,7 @@ use tracing::{debug, warn};
 
 pub use super::local_end::{ChunkSink, ChunkSource, Direction};
 use super::local_end::{Inline, LocalEnd, SlotJob, Threaded};
+use super::patience::{Patience, RateMeter};
 use super::port::{PortError, RdmaOp, RdmaQp, StagingBuffer, WorkCompletion, WorkRequest};
 use crate::stats::Stats;
 
@@ -105,7 +107,8 @@ pub struct Remote {
 /// Time limits of one transfer.
 #[derive(Clone, Copy, Debug)]
 pub struct Deadlines {
-    /// Abort when no completion arrived for this long while work requests are posted.
+    /// Abort when no completion arrived for this long while work requests are posted: the
+    /// floor; a machine measured slow gets more (see `patience`).
     pub watchdog: Duration,
     /// After ERR, wait at most this long for the flushes.
     pub flush_wait: Duration,
@@ -157,7 +160,7 @@ impl std::fmt::Display for TransferError {
                 )
             }
             TransferError::Watchdog => f.write_str("watchdog fired: no completion in time"),
-            TransferError::Deadline(d) => write!(f, "transfer took longer than its {d:?}"),
+            TransferError::Deadline(d) => write!(f, "total deadline passed after {d:?}"),
             TransferError::LocalIo(e) => write!(f, "local i/o failed: {e}"),
             TransferError::Staging => f.write_str("staging buffer too small"),
         }
@@ -317,13 +320,17 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
     /// The loop: local results in, local jobs out, posts, completions, until every chunk retired.
     fn pump(&mut self, local: &mut dyn LocalEnd) -> Result<(), TransferError> {
         let started = Instant::now();
-        let total_deadline = self.deadlines.total_for(self.total);
-        let mut last_completion = Instant::now();
+        let base_deadline = self.deadlines.total_for(self.total);
+        let meter = RateMeter::new(&self.stats.completion_ps_per_byte);
+        let expected_total = meter.expected(self.total);
+        let mut patience = Patience::new(self.deadlines.watchdog, started);
         let mut pace = Pace::default();
         let mut polled: Vec<WorkCompletion> = Vec::with_capacity(self.shape.depth);
         let mut first_post = None;
         let mut last_wc = started;
         loop {
+            let stall = patience.turn(Instant::now());
+            Stats::add(&self.stats.poller_stalled_ms, stall.as_millis() as u64);
             let mut moved = self.take_local_results(local)?;
             if self.progress.retired == self.progress.chunks
                 && self.progress.send_inv == SendInv::Done
@@ -337,19 +344,30 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
                 first_post.get_or_insert_with(Instant::now);
             }
             moved |= self.post_send_inv_when_due()?;
+            let in_flight = self.bytes_in_flight();
             if self.poll_completions(&mut polled)? {
                 moved = true;
-                last_completion = Instant::now();
-                last_wc = last_completion;
-                pace.completed(last_completion);
+                last_wc = Instant::now();
+                let took = patience.progressed(last_wc);
+                meter.observe(in_flight.saturating_sub(self.bytes_in_flight()), took);
+                pace.completed(last_wc);
             }
             self.hand_landed_to_sink(local);
-            if started.elapsed() >= total_deadline {
-                Stats::bump(&self.stats.deadline_fired);
-                return Err(TransferError::Deadline(total_deadline));
+            let now = Instant::now();
+            // The closing SEND_WITH_INV counts as at the NIC: a peer that never takes it trips
+            // the watchdog like one that never completes a WRITE or READ.
+            let at_nic = self.at_nic();
+            if at_nic && patience.inactive(now, meter.expected(self.bytes_in_flight())) {
+                Stats::bump(&self.stats.watchdog_fired);
+                return Err(TransferError::Watchdog);
             }
-            if !self.at_nic() {
-                last_completion = Instant::now();
+            if patience.overdue(now, base_deadline, expected_total) {
+                Stats::bump(&self.stats.deadline_fired);
+                return Err(TransferError::Deadline(now.duration_since(started)));
+            }
+            patience.at_nic(at_nic);
+            if !at_nic {
+                patience.progressed(now);
                 if !moved && self.progress.at_local > 0 {
                     // Nothing at the NIC: wait for the local end instead of spinning.
                     if let Some(r) = local.wait_finished(LOCAL_WAIT) {
@@ -358,16 +376,21 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
                 }
                 continue;
             }
-            if last_completion.elapsed() >= self.deadlines.watchdog {
-                Stats::bump(&self.stats.watchdog_fired);
-                return Err(TransferError::Watchdog);
-            }
             if moved {
                 pace.moved();
             } else {
                 pace.idle();
             }
         }
+    }
+
+    /// Bytes of the work requests at the NIC.
+    fn bytes_in_flight(&self) -> u64 {
+        self.progress
+            .posted
+            .values()
+            .map(|job| u64::from(job.len))
+            .sum()
     }
 
     /// Where a finished transfer's time went (debug log): until the first post, NIC and local end
@@ -1089,6 +1112,47 @@ mod tests {
         assert_eq!(stats.deadline_fired.load(Ordering::Relaxed), 1);
         assert_eq!(stats.watchdog_fired.load(Ordering::Relaxed), 0);
         assert!(sink.0.len() < 64 * 100);
+    }
+
+    /// Issue 22: a peer slower than the configured watchdog, on a machine whose measured rate is
+    /// that slow, completes; the same peer with nothing measured yet trips the watchdog floor.
+    #[test]
+    fn patience_follows_the_measured_rate() {
+        let run = |seed_ps_per_byte: u64| {
+            let port = DoublePort::new();
+            port.set_behaviour(Behaviour::TrickleMs(40));
+            port.add_region(1, 0, pattern(64 * 8));
+            let mut sink = VecSink(Vec::new());
+            let stats = Stats::default();
+            stats
+                .completion_ps_per_byte
+                .store(seed_ps_per_byte, Ordering::Relaxed);
+            let deadlines = Deadlines {
+                watchdog: Duration::from_millis(20),
+                flush_wait: Duration::from_secs(5),
+                // 512 bytes at 100 000 B/s: 25 ms in total by size alone.
+                min_rate: 100_000,
+            };
+            let (r, _q) = transfer(
+                &port,
+                shape(64, 2),
+                Direction::Read(&mut sink),
+                64 * 8,
+                Remote { addr: 0, rkey: 1 },
+                deadlines,
+                &stats,
+            );
+            (r, sink.0, stats)
+        };
+        // 64 bytes per 40 ms measured: 625 000 000 ps per byte.
+        let (r, got, stats) = run(625_000_000);
+        assert!(r.is_ok(), "{r:?}");
+        assert_eq!(got, pattern(64 * 8));
+        assert_eq!(stats.watchdog_fired.load(Ordering::Relaxed), 0);
+        assert!(stats.completion_ps_per_byte.load(Ordering::Relaxed) > 0);
+        let (r, _, stats) = run(0);
+        assert!(matches!(r, Err(TransferError::Watchdog)), "{r:?}");
+        assert_eq!(stats.watchdog_fired.load(Ordering::Relaxed), 1);
     }
 
     #[test]

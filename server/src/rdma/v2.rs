@@ -160,6 +160,7 @@ impl From<RejectCode> for V2Reject {
             RejectCode::Busy => "busy",
             RejectCode::BadDigest(_) => "a digest does not match the moved bytes",
             RejectCode::InvalidDigest => "a digest is malformed",
+            RejectCode::StorageFull => "the server's storage is full",
         };
         V2Reject {
             status: code.http_code(),
@@ -734,6 +735,7 @@ mod tests {
             max_pairings_per_client: 16,
             pairing_idle: Duration::from_secs(600),
             v2,
+            inject_failures: 0,
         }
     }
 

@@ -562,6 +562,7 @@ mod tests {
                 data_timeout: Duration::from_millis(200),
                 ..Default::default()
             },
+            inject_failures: 0,
         };
         let engine = Arc::new(Engine::new(
             port.clone(),

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Issue 21's transfer benchmark, the guest half of benches/engine (one Soft-RoCE lane boot).
+
+One hipobj-server with RDMA on the lane's second device; on the first, for N in STREAMS (1, 4, 8):
+  - `hipobj cp --concurrency N` of a SIZE object, download and upload (the transfer engine);
+  - `hipobj.safetensors.load` of a SIZE checkpoint with max_concurrency N (one registration,
+    concurrent ranged GETs; checked equal to safetensors.numpy.load of the same bytes);
+  - perftest on the same path and the same number of QPs: `ib_write_bw -q N` (a GET is the
+    server's RDMA WRITE) and `ib_read_bw -q N` (a PUT is its RDMA READ), 1 MiB messages, the
+    server's work-request size;
+  - context over plain HTTP against the same server: `aws s3 cp` (awscli, max_concurrent_requests
+    N) download, and runai-model-streamer's streaming engine (libstreamer, the C++ core its
+    SafetensorsStreamer uses; RUNAI_STREAMER_CONCURRENCY=N) reading the checkpoint's bytes.
+Rows alternate with their perftest reference cell by cell. Prints one JSON document (the raw
+seconds, MB/s and ratios) on stdout; progress on stderr.
+
+The object, the checkpoint, the server's store and the copies all live in the guest's /tmp, a
+3 GiB tmpfs whatever the guest's memory: 1024 MiB overflowed it (the server answered 507
+StorageFull on 2026-12-02), 512 fits.
+
+  python benches/engine.py   (env: HIPOBJ_BENCH_MB, default 512; HIPOBJ_BENCH_STREAMS, "1,4,8";
+                              HIPOBJ_BENCH_VENV: the venv with awscli and runai-model-streamer)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import safetensors.numpy
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "python" / "tests"))
+import hipobj  # noqa: E402
+import hipobj.safetensors  # noqa: E402
+from hipobj_server import IDENTITIES, Server, device_address, device_pair  # noqa: E402
+
+MB = 1 << 20
+SIZE = int(os.environ.get("HIPOBJ_BENCH_MB", "512")) * MB
+STREAMS = [int(n) for n in os.environ.get("HIPOBJ_BENCH_STREAMS", "1,4,8").split(",")]
+VENV = Path(os.environ.get("HIPOBJ_BENCH_VENV", REPO / "target" / "bench-venv"))
+CLI = os.environ.get("HIPOBJ_CLI_BIN", str(REPO / "target" / "release" / "hipobj"))
+PERFTEST = str(REPO / "benches" / "server-datapath-perftest.sh")
+BUCKET = "engine-bench"
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def run(cmd, env=None) -> str:
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} exited {p.returncode}: {p.stdout[-800:]} {p.stderr[-800:]}")
+    return p.stdout
+
+
+def perftest(tool: str, qps: int) -> float:
+    """MB/s of `tool -q qps` with 1 MiB messages (perftest's MB/s are 2^20 bytes)."""
+    iters = max(64, SIZE // MB // 2)
+    out = run([PERFTEST, tool, str(qps), str(MB), str(iters)])
+    return float(out.split()[-1]) * MB / 1e6
+
+
+def write_checkpoint(path: str) -> dict:
+    """SIZE bytes of float32 tensors, 16 MiB each, in a safetensors file; their digests by name."""
+    assert SIZE % (16 * MB) == 0, "HIPOBJ_BENCH_MB must be a multiple of 16"
+    rng = np.random.default_rng(21)
+    tensors = {f"layer.{i:03d}.weight": rng.standard_normal(4 * MB, dtype=np.float32).reshape(-1, 1024)
+               for i in range(SIZE // (16 * MB))}
+    safetensors.numpy.save_file(tensors, path)
+    return digests(safetensors.numpy.load_file(path))
+
+
+def digests(tensors: dict) -> dict:
+    return {k: (v.dtype.str, v.shape, hashlib.sha256(v.tobytes()).hexdigest()) for k, v in tensors.items()}
+
+
+def main() -> None:
+    client_dev, server_dev = device_pair()
+    work = Path(tempfile.mkdtemp(prefix="hipobj-bench-"))
+    server = Server(server_dev, device_address(server_dev))
+    access, secret = IDENTITIES[0]
+    env = dict(os.environ, AWS_ENDPOINT_URL=server.endpoint, AWS_ACCESS_KEY_ID=access,
+               AWS_SECRET_ACCESS_KEY=secret, AWS_REGION="us-east-1", HIPOBJ_NIC=client_dev,
+               AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_EC2_METADATA_DISABLED="true")
+    env.pop("AWS_PROFILE", None)
+    results = {"size_bytes": SIZE, "streams": STREAMS, "rows": []}
+    try:
+        client = server.client()
+        client.create_bucket(Bucket=BUCKET)
+        src = work / "src"
+        with open(src, "wb") as f:
+            rng = np.random.default_rng(7)
+            for _ in range(SIZE // (16 * MB)):
+                f.write(rng.integers(0, 256, 16 * MB, dtype=np.uint8).tobytes())
+        run([CLI, "cp", "-q", str(src), f"s3://{BUCKET}/obj"], env)  # the object, and a warm-up
+        ckpt = work / "model.safetensors"
+        reference = write_checkpoint(str(ckpt))
+        run([CLI, "cp", "-q", str(ckpt), f"s3://{BUCKET}/model.safetensors"], env)
+        ckpt_size = ckpt.stat().st_size
+        ckpt.unlink()  # the guest's /tmp is memory
+        aws_cfg = work / "aws-config"
+        with hipobj.Session(nic=client_dev) as session:
+            for n in STREAMS:
+                row = {"streams": n}
+                back = work / "back"
+                row["cp_get_s"] = timed(lambda: run([CLI, "cp", "-q", "--concurrency", str(n),
+                                                     f"s3://{BUCKET}/obj", str(back)], env))
+                back.unlink()
+                row["ib_write_bw_MBps"] = perftest("ib_write_bw", n)
+                row["cp_put_s"] = timed(lambda: run([CLI, "cp", "-q", "--concurrency", str(n), str(src),
+                                                     f"s3://{BUCKET}/obj"], env))
+                row["ib_read_bw_MBps"] = perftest("ib_read_bw", n)
+                config = hipobj.TransferConfig(max_concurrency=n, multipart_chunksize=8 * MB)
+                loaded = {}
+
+                def load():
+                    loaded.update(hipobj.safetensors.load(client, BUCKET, "model.safetensors",
+                                                          session=session, config=config))
+
+                row["safetensors_load_s"] = timed(load)
+                assert digests(loaded) == reference, "the loaded tensors differ from the file's"
+                loaded.clear()
+                aws_cfg.write_text(f"[default]\ns3 =\n  max_concurrent_requests = {n}\n"
+                                   f"  multipart_chunksize = 8MB\n")
+                aws_env = dict(env, AWS_CONFIG_FILE=str(aws_cfg))
+                row["awscli_get_s"] = timed(lambda: run([str(VENV / "bin" / "aws"), "s3", "cp", "--quiet",
+                                                         f"s3://{BUCKET}/obj", str(back)], aws_env))
+                back.unlink()
+                runai_env = dict(env, RUNAI_STREAMER_CONCURRENCY=str(n),
+                                 RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING="0")
+                row["runai_get_s"] = float(run([str(VENV / "bin" / "python"),
+                                                str(REPO / "benches" / "runai_read.py"),
+                                                f"s3://{BUCKET}/model.safetensors", str(ckpt_size)],
+                                               runai_env).split()[-1])
+                mbps = lambda s, size=SIZE: size / s / 1e6  # noqa: E731
+                row["cp_get_MBps"] = mbps(row["cp_get_s"])
+                row["cp_put_MBps"] = mbps(row["cp_put_s"])
+                row["safetensors_load_MBps"] = mbps(row["safetensors_load_s"], ckpt_size)
+                row["awscli_get_MBps"] = mbps(row["awscli_get_s"])
+                row["runai_get_MBps"] = mbps(row["runai_get_s"], ckpt_size)
+                row["cp_get_vs_ib_write_bw"] = row["cp_get_MBps"] / row["ib_write_bw_MBps"]
+                row["cp_put_vs_ib_read_bw"] = row["cp_put_MBps"] / row["ib_read_bw_MBps"]
+                row["safetensors_load_vs_ib_write_bw"] = row["safetensors_load_MBps"] / row["ib_write_bw_MBps"]
+                log(json.dumps(row))
+                results["rows"].append(row)
+    finally:
+        server.stop()
+        subprocess.run(["rm", "-rf", str(work)])
+    print(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

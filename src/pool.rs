@@ -112,10 +112,30 @@ impl Protection {
 pub enum WindowEnd {
     /// A `200` announced the server's SEND_WITH_INV.
     Announced,
-    /// The server sent none (`428`, a refusal before any transfer, a `200` without the flag).
-    NotSent,
-    /// It may have (a `500`, or no reply seen).
+    /// No transfer failed at the server: it sent no SEND_WITH_INV, or one that completed before
+    /// it answered (a revision-4 server waits for the SEND's completion, which the client NIC
+    /// acknowledges after the receive completed), so the receive's completion is already there
+    /// when the reply is read. `428`, a refusal before any transfer, a `200` without the flag,
+    /// or an error after a successful transfer (a `400 BadDigest` or `507` of the commit).
+    Settled,
+    /// A transfer may have failed after the SEND_WITH_INV was posted, which the NIC may still
+    /// execute: a `500`, a `507` (the disk filled during the transfer), a gateway's 5xx, or no
+    /// reply seen.
     Unknown,
+}
+
+impl WindowEnd {
+    /// The window's end after a reply with status `code` that announced no SEND_WITH_INV
+    /// (`-1`: no reply was seen). Only the server's failed transfers answer `500` or `507`
+    /// (a `5xx` of a gateway in between may hide them); `501` and `503` refuse before any
+    /// transfer.
+    pub fn of_code(code: i32) -> WindowEnd {
+        match code {
+            501 | 503 => WindowEnd::Settled,
+            c if c >= 500 || c < 0 => WindowEnd::Unknown,
+            _ => WindowEnd::Settled,
+        }
+    }
 }
 
 /// What pairing did with a `428` reply.
@@ -382,31 +402,33 @@ impl Connection {
     }
 
     /// End the window `rkey` of a request (rules 9.8 and 11.2). `Announced`: the `200` says the
-    /// server sent a SEND_WITH_INV; its receive is looked for and, when seen, nothing is posted.
-    /// `NotSent`: local invalidation. On a QP that asked for remote invalidation, anything else
-    /// that was not seen (`Unknown`, or an announced SEND not seen in time), and a SEND_WITH_INV
-    /// of another rkey, fence the QP instead (ERR: no remote access through it; replaced before
-    /// reuse): rxe of Linux 6.1 dereferences NULL when a window that was invalidated remotely is
-    /// invalidated again (measured: guest kernel panic in `rxe_invalidate_mw` from a local
-    /// invalidation after a callback failure), so a window the server may have invalidated is
-    /// never invalidated locally.
+    /// server sent a SEND_WITH_INV; its receive is looked for (bounded wait) and, when seen,
+    /// nothing is posted. Otherwise, on a QP that keeps receives posted, the receive is looked
+    /// for without waiting (a server may have invalidated the window and then failed the
+    /// request, e.g. a `400 BadDigest` or `507` of the commit after the READs): seen, the window
+    /// is gone; not seen, `Settled` invalidates locally and `Unknown` fences the QP (ERR: no
+    /// remote access through it; replaced before reuse). An announced SEND not seen in time and a
+    /// SEND_WITH_INV of another rkey fence the QP too. A window the server may have invalidated
+    /// is never invalidated locally: rxe of Linux 6.1 dereferences NULL when a window that was
+    /// invalidated remotely is invalidated again (measured: guest kernel panic in
+    /// `rxe_invalidate_mw` from a local invalidation after a callback failure), and in the
+    /// responder when a late SEND_WITH_INV names a window already invalidated locally.
     pub fn end_window(&mut self, rkey: u32, end: WindowEnd) -> Result<()> {
-        let ring = match (&mut self.recv, end) {
-            _ if self.fenced => return Ok(()),
-            (Some(ring), WindowEnd::Announced) => ring,
-            (Some(_), WindowEnd::Unknown) => {
-                self.fence();
-                return Ok(());
-            }
-            _ => {
-                self.invalidate(rkey);
-                return Ok(());
-            }
+        if self.fenced {
+            return Ok(());
+        }
+        let Some(ring) = &mut self.recv else {
+            self.invalidate(rkey);
+            return Ok(());
         };
-        let seen = ring.await_inv(&mut self.qp, rkey, RECV_WAIT);
+        let wait = match end {
+            WindowEnd::Announced => RECV_WAIT,
+            WindowEnd::Settled | WindowEnd::Unknown => Duration::ZERO,
+        };
+        let seen = ring.await_inv(&mut self.qp, rkey, wait);
         stages::mark(Stage::InvalidateWait);
-        match seen {
-            RemoteInv::Invalidated => {
+        match (seen, end) {
+            (RemoteInv::Invalidated, _) => {
                 if let Err(e) = ring.refill(&mut self.qp) {
                     tracing::debug!(
                         qpn = self.qp.qp_num(),
@@ -416,15 +438,20 @@ impl Connection {
                 }
                 Ok(())
             }
-            RemoteInv::NotSeen => {
+            (RemoteInv::NotSeen, WindowEnd::Settled) => {
+                self.invalidate(rkey);
+                Ok(())
+            }
+            (RemoteInv::NotSeen, WindowEnd::Announced | WindowEnd::Unknown) => {
                 tracing::debug!(
                     qpn = self.qp.qp_num(),
-                    "the announced remote invalidation did not arrive; fencing the QP"
+                    ?end,
+                    "no remote invalidation seen where the server may have sent one; fencing the QP"
                 );
                 self.fence();
                 Ok(())
             }
-            RemoteInv::Wrong(what) => {
+            (RemoteInv::Wrong(what), _) => {
                 self.fence();
                 Err(Error::rdma(format!("remote invalidation: {what}")))
             }
@@ -770,6 +797,18 @@ impl AppConnection {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Which replies may follow a SEND_WITH_INV the NIC still executes (the window is then
+    /// fenced, never invalidated locally, when its receive is not there yet).
+    #[test]
+    fn only_failed_transfers_and_lost_replies_leave_the_window_unknown() {
+        for code in [500, 502, 504, 507, -1] {
+            assert_eq!(WindowEnd::of_code(code), WindowEnd::Unknown, "{code}");
+        }
+        for code in [200, 204, 206, 400, 403, 404, 412, 416, 428, 501, 503] {
+            assert_eq!(WindowEnd::of_code(code), WindowEnd::Settled, "{code}");
+        }
+    }
 
     #[test]
     fn registrations_grant_remote_access_only_without_windows() {

@@ -323,9 +323,11 @@ impl Grant<'_> {
         }
         let end = match reply {
             Ok(Reply::Done(server)) if server.remote_inv() => WindowEnd::Announced,
-            // A 500 or a reply never seen may follow a SEND_WITH_INV the NIC already executed.
-            Err(_) | Ok(Reply::Code(500 | -1)) => WindowEnd::Unknown,
-            Ok(_) => WindowEnd::NotSent,
+            // A failed transfer or a reply never seen may follow a SEND_WITH_INV the NIC
+            // executes later.
+            Err(_) => WindowEnd::Unknown,
+            Ok(Reply::Code(code)) => WindowEnd::of_code(*code),
+            Ok(_) => WindowEnd::Settled,
         };
         conn.connection().end_window(rkey, end)
     }

@@ -117,7 +117,7 @@ fn plan(args: &CpArgs, s3: &S3) -> Result<Vec<Copy>, Failure> {
     match (ObjectPath::parse(src), ObjectPath::parse(dst)) {
         (Some(obj), None) => {
             let obj = obj?;
-            let size = s3.object_size(&obj)?;
+            let size = planning_retries(&|| format!("HEAD {obj}"), || s3.head_size(&obj))?;
             let (first, len) = selected(args.range.as_deref(), size)?;
             Ok(vec![Copy::Download {
                 obj,
@@ -141,6 +141,32 @@ fn plan(args: &CpArgs, s3: &S3) -> Result<Vec<Copy>, Failure> {
             "cp copies between s3://BUCKET/KEY and a file: exactly one side must be s3://".into(),
         )),
     }
+}
+
+/// A planning request (the HEAD of a download), retried as the engine retries its own (standard
+/// mode, `AWS_MAX_ATTEMPTS`), as the AWS CLI retries its HEAD: a server restarting while `cp`
+/// starts refuses connections for a moment (lane: engine_copy_survives_a_server_restart, whose
+/// download HEAD landed in the restart and failed the copy).
+fn planning_retries<T>(
+    what: &dyn Fn() -> String,
+    op: impl FnMut() -> Result<T, Retryable>,
+) -> Result<T, Failure> {
+    let mut policy = engine::RetryPolicy::standard();
+    if let Some(n) = max_attempts_env() {
+        policy.max_attempts = n;
+    }
+    let never = AtomicBool::new(false);
+    engine::Retrier::with_policy(&policy, &never)
+        .run(what, op)
+        .map_err(|r| r.failure)
+}
+
+/// `AWS_MAX_ATTEMPTS`: the AWS CLI's override of standard mode's 3 attempts.
+fn max_attempts_env() -> Option<u32> {
+    std::env::var("AWS_MAX_ATTEMPTS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .filter(|&n| n >= 1)
 }
 
 /// (first, len) of `--range` over `size` bytes, or all of them.
@@ -237,12 +263,7 @@ fn settings(args: &CpArgs, session: &Session, s3: &S3, upload: bool) -> Settings
             s.part_size
         };
     }
-    // The AWS CLI's override of standard mode's 3 attempts.
-    if let Some(n) = std::env::var("AWS_MAX_ATTEMPTS")
-        .ok()
-        .and_then(|v| v.trim().parse::<u32>().ok())
-        .filter(|&n| n >= 1)
-    {
+    if let Some(n) = max_attempts_env() {
         s.retry.max_attempts = n;
     }
     s

@@ -347,6 +347,19 @@ impl S3 {
             .ok_or_else(|| Failure::Http(format!("HEAD {obj}: no Content-Length")))
     }
 
+    /// HEAD of an object: its size, a failure classified for a retry (a connection refused or
+    /// a 5xx may pass; a 403 or 404 will not).
+    pub fn head_size(&self, obj: &ObjectPath) -> Result<u64, Retryable> {
+        let url = self.url(&obj.bucket, Some(&obj.key));
+        let r = self.call("HEAD", &url, Vec::new(), &|| format!("HEAD {obj}"))?;
+        r.header("content-length")
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| Retryable {
+                failure: Failure::Http(format!("HEAD {obj}: no Content-Length")),
+                class: ErrorClass::Fatal,
+            })
+    }
+
     /// Create a bucket unless it exists (and is ours).
     pub fn ensure_bucket(&self, bucket: &str) -> Result<(), Failure> {
         let url = self.url(bucket, None);

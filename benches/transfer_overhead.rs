@@ -25,6 +25,11 @@
 //!    between them, as the HTTP exchange sits between them in a GET), as a share of the 1-thread
 //!    transfer median: the part of the overhead no library code can remove.
 //!
+//! 5. RDMA against plain HTTP (issue 25): the median 4 KiB GET through `hipObjGet` against the
+//!    median plain HTTP GET of the same object (body in the response) by the same kind of
+//!    keep-alive client bound to the same NIC address, at 1 and at 16 threads, HTTP blocks before
+//!    and after the RDMA block. Target: RDMA <= 1.0x HTTP.
+//!
 //! Usage: transfer_overhead [GETS_PER_BLOCK] [BLOCKS]   (defaults 300, 4; BLOCKS 0 skips part 2)
 
 #[path = "../tests/support/data.rs"]
@@ -39,7 +44,7 @@ use hipobj::runtime::{self, InitConfig, MemoryKind};
 use hipobj_actors::stages::{self, Breakdown, Stage};
 use std::ffi::{c_char, c_int, c_void};
 use std::io::{BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 const SIZE: usize = 4096;
@@ -66,16 +71,27 @@ impl KeepAlive {
     }
 
     fn get(&mut self, token: &str) -> std::io::Result<()> {
+        let resp = self.exchange(s3::token_nic(token), Some(token))?;
+        self.reply = resp.header("x-amz-rdma-reply").map(str::to_string);
+        Ok(())
+    }
+
+    /// One signed GET of the object from `nic`, with the token header when given.
+    fn exchange(
+        &mut self,
+        nic: Option<IpAddr>,
+        token: Option<&str>,
+    ) -> std::io::Result<s3::Response> {
         if self.conn.is_none() {
-            let stream =
-                s3::connect_from(s3::token_nic(token), self.server, Duration::from_secs(5))?;
+            let stream = s3::connect_from(nic, self.server, Duration::from_secs(5))?;
             stream.set_nodelay(true)?;
             stream.set_read_timeout(Some(Duration::from_secs(30)))?;
             self.conn = Some(BufReader::new(stream));
         }
         let conn = self.conn.as_mut().expect("connected above");
         let host = self.server.to_string();
-        let headers = [("x-amz-rdma-token", token)];
+        let headers: Vec<(&str, &str)> =
+            token.map(|t| ("x-amz-rdma-token", t)).into_iter().collect();
         let signed = s3::sigv4::TEST_SIGNER.sign(
             s3::sigv4::Placement::Header,
             "GET",
@@ -85,9 +101,12 @@ impl KeepAlive {
             &[],
         );
         let mut head = format!(
-            "GET {} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nx-amz-rdma-token: {token}\r\n",
+            "GET {} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\n",
             signed.target
         );
+        for (k, v) in &headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
         for (k, v) in &signed.headers {
             head.push_str(&format!("{k}: {v}\r\n"));
         }
@@ -100,8 +119,7 @@ impl KeepAlive {
         {
             self.conn = None;
         }
-        self.reply = resp.header("x-amz-rdma-reply").map(str::to_string);
-        Ok(())
+        Ok(resp)
     }
 }
 
@@ -303,6 +321,74 @@ fn run_gets(server: SocketAddr, threads: usize, gets: usize, expect: &[u8]) -> V
     })
 }
 
+/// The NIC address the pool's tokens carry (what `hipObjTokenClientNic` gives an application).
+fn client_nic() -> Option<IpAddr> {
+    let rt = runtime::current()?;
+    let state = rt.connection_state(0)?;
+    hipobj::token::gid_ipv4(&state.gid).map(IpAddr::V4)
+}
+
+/// Part 5: `threads` threads doing `gets` timed plain HTTP GETs each (keep-alive, from `nic`,
+/// signed like the RDMA requests); every GET's time.
+fn plain_http(
+    server: SocketAddr,
+    nic: Option<IpAddr>,
+    threads: usize,
+    gets: usize,
+    expect: &[u8],
+) -> Vec<Duration> {
+    std::thread::scope(|sc| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                sc.spawn(move || {
+                    let mut client = KeepAlive::new(server, "/bench/obj".into());
+                    let mut one = || {
+                        let t = Instant::now();
+                        let resp = client.exchange(nic, None).expect("plain GET");
+                        let took = t.elapsed();
+                        assert_eq!((resp.status, &resp.body[..]), (200, expect), "plain GET");
+                        took
+                    };
+                    for _ in 0..3 {
+                        one();
+                    }
+                    (0..gets).map(|_| one()).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("worker"))
+            .collect()
+    })
+}
+
+/// Part 5 at `threads` threads: plain HTTP blocks before and after one RDMA block (parts 1/3).
+fn rdma_against_http(
+    server: SocketAddr,
+    client_dev: &str,
+    threads: usize,
+    gets: usize,
+    obj: &[u8],
+) -> Duration {
+    init(client_dev, threads.max(1), false);
+    let nic = client_nic();
+    runtime::shutdown().expect("shutdown");
+    let mut http = plain_http(server, nic, threads, gets / 2, obj);
+    let rdma = overhead(server, client_dev, threads, gets, obj);
+    http.extend(plain_http(server, nic, threads, gets / 2, obj));
+    let h = median(&mut http);
+    println!(
+        "rdma vs http, {threads:>2} thread(s): median 4 KiB GET {:.1} us by RDMA, {:.1} us by plain HTTP (keep-alive, from {}): RDMA/HTTP = {:.3} ({} HTTP GETs)",
+        us(rdma),
+        us(h),
+        nic.map_or("any address".to_string(), |a| a.to_string()),
+        rdma.as_secs_f64() / h.as_secs_f64(),
+        http.len(),
+    );
+    rdma
+}
+
 /// The overhead at `threads` threads; the median whole transfer.
 fn overhead(
     server: SocketAddr,
@@ -474,8 +560,8 @@ fn main() {
     assert_eq!(s3.put("bench", "obj", &obj).expect("put").status, 200);
     println!("transfer_overhead: {client_dev} -> {server_dev}, 4 KiB GETs, {gets} per block");
 
-    let transfer = overhead(srv.addr, &client_dev, 1, gets, &obj);
-    overhead(srv.addr, &client_dev, 16, gets / 4, &obj);
+    let transfer = rdma_against_http(srv.addr, &client_dev, 1, gets, &obj);
+    rdma_against_http(srv.addr, &client_dev, 16, gets / 4, &obj);
     verbs_floor(&client_dev, gets, transfer);
 
     if blocks == 0 {

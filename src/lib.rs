@@ -13,6 +13,7 @@ pub mod pool;
 pub mod random;
 pub mod rcv2;
 pub mod registry;
+pub mod remote_inv;
 pub mod reply;
 pub mod runtime;
 pub mod stager;

@@ -20,6 +20,7 @@
 
 use crate::env::EnvConfig;
 use crate::error::{Error, Result};
+use crate::remote_inv::{RecvRing, RemoteInv, RECV_WAIT, RING};
 use crate::token::{Token, Transport};
 use crate::verbs::{
     random_psn, wc_status_name, Access, BindRange, Device, Mw, QpCaps, RcPeer, RcQp, MAX_PSN,
@@ -42,11 +43,12 @@ pub static LIVE_QPS: AtomicUsize = AtomicUsize::new(0);
 fn qp_access() -> Access {
     Access::REMOTE_READ | Access::REMOTE_WRITE | Access::LOCAL_WRITE
 }
-/// Send queue of a client QP: one bind and one invalidation at a time, with room to spare.
+/// Send queue of a client QP: one bind and one invalidation at a time, with room to spare; the
+/// receive queue holds the zero-length receives of remote invalidation (PROTOCOL.md section 11).
 const CLIENT_QP_CAPS: QpCaps = QpCaps {
     max_send_wr: 4,
-    max_recv_wr: 1,
-    cq_depth: 8,
+    max_recv_wr: RING,
+    cq_depth: 8 + RING,
 };
 /// How long a bind or an invalidation may take to complete (both are local operations).
 const LOCAL_OP_LIMIT: Duration = Duration::from_secs(2);
@@ -105,6 +107,37 @@ impl Protection {
     }
 }
 
+/// How a request's window ends (PROTOCOL.md 9.8, 11.2), from its reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowEnd {
+    /// A `200` announced the server's SEND_WITH_INV.
+    Announced,
+    /// No transfer failed at the server: it sent no SEND_WITH_INV, or one that completed before
+    /// it answered (a revision-4 server waits for the SEND's completion, which the client NIC
+    /// acknowledges after the receive completed), so the receive's completion is already there
+    /// when the reply is read. `428`, a refusal before any transfer, a `200` without the flag,
+    /// or an error after a successful transfer (a `400 BadDigest` or `507` of the commit).
+    Settled,
+    /// A transfer may have failed after the SEND_WITH_INV was posted, which the NIC may still
+    /// execute: a `500`, a `507` (the disk filled during the transfer), a gateway's 5xx, or no
+    /// reply seen.
+    Unknown,
+}
+
+impl WindowEnd {
+    /// The window's end after a reply with status `code` that announced no SEND_WITH_INV
+    /// (`-1`: no reply was seen). Only the server's failed transfers answer `500` or `507`
+    /// (a `5xx` of a gateway in between may hide them); `501` and `503` refuse before any
+    /// transfer.
+    pub fn of_code(code: i32) -> WindowEnd {
+        match code {
+            501 | 503 => WindowEnd::Settled,
+            c if !(0..500).contains(&c) => WindowEnd::Unknown,
+            _ => WindowEnd::Settled,
+        }
+    }
+}
+
 /// What pairing did with a `428` reply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PairOutcome {
@@ -129,6 +162,8 @@ pub struct ConnState {
     pub gid: [u8; 16],
     pub port: u8,
     pub pairing: Option<Pairing>,
+    /// The QP keeps zero-length receives posted: its tokens ask for remote invalidation.
+    pub remote_inv: bool,
 }
 
 impl ConnState {
@@ -144,6 +179,7 @@ impl ConnState {
             port: self.port,
             lid: self.pairing.map_or(0, |p| p.pairing_id),
         }
+        .with_remote_inv(self.remote_inv)
     }
 
     /// Rule 5.4: does a `200:<server token>` name this pairing?
@@ -159,6 +195,10 @@ pub struct Connection {
     window: Option<Mw>,
     qp: RcQp,
     pairing: Option<Pairing>,
+    /// Zero-length receives for the server's SEND_WITH_INV (pool connections under windows).
+    recv: Option<RecvRing>,
+    /// Whether fresh QPs of this connection keep receives posted.
+    keeps_receives: bool,
     /// Set when a window of this QP may still be valid (an invalidation was not confirmed): the
     /// QP was moved to ERR and must be replaced before any further use.
     fenced: bool,
@@ -167,7 +207,13 @@ pub struct Connection {
 }
 
 impl Connection {
-    fn fresh(device: &Arc<Device>, protection: Protection) -> Result<Connection> {
+    /// A fresh QP in INIT with its window; with `keeps_receives` (and windows: a registration's
+    /// rkey must never be invalidated remotely) its receives for remote invalidation posted.
+    fn fresh(
+        device: &Arc<Device>,
+        protection: Protection,
+        keeps_receives: bool,
+    ) -> Result<Connection> {
         let window = match protection {
             Protection::Windows => Some(device.alloc_mw()?),
             Protection::Registration => None,
@@ -175,10 +221,22 @@ impl Connection {
         let mut qp = device.create_rc_qp(CLIENT_QP_CAPS)?;
         qp.to_init(qp_access())?;
         LIVE_QPS.fetch_add(1, Ordering::Relaxed);
+        let recv = match (protection, keeps_receives) {
+            (Protection::Windows, true) => RecvRing::fill(&mut qp)
+                .inspect_err(|e| {
+                    tracing::warn!(
+                        "cannot post receives for remote invalidation ({e}); invalidating locally"
+                    )
+                })
+                .ok(),
+            _ => None,
+        };
         Ok(Connection {
             window,
             qp,
             pairing: None,
+            recv,
+            keeps_receives,
             fenced: false,
             next_wr_id: 1,
             device: device.clone(),
@@ -200,6 +258,7 @@ impl Connection {
             gid: port.gid,
             port: port.port,
             pairing: self.pairing,
+            remote_inv: self.recv.is_some(),
         }
     }
 
@@ -250,7 +309,7 @@ impl Connection {
     /// Rule 5.5: destroy the QP (and its window) and create fresh, never-paired ones. On error the
     /// old QP stays, moved to ERR, and the connection stays fenced.
     fn replace(&mut self) -> Result<()> {
-        let fresh = match Connection::fresh(&self.device, self.protection()) {
+        let fresh = match Connection::fresh(&self.device, self.protection(), self.keeps_receives) {
             Ok(fresh) => fresh,
             Err(e) => {
                 self.fence();
@@ -341,6 +400,74 @@ impl Connection {
         let confirmed = self.confirm_bind_window(&mut window, bind);
         self.window = Some(window);
         confirmed
+    }
+
+    /// End the window `rkey` of a request (rules 9.8 and 11.2). `Announced`: the `200` says the
+    /// server sent a SEND_WITH_INV; its receive is looked for (bounded wait) and, when seen,
+    /// nothing is posted. Otherwise, on a QP that keeps receives posted, the receive is looked
+    /// for without waiting (a server may have invalidated the window and then failed the
+    /// request, e.g. a `400 BadDigest` or `507` of the commit after the READs): seen, the window
+    /// is gone; not seen, `Settled` invalidates locally and `Unknown` fences the QP (ERR: no
+    /// remote access through it; replaced before reuse). An announced SEND not seen in time and a
+    /// SEND_WITH_INV of another rkey fence the QP too, and so does a receive flushed (the QP in
+    /// ERR) after a reply that announced nothing. A window the server may have invalidated
+    /// is never invalidated locally: rxe of Linux 6.1 dereferences NULL when a window that was
+    /// invalidated remotely is invalidated again (measured: guest kernel panic in
+    /// `rxe_invalidate_mw` from a local invalidation after a callback failure), and in the
+    /// responder when a late SEND_WITH_INV names a window already invalidated locally.
+    pub fn end_window(&mut self, rkey: u32, end: WindowEnd) -> Result<()> {
+        if self.fenced {
+            return Ok(());
+        }
+        let Some(ring) = &mut self.recv else {
+            self.invalidate(rkey);
+            return Ok(());
+        };
+        let wait = match end {
+            WindowEnd::Announced => RECV_WAIT,
+            WindowEnd::Settled | WindowEnd::Unknown => Duration::ZERO,
+        };
+        let seen = ring.await_inv(&mut self.qp, rkey, wait);
+        stages::mark(Stage::InvalidateWait);
+        match (seen, end) {
+            (RemoteInv::Invalidated, _) => {
+                if let Err(e) = ring.refill(&mut self.qp) {
+                    tracing::debug!(
+                        qpn = self.qp.qp_num(),
+                        "cannot refill receives ({e}); fencing the QP"
+                    );
+                    self.fence();
+                }
+                Ok(())
+            }
+            (RemoteInv::NotSeen, WindowEnd::Settled) => {
+                self.invalidate(rkey);
+                Ok(())
+            }
+            (RemoteInv::NotSeen, WindowEnd::Announced | WindowEnd::Unknown) => {
+                tracing::debug!(
+                    qpn = self.qp.qp_num(),
+                    ?end,
+                    "no remote invalidation seen where the server may have sent one; fencing the QP"
+                );
+                self.fence();
+                Ok(())
+            }
+            // After an error reply a flushed receive only says the QP is in ERR already (the
+            // server's access was refused, say): the reply's own error is the transfer's.
+            (RemoteInv::Failed(what), WindowEnd::Settled | WindowEnd::Unknown) => {
+                tracing::debug!(
+                    qpn = self.qp.qp_num(),
+                    "{what} after a reply without remote invalidation; fencing the QP"
+                );
+                self.fence();
+                Ok(())
+            }
+            (RemoteInv::Failed(what) | RemoteInv::Wrong(what), _) => {
+                self.fence();
+                Err(Error::rdma(format!("remote invalidation: {what}")))
+            }
+        }
     }
 
     /// Invalidate `rkey` on this QP and wait for it (PROTOCOL.md 9.8). If that cannot be
@@ -496,7 +623,7 @@ impl ConnectionHandle {
         device: &Arc<Device>,
         protection: Protection,
     ) -> Result<ConnectionHandle> {
-        let shared = Arc::new(Shared::new(Connection::fresh(device, protection)?));
+        let shared = Arc::new(Shared::new(Connection::fresh(device, protection, true)?));
         let (tx, rx) = unbounded();
         let worker_shared = shared.clone();
         let thread = std::thread::Builder::new()
@@ -595,7 +722,7 @@ pub struct AppConnection {
 impl AppConnection {
     pub fn new(device: &Arc<Device>, protection: Protection) -> Result<AppConnection> {
         Ok(AppConnection {
-            shared: Shared::new(Connection::fresh(device, protection)?),
+            shared: Shared::new(Connection::fresh(device, protection, false)?),
             windows: Mutex::new(std::collections::HashMap::new()),
         })
     }
@@ -683,6 +810,18 @@ impl AppConnection {
 mod tests {
     use super::*;
 
+    /// Which replies may follow a SEND_WITH_INV the NIC still executes (the window is then
+    /// fenced, never invalidated locally, when its receive is not there yet).
+    #[test]
+    fn only_failed_transfers_and_lost_replies_leave_the_window_unknown() {
+        for code in [500, 502, 504, 507, -1] {
+            assert_eq!(WindowEnd::of_code(code), WindowEnd::Unknown, "{code}");
+        }
+        for code in [200, 204, 206, 400, 403, 404, 412, 416, 428, 501, 503] {
+            assert_eq!(WindowEnd::of_code(code), WindowEnd::Settled, "{code}");
+        }
+    }
+
     #[test]
     fn registrations_grant_remote_access_only_without_windows() {
         let windows = Protection::Windows.registration_access();
@@ -701,6 +840,7 @@ mod tests {
             gid: [7; 16],
             port: 1,
             pairing: None,
+            remote_inv: false,
         };
         let t = unpaired.token(0, 0x1000, 4096);
         assert_eq!((t.qp_num, t.rkey, t.lid, t.port), (0x12, 0, 0, 1));
@@ -724,6 +864,18 @@ mod tests {
         assert_eq!(paired.token(0xabcd, 0, 1).lid, 5);
         assert_eq!(paired.token(0xabcd, 0, 1).rkey, 0xabcd);
         assert!(paired.matches(&server));
+        assert!(!paired.token(0xabcd, 0, 1).remote_inv());
+        let receiving = ConnState {
+            remote_inv: true,
+            ..paired
+        };
+        let flagged = receiving.token(0xabcd, 0, 1);
+        assert!(
+            flagged.remote_inv(),
+            "a QP with receives posted asks for remote invalidation"
+        );
+        assert_eq!(flagged.port_number(), 1);
+        assert!(receiving.matches(&server));
         assert!(!paired.matches(&Token { lid: 6, ..server }));
         assert!(!paired.matches(&Token {
             qp_num: 0x98,

@@ -9,6 +9,13 @@ pub const TOKEN_LEN: usize = 44;
 /// Length of its hex form.
 pub const TOKEN_HEX_LEN: usize = 88;
 
+/// Revision 4 (PROTOCOL.md section 11, docs/protocol.md "Remote invalidation"): the high bit of
+/// the port byte. In a client token: "this QP keeps zero-length receives posted; end the transfer
+/// with a SEND_WITH_INV of the token's rkey". In a `200` reply's server token: "I did". Port
+/// numbers stay below 128; revision-3 servers and clients never read the other side's port
+/// byte, so they ignore the bit.
+pub const PORT_FLAG_REMOTE_INV: u8 = 0x80;
+
 /// The transport byte.
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -124,6 +131,26 @@ impl Token {
         Token::from_bytes(&b)
     }
 
+    /// Whether the token carries [`PORT_FLAG_REMOTE_INV`].
+    pub fn remote_inv(&self) -> bool {
+        self.port & PORT_FLAG_REMOTE_INV != 0
+    }
+
+    /// The token with [`PORT_FLAG_REMOTE_INV`] set or cleared.
+    pub fn with_remote_inv(self, on: bool) -> Token {
+        let port = if on {
+            self.port | PORT_FLAG_REMOTE_INV
+        } else {
+            self.port & !PORT_FLAG_REMOTE_INV
+        };
+        Token { port, ..self }
+    }
+
+    /// The port number without the flag bit.
+    pub fn port_number(&self) -> u8 {
+        self.port & !PORT_FLAG_REMOTE_INV
+    }
+
     /// The IPv4 address of an IPv4-mapped GID (`::ffff:a.b.c.d`: bytes 0-9 zero, 10-11 0xff).
     pub fn client_nic_ipv4(&self) -> Option<Ipv4Addr> {
         gid_ipv4(&self.gid)
@@ -176,6 +203,24 @@ pub(crate) mod tests {
             example().client_nic_ipv4(),
             Some(Ipv4Addr::new(192, 168, 100, 200))
         );
+    }
+
+    #[test]
+    fn remote_inv_flag_is_the_port_bytes_high_bit() {
+        let t = example();
+        assert!(!t.remote_inv());
+        let flagged = t.with_remote_inv(true);
+        assert!(flagged.remote_inv());
+        assert_eq!(flagged.port_number(), 1);
+        assert_eq!(flagged.to_bytes()[41], 0x81);
+        assert_eq!(
+            Token::decode_hex(flagged.encode_hex().as_bytes()),
+            Ok(flagged)
+        );
+        assert_eq!(flagged.with_remote_inv(false), t);
+        let mut bytes = t.to_bytes();
+        bytes[41] = 0x81;
+        assert!(Token::from_bytes(&bytes).is_ok_and(|d| d.remote_inv()));
     }
 
     #[test]

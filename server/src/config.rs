@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::backend::s3proxy::{Endpoint, EndpointError};
+use crate::backend::EtagAlgo;
 use crate::credentials::{CredentialsError, CredentialsTable};
 use crate::tls::{self, TlsError};
 
@@ -29,6 +30,8 @@ pub struct Config {
     pub rdma: RdmaSettings,
     /// `--tls-cert/--tls-key`: serve HTTP/1.1 over TLS; `None`: plain HTTP.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// `--etag md5|crc64nvme`: what the embedded store's new objects' ETags are (docs/etag.md).
+    pub etag: EtagAlgo,
 }
 
 /// The embedded fs store, or gateway mode in front of another S3 store (docs/gateway.md).
@@ -197,6 +200,11 @@ pub struct Cli {
     /// QPs at client QPs of other hosts.
     #[arg(long)]
     allow_gid_peer_mismatch: bool,
+    /// ETags of new objects in the embedded store: md5 (S3's, the default) or crc64nvme (the
+    /// object's CRC64NVME in hex, stored and returned as its S3 checksum; no MD5 on the PUT
+    /// path unless the client sends Content-MD5). See docs/etag.md.
+    #[arg(long, value_enum, default_value_t = EtagAlgo::Md5)]
+    etag: EtagAlgo,
     /// Token requests handled at once; more get 503.
     #[arg(long, value_name = "N", default_value_t = RdmaSettings::default().max_transfers, value_parser = positive)]
     max_rdma_transfers: usize,
@@ -353,6 +361,7 @@ impl Config {
             device: cli.device.filter(|d| !d.is_empty()),
             auth,
             check_gid_peer: !cli.allow_gid_peer_mismatch,
+            etag: cli.etag,
             rdma: RdmaSettings {
                 max_transfers: cli.max_rdma_transfers,
                 workers: cli.rdma_workers,

@@ -185,8 +185,8 @@ pub async fn shutdown_signal() {
 fn open_store(config: &Config) -> std::io::Result<(Arc<dyn Backend>, Option<Passthrough>)> {
     match &config.store {
         StoreLocation::Dir(dir) => {
-            info!(data_dir = %dir.display(), "embedded fs store");
-            Ok((Arc::new(FsBackend::open(dir)?), None))
+            info!(data_dir = %dir.display(), etag = ?config.etag, "embedded fs store");
+            Ok((Arc::new(FsBackend::open(dir)?.with_etag(config.etag)), None))
         }
         StoreLocation::Gateway { endpoint, region } => {
             let keyring = match &config.auth {

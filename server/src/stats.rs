@@ -55,6 +55,8 @@ counters! {
     rdma_bytes_read,
     /// Work requests posted.
     work_requests,
+    /// Transfers ended with a SEND_WITH_INV of the client's window (PROTOCOL.md section 11).
+    remote_invalidations,
     /// Completions with an error status.
     completion_errors,
     /// Transfers aborted by the watchdog.

@@ -6,6 +6,7 @@ use crate::error::{Error, OpError, Result};
 use crate::hip::CopyDirection;
 use crate::pool::{
     ConnGuard, ConnState, ConnectionHandle, Lease, PairOutcome, Pool, PostedBind, Protection,
+    WindowEnd,
 };
 use crate::registry::{Buffer, BufferKind};
 use crate::reply::{Reply, REPLY_BUFFER_LEN};
@@ -313,11 +314,22 @@ impl Grant<'_> {
         }
     }
 
-    /// Invalidate a window bound for one request, before its reply is acted on.
-    fn end(&self, conn: &mut ConnGuard<'_>, rkey: u32) {
-        if self.protection == Protection::Windows && rkey != 0 {
-            conn.connection().invalidate(rkey);
+    /// End the window bound for one request, before its reply is acted on: the server's
+    /// SEND_WITH_INV when its `200` announces one (PROTOCOL.md 11.2), else a local
+    /// invalidation.
+    fn end(&self, conn: &mut ConnGuard<'_>, rkey: u32, reply: &Result<Reply>) -> Result<()> {
+        if self.protection != Protection::Windows || rkey == 0 {
+            return Ok(());
         }
+        let end = match reply {
+            Ok(Reply::Done(server)) if server.remote_inv() => WindowEnd::Announced,
+            // A failed transfer or a reply never seen may follow a SEND_WITH_INV the NIC
+            // executes later.
+            Err(_) => WindowEnd::Unknown,
+            Ok(Reply::Code(code)) => WindowEnd::of_code(*code),
+            Ok(_) => WindowEnd::Settled,
+        };
+        conn.connection().end_window(rkey, end)
     }
 }
 
@@ -369,7 +381,7 @@ fn exchange(conn: &mut ConnGuard<'_>, grant: &Grant<'_>, ops: &mut dyn S3Ops) ->
             None => (0, token_text(conn, grant, 0, &mut text)),
         };
         let reply = round_trip(token, ops, &mut reply_buf);
-        grant.end(conn, rkey);
+        grant.end(conn, rkey, &reply)?;
         match reply? {
             Reply::PairingNeeded(server) => {
                 if paired_here {

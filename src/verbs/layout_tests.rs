@@ -390,11 +390,13 @@ fn checks() -> Vec<Check> {
             IBV_QP_MAX_DEST_RD_ATOMIC.into(),
         ),
     ];
-    let more_consts: [(&str, i64); 18] = [
+    let more_consts: [(&str, i64); 20] = [
         ("IBV_WR_RDMA_WRITE", IBV_WR_RDMA_WRITE.into()),
         ("IBV_WR_RDMA_READ", IBV_WR_RDMA_READ.into()),
         ("IBV_WR_LOCAL_INV", IBV_WR_LOCAL_INV.into()),
         ("IBV_WR_BIND_MW", IBV_WR_BIND_MW.into()),
+        ("IBV_WR_SEND_WITH_INV", IBV_WR_SEND_WITH_INV.into()),
+        ("IBV_WC_SEND", crate::verbs::WC_SEND.into()),
         (
             "IBV_DEVICE_MEM_WINDOW_TYPE_2B",
             IBV_DEVICE_MEM_WINDOW_TYPE_2B.into(),

@@ -197,6 +197,29 @@ impl RcQp {
         };
         self.post_send(&mut wr, || "invalidate memory window".into())
     }
+
+    /// Posts a signaled zero-length `IBV_WR_SEND_WITH_INV` of `rkey` (PROTOCOL.md section 11):
+    /// the peer's next posted receive completes with `IBV_WC_WITH_INV` and `rkey`, and the
+    /// peer's window `rkey` grants nothing from then on. RC ordering puts it after every WRITE
+    /// posted before it; after READs only once they completed (post it then). Only to a peer that
+    /// keeps receives posted: an unexpected SEND ends in RNR and both QPs in ERR.
+    pub fn post_send_with_inv(&mut self, wr_id: u64, rkey: u32) -> Result<(), VerbsError> {
+        let mut wr = sys::ibv_send_wr {
+            wr_id,
+            next: std::ptr::null_mut(),
+            sg_list: std::ptr::null_mut(),
+            num_sge: 0,
+            opcode: sys::IBV_WR_SEND_WITH_INV,
+            send_flags: sys::IBV_SEND_SIGNALED,
+            imm_data: rkey,
+            wr: sys::ibv_send_wr_wr { _atomic: [0; 4] },
+            qp_type: 0,
+            bind_mw_or_tso: sys::ibv_send_wr_bind_mw_or_tso { _zeroed: [0; 6] },
+        };
+        self.post_send(&mut wr, || {
+            format!("send with invalidate of rkey {rkey:#x}")
+        })
+    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,9 @@ use super::sys;
 /// Largest packet sequence number (24 bits).
 pub const MAX_PSN: u32 = 0x00ff_ffff;
 
+/// `IBV_WC_SEND`: completion of a SEND (here only the zero-length SEND_WITH_INV of PROTOCOL.md
+/// section 11).
+pub const WC_SEND: u32 = 0;
 /// `IBV_WC_RDMA_WRITE` and `IBV_WC_RDMA_READ`, the `Completion::opcode` of this module's posts.
 pub const WC_RDMA_WRITE: u32 = 1;
 pub const WC_RDMA_READ: u32 = 2;
@@ -22,6 +25,12 @@ pub const WC_RECV_RDMA_WITH_IMM: u32 = 129;
 /// `enum ibv_wc_flags`: the completion carries an immediate / invalidated an rkey.
 pub const WC_FLAG_WITH_IMM: u32 = 1 << 1;
 pub const WC_FLAG_WITH_INV: u32 = 1 << 3;
+/// The kernel's `IB_WC_WITH_INVALIDATE`. Providers whose completions are the kernel's
+/// `ib_uverbs_wc` copied as they are (rxe) report this bit where libibverbs has
+/// `IBV_WC_IP_CSUM_OK`; measured in the lane: a receive consumed by a SEND_WITH_INV completed with
+/// flags `0x5` (GRH + this bit) on rxe. Read it only together with an opcode and a value that say
+/// the same ([`crate::remote_inv`]).
+pub const WC_FLAG_WITH_INV_KERNEL_ABI: u32 = 1 << 2;
 /// `IBV_WC_SUCCESS`, `IBV_WC_WR_FLUSH_ERR`, `IBV_WC_RETRY_EXC_ERR`.
 pub const WC_SUCCESS: u32 = 0;
 pub const WC_WR_FLUSH_ERR: u32 = 5;

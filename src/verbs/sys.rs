@@ -52,6 +52,7 @@ pub const IBV_WR_RDMA_WRITE_WITH_IMM: u32 = 1;
 pub const IBV_WR_RDMA_READ: u32 = 4;
 pub const IBV_WR_LOCAL_INV: u32 = 7;
 pub const IBV_WR_BIND_MW: u32 = 8;
+pub const IBV_WR_SEND_WITH_INV: u32 = 9;
 
 // enum ibv_device_cap_flags
 pub const IBV_DEVICE_MEM_WINDOW_TYPE_2B: c_uint = 1 << 24;
@@ -416,7 +417,8 @@ pub struct ibv_send_wr {
     pub num_sge: c_int,
     pub opcode: u32,
     pub send_flags: c_uint,
-    /// union { imm_data, invalidate_rkey }: the rkey to invalidate for IBV_WR_LOCAL_INV.
+    /// union { imm_data, invalidate_rkey }: the rkey to invalidate for IBV_WR_LOCAL_INV and
+    /// IBV_WR_SEND_WITH_INV (host order).
     pub imm_data: u32,
     pub wr: ibv_send_wr_wr,
     /// union { struct { uint32_t remote_srqn; } xrc; } qp_type

@@ -93,6 +93,19 @@ int main(int argc, char **argv) {
     CHECK(req.http_status == 200, "GET answered %ld", req.http_status);
     CHECK(memcmp(src, dst, size) == 0, "GET returned the bytes PUT stored");
 
+    /* More warm GETs on the paired connection than it keeps receives posted for remote
+     * invalidation (PROTOCOL.md section 11: 16, refilled by 8): one request each, every time. */
+    for (i = 0; i < 40; i++) {
+        memset(&req, 0, sizeof req);
+        req.target = &target;
+        req.method = "GET";
+        dst[i] ^= 0xff;
+        e = hipObjGet(NULL, dst, size, 0, &ops, &req);
+        if (e.opError != hipObjSuccess || req.requests != 1 || memcmp(src, dst, size) != 0) break;
+    }
+    CHECK(i == 40, "warm GET %zu: %s, %d requests, bytes %s", i, hipObjGetErrorString(e.opError),
+          req.requests, memcmp(src, dst, size) == 0 ? "equal" : "differ");
+
     CHECK(hipObjBufDeregister(src).opError == hipObjSuccess, "deregister src");
     CHECK(hipObjBufDeregister(dst).opError == hipObjSuccess, "deregister dst");
     CHECK(hipObjShutdown().opError == hipObjSuccess, "shutdown");

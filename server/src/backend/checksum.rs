@@ -61,6 +61,18 @@ impl ChecksumAlgo {
     }
 }
 
+/// What an object's ETag is (the operator's `--etag`; docs/etag.md). S3 and the default: the
+/// hex MD5 of the bytes, which one core computes at about 0.7 GB/s and only in order. `Crc64Nvme`:
+/// the hex CRC64NVME of the bytes (16 digits), which runs at memory speed with carry-less
+/// multiplication; the checksum itself is stored and returned as S3 returns a FULL_OBJECT
+/// CRC64NVME. A `Content-MD5` the client sends is still computed and checked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum EtagAlgo {
+    #[default]
+    Md5,
+    Crc64nvme,
+}
+
 /// Base64 checksum values, one optional slot per algorithm.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checksums {
@@ -104,6 +116,13 @@ impl Checksums {
             .filter(|a| self.get(*a).is_some())
     }
 
+    /// The ETag of [`EtagAlgo::Crc64Nvme`]: the CRC64NVME value in lowercase hex.
+    pub fn crc64nvme_etag(&self) -> Option<String> {
+        let value = self.crc64nvme.as_deref()?;
+        let bytes = base64_simd::STANDARD.decode_to_vec(value).ok()?;
+        (bytes.len() == 8).then(|| hex::encode(bytes))
+    }
+
     pub fn is_empty(&self) -> bool {
         self.algos().next().is_none()
     }
@@ -139,6 +158,14 @@ impl ChecksumComputer {
             }
         }
         ChecksumComputer { hasher }
+    }
+
+    /// Compute `algo` too (if not already).
+    pub fn also(mut self, algo: ChecksumAlgo) -> Self {
+        if algo == ChecksumAlgo::Crc64Nvme && self.hasher.crc64nvme.is_none() {
+            self.hasher.crc64nvme = Some(Default::default());
+        }
+        self
     }
 
     pub fn update(&mut self, data: &[u8]) {

@@ -20,7 +20,7 @@ use std::time::SystemTime;
 
 use md5::{Digest, Md5};
 
-use super::checksum::ChecksumComputer;
+use super::checksum::{ChecksumAlgo, ChecksumComputer, EtagAlgo};
 use super::keys::{decode_key, encode_key};
 use super::meta::{md5_of, Sidecar};
 use super::reaper::Reaper;
@@ -46,6 +46,8 @@ pub struct FsBackend {
     placing: Arc<Mutex<()>>,
     /// Closes the replaced and deleted files (frees their bytes) off the request's path.
     reaper: Arc<Reaper>,
+    /// What new objects' ETags are.
+    etag: EtagAlgo,
 }
 
 /// Remove the files under `tmp` whose writer (the `<pid>` of `<pid>-<n>`) is neither this process
@@ -95,7 +97,14 @@ impl FsBackend {
             tmp_seq: AtomicU64::new(0),
             placing: Arc::new(Mutex::new(())),
             reaper: Arc::new(Reaper::start()?),
+            etag: EtagAlgo::Md5,
         })
+    }
+
+    /// New objects (and parts) get ETags of `etag` (`--etag`).
+    pub fn with_etag(mut self, etag: EtagAlgo) -> FsBackend {
+        self.etag = etag;
+        self
     }
 
     /// See [`FsBackend::placing`].
@@ -157,8 +166,9 @@ impl FsBackend {
             tmp: Some(tmp),
             side_tmp: self.tmp_path(),
             dest,
-            md5: Md5::new(),
-            checksums: ChecksumComputer::new(&options.expected, options.compute),
+            md5: self.md5_needed(&options).then(Md5::new),
+            etag: self.etag,
+            checksums: self.checksum_computer(&options),
             hashed_upto: 0,
             in_order: true,
             len: 0,
@@ -166,6 +176,20 @@ impl FsBackend {
             placing: Arc::clone(&self.placing),
             reaper: Arc::clone(&self.reaper),
         }))
+    }
+
+    /// MD5 is computed for an MD5 ETag or to check a `Content-MD5`, else not at all.
+    fn md5_needed(&self, options: &WriteOptions) -> bool {
+        self.etag == EtagAlgo::Md5 || options.content_md5.is_some()
+    }
+
+    /// The checksums a writer computes: the client's, plus CRC64NVME for a CRC64NVME ETag.
+    fn checksum_computer(&self, options: &WriteOptions) -> ChecksumComputer {
+        let computer = ChecksumComputer::new(&options.expected, options.compute);
+        match self.etag {
+            EtagAlgo::Md5 => computer,
+            EtagAlgo::Crc64nvme => computer.also(ChecksumAlgo::Crc64Nvme),
+        }
     }
 
     fn keys_of(&self, dir: &Path) -> StorageResult<Vec<String>> {
@@ -505,7 +529,9 @@ struct FsWriter {
     tmp: Option<PathBuf>,
     side_tmp: PathBuf,
     dest: Dest,
-    md5: Md5,
+    /// `None` when neither the ETag nor a `Content-MD5` needs it.
+    md5: Option<Md5>,
+    etag: EtagAlgo,
     checksums: ChecksumComputer,
     /// Bytes `[0, hashed_upto)` went through the hashers in order.
     hashed_upto: u64,
@@ -523,8 +549,9 @@ impl FsWriter {
         if !self.in_order || self.hashed_upto != self.len {
             self.rehash()?;
         }
-        let md5 = std::mem::take(&mut self.md5).finalize();
+        let md5 = self.md5.take().map(Md5::finalize);
         if let Some(want) = &self.options.content_md5 {
+            let md5 = md5.ok_or(StorageError::InvalidDigest)?;
             let want = base64_simd::STANDARD
                 .decode_to_vec(want.trim())
                 .map_err(|_| StorageError::InvalidDigest)?;
@@ -540,12 +567,22 @@ impl FsWriter {
             ChecksumComputer::new(&Default::default(), None),
         );
         let checksums = computer.finish(&self.options.expected)?;
-        Ok((hex::encode(md5), checksums))
+        let etag = match md5 {
+            Some(md5) if self.etag == EtagAlgo::Md5 => hex::encode(md5),
+            _ => checksums
+                .crc64nvme_etag()
+                .ok_or(StorageError::InvalidDigest)?,
+        };
+        Ok((etag, checksums))
     }
 
     fn rehash(&mut self) -> io::Result<()> {
-        self.md5 = Md5::new();
-        self.checksums = ChecksumComputer::new(&self.options.expected, self.options.compute);
+        self.md5 = self.md5.as_ref().map(|_| Md5::new());
+        let mut computer = ChecksumComputer::new(&self.options.expected, self.options.compute);
+        if self.etag == EtagAlgo::Crc64nvme {
+            computer = computer.also(ChecksumAlgo::Crc64Nvme);
+        }
+        self.checksums = computer;
         let mut buf = vec![0u8; 1 << 20];
         let mut pos = 0;
         while pos < self.len {
@@ -553,7 +590,9 @@ impl FsWriter {
             if n == 0 {
                 break;
             }
-            self.md5.update(&buf[..n]);
+            if let Some(md5) = &mut self.md5 {
+                md5.update(&buf[..n]);
+            }
             self.checksums.update(&buf[..n]);
             pos += n as u64;
         }
@@ -619,7 +658,9 @@ impl ObjectWrite for FsWriter {
     fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
         self.file.write_all_at(data, offset)?;
         if self.in_order && offset == self.hashed_upto {
-            self.md5.update(data);
+            if let Some(md5) = &mut self.md5 {
+                md5.update(data);
+            }
             self.checksums.update(data);
             self.hashed_upto += data.len() as u64;
         } else {
@@ -660,6 +701,46 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let s = FsBackend::open(dir.path()).expect("open");
         (dir, s)
+    }
+
+    #[test]
+    fn crc64nvme_etags_need_no_md5_but_still_check_content_md5() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = FsBackend::open(dir.path())
+            .expect("open")
+            .with_etag(EtagAlgo::Crc64nvme);
+        s.create_bucket("b").expect("bucket");
+        // CRC-64/NVME of "123456789" (its check value), big-endian as S3 encodes it.
+        let info = put(&s, "k", b"123456789");
+        assert_eq!(info.etag, "ae8b14860a799888");
+        assert_eq!(info.checksums.crc64nvme.as_deref(), Some("rosUhgp5mIg="));
+        assert_eq!(
+            s.open_read("b", "k", None).expect("read").info.etag,
+            info.etag
+        );
+        let with_md5 = |md5: &str| {
+            let options = WriteOptions {
+                content_md5: Some(md5.into()),
+                ..WriteOptions::default()
+            };
+            let mut w = s.create_write("b", "m", options).expect("put");
+            w.append(b"123456789").expect("write");
+            w.commit()
+        };
+        // MD5("123456789") = 25f9e794323b453885f5181f1b624d0b
+        let good = with_md5("JfnnlDI7RTiF9RgfG2JNCw==").expect("a matching Content-MD5");
+        assert_eq!(good.etag, "ae8b14860a799888");
+        assert!(matches!(
+            with_md5("AAAAAAAAAAAAAAAAAAAAAA=="),
+            Err(StorageError::BadDigest)
+        ));
+        // The default stays S3's MD5 ETag.
+        let (_dir, md5_store) = store();
+        md5_store.create_bucket("b").expect("bucket");
+        assert_eq!(
+            put(&md5_store, "k", b"123456789").etag,
+            "25f9e794323b453885f5181f1b624d0b"
+        );
     }
 
     fn put(s: &FsBackend, key: &str, data: &[u8]) -> ObjectInfo {

@@ -403,11 +403,14 @@ impl<P: RdmaPort> Engine<P> {
                 rkey: token.rkey,
             },
             last_imm: None,
+            send_inv: remote_inv_of(token),
         };
         let result = Transfer::new(&mut pairing.qp, &staging, plan, self.deadlines, &self.stats)
             .and_then(|t| t.run(dir));
         match result {
-            Ok(()) => Ok(self.server_token(pairing.qp.qp_num(), pairing.start_psn, pairing.id)),
+            Ok(()) => Ok(self
+                .server_token(pairing.qp.qp_num(), pairing.start_psn, pairing.id)
+                .with_remote_inv(plan.send_inv.is_some())),
             Err(e) => {
                 warn!(error = %e, client_qpn = token.qp_num, len, "RDMA transfer failed; pairing destroyed");
                 // Destroyed while the staging buffer is still held: no request can touch it later.
@@ -437,6 +440,12 @@ impl<P: RdmaPort> Engine<P> {
             lid: id,
         }
     }
+}
+
+/// Rule 11.1: the rkey to invalidate with a SEND_WITH_INV at the end of the transfer, when the
+/// client's token says its QP keeps receives posted (and names a window).
+fn remote_inv_of(token: &Token) -> Option<u32> {
+    (token.remote_inv() && token.rkey != 0).then_some(token.rkey)
 }
 
 /// Why a request did not get a matching pairing.
@@ -1207,5 +1216,78 @@ mod tests {
             RdmaOutcome::Fetched { server, .. } if server == victim
         ));
         assert_eq!(&f.port.region(RKEY)[..3000], &data[..]);
+    }
+
+    #[test]
+    fn remote_invalidation_only_when_the_token_asks_and_then_the_reply_says_so() {
+        let f = fixture();
+        object(&f, "k", &pattern(2500));
+        f.port.add_region(RKEY, BASE, vec![0; 3000]);
+        let server = pair(&f, 0x77, 3000, "k");
+        assert!(!server.remote_inv(), "a 428 announces nothing");
+        let sends = |f: &Fixture| {
+            f.port
+                .log()
+                .iter()
+                .filter(|e| matches!(e, QpLog::SendInv(..)))
+                .count()
+        };
+        // A revision-3 client: no SEND to its QP, and a reply exactly as before.
+        match get(&f, token(0x77, 3000, server.lid), "k", None) {
+            RdmaOutcome::Fetched { server: s, .. } => assert_eq!(s, server),
+            other => panic!("expected 200, got {other:?}"),
+        }
+        assert_eq!(sends(&f), 0);
+        // A client that keeps receives posted: SEND_WITH_INV of its rkey after the last WRITE.
+        let asks = token(0x77, 3000, server.lid).with_remote_inv(true);
+        match get(&f, asks, "k", None) {
+            RdmaOutcome::Fetched { server: s, .. } => {
+                assert!(s.remote_inv(), "the 200 says the window was invalidated");
+                assert_eq!(s.with_remote_inv(false), server);
+            }
+            other => panic!("expected 200, got {other:?}"),
+        }
+        let log = f.port.log();
+        let inv = log
+            .iter()
+            .position(|e| *e == QpLog::SendInv(server.qp_num, RKEY))
+            .expect("a SEND_WITH_INV of the token's rkey");
+        let last_post = log.iter().rposition(|e| matches!(e, QpLog::Posted(..)));
+        assert!(last_post.is_some_and(|p| p < inv), "after the last WRITE");
+        // PUT: after the READs.
+        match put(&f, asks, "p") {
+            RdmaOutcome::Stored { server: s, .. } => assert!(s.remote_inv()),
+            other => panic!("expected 200, got {other:?}"),
+        }
+        let log = f.port.log();
+        let last_read = log
+            .iter()
+            .rposition(|e| matches!(e, QpLog::Posted(_, wr) if wr.op == RdmaOp::Read));
+        let last_inv = log.iter().rposition(|e| matches!(e, QpLog::SendInv(..)));
+        assert!(last_read < last_inv, "after the READs");
+        assert_eq!(sends(&f), 2);
+        assert_eq!(f.stats.remote_invalidations.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn a_failed_remote_invalidation_fails_the_transfer() {
+        let f = fixture();
+        // An empty object: the SEND_WITH_INV is the transfer's only work request.
+        object(&f, "empty", &[]);
+        let server = pair(&f, 0x77, 500, "empty");
+        // The client has no window of this rkey: the SEND_WITH_INV completes with an error.
+        let unknown = Token {
+            rkey: RKEY + 1,
+            ..token(0x77, 500, server.lid).with_remote_inv(true)
+        };
+        assert!(matches!(
+            get(&f, unknown, "empty", None),
+            RdmaOutcome::Rejected(RejectCode::Failed)
+        ));
+        assert!(f
+            .port
+            .log()
+            .contains(&QpLog::SendInv(server.qp_num, RKEY + 1)));
+        assert_eq!(f.stats.pairings_failed.load(Ordering::Relaxed), 1);
     }
 }

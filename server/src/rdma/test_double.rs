@@ -42,6 +42,8 @@ pub enum QpLog {
     Bound(u32, u32, u32),
     /// (qpn, rkey)
     Invalidated(u32, u32),
+    /// A SEND_WITH_INV of the client's rkey posted: (qpn, rkey).
+    SendInv(u32, u32),
 }
 
 /// A window the double knows: its QP and the staging bytes it exposes.
@@ -254,6 +256,8 @@ struct InFlight {
     wr: WorkRequest,
     /// Address of the staging bytes this request uses, like a NIC's DMA address.
     local: *mut u8,
+    /// A zero-length SEND_WITH_INV of `wr.rkey` (moves nothing; fails for an unknown rkey).
+    send_inv: bool,
 }
 
 pub struct DoubleQp {
@@ -329,6 +333,10 @@ impl RdmaPort for DoublePort {
 impl DoubleQp {
     /// Move the bytes of a finished request; false when the remote region does not cover it.
     fn execute(shared: &mut Shared, f: &InFlight) -> bool {
+        if f.send_inv {
+            // The client's window must exist for its invalidation to succeed.
+            return shared.memory.contains_key(&f.wr.rkey);
+        }
         let Some((base, mem)) = shared.memory.get_mut(&f.wr.rkey) else {
             return false;
         };
@@ -376,8 +384,35 @@ impl RdmaQp for DoubleQp {
         }
         shared.log.push(QpLog::Posted(self.qpn, *wr));
         let local = buf.mem.as_ptr().wrapping_add(wr.local_offset);
-        self.outstanding.push_back(InFlight { wr: *wr, local });
+        self.outstanding.push_back(InFlight {
+            wr: *wr,
+            local,
+            send_inv: false,
+        });
         shared.max_outstanding = shared.max_outstanding.max(self.outstanding.len());
+        Ok(())
+    }
+
+    fn post_send_inv(&mut self, wr_id: u64, rkey: u32) -> Result<(), PortError> {
+        let mut shared = lock(&self.shared);
+        if !shared.connected.contains(&self.qpn) {
+            return Err(PortError::new("double: post on a QP not in RTS"));
+        }
+        shared.log.push(QpLog::SendInv(self.qpn, rkey));
+        let wr = WorkRequest {
+            op: RdmaOp::Write,
+            wr_id,
+            local_offset: 0,
+            len: 0,
+            remote_addr: 0,
+            rkey,
+            imm: None,
+        };
+        self.outstanding.push_back(InFlight {
+            wr,
+            local: std::ptr::null_mut(),
+            send_inv: true,
+        });
         Ok(())
     }
 
@@ -512,9 +547,10 @@ impl DoubleQp {
             status,
             vendor_err: 0,
             // IBV_WC_RDMA_WRITE, IBV_WC_RDMA_READ
-            opcode: match f.wr.op {
-                RdmaOp::Write => 1,
-                RdmaOp::Read => 2,
+            opcode: match (f.send_inv, f.wr.op) {
+                (true, _) => 0,
+                (false, RdmaOp::Write) => 1,
+                (false, RdmaOp::Read) => 2,
             },
             byte_len: f.wr.len,
             imm: None,

@@ -185,6 +185,25 @@ pub struct Plan {
     /// GET of hipobj-rc-v2: the last WRITE carries this immediate (the session's cookie); RC
     /// ordering puts every earlier WRITE in the client's memory before it.
     pub last_imm: Option<u32>,
+    /// Revision 4 (PROTOCOL.md section 11): end with a zero-length SEND_WITH_INV of this rkey,
+    /// posted right after the last WRITE (GET) or once every READ completed (PUT). The transfer
+    /// succeeds only when that SEND completed too (the client's receive completed first).
+    pub send_inv: Option<u32>,
+}
+
+/// Work-request id of the SEND_WITH_INV (chunks are numbered from 0).
+const SEND_INV_WR_ID: u64 = u64::MAX;
+
+/// Where a transfer's SEND_WITH_INV stands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum SendInv {
+    /// None asked for, or it completed.
+    #[default]
+    Done,
+    /// Asked for, not yet posted.
+    Due(u32),
+    /// At the NIC.
+    Posted,
 }
 
 /// One transfer on one QP with one staging buffer.
@@ -228,6 +247,8 @@ struct Progress {
     completions: u64,
     /// Jobs handed to the local end and not yet back.
     at_local: usize,
+    /// The closing SEND_WITH_INV, if any.
+    send_inv: SendInv,
 }
 
 /// One round of the loop moved something.
@@ -247,6 +268,7 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
             total,
             remote,
             last_imm,
+            send_inv,
         } = plan;
         if staging.memory().len() < shape.staging_len() || shape.slots < shape.depth {
             return Err(TransferError::Staging);
@@ -254,6 +276,7 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
         let progress = Progress {
             chunks: shape.chunks(total),
             free: (0..shape.slots).rev().collect(),
+            send_inv: send_inv.map_or(SendInv::Done, SendInv::Due),
             ..Progress::default()
         };
         Ok(Transfer {
@@ -309,7 +332,9 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
             let stall = patience.turn(Instant::now());
             Stats::add(&self.stats.poller_stalled_ms, stall.as_millis() as u64);
             let mut moved = self.take_local_results(local)?;
-            if self.progress.retired == self.progress.chunks {
+            if self.progress.retired == self.progress.chunks
+                && self.progress.send_inv == SendInv::Done
+            {
                 self.log_done(started, first_post, last_wc, local.busy());
                 return Ok(());
             }
@@ -318,6 +343,7 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
                 moved = true;
                 first_post.get_or_insert_with(Instant::now);
             }
+            moved |= self.post_send_inv_when_due()?;
             let in_flight = self.bytes_in_flight();
             if self.poll_completions(&mut polled)? {
                 moved = true;
@@ -328,9 +354,10 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
             }
             self.hand_landed_to_sink(local);
             let now = Instant::now();
-            if !self.progress.posted.is_empty()
-                && patience.inactive(now, meter.expected(self.bytes_in_flight()))
-            {
+            // The closing SEND_WITH_INV counts as at the NIC: a peer that never takes it trips
+            // the watchdog like one that never completes a WRITE or READ.
+            let at_nic = self.at_nic();
+            if at_nic && patience.inactive(now, meter.expected(self.bytes_in_flight())) {
                 Stats::bump(&self.stats.watchdog_fired);
                 return Err(TransferError::Watchdog);
             }
@@ -338,8 +365,8 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
                 Stats::bump(&self.stats.deadline_fired);
                 return Err(TransferError::Deadline(now.duration_since(started)));
             }
-            patience.at_nic(!self.progress.posted.is_empty());
-            if self.progress.posted.is_empty() {
+            patience.at_nic(at_nic);
+            if !at_nic {
                 patience.progressed(now);
                 if !moved && self.progress.at_local > 0 {
                     // Nothing at the NIC: wait for the local end instead of spinning.
@@ -432,6 +459,34 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
         }
     }
 
+    /// Whether work requests of this transfer are at the NIC.
+    fn at_nic(&self) -> bool {
+        !self.progress.posted.is_empty() || self.progress.send_inv == SendInv::Posted
+    }
+
+    /// Post the SEND_WITH_INV once it is due: after the last WRITE was posted (RC ordering puts
+    /// the SEND after it), or after every READ completed (a SEND may pass a READ in flight).
+    fn post_send_inv_when_due(&mut self) -> Result<Moved, TransferError> {
+        let SendInv::Due(rkey) = self.progress.send_inv else {
+            return Ok(false);
+        };
+        let p = &self.progress;
+        let due = match self.op {
+            RdmaOp::Write => p.retired + p.posted.len() as u64 == p.chunks,
+            RdmaOp::Read => p.next_read == p.chunks && p.posted.is_empty(),
+        };
+        if !due {
+            return Ok(false);
+        }
+        self.qp
+            .post_send_inv(SEND_INV_WR_ID, rkey)
+            .map_err(TransferError::Post)?;
+        self.progress.send_inv = SendInv::Posted;
+        self.progress.posts += 1;
+        Stats::bump(&self.stats.remote_invalidations);
+        Ok(true)
+    }
+
     /// Post while the window has room: GET posts filled chunks in order, PUT reads into free
     /// slots.
     fn post_window(&mut self) -> Result<Moved, TransferError> {
@@ -515,6 +570,10 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
 
     /// A successful completion: GET frees its slot, PUT queues its chunk for the sink.
     fn completed(&mut self, wr_id: u64) {
+        if wr_id == SEND_INV_WR_ID && self.progress.send_inv == SendInv::Posted {
+            self.progress.send_inv = SendInv::Done;
+            return;
+        }
         let Some(job) = self.progress.posted.remove(&wr_id) else {
             warn!(
                 wr_id,
@@ -721,6 +780,7 @@ mod tests {
             total,
             remote,
             last_imm: None,
+            send_inv: None,
         };
         let r = Transfer::new(&mut q, &staging, plan, deadlines, stats).and_then(|t| t.run(dir));
         (r, q)
@@ -913,6 +973,7 @@ mod tests {
             total: 1000,
             remote: Remote { addr: 0, rkey: 0 },
             last_imm: None,
+            send_inv: None,
         };
         let stats = Stats::default();
         assert!(matches!(

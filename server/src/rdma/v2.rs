@@ -449,6 +449,7 @@ impl<P: RdmaPort> Engine<P> {
             total: len,
             remote,
             last_imm: Some(cookie),
+            send_inv: None,
         };
         let result = Transfer::new(&mut qp, &staging, plan, self.deadlines, &self.stats)
             .and_then(|t| t.run(Direction::Write(&mut *object)));

@@ -130,6 +130,10 @@ impl RdmaQp for VerbsQp {
             .map_err(port_error)
     }
 
+    fn post_send_inv(&mut self, wr_id: u64, rkey: u32) -> Result<(), PortError> {
+        self.qp.post_send_with_inv(wr_id, rkey).map_err(port_error)
+    }
+
     fn poll(&mut self, out: &mut Vec<WorkCompletion>) -> Result<(), PortError> {
         self.polled.clear();
         self.qp

@@ -617,13 +617,17 @@ pub struct ConnectionHandle {
 }
 
 impl ConnectionHandle {
-    /// Create the QP (in INIT) and its window, and start its worker thread.
+    /// Create the QP (in INIT) and its window, and start its worker thread; with `remote_inv`
+    /// (`HIPOBJ_REMOTE_INV`) its QPs keep receives posted for the server's SEND_WITH_INV.
     pub fn spawn(
         name: String,
         device: &Arc<Device>,
         protection: Protection,
+        remote_inv: bool,
     ) -> Result<ConnectionHandle> {
-        let shared = Arc::new(Shared::new(Connection::fresh(device, protection, true)?));
+        let shared = Arc::new(Shared::new(Connection::fresh(
+            device, protection, remote_inv,
+        )?));
         let (tx, rx) = unbounded();
         let worker_shared = shared.clone();
         let thread = std::thread::Builder::new()

@@ -178,6 +178,7 @@ impl Runtime {
                 format!("hipobj-qp-{i:02}"),
                 &device,
                 protection,
+                cfg.env.remote_inv,
             )?);
         }
         let app_connection = AppConnection::new(&device, protection)?;

@@ -495,13 +495,12 @@ mod tests {
     //! The whole token flow through s3s (status codes, reply headers), with the in-memory RDMA
     //! double behind real worker threads.
     use super::*;
-    use crate::rdma::engine::{Engine, EngineSettings};
     use crate::rdma::test_double::DoublePort;
+    use crate::rdma::test_fixture;
     use bytes::Bytes;
     use hipobj::token::Token;
     use s3s::service::{S3Service, S3ServiceBuilder};
     use s3s::Body;
-    use std::time::Duration;
 
     const RKEY: u32 = 0x31;
     const BASE: u64 = 0x5000_0000;
@@ -514,39 +513,14 @@ mod tests {
     }
 
     fn harness() -> Harness {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let storage: Arc<dyn Backend> =
-            Arc::new(crate::backend::FsBackend::open(dir.path()).expect("storage"));
-        let stats = Arc::new(Stats::default());
-        let port = DoublePort::new();
-        let settings = EngineSettings {
-            chunk_bytes: 4096,
-            wr_depth: 4,
-            watchdog: Duration::from_secs(2),
-            flush_wait: Duration::from_secs(1),
-            min_rate: 1 << 20,
-            max_pairings: 8,
-            max_pairings_per_client: 8,
-            pairing_idle: Duration::from_secs(600),
-            v2: crate::config::V2Settings::default(),
-            inject_failures: 0,
-        };
-        let engine = Arc::new(Engine::new(
-            port.clone(),
-            &settings,
-            Arc::clone(&storage),
-            Arc::clone(&stats),
-        ));
-        let worker_settings = crate::rdma::worker::WorkerSettings {
-            workers: 2,
-            max_transfers: 4,
-            queue: 4,
-            queue_wait: Duration::from_millis(100),
-            sweep_every: Duration::from_secs(60),
-        };
-        let workers = Arc::new(
-            RdmaWorkers::start(engine, &worker_settings, Arc::clone(&stats)).expect("workers"),
-        );
+        let test_fixture::Fixture {
+            dir,
+            port,
+            engine,
+            stats,
+            storage,
+        } = test_fixture::fixture_with(DoublePort::new(), &test_fixture::front_settings());
+        let workers = test_fixture::start_workers(engine, &stats);
         let mut builder = S3ServiceBuilder::new(HipobjS3::new(
             Arc::clone(&storage),
             Some(workers),

@@ -501,86 +501,14 @@ mod tests {
     use crate::backend::{FsBackend, WriteOptions};
     use crate::rdma::port::PortInfo;
     use crate::rdma::test_double::{Behaviour, DoublePort, QpLog};
+    use crate::rdma::test_fixture::{
+        fixture, fixture_with, object, pattern, settings, tester, Fixture, BASE, CLIENT_GID,
+    };
     use md5::{Digest, Md5};
     use std::io::Read;
     use std::sync::atomic::Ordering;
 
-    const CLIENT_GID: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2];
     const RKEY: u32 = 0x55;
-    const BASE: u64 = 0x7f00_0000_0000;
-
-    struct Fixture {
-        _dir: tempfile::TempDir,
-        port: DoublePort,
-        engine: Engine<DoublePort>,
-        stats: Arc<Stats>,
-        storage: Arc<dyn Backend>,
-    }
-
-    /// The requester of every job here: the client GID's own address, one identity.
-    fn client() -> Requester {
-        Requester::new(
-            std::net::IpAddr::from([
-                CLIENT_GID[12],
-                CLIENT_GID[13],
-                CLIENT_GID[14],
-                CLIENT_GID[15],
-            ]),
-            crate::identity::Identity::new("tester"),
-        )
-    }
-
-    fn settings() -> EngineSettings {
-        EngineSettings {
-            chunk_bytes: 1000,
-            wr_depth: 4,
-            watchdog: Duration::from_millis(50),
-            flush_wait: Duration::from_secs(2),
-            min_rate: 1 << 20,
-            max_pairings: 16,
-            max_pairings_per_client: 16,
-            pairing_idle: Duration::from_secs(600),
-            v2: crate::config::V2Settings::default(),
-            inject_failures: 0,
-        }
-    }
-
-    fn fixture_with(port: DoublePort, settings: EngineSettings) -> Fixture {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let storage: Arc<dyn Backend> = Arc::new(FsBackend::open(dir.path()).expect("storage"));
-        storage.create_bucket("b").expect("bucket");
-        let stats = Arc::new(Stats::default());
-        let engine = Engine::new(
-            port.clone(),
-            &settings,
-            Arc::clone(&storage),
-            Arc::clone(&stats),
-        );
-        Fixture {
-            _dir: dir,
-            port,
-            engine,
-            stats,
-            storage,
-        }
-    }
-
-    fn fixture() -> Fixture {
-        fixture_with(DoublePort::new(), settings())
-    }
-
-    fn object(f: &Fixture, key: &str, data: &[u8]) {
-        let mut w = f
-            .storage
-            .create_write("b", key, WriteOptions::default())
-            .expect("put");
-        w.append(data).expect("write");
-        w.commit().expect("commit");
-    }
-
-    fn pattern(n: usize) -> Vec<u8> {
-        (0..n).map(|i| (i % 253) as u8 ^ (i >> 8) as u8).collect()
-    }
 
     fn token(qpn: u32, length: u64, lid: u16) -> Token {
         Token {
@@ -598,7 +526,7 @@ mod tests {
     fn get(f: &Fixture, t: Token, key: &str, range: Option<s3s::dto::Range>) -> RdmaOutcome {
         f.engine.run(RdmaJob {
             token: t,
-            requester: client(),
+            requester: tester(),
             bucket: "b".into(),
             key: key.into(),
             kind: JobKind::Get { range },
@@ -608,7 +536,7 @@ mod tests {
     fn put(f: &Fixture, t: Token, key: &str) -> RdmaOutcome {
         f.engine.run(RdmaJob {
             token: t,
-            requester: client(),
+            requester: tester(),
             bucket: "b".into(),
             key: key.into(),
             kind: JobKind::Put {
@@ -734,7 +662,7 @@ mod tests {
         );
         let job = RdmaJob {
             token: token(1, 10, 0),
-            requester: client(),
+            requester: tester(),
             bucket: "nob".into(),
             key: "k".into(),
             kind: JobKind::Put {
@@ -874,7 +802,7 @@ mod tests {
     fn injected_failure_takes_the_failure_path_once() {
         let f = fixture_with(
             DoublePort::new(),
-            EngineSettings {
+            &EngineSettings {
                 inject_failures: 1,
                 ..settings()
             },
@@ -937,7 +865,7 @@ mod tests {
             max_msg_sz: 256,
             max_rd_atomic: 2,
         });
-        let f = fixture_with(port, settings());
+        let f = fixture_with(port, &settings());
         let data = pattern(3000);
         f.port.add_region(RKEY, BASE, data.clone());
         let server = match put(&f, token(6, 3000, 0), "x") {
@@ -959,7 +887,7 @@ mod tests {
     fn table_full_of_busy_pairings_is_503() {
         let mut s = settings();
         s.max_pairings = 1;
-        let f = fixture_with(DoublePort::new(), s);
+        let f = fixture_with(DoublePort::new(), &s);
         object(&f, "k", &pattern(10));
         pair(&f, 1, 10, "k");
         // Hold key 1 as a running transfer would.
@@ -968,7 +896,7 @@ mod tests {
             .table
             .checkout(
                 PairingKey {
-                    requester: client(),
+                    requester: tester(),
                     client: Peer {
                         gid: CLIENT_GID,
                         qp_num: 1,
@@ -993,7 +921,7 @@ mod tests {
             .table
             .checkout(
                 PairingKey {
-                    requester: client(),
+                    requester: tester(),
                     client: Peer {
                         gid: CLIENT_GID,
                         qp_num: 0xabc,
@@ -1019,7 +947,7 @@ mod tests {
             .table
             .checkout(
                 PairingKey {
-                    requester: client(),
+                    requester: tester(),
                     client: Peer {
                         gid: CLIENT_GID,
                         qp_num: 1,
@@ -1072,7 +1000,7 @@ mod tests {
         let pool = RdmaWorkers::start(engine, &ws, Arc::clone(&stats)).expect("workers");
         let job = |lid| RdmaJob {
             token: token(9, 3000, lid),
-            requester: client(),
+            requester: tester(),
             bucket: "b".into(),
             key: "k".into(),
             kind: JobKind::Get { range: None },
@@ -1105,7 +1033,7 @@ mod tests {
     fn part(f: &Fixture, t: Token, upload_id: &str, part_number: u32) -> RdmaOutcome {
         f.engine.run(RdmaJob {
             token: t,
-            requester: client(),
+            requester: tester(),
             bucket: "b".into(),
             key: "mp".into(),
             kind: JobKind::Part {
@@ -1188,7 +1116,7 @@ mod tests {
                 crate::identity::Identity::new("tester"),
             ),
             // Same address, another identity.
-            Requester::new(client().peer_ip, crate::identity::Identity::new("mallory")),
+            Requester::new(tester().peer_ip, crate::identity::Identity::new("mallory")),
         ];
         for other in others {
             for kind in [

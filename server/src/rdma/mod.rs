@@ -27,6 +27,8 @@ pub mod worker;
 
 #[cfg(test)]
 pub mod test_double;
+#[cfg(test)]
+pub mod test_fixture;
 
 use hipobj::token::Token;
 

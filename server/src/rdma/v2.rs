@@ -692,52 +692,20 @@ fn wait_receive<Q: RdmaQp>(
 mod tests {
     //! Every session rule of PROTOCOL.md 10.3 / 10.5 on the engine, with the in-memory port.
     use super::*;
-    use crate::backend::{Backend, FsBackend, StorageError};
+    use crate::backend::StorageError;
     use crate::config::V2Settings;
     use crate::identity::Identity;
     use crate::rdma::engine::EngineSettings;
     use crate::rdma::port::PortInfo;
     use crate::rdma::test_double::{DoublePort, QpLog};
+    use crate::rdma::test_fixture::{self, object, pattern, tester, Fixture, BASE, CLIENT_GID};
     use md5::{Digest, Md5};
     use std::sync::atomic::Ordering;
-    use std::sync::Arc;
 
-    const CLIENT_GID: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2];
     const CLIENT_QPN: u32 = 0x4242;
     const CLIENT_PSN: u32 = 0x00ab_cdef;
     const COOKIE: u32 = 0xc00c_1e55;
     const RKEY: u32 = 0x77;
-    const BASE: u64 = 0x7f00_0000_0000;
-
-    struct Fixture {
-        _dir: tempfile::TempDir,
-        port: DoublePort,
-        engine: Engine<DoublePort>,
-        stats: Arc<Stats>,
-        storage: Arc<dyn Backend>,
-    }
-
-    fn owner() -> Requester {
-        Requester::new(
-            std::net::IpAddr::from([10, 0, 0, 2]),
-            Identity::new("tester"),
-        )
-    }
-
-    fn settings(v2: V2Settings) -> EngineSettings {
-        EngineSettings {
-            chunk_bytes: 1000,
-            wr_depth: 4,
-            watchdog: Duration::from_millis(200),
-            flush_wait: Duration::from_secs(1),
-            min_rate: 1 << 20,
-            max_pairings: 16,
-            max_pairings_per_client: 16,
-            pairing_idle: Duration::from_secs(600),
-            v2,
-            inject_failures: 0,
-        }
-    }
 
     fn v2_settings() -> V2Settings {
         V2Settings {
@@ -748,41 +716,19 @@ mod tests {
         }
     }
 
+    /// The shared fixture with these `v2` settings and a watchdog long enough for session data.
     fn fixture_with(port: DoublePort, v2: V2Settings) -> Fixture {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let storage: Arc<dyn Backend> = Arc::new(FsBackend::open(dir.path()).expect("storage"));
-        storage.create_bucket("b").expect("bucket");
-        let stats = Arc::new(Stats::default());
-        let engine = Engine::new(
-            port.clone(),
-            &settings(v2),
-            Arc::clone(&storage),
-            Arc::clone(&stats),
-        );
-        Fixture {
-            _dir: dir,
-            port,
-            engine,
-            stats,
-            storage,
-        }
+        let settings = EngineSettings {
+            watchdog: Duration::from_millis(200),
+            flush_wait: Duration::from_secs(1),
+            v2,
+            ..test_fixture::settings()
+        };
+        test_fixture::fixture_with(port, &settings)
     }
 
     fn fixture() -> Fixture {
         fixture_with(DoublePort::new(), v2_settings())
-    }
-
-    fn pattern(n: usize) -> Vec<u8> {
-        (0..n).map(|i| (i % 251) as u8 ^ (i >> 8) as u8).collect()
-    }
-
-    fn object(f: &Fixture, key: &str, data: &[u8]) {
-        let mut w = f
-            .storage
-            .create_write("b", key, WriteOptions::default())
-            .expect("put");
-        w.append(data).expect("write");
-        w.commit().expect("commit");
     }
 
     fn prepare_as(f: &Fixture, who: Requester, key: &str, size: u32, kind: V2Kind) -> V2Outcome {
@@ -875,7 +821,7 @@ mod tests {
         f.port.add_region(RKEY, BASE, vec![0; 2000]);
         let (id, qpn, psn, staging) = prepared(prepare_as(
             &f,
-            owner(),
+            tester(),
             "k",
             2000,
             V2Kind::Get { offset: 100 },
@@ -887,7 +833,7 @@ mod tests {
         assert!(log.contains(&QpLog::CreatedInit(qpn)), "{log:?}");
         assert!(!log.iter().any(|e| matches!(e, QpLog::Connected(..))));
         assert_eq!(f.stats.v2_sessions_live.load(Ordering::Relaxed), 1);
-        match ready_as(&f, owner(), id, COOKIE) {
+        match ready_as(&f, tester(), id, COOKIE) {
             V2Outcome::Moved { bytes, etag, .. } => {
                 assert_eq!(bytes, 2000);
                 assert_eq!(etag, hex::encode(Md5::digest(&data)));
@@ -914,7 +860,7 @@ mod tests {
         assert_eq!(f.stats.v2_ready.load(Ordering::Relaxed), 1);
         assert_eq!(f.stats.v2_sessions_live.load(Ordering::Relaxed), 0);
         // One session moves one transfer.
-        assert_eq!(rejected(ready_as(&f, owner(), id, COOKIE)), 409);
+        assert_eq!(rejected(ready_as(&f, tester(), id, COOKIE)), 409);
         assert_eq!(f.port.posted().len(), 8);
     }
 
@@ -925,19 +871,19 @@ mod tests {
         f.port.add_region(RKEY, BASE, vec![0; 4000]);
         let (id, ..) = prepared(prepare_as(
             &f,
-            owner(),
+            tester(),
             "k",
             4000,
             V2Kind::Get { offset: 1000 },
         ));
         assert!(matches!(
-            ready_as(&f, owner(), id, COOKIE),
+            ready_as(&f, tester(), id, COOKIE),
             V2Outcome::Moved { bytes: 500, .. }
         ));
         assert_eq!(
             rejected(prepare_as(
                 &f,
-                owner(),
+                tester(),
                 "k",
                 1,
                 V2Kind::Get { offset: 1500 }
@@ -947,7 +893,7 @@ mod tests {
         assert_eq!(
             rejected(prepare_as(
                 &f,
-                owner(),
+                tester(),
                 "nope",
                 1,
                 V2Kind::Get { offset: 0 }
@@ -969,7 +915,7 @@ mod tests {
     fn put_receives_into_a_window_of_exactly_size_bytes_and_stores_like_any_put() {
         let f = fixture();
         let data = pattern(3000);
-        let (id, qpn, psn, staging) = prepared(prepare_as(&f, owner(), "p", 3000, put_kind()));
+        let (id, qpn, psn, staging) = prepared(prepare_as(&f, tester(), "p", 3000, put_kind()));
         let window = staging.expect("a PUT advertises its staging window");
         // The receive is posted and the window bound (on the connected QP) before the answer.
         let log = f.port.log();
@@ -1001,7 +947,7 @@ mod tests {
         f.port
             .client_write_with_imm(qpn, window.rkey, 0, &data, COOKIE)
             .expect("client write");
-        match ready_as(&f, owner(), id, COOKIE) {
+        match ready_as(&f, tester(), id, COOKIE) {
             V2Outcome::Moved { bytes, etag, .. } => {
                 assert_eq!(bytes, 3000);
                 assert_eq!(etag, hex::encode(Md5::digest(&data)));
@@ -1025,18 +971,18 @@ mod tests {
         // (cookie in the immediate, bytes written)
         for (imm, len) in [(COOKIE ^ 1, 3000), (COOKIE, 2999)] {
             let f = fixture();
-            let (id, qpn, _, staging) = prepared(prepare_as(&f, owner(), "p", 3000, put_kind()));
+            let (id, qpn, _, staging) = prepared(prepare_as(&f, tester(), "p", 3000, put_kind()));
             let w = staging.expect("window");
             f.port
                 .client_write_with_imm(qpn, w.rkey, 0, &pattern(len), imm)
                 .expect("client write");
-            assert_eq!(rejected(ready_as(&f, owner(), id, COOKIE)), 400);
+            assert_eq!(rejected(ready_as(&f, tester(), id, COOKIE)), 400);
             assert!(matches!(
                 f.storage.head_object("b", "p"),
                 Err(StorageError::NoSuchKey)
             ));
             assert_eq!(f.port.windows(), 0);
-            assert_eq!(rejected(ready_as(&f, owner(), id, COOKIE)), 409);
+            assert_eq!(rejected(ready_as(&f, tester(), id, COOKIE)), 409);
             assert_eq!(f.stats.v2_failed.load(Ordering::Relaxed), 1);
         }
     }
@@ -1044,8 +990,8 @@ mod tests {
     #[test]
     fn a_put_without_the_clients_write_times_out_408_and_stores_nothing() {
         let f = fixture();
-        let (id, ..) = prepared(prepare_as(&f, owner(), "p", 100, put_kind()));
-        assert_eq!(rejected(ready_as(&f, owner(), id, COOKIE)), 408);
+        let (id, ..) = prepared(prepare_as(&f, tester(), "p", 100, put_kind()));
+        assert_eq!(rejected(ready_as(&f, tester(), id, COOKIE)), 408);
         assert!(stored(&f, "p").is_none());
         assert_eq!(f.port.windows(), 0);
         assert_eq!(f.engine.v2_live(), 0);
@@ -1059,7 +1005,7 @@ mod tests {
         f.port.add_region(RKEY, BASE, vec![0; 1000]);
         let (id, qpn, ..) = prepared(prepare_as(
             &f,
-            owner(),
+            tester(),
             "k",
             1000,
             V2Kind::Get { offset: 0 },
@@ -1084,7 +1030,7 @@ mod tests {
         assert!(f.port.region(RKEY).iter().all(|&b| b == 0));
         // The owner's session is intact.
         assert!(matches!(
-            ready_as(&f, owner(), id, COOKIE),
+            ready_as(&f, tester(), id, COOKIE),
             V2Outcome::Moved { bytes: 1000, .. }
         ));
         assert_eq!(f.port.region(RKEY), data);
@@ -1095,15 +1041,15 @@ mod tests {
         let f = fixture();
         object(&f, "k", &pattern(10));
         f.port.add_region(RKEY, BASE, vec![0; 10]);
-        let (id, ..) = prepared(prepare_as(&f, owner(), "k", 10, V2Kind::Get { offset: 0 }));
-        assert_eq!(rejected(ready_as(&f, owner(), id, COOKIE ^ 0x10)), 403);
+        let (id, ..) = prepared(prepare_as(&f, tester(), "k", 10, V2Kind::Get { offset: 0 }));
+        assert_eq!(rejected(ready_as(&f, tester(), id, COOKIE ^ 0x10)), 403);
         assert_eq!(
-            rejected(ready_qpn(&f, owner(), id, COOKIE, CLIENT_QPN + 1)),
+            rejected(ready_qpn(&f, tester(), id, COOKIE, CLIENT_QPN + 1)),
             400
         );
         assert!(f.port.posted().is_empty());
         assert!(matches!(
-            ready_as(&f, owner(), id, COOKIE),
+            ready_as(&f, tester(), id, COOKIE),
             V2Outcome::Moved { bytes: 10, .. }
         ));
     }
@@ -1114,14 +1060,14 @@ mod tests {
         v2.prepare_timeout = Duration::from_millis(30);
         let f = fixture_with(DoublePort::new(), v2);
         let data = pattern(500);
-        let (id, qpn, _, staging) = prepared(prepare_as(&f, owner(), "p", 500, put_kind()));
+        let (id, qpn, _, staging) = prepared(prepare_as(&f, tester(), "p", 500, put_kind()));
         let w = staging.expect("window");
         std::thread::sleep(Duration::from_millis(40));
         // The client writes late, then sends READY: nothing is stored.
         f.port
             .client_write_with_imm(qpn, w.rkey, 0, &data, COOKIE)
             .expect("write lands in the still-bound window");
-        assert_eq!(rejected(ready_as(&f, owner(), id, COOKIE)), 404);
+        assert_eq!(rejected(ready_as(&f, tester(), id, COOKIE)), 404);
         assert!(stored(&f, "p").is_none());
         assert!(f.port.log().contains(&QpLog::Invalidated(qpn, w.rkey)));
         assert!(f.port.log().contains(&QpLog::Destroyed(qpn)));
@@ -1129,13 +1075,13 @@ mod tests {
         assert_eq!(f.engine.v2_live(), 0);
         assert_eq!(f.engine.sessions.staged(), 0);
         // And again: still unknown.
-        assert_eq!(rejected(ready_as(&f, owner(), id, COOKIE)), 404);
+        assert_eq!(rejected(ready_as(&f, tester(), id, COOKIE)), 404);
     }
 
     #[test]
     fn the_janitor_reclaims_sessions_past_t_prep() {
         let f = fixture();
-        let (_, qpn, _, staging) = prepared(prepare_as(&f, owner(), "p", 500, put_kind()));
+        let (_, qpn, _, staging) = prepared(prepare_as(&f, tester(), "p", 500, put_kind()));
         let w = staging.expect("window");
         assert_eq!(f.engine.expire(Instant::now()), 0);
         assert_eq!(f.engine.expire(Instant::now() + Duration::from_secs(11)), 1);
@@ -1152,16 +1098,16 @@ mod tests {
     #[test]
     fn cancel_reclaims_the_owners_session_only() {
         let f = fixture();
-        let (id, qpn, _, staging) = prepared(prepare_as(&f, owner(), "p", 500, put_kind()));
+        let (id, qpn, _, staging) = prepared(prepare_as(&f, tester(), "p", 500, put_kind()));
         let w = staging.expect("window");
-        f.engine.v2_cancel(&owner(), &id);
+        f.engine.v2_cancel(&tester(), &id);
         assert!(f.port.log().contains(&QpLog::Invalidated(qpn, w.rkey)));
         assert!(f.port.log().contains(&QpLog::Destroyed(qpn)));
         assert_eq!(f.stats.v2_cancelled.load(Ordering::Relaxed), 1);
         // Idempotent; a later READY finds an ended session.
-        f.engine.v2_cancel(&owner(), &id);
+        f.engine.v2_cancel(&tester(), &id);
         assert_eq!(f.stats.v2_cancelled.load(Ordering::Relaxed), 1);
-        assert_eq!(rejected(ready_as(&f, owner(), id, COOKIE)), 409);
+        assert_eq!(rejected(ready_as(&f, tester(), id, COOKIE)), 409);
         assert!(stored(&f, "p").is_none());
     }
 
@@ -1172,11 +1118,14 @@ mod tests {
         v2.staging_bytes = 1000;
         let f = fixture_with(DoublePort::new(), v2);
         object(&f, "k", &pattern(10));
-        prepared(prepare_as(&f, owner(), "p", 800, put_kind()));
-        assert_eq!(rejected(prepare_as(&f, owner(), "q", 201, put_kind())), 503);
-        prepared(prepare_as(&f, owner(), "k", 10, V2Kind::Get { offset: 0 }));
+        prepared(prepare_as(&f, tester(), "p", 800, put_kind()));
         assert_eq!(
-            rejected(prepare_as(&f, owner(), "k", 10, V2Kind::Get { offset: 0 })),
+            rejected(prepare_as(&f, tester(), "q", 201, put_kind())),
+            503
+        );
+        prepared(prepare_as(&f, tester(), "k", 10, V2Kind::Get { offset: 0 }));
+        assert_eq!(
+            rejected(prepare_as(&f, tester(), "k", 10, V2Kind::Get { offset: 0 })),
             503
         );
         assert_eq!(f.engine.v2_live(), 2);
@@ -1196,16 +1145,16 @@ mod tests {
             options: Box::default(),
         };
         assert_eq!(
-            rejected(prepare_as(&f, owner(), "mp", 2048, part("00ff"))),
+            rejected(prepare_as(&f, tester(), "mp", 2048, part("00ff"))),
             404
         );
-        let (session, qpn, _, staging) = prepared(prepare_as(&f, owner(), "mp", 2048, part(&id)));
+        let (session, qpn, _, staging) = prepared(prepare_as(&f, tester(), "mp", 2048, part(&id)));
         let w = staging.expect("window");
         f.port
             .client_write_with_imm(qpn, w.rkey, 0, &data, COOKIE)
             .expect("write");
         assert!(matches!(
-            ready_as(&f, owner(), session, COOKIE),
+            ready_as(&f, tester(), session, COOKIE),
             V2Outcome::Moved { bytes: 2048, .. }
         ));
         let parts = f.storage.list_parts("b", "mp", &id).expect("parts");
@@ -1218,7 +1167,10 @@ mod tests {
     fn a_failed_qp_setup_is_500_and_holds_nothing() {
         let f = fixture();
         f.port.set_fail_connect(true);
-        assert_eq!(rejected(prepare_as(&f, owner(), "p", 100, put_kind())), 500);
+        assert_eq!(
+            rejected(prepare_as(&f, tester(), "p", 100, put_kind())),
+            500
+        );
         assert_eq!(f.engine.v2_live(), 0);
         assert_eq!(f.engine.sessions.staged(), 0);
         assert!(stored(&f, "p").is_none());

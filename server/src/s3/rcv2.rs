@@ -518,12 +518,12 @@ mod tests {
     use super::sigv4::{Placement, Signer, OTHER_SIGNER, TEST_CREDENTIALS, TEST_SIGNER};
     use super::*;
     use crate::access::BucketNames;
-    use crate::backend::{Backend, FsBackend};
+    use crate::backend::Backend;
     use crate::credentials::CredentialsTable;
     use crate::identity::HttpPeer;
-    use crate::rdma::engine::{Engine, EngineSettings};
+    use crate::rdma::engine::EngineSettings;
     use crate::rdma::test_double::{DoublePort, QpLog};
-    use crate::rdma::worker::{RdmaWorkers, WorkerSettings};
+    use crate::rdma::test_fixture;
     use bytes::Bytes;
     use hipobj::rcv2::{Cookie, Psn, Target};
     use hipobj::token::Token;
@@ -545,41 +545,21 @@ mod tests {
     }
 
     fn harness(rdma_on: bool) -> Harness {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let storage: Arc<dyn Backend> = Arc::new(FsBackend::open(dir.path()).expect("storage"));
-        let stats = Arc::new(Stats::default());
-        let port = DoublePort::new();
         let settings = EngineSettings {
-            chunk_bytes: 4096,
-            wr_depth: 4,
-            watchdog: Duration::from_secs(2),
-            flush_wait: Duration::from_secs(1),
-            min_rate: 1 << 20,
-            max_pairings: 8,
-            max_pairings_per_client: 8,
-            pairing_idle: Duration::from_secs(600),
             v2: crate::config::V2Settings {
                 data_timeout: Duration::from_millis(200),
                 ..Default::default()
             },
-            inject_failures: 0,
+            ..test_fixture::front_settings()
         };
-        let engine = Arc::new(Engine::new(
-            port.clone(),
-            &settings,
-            Arc::clone(&storage),
-            Arc::clone(&stats),
-        ));
-        let workers = WorkerSettings {
-            workers: 2,
-            max_transfers: 4,
-            queue: 4,
-            queue_wait: Duration::from_millis(100),
-            sweep_every: Duration::from_secs(60),
-        };
-        let rdma = rdma_on.then(|| {
-            Arc::new(RdmaWorkers::start(engine, &workers, Arc::clone(&stats)).expect("workers"))
-        });
+        let test_fixture::Fixture {
+            dir,
+            port,
+            engine,
+            stats,
+            storage,
+        } = test_fixture::fixture_with(DoublePort::new(), &settings);
+        let rdma = rdma_on.then(|| test_fixture::start_workers(engine, &stats));
         let s3 = HipobjS3::new(Arc::clone(&storage), rdma, Arc::clone(&stats));
         let mut builder = S3ServiceBuilder::new(s3.clone());
         let table = CredentialsTable::parse(std::path::Path::new("test"), TEST_CREDENTIALS)

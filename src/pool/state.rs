@@ -102,7 +102,7 @@ mod tests {
     }
 
     #[test]
-    fn published_state_mints_and_checks() {
+    fn conn_state_mints_and_checks() {
         let unpaired = ConnState {
             qp_num: 0x12,
             gid: [7; 16],

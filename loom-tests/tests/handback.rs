@@ -87,10 +87,7 @@ fn close_while_leases_are_out() {
         ],
         |seen| {
             let probe = StdArc::new(QpProbe::default());
-            let pool = Pool::new(vec![
-                Connection::new(&probe, 1),
-                Connection::new(&probe, 1),
-            ]);
+            let pool = Pool::new(vec![Connection::new(&probe, 1), Connection::new(&probe, 1)]);
             let recovery = Arc::new(worker());
             let held = Pool::acquire(&pool, Wait::No).unwrap();
 

@@ -20,7 +20,10 @@ fn recovery_retries_and_keeps_the_connection_out_of_the_pool() {
     check(
         "recovery_retries_and_keeps_the_connection_out_of_the_pool",
         2,
-        &["busy while it recovers", "renewed before the callback asked"],
+        &[
+            "busy while it recovers",
+            "renewed before the callback asked",
+        ],
         |seen| {
             let probe = StdArc::new(QpProbe::default());
             let pool = Pool::new(vec![Connection::new(&probe, 2)]);

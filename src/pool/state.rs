@@ -28,7 +28,7 @@ impl WindowEnd {
     pub fn of_code(code: i32) -> WindowEnd {
         match code {
             501 | 503 => WindowEnd::Settled,
-            c if c >= 500 || c < 0 => WindowEnd::Unknown,
+            c if !(0..500).contains(&c) => WindowEnd::Unknown,
             _ => WindowEnd::Settled,
         }
     }

@@ -37,8 +37,11 @@ pub enum RemoteInv {
     /// No completion within [`RECV_WAIT`]: invalidate locally, and retire the QP (a late SEND
     /// would otherwise consume a receive meant for a later transfer).
     NotSeen,
-    /// A completion that is not a SEND_WITH_INV of this rkey (another rkey, no invalidation, an
-    /// error status): a protocol error; the QP goes to ERR and is replaced.
+    /// The receive completed with an error status (flushed: the QP went to ERR, e.g. after the
+    /// server's access was refused): no SEND consumed it; the QP is replaced.
+    Failed(String),
+    /// A successful completion that is not a SEND_WITH_INV of this rkey (another rkey, no
+    /// invalidation): a protocol error; the QP goes to ERR and is replaced.
     Wrong(String),
 }
 
@@ -105,7 +108,7 @@ impl RecvRing {
 /// Rule 11.2: is a receive completion the SEND_WITH_INV of `rkey`?
 fn judge(status: u32, opcode: u32, wc_flags: u32, invalidated: u32, rkey: u32) -> RemoteInv {
     if status != crate::verbs::WC_SUCCESS {
-        return RemoteInv::Wrong(format!(
+        return RemoteInv::Failed(format!(
             "the receive for the remote invalidation completed with {}",
             crate::verbs::wc_status_name(status)
         ));
@@ -174,7 +177,7 @@ mod tests {
                 1,
                 1
             ),
-            RemoteInv::Wrong(_)
+            RemoteInv::Failed(_)
         ));
     }
 }

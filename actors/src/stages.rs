@@ -72,16 +72,9 @@ pub struct Breakdown {
     pub yields: u32,
 }
 
-/// What a completion wait did, for [`count`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Event {
-    EmptyPoll,
-    Yield,
-}
-
 #[cfg(all(feature = "stage-timing", not(hipobj_loom)))]
 mod clock {
-    use super::{Breakdown, Event, Stage, STAGES};
+    use super::{Breakdown, Stage, STAGES};
     use std::cell::Cell;
     use std::time::Instant;
 
@@ -101,16 +94,14 @@ mod clock {
         LAST.with(|l| l.set(Some(Instant::now())));
     }
 
-    pub fn count(event: Event) {
+    pub fn waited(empty_polls: u32, yields: u32) {
         if LAST.with(Cell::get).is_none() {
             return;
         }
         TOTALS.with(|t| {
             let mut totals = t.get();
-            match event {
-                Event::EmptyPoll => totals.empty_polls = totals.empty_polls.saturating_add(1),
-                Event::Yield => totals.yields = totals.yields.saturating_add(1),
-            }
+            totals.empty_polls = totals.empty_polls.saturating_add(empty_polls);
+            totals.yields = totals.yields.saturating_add(yields);
             t.set(totals);
         });
     }
@@ -137,13 +128,13 @@ mod clock {
 
 #[cfg(not(all(feature = "stage-timing", not(hipobj_loom))))]
 mod clock {
-    use super::{Breakdown, Event, Stage};
+    use super::{Breakdown, Stage};
 
     #[inline(always)]
     pub fn start() {}
 
     #[inline(always)]
-    pub fn count(_event: Event) {}
+    pub fn waited(_empty_polls: u32, _yields: u32) {}
 
     #[inline(always)]
     pub fn mark(_stage: Stage) {}
@@ -166,10 +157,11 @@ pub fn mark(stage: Stage) {
     clock::mark(stage)
 }
 
-/// Count `event` in this thread's call being timed (a no-op otherwise).
+/// Add what a completion wait cost (empty polls, CPU yields) to this thread's call being timed
+/// (a no-op otherwise). The verbs layer only returns these counts; the runtime reports them.
 #[inline(always)]
-pub fn count(event: Event) {
-    clock::count(event)
+pub fn waited(empty_polls: u32, yields: u32) {
+    clock::waited(empty_polls, yields)
 }
 
 /// This thread's totals since [`start`], and stop timing; `None` without the feature.
@@ -185,9 +177,9 @@ mod tests {
     #[test]
     fn marks_sum_into_their_stages() {
         assert_eq!(take(), Some(Breakdown::default()), "nothing before start");
-        count(Event::Yield);
+        waited(0, 1);
         start();
-        count(Event::EmptyPoll);
+        waited(1, 0);
         std::thread::sleep(std::time::Duration::from_millis(2));
         mark(Stage::Lookup);
         mark(Stage::Lease);
@@ -198,7 +190,7 @@ mod tests {
         assert!(b.ns[Stage::Lease as usize] < 1_000_000, "{b:?}");
         assert_eq!((b.empty_polls, b.yields), (1, 0), "{b:?}");
         mark(Stage::Lease);
-        count(Event::Yield);
+        waited(0, 1);
         assert_eq!(
             take(),
             Some(Breakdown::default()),

@@ -70,10 +70,14 @@ fn progress(len: u64, quiet: bool) -> ProgressBar {
     bar
 }
 
-/// The closing line of a copy.
-fn closing_line(what: &str, bytes: u64, secs: f64, how: &str, retries: u64) -> String {
+/// The closing line of a copy (with how often failures cut the transfers in flight, if ever).
+fn closing_line(what: &str, bytes: u64, secs: f64, how: &str, retries: u64, cuts: u64) -> String {
+    let cut = match cuts {
+        0 => String::new(),
+        n => format!(", transfers in flight cut {n} times"),
+    };
     format!(
-        "{what}: {bytes} bytes in {secs:.3} s, {:.1} MB/s, {how}, {retries} retries",
+        "{what}: {bytes} bytes in {secs:.3} s, {:.1} MB/s, {how}, {retries} retries{cut}",
         mb_per_s(bytes, secs)
     )
 }
@@ -237,14 +241,7 @@ fn settings(args: &CpArgs, session: &Session, s3: &S3, upload: bool) -> Settings
             s.part_size
         };
     }
-    // The AWS CLI's override of standard mode's 3 attempts.
-    if let Some(n) = std::env::var("AWS_MAX_ATTEMPTS")
-        .ok()
-        .and_then(|v| v.trim().parse::<u32>().ok())
-        .filter(|&n| n >= 1)
-    {
-        s.retry.max_attempts = n;
-    }
+    s.retry = s3.retry_policy().clone();
     s
 }
 
@@ -264,12 +261,14 @@ pub fn run(args: &CpArgs) -> Result<(), Failure> {
     let bar = progress(total, args.quiet);
     let t0 = Instant::now();
     let mut retries = 0;
+    let mut cuts = 0;
     let mut fell_back = false;
     let mut failures = Vec::new();
     for copy in &copies {
         match one(args, &s3, &session, copy, &bar, cancel) {
             Ok((report, plain)) => {
                 retries += report.retries;
+                cuts += report.cuts;
                 fell_back |= plain;
             }
             Err((f, n)) => {
@@ -303,7 +302,7 @@ pub fn run(args: &CpArgs) -> Result<(), Failure> {
         eprintln!("hipobj: {what}, {retries} retries");
         return Err(first);
     }
-    println!("{}", closing_line(&what, total, secs, &how, retries));
+    println!("{}", closing_line(&what, total, secs, &how, retries, cuts));
     Ok(())
 }
 

@@ -10,7 +10,7 @@ use aws_sigv4::http_request::{
 };
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
-use hipobj::engine::{CompletedPart, ErrorClass};
+use hipobj::engine::{CompletedPart, ErrorClass, Retrier, RetryPolicy};
 use hipobj::rcv2::negotiate::{Choice, Negotiation};
 use reqwest::blocking::{Client, RequestBuilder};
 use reqwest::Certificate;
@@ -130,6 +130,21 @@ pub struct S3 {
     clients: Mutex<HashMap<Option<IpAddr>, Client>>,
     /// The RDMA protocol choice, and what this endpoint was found to speak (PROTOCOL.md 10.1).
     negotiation: Negotiation,
+    /// How every request of a command is retried: standard mode, `AWS_MAX_ATTEMPTS` attempts.
+    retry: RetryPolicy,
+}
+
+/// Standard mode's retries, with the AWS CLI's `AWS_MAX_ATTEMPTS` override of its 3 attempts.
+fn retry_policy_from_env() -> RetryPolicy {
+    let mut policy = RetryPolicy::standard();
+    if let Some(n) = std::env::var("AWS_MAX_ATTEMPTS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .filter(|&n| n >= 1)
+    {
+        policy.max_attempts = n;
+    }
+    policy
 }
 
 /// An error and its causes (a refused certificate is named only deep in reqwest's chain).
@@ -195,7 +210,13 @@ impl S3 {
             roots,
             clients: Mutex::new(HashMap::new()),
             negotiation: Negotiation::default(),
+            retry: retry_policy_from_env(),
         })
+    }
+
+    /// How this command's requests are retried.
+    pub fn retry_policy(&self) -> &RetryPolicy {
+        &self.retry
     }
 
     /// The RDMA protocol to use (`v1`, `v2`, or negotiated: `auto`).
@@ -335,13 +356,10 @@ impl S3 {
         Ok(req.body(body))
     }
 
-    /// HEAD of an object: its size.
+    /// HEAD of an object (retried): its size.
     pub fn object_size(&self, obj: &ObjectPath) -> Result<u64, Failure> {
         let url = self.url(&obj.bucket, Some(&obj.key));
-        let r = self.request("HEAD", &url, &[], Vec::new(), None)?;
-        if let Some(f) = Failure::from_status(r.status, &format!("HEAD {obj}")) {
-            return Err(f);
-        }
+        let r = self.call_retried("HEAD", &url, &|| format!("HEAD {obj}"))?;
         r.header("content-length")
             .and_then(|v| v.parse().ok())
             .ok_or_else(|| Failure::Http(format!("HEAD {obj}: no Content-Length")))
@@ -376,6 +394,20 @@ impl S3 {
             None => Ok(r.body),
             Some(f) => Err(f),
         }
+    }
+
+    /// [`S3::call`] without a body, retried by this command's policy (a server restarting, a
+    /// dropped connection, a 503 SlowDown: as the AWS CLI retries every request).
+    fn call_retried(
+        &self,
+        method: &str,
+        url: &str,
+        what: &dyn Fn() -> String,
+    ) -> Result<Response, Failure> {
+        let never = std::sync::atomic::AtomicBool::new(false);
+        Retrier::with_policy(&self.retry, &never)
+            .run(what, || self.call(method, url, Vec::new(), what))
+            .map_err(|r| r.failure)
     }
 
     /// A request whose non-2xx answer is a failure, classified for a retry.
@@ -474,11 +506,9 @@ impl S3 {
             if let Some(t) = &token {
                 url.push_str(&format!("&continuation-token={}", encode_query(t)));
             }
-            let r = self
-                .call("GET", &url, Vec::new(), &|| {
-                    format!("ListObjectsV2 s3://{bucket}/{prefix}")
-                })
-                .map_err(|r| r.failure)?;
+            let r = self.call_retried("GET", &url, &|| {
+                format!("ListObjectsV2 s3://{bucket}/{prefix}")
+            })?;
             let xml = String::from_utf8_lossy(&r.body);
             for entry in xml.split("<Contents>").skip(1) {
                 let key = xml_values(entry, "Key").into_iter().next();
@@ -533,6 +563,46 @@ pub fn send(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+
+    /// A server that answers each connection's first request with the next of `answers`.
+    fn scripted(answers: Vec<&'static str>) -> (String, std::thread::JoinHandle<usize>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let server = std::thread::spawn(move || {
+            let mut served = 0;
+            for answer in answers {
+                let (mut conn, _) = listener.accept().expect("accept");
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf);
+                conn.write_all(answer.as_bytes()).expect("answer");
+                served += 1;
+            }
+            served
+        });
+        (url, server)
+    }
+
+    #[test]
+    fn a_head_answered_503_is_retried() {
+        let (url, server) = scripted(vec![
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Length: 42\r\nConnection: close\r\n\r\n",
+        ]);
+        let creds = Credentials {
+            keys: None,
+            region: "us-east-1".into(),
+            ca_bundle: None,
+        };
+        let s3 = S3::new(&url, creds).expect("endpoint");
+        let obj = ObjectPath::parse("s3://b/k").unwrap().unwrap();
+        assert_eq!(s3.object_size(&obj).expect("retried"), 42);
+        assert_eq!(
+            server.join().expect("server"),
+            2,
+            "two requests: the 503 and its retry"
+        );
+    }
 
     #[test]
     fn object_paths() {

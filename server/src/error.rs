@@ -14,7 +14,7 @@ use s3s::{S3Error, S3ErrorCode};
 use tracing::warn;
 
 use crate::backend::StorageError;
-use crate::rdma::RejectCode;
+use crate::rdma::{RdmaOutcome, RejectCode};
 use crate::stats::Stats;
 
 pub const RDMA_TOKEN: &str = "x-amz-rdma-token";
@@ -158,6 +158,20 @@ fn with_reply(mut err: S3Error, status: u16, reply: &Reply, stats: &Stats) -> S3
     }
     err.set_headers(headers);
     err
+}
+
+/// The answer to an RDMA job that did not end in the success its request expects: a `428` with
+/// the server token, the rejection's error, or a failure (the other kind of success: a GET that
+/// stored or a PUT that fetched, which the engine never does). The one place where an outcome
+/// becomes an S3 error, for GetObject, PutObject and UploadPart alike.
+pub fn unfinished(outcome: RdmaOutcome, stats: &Stats) -> S3Error {
+    match outcome {
+        RdmaOutcome::PairingNeeded { server } => pairing_needed(server, stats),
+        RdmaOutcome::Rejected(code) => rejected(code, stats),
+        RdmaOutcome::Fetched { .. } | RdmaOutcome::Stored { .. } => {
+            rejected(RejectCode::Failed, stats)
+        }
+    }
 }
 
 #[cfg(test)]

@@ -276,11 +276,7 @@ impl S3 for HipobjS3 {
                 };
                 Ok(S3Response::with_headers(output, headers))
             }
-            RdmaOutcome::PairingNeeded { server } => {
-                Err(error::pairing_needed(server, &self.stats))
-            }
-            RdmaOutcome::Rejected(code) => Err(error::rejected(code, &self.stats)),
-            RdmaOutcome::Stored { .. } => Err(error::rejected(RejectCode::Failed, &self.stats)),
+            other => Err(error::unfinished(other, &self.stats)),
         }
     }
 
@@ -316,11 +312,7 @@ impl S3 for HipobjS3 {
                     reply_headers(&Reply::Done(server)),
                 ))
             }
-            RdmaOutcome::PairingNeeded { server } => {
-                Err(error::pairing_needed(server, &self.stats))
-            }
-            RdmaOutcome::Rejected(code) => Err(error::rejected(code, &self.stats)),
-            RdmaOutcome::Fetched { .. } => Err(error::rejected(RejectCode::Failed, &self.stats)),
+            other => Err(error::unfinished(other, &self.stats)),
         }
     }
 

@@ -15,6 +15,7 @@
 //! for the multipart bookkeeping.
 
 mod io;
+mod pace;
 mod plan;
 mod retry;
 mod ring;
@@ -116,6 +117,8 @@ pub struct Report {
     pub retries: u64,
     /// Whether an upload went as a multipart upload.
     pub multipart: bool,
+    /// Times a failure cut the parts in flight (`pace`: halved, then grown back by successes).
+    pub cuts: u64,
 }
 
 /// Why a copy failed. Nothing of a failed upload remains on the server (its multipart upload was

@@ -4,6 +4,7 @@
 //! quota (500 tokens; a retry costs 5, after a timeout 10; a success after retries gives its
 //! cost back).
 
+use super::pace::Pace;
 use crate::error::{Error, OpError};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -79,6 +80,9 @@ pub struct RetryPolicy {
     /// The backoff's base (1 s) and cap (20 s).
     pub base: Duration,
     pub max_backoff: Duration,
+    /// Whether a copy cuts its requests in flight when one fails and grows them back as they
+    /// succeed (`pace`, in the spirit of the SDKs' adaptive mode; on by default).
+    pub paced: bool,
 }
 
 impl RetryPolicy {
@@ -87,6 +91,7 @@ impl RetryPolicy {
             max_attempts: 3,
             base: Duration::from_secs(1),
             max_backoff: Duration::from_secs(20),
+            paced: true,
         }
     }
 
@@ -155,9 +160,11 @@ impl Quota {
 pub struct Retrier<'a> {
     policy: &'a RetryPolicy,
     quota: Quota,
-    cancel: &'a AtomicBool,
+    pub(super) cancel: &'a AtomicBool,
     /// Retries so far.
     retries: AtomicU64,
+    /// A copy's limit on requests in flight: each attempt takes a place, and its outcome tells it.
+    pub(super) pace: Option<Pace>,
 }
 
 impl<'a> Retrier<'a> {
@@ -168,6 +175,7 @@ impl<'a> Retrier<'a> {
             quota: Quota::new(),
             cancel,
             retries: AtomicU64::new(0),
+            pace: None,
         }
     }
 
@@ -185,8 +193,12 @@ impl<'a> Retrier<'a> {
         let mut spent = 0;
         let mut attempt = 1;
         loop {
+            let place = self.pace.as_ref().map(|pace| pace.enter(self.cancel));
             let err = match op() {
                 Ok(v) => {
+                    if let Some(place) = place {
+                        place.succeeded();
+                    }
                     if spent > 0 {
                         self.quota.release(spent);
                     }
@@ -195,6 +207,9 @@ impl<'a> Retrier<'a> {
                 Err(e) => e,
             };
             let class = err.class();
+            if let (Some(place), true) = (place, class.retryable()) {
+                place.failed();
+            }
             if !class.retryable()
                 || attempt >= self.policy.max_attempts
                 || self.cancel.load(Ordering::Relaxed)
@@ -287,6 +302,7 @@ mod tests {
             quota: Quota::new(),
             cancel: &cancel,
             retries: AtomicU64::new(0),
+            pace: None,
         };
         let mut calls = 0;
         let out: Result<(), E> = r.run(&|| "op".into(), || {

@@ -1,6 +1,7 @@
 //! Running a plan: `concurrency` named worker threads, each with its own ring buffer, take parts
 //! in order until none is left, the first failure, or a cancel.
 
+use super::pace::Pace;
 use super::plan::{Part, Plan};
 use super::retry::Retrier;
 use super::ring::{Buffers, Slot};
@@ -13,8 +14,18 @@ use std::sync::Mutex;
 type Outcome<T, E> = Result<T, EngineError<E>>;
 
 impl<'a> Retrier<'a> {
+    /// A copy's retrier, with the limit on its requests in flight (`pace`).
     fn new(job: &'a Job<'_>) -> Retrier<'a> {
-        Retrier::with_policy(&job.settings.retry, job.cancel)
+        let mut retrier = Retrier::with_policy(&job.settings.retry, job.cancel);
+        if job.settings.retry.paced {
+            retrier.pace = Some(Pace::new(job.settings.concurrency));
+        }
+        retrier
+    }
+
+    /// Times a failure cut the requests in flight.
+    fn cuts(&self) -> u64 {
+        self.pace.as_ref().map_or(0, Pace::cuts)
     }
 
     /// One request of the store, retried; a final failure carries the retries so far.
@@ -31,7 +42,8 @@ impl<'a> Retrier<'a> {
 }
 
 /// Run `work` on every part of `plan`, one thread per state in `states`; the results in part
-/// order. After the first failure no part starts, and that failure is the answer.
+/// order. After the first failure no part starts, and that failure is the answer. (How many of
+/// them send a request at once is the retrier's pace.)
 fn for_each_part<S: Send, T: Send, E: Send>(
     plan: &Plan,
     states: Vec<S>,
@@ -136,6 +148,7 @@ fn report<T, E>(
             parts: parts.len(),
             retries,
             multipart: false,
+            cuts: retrier.cuts(),
         }),
         Err(EngineError::Cancelled { .. }) => Err(EngineError::Cancelled { retries }),
         Err(e) => Err(e),
@@ -250,6 +263,7 @@ fn upload_single<S: ObjectStore>(
         parts: 1,
         retries: retrier.retries(),
         multipart: false,
+        cuts: retrier.cuts(),
     })
 }
 
@@ -305,6 +319,7 @@ fn upload_multipart<S: ObjectStore>(
             parts,
             retries: retrier.retries(),
             multipart: true,
+            cuts: retrier.cuts(),
         }),
         Err(e) => {
             abort(store, &id, &job.settings.retry);

@@ -370,3 +370,93 @@ fn an_empty_upload_is_refused() {
     assert!(matches!(out, Err(EngineError::Library(_))));
     assert_eq!(store.requests.load(Ordering::SeqCst), 0);
 }
+
+/// A store that answers 500 to a GET while more than `capacity` GETs are in flight (a server or a
+/// fabric overloaded by too many transfers at once).
+struct Overloaded {
+    inner: Store,
+    capacity: usize,
+    in_flight: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+impl ObjectStore for Overloaded {
+    type Error = Failed;
+
+    fn get(&self, slice: Slice, first: u64) -> Result<u64, Failed> {
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(3));
+        let out = if self.in_flight.load(Ordering::SeqCst) > self.capacity {
+            Err(Failed(500))
+        } else {
+            self.inner.get(slice, first)
+        };
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        out
+    }
+    fn put(&self, slice: Slice, target: PutTarget<'_>) -> Result<Option<String>, Failed> {
+        self.inner.put(slice, target)
+    }
+    fn create_upload(&self) -> Result<String, Failed> {
+        self.inner.create_upload()
+    }
+    fn complete_upload(&self, id: &str, parts: &[CompletedPart]) -> Result<(), Failed> {
+        self.inner.complete_upload(id, parts)
+    }
+    fn abort_upload(&self, id: &str) -> Result<(), Failed> {
+        self.inner.abort_upload(id)
+    }
+}
+
+fn overloaded_download(paced: bool) -> (Result<Report, EngineError<Failed>>, Overloaded, Vec<u8>) {
+    let object = data(64 * 1000);
+    let store = Overloaded {
+        inner: Store::with(object.clone()),
+        capacity: 5,
+        in_flight: AtomicUsize::new(0),
+        peak: AtomicUsize::new(0),
+    };
+    let sink = Bytes(Mutex::new(vec![0; object.len()]));
+    let mut s = settings(1000, 16);
+    s.retry.max_attempts = 6;
+    s.retry.paced = paced;
+    let (out, _) = run_job(s, |job| {
+        download(
+            &store,
+            0,
+            object.len() as u64,
+            &sink,
+            &Memory::default(),
+            job,
+        )
+    });
+    let got = sink.0.into_inner().unwrap();
+    assert!(
+        out.is_err() || got == object,
+        "a finished copy is byte-exact"
+    );
+    (out, store, object)
+}
+
+#[test]
+fn failures_cut_the_requests_in_flight_until_the_store_keeps_up() {
+    let (out, store, _) = overloaded_download(true);
+    let report = out.expect("the paced copy finishes");
+    assert!(report.cuts >= 2, "16 -> 8 -> 4: {report:?}");
+    assert!(report.retries > 0);
+    assert!(store.peak.load(Ordering::SeqCst) <= 16);
+}
+
+#[test]
+fn without_the_pace_the_overloaded_store_fails_the_copy() {
+    // the guard above shown to matter: 16 GETs in flight all the time, each one answered 500
+    let (out, _, _) = overloaded_download(false);
+    match out {
+        Err(EngineError::Store { error, retries }) => {
+            assert_eq!(error.0, 500);
+            assert!(retries >= 5);
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -206,7 +206,8 @@ impl Connection {
 
     /// Wait for the successful completion of work request `wr_id` (`what`, for the error).
     fn confirm(&mut self, what: &str, wr_id: u64) -> Result<()> {
-        let done = self.qp.wait_completion(wr_id, LOCAL_OP_LIMIT)?;
+        let (done, effort) = self.qp.wait_completion_with_effort(wr_id, LOCAL_OP_LIMIT)?;
+        stages::waited(effort.empty_polls, effort.yields);
         if !done.is_success() {
             return Err(Error::rdma(format!(
                 "{what} on QP {:#x} completed with {} (vendor error {:#x})",
@@ -274,7 +275,8 @@ impl Connection {
     /// request, e.g. a `400 BadDigest` or `507` of the commit after the READs): seen, the window
     /// is gone; not seen, `Settled` invalidates locally and `Unknown` fences the QP (ERR: no
     /// remote access through it; replaced before reuse). An announced SEND not seen in time and a
-    /// SEND_WITH_INV of another rkey fence the QP too. A window the server may have invalidated
+    /// SEND_WITH_INV of another rkey fence the QP too, and so does a receive flushed (the QP in
+    /// ERR) after a reply that announced nothing. A window the server may have invalidated
     /// is never invalidated locally: rxe of Linux 6.1 dereferences NULL when a window that was
     /// invalidated remotely is invalidated again (measured: guest kernel panic in
     /// `rxe_invalidate_mw` from a local invalidation after a callback failure), and in the
@@ -317,7 +319,17 @@ impl Connection {
                 self.fence();
                 Ok(())
             }
-            (RemoteInv::Wrong(what), _) => {
+            // After an error reply a flushed receive only says the QP is in ERR already (the
+            // server's access was refused, say): the reply's own error is the transfer's.
+            (RemoteInv::Failed(what), WindowEnd::Settled | WindowEnd::Unknown) => {
+                tracing::debug!(
+                    qpn = self.qp.qp_num(),
+                    "{what} after a reply without remote invalidation; fencing the QP"
+                );
+                self.fence();
+                Ok(())
+            }
+            (RemoteInv::Failed(what) | RemoteInv::Wrong(what), _) => {
                 self.fence();
                 Err(Error::rdma(format!("remote invalidation: {what}")))
             }

@@ -228,7 +228,10 @@ impl<'b> QpPath<'b> {
         let rkey = self.qp.post_bind_mw(WR_BIND, &window, &range)?;
         self.bound = Some(rkey);
         self.window = Some(window);
-        let done = self.qp.wait_completion(WR_BIND, LOCAL_OP_LIMIT)?;
+        let (done, effort) = self
+            .qp
+            .wait_completion_with_effort(WR_BIND, LOCAL_OP_LIMIT)?;
+        hipobj_actors::stages::waited(effort.empty_polls, effort.yields);
         check_completion(&done, "memory window bind")?;
         if let Some(window) = self.window.as_mut() {
             self.qp.bound(window, rkey);

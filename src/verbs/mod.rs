@@ -32,7 +32,7 @@ pub use loader::Lib;
 pub use mr::{Access, Mr};
 pub use mw::{inc_rkey, BindRange, Mw, WC_BIND_MW, WC_LOCAL_INV};
 pub use qp::{
-    wc_status_name, Completion, QpCaps, RcQp, RdmaOp, RtrParams, RtsParams, MAX_PSN,
+    wc_status_name, Completion, QpCaps, RcQp, RdmaOp, RtrParams, RtsParams, WaitEffort, MAX_PSN,
     WC_FLAG_WITH_IMM, WC_FLAG_WITH_INV, WC_FLAG_WITH_INV_KERNEL_ABI, WC_RDMA_READ, WC_RDMA_WRITE,
     WC_RECV, WC_RECV_RDMA_WITH_IMM, WC_RETRY_EXC_ERR, WC_SEND, WC_SUCCESS, WC_WR_FLUSH_ERR,
 };

@@ -9,7 +9,6 @@ use super::device::{Device, Mtu};
 use super::error::VerbsError;
 use super::mr::{Access, Mr};
 use super::sys;
-use hipobj_actors::stages::{self, Event};
 
 /// Largest packet sequence number (24 bits).
 pub const MAX_PSN: u32 = 0x00ff_ffff;
@@ -717,6 +716,15 @@ const WAIT_BATCH: usize = 4;
 /// CPU).
 const SPINS_BEFORE_YIELD: u32 = 16;
 
+/// What a completion wait did before the completion arrived.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WaitEffort {
+    /// Polls that found nothing.
+    pub empty_polls: u32,
+    /// Times the thread gave its CPU up (`sched_yield`) between polls.
+    pub yields: u32,
+}
+
 impl RcQp {
     /// Polls until the completion of `wr_id` arrives or `limit` has passed (`ETIMEDOUT`; the
     /// work request may then still be outstanding: destroy the QP before reusing anything it
@@ -732,22 +740,31 @@ impl RcQp {
         wr_id: u64,
         limit: std::time::Duration,
     ) -> Result<Completion, VerbsError> {
+        self.wait_completion_with_effort(wr_id, limit)
+            .map(|(c, _)| c)
+    }
+
+    /// [`RcQp::wait_completion`], and what the wait cost (for a caller that measures it).
+    pub fn wait_completion_with_effort(
+        &mut self,
+        wr_id: u64,
+        limit: std::time::Duration,
+    ) -> Result<(Completion, WaitEffort), VerbsError> {
+        let mut effort = WaitEffort::default();
         if let Some(c) = self.poll_for(wr_id)? {
-            return Ok(c);
+            return Ok((c, effort));
         }
         let deadline = std::time::Instant::now() + limit;
-        let mut empty_polls = 0u32;
         loop {
-            stages::count(Event::EmptyPoll);
-            empty_polls = empty_polls.saturating_add(1);
-            if empty_polls < SPINS_BEFORE_YIELD {
+            effort.empty_polls = effort.empty_polls.saturating_add(1);
+            if effort.empty_polls < SPINS_BEFORE_YIELD {
                 std::hint::spin_loop();
             } else {
                 std::thread::yield_now();
-                stages::count(Event::Yield);
+                effort.yields = effort.yields.saturating_add(1);
             }
             if let Some(c) = self.poll_for(wr_id)? {
-                return Ok(c);
+                return Ok((c, effort));
             }
             if std::time::Instant::now() >= deadline {
                 return Err(VerbsError::new(

@@ -6,8 +6,9 @@
 //! - `<bucket>/.uploads/<upload id>/`: a multipart upload (see `multipart`).
 //! - `<bucket>/.owner`: the identity that owns the bucket (one line).
 //! - `<bucket>/.config/<name>`: a bucket configuration document (lifecycle rules, ...).
-//! - `.tmp/`: bytes being written; a commit renames the file into place (atomic replace), an
-//!   abort or a drop removes it.
+//! - `.tmp/`: bytes being written (named `<pid>-<n>` after the writing server); a commit renames
+//!   the file into place (atomic replace), an abort or a drop removes it, and what a server that
+//!   died mid-write left there is removed when a server opens the directory.
 
 use std::fs::{self, File};
 use std::io::{self, Seek, SeekFrom};
@@ -49,6 +50,29 @@ pub struct FsBackend {
     etag: EtagAlgo,
 }
 
+/// Remove the files under `tmp` whose writer (the `<pid>` of `<pid>-<n>`) is neither this process
+/// nor a live one: a server killed mid-PUT (a client can never see them, they were never placed).
+/// Names of another shape are left alone. Returns how many were removed.
+fn sweep_dead_writers(tmp: &Path) -> io::Result<usize> {
+    let mut removed = 0;
+    for entry in fs::read_dir(tmp)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let alive = pid == std::process::id() || Path::new("/proc").join(pid.to_string()).exists();
+        if !alive && fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
 /// Take the placing lock (a panic elsewhere while holding it leaves nothing half-done that
 /// the next holder could trip over: every placement is rename-based).
 fn lock_placing(placing: &Mutex<()>) -> MutexGuard<'_, ()> {
@@ -61,6 +85,13 @@ impl FsBackend {
     /// Use `root` (created if missing) as the data directory.
     pub fn open(root: &Path) -> io::Result<FsBackend> {
         fs::create_dir_all(root.join(TMP_DIR))?;
+        let swept = sweep_dead_writers(&root.join(TMP_DIR))?;
+        if swept > 0 {
+            tracing::info!(
+                files = swept,
+                "removed the unfinished writes of a server that stopped"
+            );
+        }
         Ok(FsBackend {
             root: root.to_path_buf(),
             tmp_seq: AtomicU64::new(0),
@@ -718,6 +749,26 @@ mod tests {
             .expect("put");
         w.append(data).expect("write");
         w.commit().expect("commit")
+    }
+
+    #[test]
+    fn opening_removes_only_the_unfinished_writes_of_dead_servers() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tmp = dir.path().join(TMP_DIR);
+        fs::create_dir_all(&tmp).expect("tmp");
+        // pid_max is at most 2^22: no process has this pid
+        let dead = tmp.join("4294967295-3");
+        let ours = tmp.join(format!("{}-0", std::process::id()));
+        let live = tmp.join("1-7"); // init
+        let other = tmp.join("notes");
+        for f in [&dead, &ours, &live, &other] {
+            fs::write(f, b"partial").expect("write");
+        }
+        let _s = FsBackend::open(dir.path()).expect("open");
+        assert!(!dead.exists(), "a dead writer's file is removed");
+        for kept in [&ours, &live, &other] {
+            assert!(kept.exists(), "{} kept", kept.display());
+        }
     }
 
     #[test]

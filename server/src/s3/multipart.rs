@@ -16,7 +16,7 @@ use crate::backend::{
 };
 use crate::error;
 use crate::identity::Identity;
-use crate::rdma::{JobKind, RdmaOutcome, RejectCode};
+use crate::rdma::{JobKind, RdmaOutcome};
 use hipobj::reply::Reply;
 
 /// `bytes=<first>-<last>` of an UploadPartCopy, checked against the source size.
@@ -172,11 +172,7 @@ impl HipobjS3 {
                 part_output(&info),
                 reply_headers(&Reply::Done(server)),
             )),
-            RdmaOutcome::PairingNeeded { server } => {
-                Err(error::pairing_needed(server, &self.stats))
-            }
-            RdmaOutcome::Rejected(code) => Err(error::rejected(code, &self.stats)),
-            RdmaOutcome::Fetched { .. } => Err(error::rejected(RejectCode::Failed, &self.stats)),
+            other => Err(error::unfinished(other, &self.stats)),
         }
     }
 

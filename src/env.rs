@@ -24,6 +24,13 @@ pub struct EnvConfig {
     /// environment (`HIPOBJ_PERF_NO_MW`) sets it only in builds with the bench-only
     /// `perf-switches` feature, never in the shipped library.
     pub perf_no_mw: bool,
+    /// `HIPOBJ_REMOTE_INV=1`: pool connections keep receives posted and their tokens ask the
+    /// server for remote invalidation (PROTOCOL.md section 11). Off by default: the Soft-RoCE
+    /// driver of Linux 6.1 dereferences NULL in `rxe_invalidate_mw` when a SEND_WITH_INV meets a
+    /// window that is no longer bound (lane, 2026-12-02: the guest kernel panicked in the stress
+    /// and fault tests and in `make demo` under load), which a client that gave up on a transfer
+    /// cannot rule out.
+    pub remote_inv: bool,
 }
 
 impl Default for EnvConfig {
@@ -34,6 +41,7 @@ impl Default for EnvConfig {
             require_gpu_direct: false,
             require_mw: false,
             perf_no_mw: false,
+            remote_inv: false,
         }
     }
 }
@@ -53,6 +61,7 @@ impl EnvConfig {
             require_mw: parse_flag(get("HIPOBJ_REQUIRE_MW").as_deref()),
             perf_no_mw: cfg!(feature = "perf-switches")
                 && parse_flag(get("HIPOBJ_PERF_NO_MW").as_deref()),
+            remote_inv: parse_flag(get("HIPOBJ_REMOTE_INV").as_deref()),
         }
     }
 }
@@ -202,6 +211,7 @@ mod tests {
                 require_gpu_direct: true,
                 require_mw: true,
                 perf_no_mw: false,
+                remote_inv: false,
             }
         );
         assert_eq!(EnvConfig::from_lookup(|_| None), EnvConfig::default());
@@ -212,6 +222,7 @@ mod tests {
                 require_gpu_direct: true,
                 require_mw: true,
                 perf_no_mw: cfg!(feature = "perf-switches"),
+                remote_inv: true,
                 ..EnvConfig::default()
             }
         );

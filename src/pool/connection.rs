@@ -41,9 +41,10 @@ const LOCAL_OP_LIMIT: Duration = Duration::from_secs(2);
 /// Which connection a QP is: one of the pool's, or the application connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
-    /// Pool connection `slot`: its QP keeps receives posted for remote invalidation (under
-    /// windows), and its recovery worker is the runtime's `slot`th.
-    Pool { slot: usize },
+    /// Pool connection `slot`: its recovery worker is the runtime's `slot`th; with `remote_inv`
+    /// (opt-in, docs/protocol.md section 7) its QP keeps receives posted for remote
+    /// invalidation (under windows).
+    Pool { slot: usize, remote_inv: bool },
     /// The application connection (`hipObjGetRdmaToken`): invalidates every window locally.
     App,
 }
@@ -78,7 +79,12 @@ impl Connection {
         qp.to_init(qp_access())?;
         LIVE_QPS.fetch_add(1, Ordering::Relaxed);
         let recv = match (protection, role) {
-            (Protection::Windows, Role::Pool { .. }) => RecvRing::fill(&mut qp)
+            (
+                Protection::Windows,
+                Role::Pool {
+                    remote_inv: true, ..
+                },
+            ) => RecvRing::fill(&mut qp)
                 .inspect_err(|e| {
                     tracing::warn!(
                         "cannot post receives for remote invalidation ({e}); invalidating locally"

@@ -26,12 +26,23 @@ pub struct PoolConnections {
 }
 
 impl PoolConnections {
-    /// `n` fresh connections (QPs in INIT, with their windows) and a worker for each.
-    pub fn open(device: &Arc<Device>, protection: Protection, n: usize) -> Result<PoolConnections> {
+    /// `n` fresh connections (QPs in INIT, with their windows) and a worker for each; with
+    /// `remote_inv` (`HIPOBJ_REMOTE_INV`) their QPs keep receives posted for the server's
+    /// SEND_WITH_INV.
+    pub fn open(
+        device: &Arc<Device>,
+        protection: Protection,
+        n: usize,
+        remote_inv: bool,
+    ) -> Result<PoolConnections> {
         let mut connections = Vec::with_capacity(n);
         let mut workers = Vec::with_capacity(n);
         for slot in 0..n {
-            connections.push(Connection::fresh(device, protection, Role::Pool { slot })?);
+            connections.push(Connection::fresh(
+                device,
+                protection,
+                Role::Pool { slot, remote_inv },
+            )?);
             let worker = RecoveryHandle::spawn(format!("hipobj-qp-{slot:02}"), RECOVERY_RETRY)
                 .map_err(|e| Error::rdma(format!("cannot start a QP worker thread: {e}")))?;
             workers.push(worker);
@@ -51,7 +62,7 @@ impl PoolConnections {
     /// before the connection rejoins the pool. Returns at once either way.
     pub fn release(&self, lease: Lease, succeeded: bool) {
         let usable = succeeded && !lease.is_fenced();
-        let Role::Pool { slot } = lease.role() else {
+        let Role::Pool { slot, .. } = lease.role() else {
             tracing::error!("the application connection was leased from the pool");
             return;
         };

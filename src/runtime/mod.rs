@@ -171,7 +171,7 @@ impl Runtime {
         let device = Device::open(&lib, &nic).map_err(Error::from)?;
         let protection = Protection::choose(&device, &cfg.env)?;
         let n = cfg.env.max_transfers;
-        let connections = PoolConnections::open(&device, protection, n)?;
+        let connections = PoolConnections::open(&device, protection, n, cfg.env.remote_inv)?;
         let app_connection = AppConnection::new(&device, protection)?;
         let stager = match &gpu {
             Some(g) => Some(StagerHandle::spawn(g.runtime.clone(), g.device)?),

@@ -5,7 +5,8 @@ NIC's address (the server checks that the request's peer address is the token's 
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, List, Optional, Tuple
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
@@ -30,16 +31,56 @@ def token_client_nic(token: str) -> str:
     return _core.token_client_nic(token)
 
 
+class TokenResent(Exception):
+    """botocore was about to send a token request again (its own retry). A token goes out once:
+    the server may have moved bytes through its window or dropped its pairing after the first
+    answer (PROTOCOL.md 5.3, 5.5), so the library must see that answer and retry with a fresh
+    token itself. ``first`` is what the first attempt got: botocore's caught exception, or the
+    ClientError of its response."""
+
+    def __init__(self, first: BaseException):
+        super().__init__(f"botocore retried a token request after: {first}")
+        self.first = first
+
+
+@contextmanager
+def token_on_thread(token: str) -> Iterator[None]:
+    """This thread's next botocore request carries `token`, once."""
+    _outgoing.token, _outgoing.signed, _outgoing.first = token, False, None
+    try:
+        yield
+    finally:
+        _outgoing.token, _outgoing.signed, _outgoing.first = None, False, None
+
+
 def _add_token(request: Any, **_: Any) -> None:
-    """botocore ``before-sign``: put this thread's token in, so that SigV4 signs it."""
+    """botocore ``before-sign``: put this thread's token in, so that SigV4 signs it; raise
+    TokenResent instead when botocore signs the same request again to retry it."""
     token = getattr(_outgoing, "token", None)
     if token is None:
         return
+    if getattr(_outgoing, "signed", False):
+        first = getattr(_outgoing, "first", None)
+        raise TokenResent(first if first is not None else RuntimeError("an unknown answer"))
+    _outgoing.signed = True
     # Integrity headers stay (PROTOCOL.md rule 4.9): on a token PUT they describe the bytes RDMA
     # moves. The checksum botocore computes of the empty body by default is recognised as such by
     # the server, which then computes and stores that algorithm's checksum of the moved bytes; a
     # real checksum the caller gave is compared with them.
     request.headers[TOKEN_HEADER] = token
+
+
+def _note_answer(response: Any = None, caught_exception: Any = None, operation: Any = None, **_: Any) -> None:
+    """botocore ``needs-retry``: keep what this thread's token request got, as the error to
+    report if botocore then retries it (TokenResent). Never asks for a retry itself."""
+    if getattr(_outgoing, "token", None) is None:
+        return None
+    if caught_exception is not None:
+        _outgoing.first = caught_exception
+    elif response is not None:
+        name = getattr(operation, "name", "request")
+        _outgoing.first = ClientError(response[1], name)
+    return None
 
 
 def bind_http_source(client: Any, address: Optional[str]) -> None:
@@ -74,6 +115,7 @@ def prepare_client(client: Any, source_address: Optional[str]) -> None:
     """Install the token hook once per client and bind its HTTP source address."""
     with _prepare_lock:
         client.meta.events.register("before-sign.s3", _add_token, unique_id="hipobj-rdma-token")
+        client.meta.events.register("needs-retry.s3", _note_answer, unique_id="hipobj-rdma-answer")
         bind_http_source(client, source_address)
 
 
@@ -111,10 +153,10 @@ class S3Call:
         self.exception: Optional[BaseException] = None
 
     def send(self, token: str) -> Optional[str]:
-        _outgoing.token = token
         self.exception = None
         try:
-            response = self.operation(**self.params)
+            with token_on_thread(token):
+                response = self._call_once()
             meta = response["ResponseMetadata"]
             self._drain(response.get("Body"), meta.get("HTTPHeaders", {}))
             self.error = None
@@ -129,12 +171,18 @@ class S3Call:
         except Exception as e:
             self.exception = e
             raise
-        finally:
-            _outgoing.token = None
         self.headers = meta.get("HTTPHeaders", {})
         self.status = meta.get("HTTPStatusCode")
         self.reply = self.headers.get(REPLY_HEADER)
         return self.reply
+
+    def _call_once(self) -> Any:
+        """The operation with this thread's token, sent once: if botocore retries it, the first
+        attempt's answer is this call's (the library then retries with a fresh token)."""
+        try:
+            return self.operation(**self.params)
+        except TokenResent as resent:
+            raise resent.first from None
 
     def etag(self) -> Optional[str]:
         """The ETag of the last answer (hipobj-rc-v2: FINAL's ``x-amz-rdma-etag``)."""

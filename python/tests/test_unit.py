@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import hipobj
+from botocore.exceptions import ClientError
 from hipobj._memory import describe
-from hipobj._s3 import _add_token, _outgoing, prepare_client
+from hipobj._s3 import S3Call, _add_token, prepare_client, token_on_thread
 from hipobj._session import _parse_range
 from hipobj_server import make_client
 
@@ -99,11 +100,8 @@ def test_token_hook_signs_only_our_requests_and_binds_the_source(stub):
     prepare_client(client, "127.0.0.2")
     prepare_client(client, "127.0.0.2")  # once per client
     client.list_buckets()  # no token on the thread: untouched
-    _outgoing.token = "ab" * 44
-    try:
+    with token_on_thread("ab" * 44):
         client.list_buckets()
-    finally:
-        _outgoing.token = None
     (peer0, plain), (peer1, ours) = Recorder.seen
     assert peer0 == peer1 == "127.0.0.2"
     assert "x-amz-rdma-token" not in plain
@@ -121,14 +119,54 @@ def test_checksum_headers_stay_in_token_requests():
     request = AWSRequest(method="PUT", url="http://x/b/k", headers={"x-amz-checksum-crc32": "AAAAAA==", "x-amz-sdk-checksum-algorithm": "CRC32", "Range": "bytes=0-1"})
     _add_token(request)  # no token on this thread: nothing changes
     assert "x-amz-rdma-token" not in request.headers
-    _outgoing.token = "cd" * 44
-    try:
+    with token_on_thread("cd" * 44):
         _add_token(request)
-    finally:
-        _outgoing.token = None
     assert request.headers["x-amz-checksum-crc32"] == "AAAAAA=="
     assert request.headers["x-amz-sdk-checksum-algorithm"] == "CRC32"
     assert request.headers["x-amz-rdma-token"] == "cd" * 44 and request.headers["Range"] == "bytes=0-1"
+
+
+class Failing(http.server.BaseHTTPRequestHandler):
+    """Answers every request 500 InternalError, as a server whose RDMA operation failed."""
+
+    seen: list = []
+
+    def do_GET(self):
+        Failing.seen.append(self.headers.get("x-amz-rdma-token"))
+        body = b'<?xml version="1.0"?><Error><Code>InternalError</Code><Message>the RDMA operation failed</Message></Error>'
+        self.send_response(500)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_botocore_never_resends_a_token():
+    """botocore retries a 500 by itself; a token request must go out once and its 500 reach the
+    library (which retries with a fresh token on a fresh QP), PROTOCOL.md 5.3 and 5.5."""
+    srv = http.server.HTTPServer(("127.0.0.1", 0), Failing)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    Failing.seen = []
+    try:
+        client = make_client(f"http://127.0.0.1:{srv.server_address[1]}", "a", "b")
+        prepare_client(client, None)
+        with pytest.raises(Exception):
+            client.list_buckets()  # no token: botocore's own retries stand
+        plain = len(Failing.seen)
+        assert plain >= 2 and Failing.seen == [None] * plain
+        call = S3Call(client, "list_buckets", {})
+        with pytest.raises(ClientError) as raised:
+            call.send("ef" * 44)
+        assert Failing.seen[plain:] == ["ef" * 44]
+        assert call.status == 500 and call.exception is raised.value
+        assert raised.value.response["Error"]["Code"] == "InternalError"
+        with pytest.raises(ClientError):
+            call.send("12" * 44)
+        assert Failing.seen[plain + 1 :] == ["12" * 44]
+    finally:
+        srv.shutdown()
 
 
 class ControlRecorder(http.server.BaseHTTPRequestHandler):

@@ -324,8 +324,7 @@ fn run_gets(server: SocketAddr, threads: usize, gets: usize, expect: &[u8]) -> V
 /// The NIC address the pool's tokens carry (what `hipObjTokenClientNic` gives an application).
 fn client_nic() -> Option<IpAddr> {
     let rt = runtime::current()?;
-    let state = rt.connection_state(0)?;
-    hipobj::token::gid_ipv4(&state.gid).map(IpAddr::V4)
+    hipobj::token::gid_ipv4(&rt.device().port().gid).map(IpAddr::V4)
 }
 
 /// Part 5: `threads` threads doing `gets` timed plain HTTP GETs each (keep-alive, from `nic`,

@@ -18,10 +18,12 @@
 //! - `callback-never-waits`: a transfer from a callback does not wait for a connection
 //!   ([`crate::transfer`]);
 //! - `give-back-wakes-a-waiter`: a connection given back wakes a transfer waiting for one
-//!   ([`crate::pool`]).
+//!   ([`crate::pool`]);
+//! - `recovery-returns-only-fresh`: a connection handed to its recovery worker goes back to the
+//!   pool only once renewed ([`crate::recovery`]).
 
 /// The guards `HIPOBJ_BREAK_GUARD` may name.
-pub const GUARDS: [&str; 11] = [
+pub const GUARDS: [&str; 12] = [
     "retire-checks-users",
     "use-checks-pending",
     "pending-before-use-ends",
@@ -33,6 +35,7 @@ pub const GUARDS: [&str; 11] = [
     "reserve-checks-base",
     "callback-never-waits",
     "give-back-wakes-a-waiter",
+    "recovery-returns-only-fresh",
 ];
 
 /// Whether `guard` was removed for this loom run.

@@ -3,7 +3,9 @@
 //! Everything here imports its primitives from [`sync`], which switches to loom under
 //! `--cfg hipobj_loom`. The pieces:
 //! - [`supervisor`]: the actor that owns the lifecycle and the registrations and publishes them.
-//! - [`pool`]: connection leases; waiting for a free one, or `Busy` from a callback.
+//! - [`pool`]: connection leases that move the connection itself; waiting for a free one, or
+//!   `Busy` from a callback.
+//! - [`recovery`]: the worker that renews a failed connection and only then returns it.
 //! - [`registry`]: the snapshot of registered buffers and each buffer's use/pending/retired word.
 //! - [`staging`]: the ticket shared by a staging copy and the call that waits for it.
 //! - [`callback`]: the per-thread "inside a callback" depth.
@@ -16,6 +18,7 @@ pub mod answer;
 pub mod callback;
 pub mod fault;
 pub mod pool;
+pub mod recovery;
 pub mod registry;
 pub mod stages;
 pub mod staging;

@@ -1,11 +1,17 @@
-//! Leases on a fixed set of connections.
+//! Leases on a fixed set of connections, held by value.
 //!
-//! A transfer takes a [`Lease`] on a free connection for its whole duration; the lease returns the
-//! connection when dropped. With none free, a caller either waits ([`Wait::Block`]) or, from inside a
-//! callback, gets [`AcquireError::Busy`] at once ([`Wait::No`]). [`Pool::close`] wakes every waiter
-//! with [`AcquireError::Closed`]; leases already out keep working and still come back.
+//! The pool owns its idle items (`free: Vec<T>`). A transfer takes a [`Lease`] for its whole
+//! duration: the lease moves the item to the caller's thread, the caller uses it directly
+//! (through `Deref`/`DerefMut`: no lock, no thread hop), and dropping the lease moves the item
+//! back. A lease may also be sent to another thread (the item's recovery worker,
+//! [`crate::recovery`]), which drops it once the item is usable again: until then the item is
+//! out of the pool. With none free, a caller either waits ([`Wait::Block`]) or, from inside a
+//! callback, gets [`AcquireError::Busy`] at once ([`Wait::No`]). [`Pool::close`] wakes every
+//! waiter with [`AcquireError::Closed`]; leases already out keep working and still come back, so
+//! every item is dropped with the pool, once.
 
 use crate::sync::{Arc, Condvar, Mutex};
+use std::ops::{Deref, DerefMut};
 
 /// Whether an acquire may wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,26 +28,29 @@ pub enum AcquireError {
     Closed,
 }
 
-struct PoolState {
-    free: Vec<usize>,
+struct PoolState<T> {
+    free: Vec<T>,
     closed: bool,
     /// Callers blocked in `acquire` (so that a give-back wakes someone only when someone waits:
     /// a condition variable's notify is a futex syscall even with nobody waiting).
     waiters: usize,
 }
 
-pub struct Pool {
-    state: Mutex<PoolState>,
+/// A fixed set of items, each either idle here or moved out in one [`Lease`].
+pub struct Pool<T> {
+    state: Mutex<PoolState<T>>,
     freed: Condvar,
     size: usize,
 }
 
-impl Pool {
-    /// A pool of connections `0..size`.
-    pub fn new(size: usize) -> Arc<Pool> {
+impl<T> Pool<T> {
+    /// A pool of `items`; the first one is leased first.
+    pub fn new(mut items: Vec<T>) -> Arc<Pool<T>> {
+        items.reverse();
+        let size = items.len();
         Arc::new(Pool {
             state: Mutex::new(PoolState {
-                free: (0..size).rev().collect(),
+                free: items,
                 closed: false,
                 waiters: 0,
             }),
@@ -54,17 +63,17 @@ impl Pool {
         self.size
     }
 
-    /// Lease a free connection.
-    pub fn acquire(this: &Arc<Pool>, wait: Wait) -> Result<Lease, AcquireError> {
+    /// Lease a free item.
+    pub fn acquire(this: &Arc<Pool<T>>, wait: Wait) -> Result<Lease<T>, AcquireError> {
         let mut st = this.state.lock();
         loop {
             if st.closed && !crate::fault::broken("lease-checks-close") {
                 return Err(AcquireError::Closed);
             }
-            if let Some(slot) = st.free.pop() {
+            if let Some(item) = st.free.pop() {
                 return Ok(Lease {
                     pool: this.clone(),
-                    slot,
+                    item: Some(item),
                 });
             }
             if wait == Wait::No {
@@ -82,7 +91,7 @@ impl Pool {
         self.freed.notify_all();
     }
 
-    /// Connections not leased now.
+    /// Items not leased now.
     pub fn free_count(&self) -> usize {
         self.state.lock().free.len()
     }
@@ -93,10 +102,11 @@ impl Pool {
         self.state.lock().waiters
     }
 
-    fn give_back(&self, slot: usize) {
+    /// Take `item` back (also after `close`: it is dropped with the pool).
+    fn give_back(&self, item: T) {
         let someone_waits = {
             let mut st = self.state.lock();
-            st.free.push(slot);
+            st.free.push(item);
             st.waiters > 0
         };
         if someone_waits && !crate::fault::broken("give-back-wakes-a-waiter") {
@@ -105,22 +115,38 @@ impl Pool {
     }
 }
 
-/// A leased connection; returned to the pool on drop.
-pub struct Lease {
-    pool: Arc<Pool>,
-    slot: usize,
+/// A leased item, owned by the lease holder; moved back into the pool on drop.
+pub struct Lease<T> {
+    pool: Arc<Pool<T>>,
+    /// `Some` for the lease's whole life: taken only by `Drop`.
+    item: Option<T>,
 }
 
-impl Lease {
-    /// Which connection this is.
-    pub fn slot(&self) -> usize {
-        self.slot
+impl<T> Deref for Lease<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        match &self.item {
+            Some(item) => item,
+            None => unreachable!("a lease holds its item until it is dropped"),
+        }
     }
 }
 
-impl Drop for Lease {
+impl<T> DerefMut for Lease<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        match &mut self.item {
+            Some(item) => item,
+            None => unreachable!("a lease holds its item until it is dropped"),
+        }
+    }
+}
+
+impl<T> Drop for Lease<T> {
     fn drop(&mut self) {
-        self.pool.give_back(self.slot);
+        if let Some(item) = self.item.take() {
+            self.pool.give_back(item);
+        }
     }
 }
 
@@ -132,9 +158,9 @@ mod tests {
 
     /// A thread blocked in `acquire`: returns once the pool counts it as waiting (and it has not
     /// returned), so that what the test does next happens while it waits.
-    fn blocked_waiter(pool: &Arc<Pool>) -> JoinHandle<Result<usize, AcquireError>> {
+    fn blocked_waiter(pool: &Arc<Pool<u32>>) -> JoinHandle<Result<u32, AcquireError>> {
         let p = pool.clone();
-        let waiter = std::thread::spawn(move || Pool::acquire(&p, Wait::Block).map(|l| l.slot()));
+        let waiter = std::thread::spawn(move || Pool::acquire(&p, Wait::Block).map(|l| *l));
         let deadline = Instant::now() + Duration::from_secs(10);
         while pool.waiting() == 0 {
             assert!(!waiter.is_finished(), "acquire returned instead of waiting");
@@ -147,16 +173,17 @@ mod tests {
 
     #[test]
     fn leases_wait_and_close() {
-        let pool = Pool::new(2);
+        let pool = Pool::new(vec![10, 11]);
         let a = Pool::acquire(&pool, Wait::Block).unwrap();
+        assert_eq!(*a, 10, "the first item is leased first");
         let b = Pool::acquire(&pool, Wait::No).unwrap();
-        assert_ne!(a.slot(), b.slot());
+        assert_ne!(*a, *b);
         assert_eq!(
             Pool::acquire(&pool, Wait::No).err(),
             Some(AcquireError::Busy)
         );
         let waiter = blocked_waiter(&pool);
-        let freed = a.slot();
+        let freed = *a;
         drop(a);
         assert_eq!(waiter.join().unwrap(), Ok(freed));
         assert_eq!(pool.waiting(), 0);
@@ -167,5 +194,17 @@ mod tests {
         assert_eq!(pool.waiting(), 0);
         drop(b);
         assert_eq!(pool.free_count(), 1);
+    }
+
+    /// The holder changes its item in place; the change comes back with it.
+    #[test]
+    fn a_lease_moves_its_item_out_and_back() {
+        let pool = Pool::new(vec![String::from("fresh")]);
+        let mut lease = Pool::acquire(&pool, Wait::No).unwrap();
+        lease.push_str(" then used");
+        assert_eq!(pool.free_count(), 0);
+        let elsewhere = std::thread::spawn(move || drop(lease));
+        elsewhere.join().unwrap();
+        assert_eq!(*Pool::acquire(&pool, Wait::No).unwrap(), "fresh then used");
     }
 }

@@ -6,11 +6,13 @@
 //! 2. for a PUT, stage device -> host ([`TransferParts::stage_out`]) before any connection is
 //!    leased, so a slow copy never holds one;
 //! 3. lease a connection: wait for one, or Busy at once from inside a callback (a callback's own
-//!    transfer may hold the only one); Closed after shutdown;
-//! 4. the request/reply exchange on the leased connection ([`TransferParts::exchange`]);
+//!    transfer may hold the only one); Closed after shutdown. The lease moves the connection to
+//!    this thread;
+//! 4. the request/reply exchange on the leased connection, owned here ([`TransferParts::exchange`]);
 //! 5. the lease is handed to [`TransferParts::release`] with the outcome: it returns the connection
 //!    to the pool, or after a failure hands the lease to whoever recovers the connection (e.g. the
-//!    connection's worker replaces its QP), which returns it only once recovered;
+//!    connection's worker replaces its QP, [`crate::recovery`]), which returns it only once
+//!    recovered;
 //! 6. then, for a GET, the data is made visible on the device ([`TransferParts::stage_in`]) with
 //!    only the buffer in use; the caller never waits for a recovery.
 
@@ -51,9 +53,11 @@ pub trait TransferParts<Ops: ?Sized> {
     /// What a registration holds.
     type Payload;
     type Error;
+    /// What the pool leases: the connection itself, moved to the transfer's thread.
+    type Connection;
 
     fn registry(&self) -> &Registry<Self::Payload>;
-    fn pool(&self) -> &Arc<Pool>;
+    fn pool(&self) -> &Arc<Pool<Self::Connection>>;
     /// The error of a refused transfer.
     fn refused(&self, why: Refused, base: usize, size: usize, offset: u64) -> Self::Error;
     /// Before a PUT: copy device -> host if the buffer is staged (no connection is held).
@@ -66,7 +70,7 @@ pub trait TransferParts<Ops: ?Sized> {
     /// The request/reply exchange on the leased connection.
     fn exchange(
         &self,
-        lease: &Lease,
+        connection: &mut Self::Connection,
         direction: Direction,
         buffer: &Entry<Self::Payload>,
         offset: usize,
@@ -75,7 +79,7 @@ pub trait TransferParts<Ops: ?Sized> {
     ) -> Result<(), Self::Error>;
     /// Give the connection back: drop the lease when it is reusable, or hand it to its recovery
     /// (after a failure), which returns it to the pool once the connection is usable again.
-    fn release(&self, lease: Lease, outcome: &Result<(), Self::Error>);
+    fn release(&self, lease: Lease<Self::Connection>, outcome: &Result<(), Self::Error>);
     /// After a GET (the lease is given back): copy host -> device if staged, or make the RDMA
     /// write visible to the device.
     fn stage_in(
@@ -133,7 +137,7 @@ pub fn run<O: ?Sized, P: TransferParts<O> + ?Sized>(
     } else {
         Wait::Block
     };
-    let lease = Pool::acquire(parts.pool(), wait).map_err(|e| {
+    let mut lease = Pool::acquire(parts.pool(), wait).map_err(|e| {
         let why = match e {
             AcquireError::Busy => Refused::Busy,
             AcquireError::Closed => Refused::Closed,
@@ -141,7 +145,7 @@ pub fn run<O: ?Sized, P: TransferParts<O> + ?Sized>(
         parts.refused(why, base, size, offset)
     })?;
     stages::mark(Stage::Lease);
-    let exchanged = parts.exchange(&lease, direction, guard.entry(), at, size, ops);
+    let exchanged = parts.exchange(&mut lease, direction, guard.entry(), at, size, ops);
     parts.release(lease, &exchanged);
     stages::mark(Stage::Release);
     exchanged?;

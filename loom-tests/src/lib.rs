@@ -4,11 +4,15 @@
 //! actor on its own thread, the registry, the pool, `transfer::run`, the staging ticket) through
 //! [`library`], which supplies doubles only at the RDMA and GPU edges; [`resource`] is memory and
 //! connections whose use after release loom can see, and [`harness`] a model runner that counts the
-//! executions loom explores. `break-guards` removes each guard of `hipobj_actors::fault` in turn and
+//! executions loom explores; [`connection`] a pool connection that fails and is renewed, for the
+//! hand-back and recovery models, which drive `hipobj_actors::pool` and `hipobj_actors::recovery`
+//! directly. `break-guards` removes each guard of `hipobj_actors::fault` in turn and
 //! shows its model fail.
 //!
 //! Without `--cfg hipobj_loom` this crate is empty, so ordinary workspace builds skip it.
 
+#[cfg(hipobj_loom)]
+pub mod connection;
 #[cfg(hipobj_loom)]
 pub mod harness;
 #[cfg(hipobj_loom)]

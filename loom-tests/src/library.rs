@@ -2,7 +2,7 @@
 //! its registry writer and snapshots, the pool, [`transfer::run`], the staging ticket), with doubles
 //! only at the edges that need RDMA or a GPU:
 //!
-//! - [`Runtime`]: an instance whose connections are [`Resource`]s (a QP the exchange writes) and
+//! - [`Runtime`]: an instance whose pool holds [`Resource`]s by value (a QP the exchange writes) and
 //!   whose registrations hold the application's memory, an MR and staging memory, each a
 //!   [`Resource`]. It implements the supervisor's [`Instance`] and the transfer's
 //!   [`TransferParts`] the way `hipobj::runtime::Runtime` does, with the exchange reduced to "write
@@ -90,7 +90,8 @@ impl Drop for Buffer {
 /// One initialised instance.
 pub struct Runtime {
     pub generation: u32,
-    pub pool: Arc<Pool>,
+    /// Each leased connection moves to the transfer that leased it.
+    pub pool: Arc<Pool<StdArc<Resource>>>,
     pub registry: Registry<Buffer>,
     connections: Vec<StdArc<Resource>>,
     calls_in_flight: AtomicUsize,
@@ -133,12 +134,13 @@ pub type Exchange<'x, 'a> = (Direction, &'x mut Callback<'a>);
 impl<'x, 'a> TransferParts<Exchange<'x, 'a>> for Runtime {
     type Payload = Buffer;
     type Error = Refused;
+    type Connection = StdArc<Resource>;
 
     fn registry(&self) -> &Registry<Buffer> {
         &self.registry
     }
 
-    fn pool(&self) -> &Arc<Pool> {
+    fn pool(&self) -> &Arc<Pool<StdArc<Resource>>> {
         &self.pool
     }
 
@@ -165,7 +167,7 @@ impl<'x, 'a> TransferParts<Exchange<'x, 'a>> for Runtime {
     /// the application's callback runs in the middle (with the callback marker raised).
     fn exchange(
         &self,
-        lease: &Lease,
+        connection: &mut StdArc<Resource>,
         direction: Direction,
         buffer: &Entry<Buffer>,
         _offset: usize,
@@ -173,7 +175,7 @@ impl<'x, 'a> TransferParts<Exchange<'x, 'a>> for Runtime {
         (_, callback): &mut (Direction, &mut Callback<'a>),
     ) -> Result<(), Refused> {
         assert!(!buffer.is_retired(), "a transfer runs on a retired buffer");
-        self.connections[lease.slot()].write();
+        connection.write();
         buffer.payload().memory.read();
         buffer.payload().mr.read();
         {
@@ -193,7 +195,7 @@ impl<'x, 'a> TransferParts<Exchange<'x, 'a>> for Runtime {
         Ok(())
     }
 
-    fn release(&self, lease: Lease, _outcome: &Result<(), Refused>) {
+    fn release(&self, lease: Lease<StdArc<Resource>>, _outcome: &Result<(), Refused>) {
         drop(lease);
     }
 
@@ -307,7 +309,7 @@ pub fn init_with(
         during_build();
         Ok::<_, ()>(Arc::new(Runtime {
             generation: spec.generation,
-            pool: Pool::new(spec.connections),
+            pool: Pool::new(connections.clone()),
             registry: Registry::new(),
             connections,
             calls_in_flight: AtomicUsize::new(0),

@@ -15,7 +15,7 @@ mod v2;
 use crate::env::EnvConfig;
 use crate::error::{Error, OpError, Result};
 use crate::hip::GpuRuntime;
-use crate::pool::{AppConnection, ConnectionHandle, Pool, Protection};
+use crate::pool::{AppConnection, PoolConnections, Protection};
 use crate::registry::{Buffer, BufferKind};
 use crate::stager::StagerHandle;
 use crate::verbs::{self, Device};
@@ -86,8 +86,7 @@ pub struct Runtime {
     /// Memory windows per transfer, or the registration's own rkey (PROTOCOL.md 9.6).
     protection: Protection,
     // Field order is drop order: connections and buffers go before the device they were made on.
-    pool: Arc<Pool>,
-    connections: Vec<ConnectionHandle>,
+    connections: PoolConnections,
     app_connection: AppConnection,
     registry: Registry<Buffer>,
     stager: Option<StagerHandle>,
@@ -172,15 +171,7 @@ impl Runtime {
         let device = Device::open(&lib, &nic).map_err(Error::from)?;
         let protection = Protection::choose(&device, &cfg.env)?;
         let n = cfg.env.max_transfers;
-        let mut connections = Vec::with_capacity(n);
-        for i in 0..n {
-            connections.push(ConnectionHandle::spawn(
-                format!("hipobj-qp-{i:02}"),
-                &device,
-                protection,
-                cfg.env.remote_inv,
-            )?);
-        }
+        let connections = PoolConnections::open(&device, protection, n, cfg.env.remote_inv)?;
         let app_connection = AppConnection::new(&device, protection)?;
         let stager = match &gpu {
             Some(g) => Some(StagerHandle::spawn(g.runtime.clone(), g.device)?),
@@ -196,7 +187,6 @@ impl Runtime {
         Ok(Arc::new(Runtime {
             env: cfg.env,
             protection,
-            pool: Pool::new(n),
             connections,
             app_connection,
             registry: Registry::new(),
@@ -223,7 +213,7 @@ impl Runtime {
 
     /// Connections not leased now (for tests and diagnostics).
     pub fn free_connections(&self) -> usize {
-        self.pool.free_count()
+        self.connections.pool().free_count()
     }
 
     /// How the registration based at `ptr` is reached by the NIC, if there is one.

@@ -17,7 +17,7 @@ impl Instance for Runtime {
     }
 
     fn close(&self) {
-        self.pool.close();
+        self.connections.pool().close();
     }
 }
 

@@ -4,10 +4,7 @@ use super::registration::refusal;
 use super::{Runtime, S3Ops, SyncDirection, TransferKind};
 use crate::error::{Error, OpError, Result};
 use crate::hip::CopyDirection;
-use crate::pool::{
-    ConnGuard, ConnState, ConnectionHandle, Lease, PairOutcome, Pool, PostedBind, Protection,
-    WindowEnd,
-};
+use crate::pool::{Connection, Lease, PairOutcome, Pool, PostedBind, Protection, WindowEnd};
 use crate::registry::{Buffer, BufferKind};
 use crate::reply::{Reply, REPLY_BUFFER_LEN};
 use crate::token::{Token, TOKEN_HEX_LEN};
@@ -50,10 +47,10 @@ impl Runtime {
     /// `hipobj_actors::transfer::run` (the one the loom models drive) over this runtime's parts.
     ///
     /// A staged PUT is staged before a connection is leased (the lease is not held across the
-    /// device -> host copy). The exchange runs on the caller's thread under the lease; after a
-    /// failure, or a window whose invalidation was not confirmed, the lease goes to the
-    /// connection's worker, which replaces the QP before the connection rejoins the pool, and the
-    /// caller returns at once.
+    /// device -> host copy). The lease moves the connection to the caller's thread, where the
+    /// exchange uses it directly; after a failure, or a window whose invalidation was not
+    /// confirmed, the lease goes to the connection's worker, which replaces the QP before the
+    /// connection rejoins the pool, and the caller returns at once.
     pub fn transfer(
         &self,
         kind: TransferKind,
@@ -121,24 +118,20 @@ impl Runtime {
     pub fn registration_rkey(&self, ptr: usize) -> Option<u32> {
         self.registry.lookup(ptr).map(|e| e.payload().rkey())
     }
-
-    /// The published state of pool connection `slot` (tests and diagnostics; lock-free).
-    pub fn connection_state(&self, slot: usize) -> Option<ConnState> {
-        self.connections.get(slot).map(ConnectionHandle::state)
-    }
 }
 
 /// The parts of a transfer that `hipobj_actors::transfer::run` composes.
 impl<'a> TransferParts<dyn S3Ops + 'a> for Runtime {
     type Payload = Buffer;
     type Error = Error;
+    type Connection = Connection;
 
     fn registry(&self) -> &Registry<Buffer> {
         &self.registry
     }
 
     fn pool(&self) -> &Arc<Pool> {
-        &self.pool
+        self.connections.pool()
     }
 
     fn refused(&self, why: Refused, base: usize, size: usize, offset: u64) -> Error {
@@ -156,14 +149,13 @@ impl<'a> TransferParts<dyn S3Ops + 'a> for Runtime {
 
     fn exchange(
         &self,
-        lease: &Lease,
+        conn: &mut Connection,
         direction: Direction,
         buffer: &Entry<Buffer>,
         offset: usize,
         size: usize,
         ops: &mut (dyn S3Ops + 'a),
     ) -> Result<()> {
-        let handle = self.connection(lease)?;
         let buffer = buffer.payload();
         let grant = Grant {
             protection: self.protection,
@@ -177,31 +169,18 @@ impl<'a> TransferParts<dyn S3Ops + 'a> for Runtime {
                 },
             },
         };
-        let mut conn = handle.leased(lease)?;
         stages::mark(Stage::Connection);
-        exchange(&mut conn, &grant, ops)
+        let conn = FenceOnUnwind(conn);
+        exchange(&mut *conn.0, &grant, ops)
     }
 
     /// A connection that failed, or whose window invalidation was not confirmed (fenced), goes
     /// to its worker, which replaces the QP before the lease returns it to the pool.
     fn release(&self, lease: Lease, outcome: &Result<()>) {
-        let Ok(handle) = self.connection(&lease) else {
-            return;
-        };
-        let fenced = handle
-            .leased(&lease)
-            .map_or(true, |mut c| c.connection().is_fenced());
-        if outcome.is_ok() && !fenced {
-            drop(lease);
-            return;
-        }
         if let Err(e) = outcome {
-            tracing::debug!(
-                slot = lease.slot(),
-                "transfer failed ({e}); replacing its QP"
-            );
+            tracing::debug!(role = ?lease.role(), "transfer failed ({e}); replacing its QP");
         }
-        handle.recover(lease);
+        self.connections.release(lease, outcome.is_ok());
     }
 
     fn stage_in(&self, guard: UseGuard<Buffer>, offset: usize, size: usize) -> Result<()> {
@@ -234,12 +213,16 @@ impl Runtime {
     }
 }
 
-impl Runtime {
-    /// The pool connection a lease names.
-    fn connection(&self, lease: &Lease) -> Result<&ConnectionHandle> {
-        self.connections
-            .get(lease.slot())
-            .ok_or_else(|| Error::internal("lease out of range"))
+/// The leased connection during an exchange. If the exchange panics (an `S3Ops` of Rust code),
+/// the connection is fenced as it unwinds: it goes back to the pool with its QP in ERR (no remote
+/// access through a window that may still be bound) and is replaced before it is used again.
+struct FenceOnUnwind<'c>(&'c mut Connection);
+
+impl Drop for FenceOnUnwind<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.fence();
+        }
     }
 }
 
@@ -279,14 +262,14 @@ impl Grant<'_> {
     /// when it is not (the server answers 428 and moves nothing). A bind that cannot be posted
     /// (the QP went to ERR, e.g. after the server's access was refused) replaces the QP: the
     /// request then goes out unpaired. Revision 1: the registration's rkey.
-    fn post(&self, conn: &mut ConnGuard<'_>) -> Result<Bind> {
+    fn post(&self, conn: &mut Connection) -> Result<Bind> {
         if self.protection == Protection::Registration {
             return Ok(Bind::Ready(self.range.mr.rkey()));
         }
-        if !conn.connection().is_paired() {
+        if !conn.is_paired() {
             return Ok(Bind::Ready(0));
         }
-        match conn.connection().post_bind(&self.range) {
+        match conn.post_bind(&self.range) {
             Ok(posted) => Ok(Bind::Posted(posted)),
             Err(e) => {
                 tracing::debug!("window bind failed ({e}); replacing the QP");
@@ -299,12 +282,12 @@ impl Grant<'_> {
     /// Wait for a posted bind before anything may reach the server. `Some(rkey)`: the token
     /// built with `bind.rkey()` stands; `None`: the bind failed and the QP was replaced, so the
     /// request goes out unpaired with a token of the fresh QP.
-    fn confirm(&self, conn: &mut ConnGuard<'_>, bind: Bind) -> Result<Option<u32>> {
+    fn confirm(&self, conn: &mut Connection, bind: Bind) -> Result<Option<u32>> {
         let posted = match bind {
             Bind::Ready(rkey) => return Ok(Some(rkey)),
             Bind::Posted(posted) => posted,
         };
-        match conn.connection().confirm_bind(posted) {
+        match conn.confirm_bind(posted) {
             Ok(rkey) => Ok(Some(rkey)),
             Err(e) => {
                 tracing::debug!("window bind failed ({e}); replacing the QP");
@@ -317,7 +300,7 @@ impl Grant<'_> {
     /// End the window bound for one request, before its reply is acted on: the server's
     /// SEND_WITH_INV when its `200` announces one (PROTOCOL.md 11.2), else a local
     /// invalidation.
-    fn end(&self, conn: &mut ConnGuard<'_>, rkey: u32, reply: &Result<Reply>) -> Result<()> {
+    fn end(&self, conn: &mut Connection, rkey: u32, reply: &Result<Reply>) -> Result<()> {
         if self.protection != Protection::Windows || rkey == 0 {
             return Ok(());
         }
@@ -329,7 +312,7 @@ impl Grant<'_> {
             Ok(Reply::Code(code)) => WindowEnd::of_code(*code),
             Ok(_) => WindowEnd::Settled,
         };
-        conn.connection().end_window(rkey, end)
+        conn.end_window(rkey, end)
     }
 }
 
@@ -348,10 +331,9 @@ impl Bind {
     }
 }
 
-/// The token text of a request with `rkey` over the grant's bytes, from the connection's
-/// published state.
+/// The token text of a request with `rkey` over the grant's bytes, from the connection's state.
 fn token_text<'t>(
-    conn: &ConnGuard<'_>,
+    conn: &Connection,
     grant: &Grant<'_>,
     rkey: u32,
     text: &'t mut [u8; TOKEN_HEX_LEN],
@@ -365,7 +347,7 @@ fn token_text<'t>(
 /// request's window bind is confirmed before `sendRequest` is called (the token is built while
 /// the bind completes), and every window bound for a request is invalidated before the reply is
 /// looked at, whatever it is.
-fn exchange(conn: &mut ConnGuard<'_>, grant: &Grant<'_>, ops: &mut dyn S3Ops) -> Result<()> {
+fn exchange(conn: &mut Connection, grant: &Grant<'_>, ops: &mut dyn S3Ops) -> Result<()> {
     let mut paired_here = false;
     let mut reply_buf = [0u8; REPLY_BUFFER_LEN];
     let mut text = [0u8; TOKEN_HEX_LEN];

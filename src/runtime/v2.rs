@@ -7,7 +7,7 @@ use super::registration::refusal;
 use super::{Runtime, TransferKind};
 use crate::error::{Error, Result};
 use crate::hip::CopyDirection;
-use crate::pool::{Lease, Pool, Protection};
+use crate::pool::{Connection, Lease, Pool, Protection};
 use crate::rcv2::client::{self, deadline_expired, DataPath, S3OpsV2, V2Outcome, V2Target};
 use crate::rcv2::{Cookie, Op, Psn};
 use crate::registry::Buffer;
@@ -96,13 +96,14 @@ pub struct V2Call<'a> {
 impl<'a> TransferParts<V2Call<'a>> for Runtime {
     type Payload = Buffer;
     type Error = Error;
+    type Connection = Connection;
 
     fn registry(&self) -> &Registry<Buffer> {
         &self.registry
     }
 
     fn pool(&self) -> &Arc<Pool> {
-        &self.pool
+        self.connections.pool()
     }
 
     fn refused(&self, why: Refused, base: usize, size: usize, offset: u64) -> Error {
@@ -121,7 +122,7 @@ impl<'a> TransferParts<V2Call<'a>> for Runtime {
     /// The lease only bounds concurrency: the transfer has a QP of its own.
     fn exchange(
         &self,
-        _lease: &Lease,
+        _connection: &mut Connection,
         direction: Direction,
         buffer: &Entry<Buffer>,
         offset: usize,

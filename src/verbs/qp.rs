@@ -170,8 +170,11 @@ pub struct RcQp {
 }
 
 // SAFETY: libibverbs lets any thread use a QP and CQ (verbs(7), thread safety), so moving the
-// owner to another thread is sound. `RcQp` is deliberately not `Sync`: posting and polling take
-// `&mut self`, so only the thread that owns it (its worker) touches it.
+// owner to another thread is sound, and it moves often: a pool connection's `RcQp` goes from the
+// pool to the thread that leases it, to its recovery worker after a failure, and back (the
+// application connection's and a v2 transfer's stay behind a lock or on one thread). `RcQp` is
+// deliberately not `Sync`: posting and polling take `&mut self`, so whichever thread owns it at
+// the moment is the only one that touches it.
 unsafe impl Send for RcQp {}
 
 impl std::fmt::Debug for RcQp {

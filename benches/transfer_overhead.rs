@@ -284,6 +284,8 @@ fn init(client_dev: &str, connections: usize, no_mw: bool) {
     };
     cfg.env.max_transfers = connections;
     cfg.env.perf_no_mw = no_mw;
+    // HIPOBJ_REMOTE_INV=1: the server's SEND_WITH_INV ends each window (benches/run-transfer-overhead).
+    cfg.env.remote_inv = hipobj::env::EnvConfig::from_env().remote_inv;
     runtime::init(cfg).unwrap_or_else(|e| panic!("hipObjInit: {e}"));
 }
 

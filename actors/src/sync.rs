@@ -281,3 +281,65 @@ mod loom_channel {
         }
     }
 }
+
+/// A process-wide value started once on first use and shared after (a loaded library, the
+/// supervisor): starts are serialised, and a failed start is not remembered, so the next call
+/// tries again. For statics (std only: loom models never start one).
+#[cfg(not(hipobj_loom))]
+pub struct StartOnce<T> {
+    value: std::sync::OnceLock<T>,
+    starting: std::sync::Mutex<()>,
+}
+
+#[cfg(not(hipobj_loom))]
+impl<T> Default for StartOnce<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(not(hipobj_loom))]
+impl<T> StartOnce<T> {
+    pub const fn new() -> StartOnce<T> {
+        StartOnce {
+            value: std::sync::OnceLock::new(),
+            starting: std::sync::Mutex::new(()),
+        }
+    }
+
+    /// The value, if a start succeeded.
+    pub fn get(&self) -> Option<&T> {
+        self.value.get()
+    }
+
+    /// The value, started by `start` unless a start already succeeded.
+    pub fn get_or_start<E>(&self, start: impl FnOnce() -> Result<T, E>) -> Result<&T, E> {
+        if let Some(v) = self.value.get() {
+            return Ok(v);
+        }
+        let _one_at_a_time = self.starting.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(v) = self.value.get() {
+            return Ok(v);
+        }
+        let v = start()?;
+        Ok(self.value.get_or_init(|| v))
+    }
+}
+
+#[cfg(all(test, not(hipobj_loom)))]
+mod tests {
+    use super::StartOnce;
+
+    #[test]
+    fn a_failed_start_is_retried() {
+        let once: StartOnce<u32> = StartOnce::new();
+        assert!(once.get().is_none());
+        assert_eq!(once.get_or_start(|| Err("no thread")), Err("no thread"));
+        assert!(once.get().is_none(), "the failure is not cached");
+        assert_eq!(once.get_or_start(|| Ok::<_, &str>(7)), Ok(&7));
+        assert_eq!(
+            once.get_or_start(|| -> Result<u32, &str> { panic!("started twice") }),
+            Ok(&7)
+        );
+    }
+}

@@ -13,8 +13,8 @@
 //! One cut per congestion event: an attempt that started before the last cut does not cut again
 //! when it fails (it was sent at the old limit).
 
+use hipobj_actors::sync::{Condvar, Mutex, MutexGuard};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// The shared limit on requests in flight.
@@ -63,7 +63,7 @@ impl Pace {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock()
     }
 
     /// Wait for a place under the limit. Once `cancel` is set nobody waits: the attempt goes
@@ -71,11 +71,7 @@ impl Pace {
     pub(super) fn enter(&self, cancel: &AtomicBool) -> Place<'_> {
         let mut state = self.state();
         while state.in_flight >= state.limit && !cancel.load(Ordering::Relaxed) {
-            state = self
-                .freed
-                .wait_timeout(state, CANCEL_POLL)
-                .map(|(guard, _)| guard)
-                .unwrap_or_else(|p| p.into_inner().0);
+            state = self.freed.wait_timeout(state, CANCEL_POLL);
         }
         state.in_flight += 1;
         Place {

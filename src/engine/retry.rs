@@ -6,8 +6,8 @@
 
 use super::pace::Pace;
 use crate::error::{Error, OpError};
+use hipobj_actors::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// What a failure means for a retry.
@@ -142,7 +142,7 @@ impl Quota {
         } else {
             RETRY_COST
         };
-        let mut tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tokens = self.tokens.lock();
         if *tokens < cost {
             return None;
         }
@@ -151,7 +151,7 @@ impl Quota {
     }
 
     fn release(&self, cost: u32) {
-        let mut tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tokens = self.tokens.lock();
         *tokens = (*tokens + cost).min(QUOTA_TOKENS);
     }
 }

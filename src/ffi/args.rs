@@ -6,13 +6,10 @@
 use super::types::{hipObjConfig_t, hipObjOps_t, RecvReplyFn, SendRequestFn};
 use crate::env::EnvConfig;
 use crate::error::{Error, OpError, Result};
-use crate::runtime::{self, InitConfig, Runtime, SyncDirection};
+use crate::runtime::{self, InitConfig, Runtime, SyncDirection, MAX_REGISTRATION};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ptr::NonNull;
 use std::sync::Arc;
-
-/// Largest size one registration may have: 4 GiB, itself allowed.
-pub const MAX_REGISTRATION_SIZE: u64 = 4 << 30;
 
 /// The current runtime, or `hipObjNotInitialized`.
 pub fn runtime() -> Result<Arc<Runtime>> {
@@ -68,7 +65,7 @@ pub fn registration(ptr: *const c_void, size: usize) -> Result<(usize, usize)> {
     if ptr.is_null() || size == 0 {
         return Err(Error::invalid("buffer pointer is NULL or size is 0"));
     }
-    if size as u64 > MAX_REGISTRATION_SIZE {
+    if size > MAX_REGISTRATION {
         return Err(Error::new(
             OpError::SizeTooLarge,
             "a registration is at most 4 GiB",
@@ -342,7 +339,7 @@ mod tests {
             code(registration(null(), usize::MAX)),
             OpError::InvalidValue
         );
-        let four_gib = MAX_REGISTRATION_SIZE as usize;
+        let four_gib = MAX_REGISTRATION;
         assert_eq!(
             registration(P, four_gib).expect("4 GiB is allowed"),
             (0x1000, four_gib)

@@ -9,11 +9,12 @@ use super::host_buffer::{HostBuffer, HostMemoryOwner};
 use super::memory_type::MemoryTypeTable;
 use super::sys::{self, HipLib, HipStatus, HsaLib, PointerAttributesBuf, RawEvent, RawStream};
 use super::{AddressRange, DmabufExport, GpuPlatform, GpuRuntime, PointerKind};
+use hipobj_actors::sync::{Mutex, StartOnce};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void, CStr};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 /// The HIP runtime sonames, in the order they are tried: newest ROCm first. Runtime sonames only,
 /// never the `libamdhip64.so` development symlink.
@@ -22,28 +23,16 @@ pub const HIP_LIBRARY_NAMES: [&str; 3] =
 
 /// The runtime that loaded, kept once a load succeeds. A failure isn't kept, so a later
 /// `hipObjInit` tries again (after the application installed ROCm, say).
-static LOADED: Mutex<Option<Arc<HipRuntime>>> = Mutex::new(None);
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic elsewhere while holding one of these locks leaves consistent data (a map insert or
-    // an Option store), so poisoning is ignored rather than spread.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+static LOADED: StartOnce<Arc<HipRuntime>> = StartOnce::new();
 
 /// Load the HIP runtime (`libamdhip64.so.7`, `.6`, `.5`), or return the one already loaded.
 ///
 /// The load runs under a lock, so library initialisers never run on two threads at once, and
 /// only a success is cached. Never panics.
 pub fn load() -> Result<Arc<dyn GpuRuntime>, HipLoadError> {
-    let mut loaded = lock(&LOADED);
-    if let Some(runtime) = loaded.as_ref() {
-        return Ok(runtime.clone());
-    }
-    let runtime = Arc::new(HipRuntime::load_from(&HIP_LIBRARY_NAMES)?);
-    *loaded = Some(runtime.clone());
-    Ok(runtime)
+    let runtime =
+        LOADED.get_or_start(|| HipRuntime::load_from(&HIP_LIBRARY_NAMES).map(Arc::new))?;
+    Ok(runtime.clone())
 }
 
 /// `hipError_t` → `Result`.
@@ -187,7 +176,7 @@ impl HipRuntime {
 
     /// Our stream on the current device, which must be `device`.
     fn stream_for(&self, device: i32) -> Result<Arc<OwnedStream>, HipError> {
-        if let Some(stream) = lock(&self.streams).get(&device) {
+        if let Some(stream) = self.streams.lock().get(&device) {
             return Ok(stream.clone());
         }
         let (Some(create), Some(destroy)) =
@@ -210,7 +199,7 @@ impl HipRuntime {
             _lib: self.lib.clone(),
         });
         // Another thread may have created one meanwhile: keep the first, drop (destroy) ours.
-        Ok(lock(&self.streams).entry(device).or_insert(created).clone())
+        Ok(self.streams.lock().entry(device).or_insert(created).clone())
     }
 
     fn create_event(&self) -> Result<OwnedEvent, HipError> {

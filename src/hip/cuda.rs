@@ -37,37 +37,27 @@ use super::cuda_sys::{self as sys, CuDevice, CuDevicePtr, CuResult, CudaLib, Raw
 use super::error::{HipError, HipLoadError};
 use super::host_buffer::{HostBuffer, HostMemoryOwner};
 use super::{AddressRange, DmabufExport, GpuPlatform, GpuRuntime, PointerKind};
+use hipobj_actors::sync::{Mutex, StartOnce};
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 /// The CUDA driver's soname (the unversioned `libcuda.so` is a development symlink).
 pub const CUDA_LIBRARY_NAMES: [&str; 1] = ["libcuda.so.1"];
 
-static LOADED: Mutex<Option<Arc<CudaRuntime>>> = Mutex::new(None);
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic elsewhere while holding one of these locks leaves consistent data (a map insert or
-    // an Option store), so poisoning is ignored rather than spread.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+/// The driver that loaded, kept once a load succeeds (a failure is tried again next time).
+static LOADED: StartOnce<Arc<CudaRuntime>> = StartOnce::new();
 
 /// Load the CUDA driver (`libcuda.so.1`) and run `cuInit`, or return the runtime already loaded.
 /// Only a success is cached; a host without an NVIDIA GPU still loads when the driver library is
 /// installed, and then reports `cuInit`'s error from every device query. Never panics.
 pub fn load_cuda() -> Result<Arc<CudaRuntime>, HipLoadError> {
-    let mut loaded = lock(&LOADED);
-    if let Some(runtime) = loaded.as_ref() {
-        return Ok(runtime.clone());
-    }
-    let runtime = Arc::new(CudaRuntime::load_from(&CUDA_LIBRARY_NAMES)?);
-    *loaded = Some(runtime.clone());
-    Ok(runtime)
+    let runtime =
+        LOADED.get_or_start(|| CudaRuntime::load_from(&CUDA_LIBRARY_NAMES).map(Arc::new))?;
+    Ok(runtime.clone())
 }
 
 /// `CUresult` → `Result`.
@@ -330,7 +320,7 @@ impl CudaRuntime {
 
     /// The primary context of `device`, retained on first use.
     fn context(&self, device: i32) -> Result<Arc<PrimaryContext>, HipError> {
-        if let Some(ctx) = lock(&self.contexts).get(&device) {
+        if let Some(ctx) = self.contexts.lock().get(&device) {
             return Ok(ctx.clone());
         }
         let handle = self.device_handle(device)?;
@@ -346,7 +336,9 @@ impl CudaRuntime {
             raw,
         });
         // Another thread may have retained it meanwhile: keep the first, release ours.
-        Ok(lock(&self.contexts)
+        Ok(self
+            .contexts
+            .lock()
             .entry(device)
             .or_insert(retained)
             .clone())
@@ -371,7 +363,7 @@ impl CudaRuntime {
 
     /// Our stream on `device`, whose context must be current.
     fn stream_for(&self, device: i32) -> Result<Arc<OwnedStream>, HipError> {
-        if let Some(stream) = lock(&self.streams).get(&device) {
+        if let Some(stream) = self.streams.lock().get(&device) {
             return Ok(stream.clone());
         }
         let ctx = self.context(device)?;
@@ -382,7 +374,7 @@ impl CudaRuntime {
             (self.lib.stream_create)(&mut raw, sys::CU_STREAM_NON_BLOCKING)
         })?;
         let created = Arc::new(OwnedStream { raw, ctx });
-        Ok(lock(&self.streams).entry(device).or_insert(created).clone())
+        Ok(self.streams.lock().entry(device).or_insert(created).clone())
     }
 
     /// A fresh completion event in `device`'s context, which must be current.

@@ -26,12 +26,13 @@ use super::error::{
 use super::host_buffer::{HostBuffer, HostMemoryOwner};
 use super::{AddressRange, DmabufExport, GpuPlatform, GpuRuntime, PointerKind};
 use crossbeam_channel::{Receiver, Sender};
+use hipobj_actors::sync::{Condvar, Mutex};
 use std::alloc::Layout;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -43,12 +44,6 @@ static NEXT_SIM_ID: AtomicU64 = AtomicU64::new(1);
 thread_local! {
     /// The current device of this thread, per sim (HIP's current device is per thread).
     static CURRENT_DEVICE: RefCell<HashMap<u64, i32>> = RefCell::new(HashMap::new());
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// How many times each trait entry point was called.
@@ -176,7 +171,9 @@ struct SimShared {
 impl HostMemoryOwner for SimShared {
     unsafe fn free_host(&self, ptr: NonNull<u8>) {
         bump(&self.calls.free_host);
-        if lock(&self.memory)
+        if self
+            .memory
+            .lock()
             .allocations
             .remove(&(ptr.as_ptr() as usize))
             .is_none()
@@ -200,7 +197,7 @@ impl SimShared {
     /// Wait out the configured delay, then any stall; both end early when the sim is dropped.
     /// Returns the failure to inject, if one was armed.
     fn pass_gate(&self) -> Option<i32> {
-        let mut gate = lock(&self.gate);
+        let mut gate = self.gate.lock();
         let delay = gate.delay;
         if !delay.is_zero() {
             let deadline = std::time::Instant::now() + delay;
@@ -209,18 +206,11 @@ impl SimShared {
                 if now >= deadline {
                     break;
                 }
-                gate = self
-                    .gate_changed
-                    .wait_timeout(gate, deadline - now)
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
+                gate = self.gate_changed.wait_timeout(gate, deadline - now);
             }
         }
         while gate.stalled && !self.closing.load(Ordering::Acquire) {
-            gate = self
-                .gate_changed
-                .wait(gate)
-                .unwrap_or_else(|p| p.into_inner());
+            gate = self.gate_changed.wait(gate);
         }
         gate.fail_next.take()
     }
@@ -229,7 +219,7 @@ impl SimShared {
         if let Some(code) = self.pass_gate() {
             return CopyStatus::Failed(code);
         }
-        let memory = lock(&self.memory);
+        let memory = self.memory.lock();
         let dst_ok = memory
             .find(job.dst, job.len)
             .is_some_and(|a| a.kind == job.dst_kind);
@@ -249,7 +239,7 @@ impl SimShared {
     fn run_copies(self: Arc<Self>, jobs: Receiver<CopyJob>) {
         while let Ok(job) = jobs.recv() {
             let status = self.execute(&job);
-            *lock(&job.result) = status;
+            *job.result.lock() = status;
             bump(&self.calls.copies_finished);
         }
     }
@@ -264,7 +254,7 @@ struct SimCopyProbe {
 impl CopyProbe for SimCopyProbe {
     fn probe(&mut self) -> CopyStatus {
         bump(&self.shared.calls.copy_queries);
-        *lock(&self.result)
+        *self.result.lock()
     }
 }
 
@@ -328,7 +318,9 @@ impl SimGpu {
         }
         let allocation = SimAllocation::new(len, SimMemoryKind::Device(device))?;
         let base = allocation.base();
-        lock(&self.shared.memory)
+        self.shared
+            .memory
+            .lock()
             .allocations
             .insert(base, allocation);
         Ok(base)
@@ -336,7 +328,7 @@ impl SimGpu {
 
     /// Free simulated device memory (the sim's `hipFree`); `ptr` must be an allocation's base.
     pub fn free_device(&self, ptr: usize) -> Result<(), HipError> {
-        let mut memory = lock(&self.shared.memory);
+        let mut memory = self.shared.memory.lock();
         match memory.allocations.get(&ptr).map(|a| a.kind) {
             Some(SimMemoryKind::Device(_)) => {
                 memory.allocations.remove(&ptr);
@@ -348,7 +340,7 @@ impl SimGpu {
 
     /// Write bytes into sim memory (device or host), as a kernel or memcpy would.
     pub fn write(&self, ptr: usize, bytes: &[u8]) -> Result<(), HipError> {
-        let memory = lock(&self.shared.memory);
+        let memory = self.shared.memory.lock();
         memory
             .find(ptr, bytes.len())
             .ok_or(HipError::new("sim write", HIP_ERROR_INVALID_VALUE))?;
@@ -359,7 +351,7 @@ impl SimGpu {
 
     /// Read bytes from sim memory (device or host).
     pub fn read(&self, ptr: usize, len: usize) -> Result<Vec<u8>, HipError> {
-        let memory = lock(&self.shared.memory);
+        let memory = self.shared.memory.lock();
         memory
             .find(ptr, len)
             .ok_or(HipError::new("sim read", HIP_ERROR_INVALID_VALUE))?;
@@ -371,30 +363,30 @@ impl SimGpu {
 
     /// Number of live allocations (device and host), for leak checks.
     pub fn live_allocations(&self) -> usize {
-        lock(&self.shared.memory).allocations.len()
+        self.shared.memory.lock().allocations.len()
     }
 
     /// Delay every copy that starts executing from now on by `delay`.
     pub fn set_copy_delay(&self, delay: Duration) {
-        lock(&self.shared.gate).delay = delay;
+        self.shared.gate.lock().delay = delay;
         self.shared.gate_changed.notify_all();
     }
 
     /// Hold back every copy that hasn't finished yet until [`SimGpu::release_copies`]: they stay
     /// `Pending`.
     pub fn stall_copies(&self) {
-        lock(&self.shared.gate).stalled = true;
+        self.shared.gate.lock().stalled = true;
     }
 
     /// Let stalled copies run.
     pub fn release_copies(&self) {
-        lock(&self.shared.gate).stalled = false;
+        self.shared.gate.lock().stalled = false;
         self.shared.gate_changed.notify_all();
     }
 
     /// Make the next copy that runs fail with `code` instead of copying.
     pub fn fail_next_copy(&self, code: i32) {
-        lock(&self.shared.gate).fail_next = Some(code);
+        self.shared.gate.lock().fail_next = Some(code);
     }
 
     /// The calls counted so far.
@@ -433,7 +425,7 @@ impl Drop for SimGpu {
         // drain it. The thread holds only `SimShared`, never `SimGpu`, so this never runs on it.
         self.shared.closing.store(true, Ordering::Release);
         {
-            let _gate = lock(&self.shared.gate);
+            let _gate = self.shared.gate.lock();
             self.shared.gate_changed.notify_all();
         }
         self.jobs.take();
@@ -494,7 +486,7 @@ impl GpuRuntime for SimGpu {
     /// ROCm 5's failing `hipPointerGetAttributes` on memory it doesn't track).
     fn classify_pointer(&self, ptr: usize) -> PointerKind {
         bump(&self.shared.calls.classify_pointer);
-        match lock(&self.shared.memory).find(ptr, 1).map(|a| a.kind) {
+        match self.shared.memory.lock().find(ptr, 1).map(|a| a.kind) {
             Some(SimMemoryKind::Device(device)) => PointerKind::Device { device },
             Some(SimMemoryKind::Host) => PointerKind::Host,
             None => PointerKind::Unknown,
@@ -503,7 +495,9 @@ impl GpuRuntime for SimGpu {
 
     fn address_range(&self, ptr: usize) -> Result<AddressRange, HipError> {
         bump(&self.shared.calls.address_range);
-        lock(&self.shared.memory)
+        self.shared
+            .memory
+            .lock()
             .find(ptr, 1)
             .map(|a| AddressRange {
                 base: a.base(),
@@ -529,7 +523,9 @@ impl GpuRuntime for SimGpu {
         let allocation = SimAllocation::new(len, SimMemoryKind::Host)
             .map_err(|e| HipError::new("hipHostMalloc", e.code))?;
         let ptr = allocation.ptr;
-        lock(&self.shared.memory)
+        self.shared
+            .memory
+            .lock()
             .allocations
             .insert(allocation.base(), allocation);
         let owner: Arc<dyn HostMemoryOwner> = self.shared.clone();
@@ -554,7 +550,7 @@ impl GpuRuntime for SimGpu {
             CopyDirection::DeviceToHost => (SimMemoryKind::Host, SimMemoryKind::Device(device)),
         };
         {
-            let memory = lock(&self.shared.memory);
+            let memory = self.shared.memory.lock();
             let dst_ok = memory.find(dst, len).is_some_and(|a| a.kind == dst_kind);
             let src_ok = memory.find(src, len).is_some_and(|a| a.kind == src_kind);
             if len == 0 || !dst_ok || !src_ok {
@@ -598,7 +594,7 @@ mod tests {
         let sim = SimGpu::new(1);
         let base = sim.alloc_device(0, 1000).unwrap_or(0);
         assert_ne!(base, 0);
-        let memory = lock(&sim.shared.memory);
+        let memory = sim.shared.memory.lock();
         assert!(memory.find(base, 1000).is_some());
         assert!(memory.find(base + 999, 1).is_some());
         assert!(memory.find(base + 1000, 1).is_none());

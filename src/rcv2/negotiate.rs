@@ -15,9 +15,9 @@
 //! ```
 
 use super::MAX_TRANSFER;
+use hipobj_actors::sync::Mutex;
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Mutex;
 
 /// The environment variable of the explicit choice (`v1`, `v2`, `auto`).
 pub const ENV: &str = "HIPOBJ_RDMA_PROTOCOL";
@@ -138,11 +138,7 @@ impl Negotiation {
 
     /// What `endpoint` was found to speak, if a transfer found out.
     pub fn spoken(&self, endpoint: &str) -> Option<Protocol> {
-        self.spoken
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(endpoint)
-            .copied()
+        self.spoken.lock().get(endpoint).copied()
     }
 
     /// Record the answer to a request of `protocol` to `endpoint` and say what to do next.
@@ -160,7 +156,7 @@ impl Negotiation {
             _ => None,
         };
         if let Some(p) = learned {
-            let mut spoken = self.spoken.lock().unwrap_or_else(|p| p.into_inner());
+            let mut spoken = self.spoken.lock();
             if spoken.insert(endpoint.to_owned(), p) != Some(p) {
                 tracing::info!(endpoint, protocol = %p, "RDMA protocol of the endpoint");
             }

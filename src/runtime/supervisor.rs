@@ -6,8 +6,8 @@ use crate::error::{Error, Result};
 use crate::registry::Buffer;
 use hipobj_actors::registry::Registry;
 use hipobj_actors::supervisor::{Fault, Instance, Supervisor};
-use hipobj_actors::sync::ArcCell;
-use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+use hipobj_actors::sync::{ArcCell, StartOnce};
+use std::sync::{Arc, LazyLock};
 
 impl Instance for Runtime {
     type Payload = Buffer;
@@ -49,57 +49,5 @@ pub(super) fn fault(f: Fault) -> Error {
     match f {
         Fault::Stopped => Error::internal("the supervisor has stopped"),
         Fault::Failed => Error::internal("the supervisor failed while handling this call"),
-    }
-}
-
-/// A value started once on first use; a failed start is not remembered, so the next call retries.
-struct StartOnce<T> {
-    value: OnceLock<T>,
-    starting: Mutex<()>,
-}
-
-impl<T> StartOnce<T> {
-    const fn new() -> StartOnce<T> {
-        StartOnce {
-            value: OnceLock::new(),
-            starting: Mutex::new(()),
-        }
-    }
-
-    fn get(&self) -> Option<&T> {
-        self.value.get()
-    }
-
-    fn get_or_start<E>(
-        &self,
-        start: impl FnOnce() -> std::result::Result<T, E>,
-    ) -> std::result::Result<&T, E> {
-        if let Some(v) = self.value.get() {
-            return Ok(v);
-        }
-        let _one_at_a_time = self.starting.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(v) = self.value.get() {
-            return Ok(v);
-        }
-        let v = start()?;
-        Ok(self.value.get_or_init(|| v))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::StartOnce;
-
-    #[test]
-    fn a_failed_start_is_retried() {
-        let once: StartOnce<u32> = StartOnce::new();
-        assert!(once.get().is_none());
-        assert_eq!(once.get_or_start(|| Err("no thread")), Err("no thread"));
-        assert!(once.get().is_none(), "the failure is not cached");
-        assert_eq!(once.get_or_start(|| Ok::<_, &str>(7)), Ok(&7));
-        assert_eq!(
-            once.get_or_start(|| -> Result<u32, &str> { panic!("started twice") }),
-            Ok(&7)
-        );
     }
 }

@@ -8,8 +8,9 @@
 //! leaves its field `None`. `ibv_post_send` and `ibv_poll_cq` are `static inline` in verbs.h and
 //! are called through `ibv_context->ops`, never looked up.
 
+use hipobj_actors::sync::StartOnce;
 use std::ffi::{c_void, CStr};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 
@@ -26,7 +27,7 @@ const V1_12: &CStr = c"IBVERBS_1.12";
 /// The successfully loaded table, shared by every later `load()`. A failure is not cached, so a
 /// later `load()` (a later `hipObjInit`) tries again. The mutex also serialises `dlopen`, whose
 /// error reporting is not thread-safe (libloading's documentation).
-static LOADED: Mutex<Option<Arc<Lib>>> = Mutex::new(None);
+static LOADED: StartOnce<Arc<Lib>> = StartOnce::new();
 
 /// libibverbs entry points. Owns the library handle, so the pointers stay valid for as long as the
 /// table lives; every handle of this module holds an `Arc<Lib>`.
@@ -71,17 +72,13 @@ impl Lib {
     /// Loads libibverbs once per process; later calls return the same table. Never panics: a
     /// missing library or symbol is a `VerbsError`, and nothing is cached then.
     pub fn load() -> Result<Arc<Lib>, VerbsError> {
-        let mut loaded = LOADED
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(lib) = loaded.as_ref() {
-            return Ok(Arc::clone(lib));
-        }
-        let lib = Arc::new(Lib::load_from(LIBIBVERBS_NAMES)?);
-        tracing::debug!(soname = %lib.soname, gid_ex = lib.query_gid_ex.is_some(),
-            dmabuf = lib.reg_dmabuf_mr.is_some(), "libibverbs loaded");
-        *loaded = Some(Arc::clone(&lib));
-        Ok(lib)
+        let lib = LOADED.get_or_start(|| {
+            let lib = Lib::load_from(LIBIBVERBS_NAMES)?;
+            tracing::debug!(soname = %lib.soname, gid_ex = lib.query_gid_ex.is_some(),
+                dmabuf = lib.reg_dmabuf_mr.is_some(), "libibverbs loaded");
+            Ok(Arc::new(lib))
+        })?;
+        Ok(Arc::clone(lib))
     }
 
     /// Loads the first of `names` that opens, without caching. A name that opens but lacks a

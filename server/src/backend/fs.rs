@@ -15,7 +15,10 @@ use std::io::{self, Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+// The placing lock is poison-free: a panic elsewhere while holding it leaves nothing half-done
+// that the next holder could trip over (every placement is rename-based).
+use hipobj_actors::sync::{Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use md5::{Digest, Md5};
@@ -73,14 +76,6 @@ fn sweep_dead_writers(tmp: &Path) -> io::Result<usize> {
     Ok(removed)
 }
 
-/// Take the placing lock (a panic elsewhere while holding it leaves nothing half-done that
-/// the next holder could trip over: every placement is rename-based).
-fn lock_placing(placing: &Mutex<()>) -> MutexGuard<'_, ()> {
-    placing
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 impl FsBackend {
     /// Use `root` (created if missing) as the data directory.
     pub fn open(root: &Path) -> io::Result<FsBackend> {
@@ -109,7 +104,7 @@ impl FsBackend {
 
     /// See [`FsBackend::placing`].
     pub(super) fn placing(&self) -> MutexGuard<'_, ()> {
-        lock_placing(&self.placing)
+        self.placing.lock()
     }
 
     fn bucket_dir(&self, bucket: &str) -> StorageResult<PathBuf> {
@@ -621,7 +616,7 @@ impl FsWriter {
         // Sidecar first: a reader that sees it with the old file notices the inode differs.
         let replaced = Reaper::hold(&data);
         let placed = {
-            let _placing = lock_placing(&self.placing);
+            let _placing = self.placing.lock();
             side.store(&self.side_tmp, &sidecar)
                 .and_then(|()| fs::rename(&tmp, &data))
         };

@@ -22,7 +22,9 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+// Poison-free: a panic elsewhere must not take the table down with it.
+use hipobj_actors::sync::Mutex;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tracing::{debug, warn};
@@ -81,11 +83,6 @@ pub struct PairingTable<Q: RdmaQp> {
     stats: Arc<Stats>,
 }
 
-/// Poison-free lock: a panic elsewhere must not take the table down with it.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl<Q: RdmaQp> PairingTable<Q> {
     /// A table of `max_pairings` keys, at most `max_per_requester` of them per requester.
     pub fn new(
@@ -107,7 +104,7 @@ impl<Q: RdmaQp> PairingTable<Q> {
 
     /// Keys in the table.
     pub fn len(&self) -> usize {
-        lock(&self.slots).len()
+        self.slots.lock().len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -125,7 +122,7 @@ impl<Q: RdmaQp> PairingTable<Q> {
         loop {
             let mut silenced = Vec::new();
             let slot = {
-                let mut slots = lock(&self.slots);
+                let mut slots = self.slots.lock();
                 match slots.get(&key) {
                     Some(slot) => Arc::clone(slot),
                     None => {
@@ -152,7 +149,7 @@ impl<Q: RdmaQp> PairingTable<Q> {
                 }
             };
             self.silence_all(silenced, "expired or evicted");
-            let mut state = lock(&slot.state);
+            let mut state = slot.state.lock();
             if state.retired {
                 continue;
             }
@@ -205,7 +202,7 @@ impl<Q: RdmaQp> PairingTable<Q> {
     /// Destroy every pairing idle longer than the idle time (and not in use). Returns how many.
     pub fn expire(&self, now: Instant) -> usize {
         let expired = {
-            let mut slots = lock(&self.slots);
+            let mut slots = self.slots.lock();
             self.expire_locked(&mut slots, now)
         };
         let n = expired.len();
@@ -220,7 +217,7 @@ impl<Q: RdmaQp> PairingTable<Q> {
     ) -> Vec<Pairing<Q>> {
         let mut out = Vec::new();
         slots.retain(|key, slot| {
-            let mut state = lock(&slot.state);
+            let mut state = slot.state.lock();
             let idle_for = now.saturating_duration_since(state.last_used);
             if state.busy || idle_for < self.idle {
                 return true;
@@ -262,7 +259,7 @@ impl<Q: RdmaQp> PairingTable<Q> {
                     continue;
                 }
             }
-            let state = lock(&slot.state);
+            let state = slot.state.lock();
             if state.busy {
                 continue;
             }
@@ -274,7 +271,7 @@ impl<Q: RdmaQp> PairingTable<Q> {
         }
         let key = best?.1.clone();
         let slot = slots.remove(&key)?;
-        let mut state = lock(&slot.state);
+        let mut state = slot.state.lock();
         state.retired = true;
         let pairing = state.pairing.take();
         if let Some(p) = &pairing {
@@ -375,15 +372,15 @@ impl<Q: RdmaQp> Drop for KeyLease<'_, Q> {
         }
         match self.pairing.take() {
             Some(p) => {
-                let mut state = lock(&self.slot.state);
+                let mut state = self.slot.state.lock();
                 state.pairing = Some(p);
                 state.busy = false;
                 state.last_used = now;
                 state.use_seq = seq;
             }
             None => {
-                let mut slots = lock(&self.table.slots);
-                let mut state = lock(&self.slot.state);
+                let mut slots = self.table.slots.lock();
+                let mut state = self.slot.state.lock();
                 state.busy = false;
                 state.retired = true;
                 if slots

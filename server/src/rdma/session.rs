@@ -10,8 +10,8 @@
 //! or by the READY that finds it expired. The table never calls a verb: what it hands back is
 //! reclaimed by the engine outside its lock.
 
+use hipobj_actors::sync::{Mutex, MutexGuard};
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::identity::Requester;
@@ -114,8 +114,8 @@ impl<S> SessionTable<S> {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner<S>> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Inner<S>> {
+        self.inner.lock()
     }
 
     pub fn limits(&self) -> &SessionLimits {

@@ -7,11 +7,11 @@
 //! slot only through [`StagingMemory::slot_mut`], whose caller promises that no work request over
 //! that slot is outstanding and no other reference to it exists.
 
+use hipobj_actors::sync::Mutex;
 use std::alloc::{self, Layout};
 use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
-use std::sync::Mutex;
 
 use super::port::{PortError, RdmaPort, StagingBuffer};
 
@@ -99,7 +99,7 @@ impl<B: StagingBuffer> StagingPool<B> {
 
     /// A free buffer, or a newly registered one.
     pub fn acquire<P: RdmaPort<Buffer = B>>(&self, port: &P) -> Result<Staged<'_, B>, PortError> {
-        let reused = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let reused = self.free.lock().pop();
         let buf = match reused {
             Some(b) => b,
             None => port.alloc_staging(self.buf_len)?,
@@ -117,7 +117,7 @@ impl<B: StagingBuffer> StagingPool<B> {
         if len > self.buf_len {
             return port.alloc_staging(len);
         }
-        let reused = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let reused = self.free.lock().pop();
         match reused {
             Some(b) => Ok(b),
             None => port.alloc_staging(self.buf_len),
@@ -127,10 +127,7 @@ impl<B: StagingBuffer> StagingPool<B> {
     /// Return a buffer from [`StagingPool::take`]: pooled if it has the pool's size, else freed.
     pub fn give_back(&self, buf: B) {
         if buf.memory().len() == self.buf_len {
-            self.free
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(buf);
+            self.free.lock().push(buf);
         }
     }
 
@@ -140,16 +137,13 @@ impl<B: StagingBuffer> StagingPool<B> {
         for _ in 0..n {
             fresh.push(port.alloc_staging(self.buf_len)?);
         }
-        self.free
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(fresh);
+        self.free.lock().extend(fresh);
         Ok(())
     }
 
     /// Buffers waiting for reuse.
     pub fn idle(&self) -> usize {
-        self.free.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.free.lock().len()
     }
 }
 
@@ -182,11 +176,7 @@ impl<B: StagingBuffer> Drop for Staged<'_, B> {
         }
         // SAFETY: `buf` is taken exactly once, here, and never used afterwards.
         let buf = unsafe { ManuallyDrop::take(&mut self.buf) };
-        self.pool
-            .free
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(buf);
+        self.pool.free.lock().push(buf);
     }
 }
 

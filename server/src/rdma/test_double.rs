@@ -11,9 +11,10 @@
 //! plays the client's WRITE_WITH_IMM into it (refused unless the window is bound on that QP,
 //! the QP is connected, a receive is posted and the bytes fit the window's range).
 
+use hipobj_actors::sync::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use super::port::{
     Peer, PortError, PortInfo, QpSetup, RdmaOp, RdmaPort, RdmaQp, StagingBuffer, StagingMemory,
@@ -103,10 +104,6 @@ pub struct DoublePort {
     next_qpn: Arc<AtomicU32>,
 }
 
-fn lock(m: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Default for DoublePort {
     fn default() -> Self {
         Self::new()
@@ -145,29 +142,30 @@ impl DoublePort {
     }
 
     pub fn log(&self) -> Vec<QpLog> {
-        lock(&self.shared).log.clone()
+        self.shared.lock().log.clone()
     }
 
     pub fn set_behaviour(&self, b: Behaviour) {
-        lock(&self.shared).behaviour = b;
+        self.shared.lock().behaviour = b;
     }
 
     /// QPs created from now on return up to `n` completions per `poll` (as a real CQ does).
     pub fn set_poll_batch(&self, n: usize) {
-        lock(&self.shared).poll_batch = n.max(1);
+        self.shared.lock().poll_batch = n.max(1);
     }
 
     pub fn set_fail_connect(&self, fail: bool) {
-        lock(&self.shared).fail_connect = fail;
+        self.shared.lock().fail_connect = fail;
     }
 
     /// Register a client memory region.
     pub fn add_region(&self, rkey: u32, base: u64, bytes: Vec<u8>) {
-        lock(&self.shared).memory.insert(rkey, (base, bytes));
+        self.shared.lock().memory.insert(rkey, (base, bytes));
     }
 
     pub fn region(&self, rkey: u32) -> Vec<u8> {
-        lock(&self.shared)
+        self.shared
+            .lock()
             .memory
             .get(&rkey)
             .map(|(_, b)| b.clone())
@@ -176,7 +174,7 @@ impl DoublePort {
 
     /// Most work requests any QP had outstanding at once.
     pub fn max_outstanding(&self) -> usize {
-        lock(&self.shared).max_outstanding
+        self.shared.lock().max_outstanding
     }
 
     /// The client side of a v2 PUT: WRITE_WITH_IMM `data` at `offset` of window `rkey` through
@@ -189,7 +187,7 @@ impl DoublePort {
         data: &[u8],
         imm: u32,
     ) -> Result<(), Refused> {
-        let mut shared = lock(&self.shared);
+        let mut shared = self.shared.lock();
         let Some(w) = shared.windows.get(&rkey) else {
             return Err(Refused("no such window (remote access error)"));
         };
@@ -227,7 +225,7 @@ impl DoublePort {
 
     /// Windows bound now.
     pub fn windows(&self) -> usize {
-        lock(&self.shared).windows.len()
+        self.shared.lock().windows.len()
     }
 
     pub fn posted(&self) -> Vec<WorkRequest> {
@@ -284,7 +282,7 @@ impl RdmaPort for DoublePort {
     }
 
     fn connect_qp(&self, setup: &QpSetup) -> Result<DoubleQp, PortError> {
-        let mut shared = lock(&self.shared);
+        let mut shared = self.shared.lock();
         if shared.fail_connect {
             return Err(PortError::new("double: connect refused"));
         }
@@ -305,7 +303,7 @@ impl RdmaPort for DoublePort {
     }
 
     fn create_qp(&self, _max_send_wr: u32) -> Result<DoubleQp, PortError> {
-        let mut shared = lock(&self.shared);
+        let mut shared = self.shared.lock();
         if shared.fail_connect {
             return Err(PortError::new("double: QP creation refused"));
         }
@@ -378,7 +376,7 @@ impl RdmaQp for DoubleQp {
         if wr.local_offset + wr.len as usize > buf.mem.len() {
             return Err(PortError::new("double: request outside the staging buffer"));
         }
-        let mut shared = lock(&self.shared);
+        let mut shared = self.shared.lock();
         if !shared.connected.contains(&self.qpn) {
             return Err(PortError::new("double: post on a QP not in RTS"));
         }
@@ -394,7 +392,7 @@ impl RdmaQp for DoubleQp {
     }
 
     fn post_send_inv(&mut self, wr_id: u64, rkey: u32) -> Result<(), PortError> {
-        let mut shared = lock(&self.shared);
+        let mut shared = self.shared.lock();
         if !shared.connected.contains(&self.qpn) {
             return Err(PortError::new("double: post on a QP not in RTS"));
         }
@@ -418,7 +416,7 @@ impl RdmaQp for DoubleQp {
 
     fn poll(&mut self, out: &mut Vec<WorkCompletion>) -> Result<(), PortError> {
         if !self.errored {
-            if let Some(q) = lock(&self.shared).inbound.get_mut(&self.qpn) {
+            if let Some(q) = self.shared.lock().inbound.get_mut(&self.qpn) {
                 out.extend(q.drain(..));
             }
         }
@@ -432,14 +430,14 @@ impl RdmaQp for DoubleQp {
 
     fn to_error(&mut self) -> Result<(), PortError> {
         self.errored = true;
-        let mut shared = lock(&self.shared);
+        let mut shared = self.shared.lock();
         shared.log.push(QpLog::ToError(self.qpn));
         shared.connected.remove(&self.qpn);
         Ok(())
     }
 
     fn connect(&mut self, peer: &Peer, rq_psn: u32, sq_psn: u32) -> Result<(), PortError> {
-        let mut shared = lock(&self.shared);
+        let mut shared = self.shared.lock();
         if shared.fail_connect {
             return Err(PortError::new("double: connect refused"));
         }
@@ -453,7 +451,7 @@ impl RdmaQp for DoubleQp {
     }
 
     fn post_recv(&mut self, wr_id: u64) -> Result<(), PortError> {
-        let mut shared = lock(&self.shared);
+        let mut shared = self.shared.lock();
         shared.recvs.entry(self.qpn).or_default().push_back(wr_id);
         shared.log.push(QpLog::RecvPosted(self.qpn));
         Ok(())
@@ -465,7 +463,7 @@ impl RdmaQp for DoubleQp {
         len: u32,
         _wait: std::time::Duration,
     ) -> Result<Window, PortError> {
-        let mut shared = lock(&self.shared);
+        let mut shared = self.shared.lock();
         if !shared.connected.contains(&self.qpn) || self.errored {
             return Err(PortError::new("double: bind on a QP not in RTS"));
         }
@@ -493,7 +491,7 @@ impl RdmaQp for DoubleQp {
     }
 
     fn invalidate_window(&mut self, _wait: std::time::Duration) -> Result<(), PortError> {
-        let mut shared = lock(&self.shared);
+        let mut shared = self.shared.lock();
         let rkey = shared
             .windows
             .iter()
@@ -534,7 +532,7 @@ impl DoubleQp {
             WC_WR_FLUSH_ERR
         } else if self.behaviour == Behaviour::FailWr(index) {
             WC_RETRY_EXC_ERR
-        } else if !Self::execute(&mut lock(&self.shared), &f) {
+        } else if !Self::execute(&mut self.shared.lock(), &f) {
             WC_REM_ACCESS_ERR
         } else {
             0
@@ -561,7 +559,7 @@ impl DoubleQp {
 
 impl Drop for DoubleQp {
     fn drop(&mut self) {
-        let mut shared = lock(&self.shared);
+        let mut shared = self.shared.lock();
         // Destroying the QP (and deallocating its window) leaves nothing reachable.
         shared.windows.retain(|_, w| w.qpn != self.qpn);
         shared.connected.remove(&self.qpn);

@@ -25,6 +25,10 @@ class Fault:
     name = "none"
     # Failures are the expected answer (a lasting fault): they must then be clear ones.
     lasting_for: tuple = ()
+    # Failures are allowed, if clear, but not expected: a fault that lasts through every attempt of
+    # an operation (the phase ends only when the clients' operations have ended) and that RC itself
+    # cannot always ride out. Some operations must still succeed.
+    may_fail_for: tuple = ()
 
     def begin(self, lane) -> None:
         pass
@@ -55,9 +59,10 @@ class CpuStarvation(Fault):
 class Netem(Fault):
     """tc netem on both veth ends (each end's egress), e.g. 'loss 1%'."""
 
-    def __init__(self, spec: str):
+    def __init__(self, spec: str, may_fail_for: tuple = ()):
         self.spec = spec
         self.name = f"netem {spec}"
+        self.may_fail_for = may_fail_for
 
     def begin(self, lane) -> None:
         for dev in VETHS:
@@ -215,7 +220,12 @@ def schedule() -> List[Fault]:
         Fault(),
         CpuStarvation(),
         Netem("loss 1%"),
-        Netem("loss 5%"),
+        # Under 5 % loss for the whole of an operation's 5 attempts, rxe's RC retries run out
+        # (status 12) on most 3 MiB transfers: in the lane on 2026-12-02 a 3 MiB GET failed all 5
+        # attempts in 2 of 4 runs (each time a clear "the server answered 500"), and succeeded,
+        # first try or after retries, in the others. A clear error is then the right answer (a
+        # lasting fault); corruption, hangs, changed objects and leaks still fail the phase.
+        Netem("loss 5%", may_fail_for=("get", "put")),
         # RC is go-back-N and rxe ACKs every 64 packets: with 10 % reordering nearly every ACK
         # window of a 1 MiB WRITE is NAKed, and 7 NAKs without an ACK between exhaust retry_cnt
         # (measured: a GET failed 5 times in 5 in the lane). 1 % is what RC is built to survive.

@@ -455,7 +455,7 @@ def verdict(fault: faults.Fault, c: Counter, res: Dict[str, object]) -> List[str
         if c[what]:
             bad.append(f"{what} {c[what]}")
     for op in ("put", "get"):
-        if c[f"failed_{op}"] and op not in fault.lasting_for:
+        if c[f"failed_{op}"] and op not in fault.lasting_for + fault.may_fail_for:
             bad.append(f"{c[f'failed_{op}']} {op}s failed")
     if fault.lasting_for and not any(c[f"failed_{op}"] for op in fault.lasting_for):
         bad.append("the lasting fault failed no operation")

@@ -221,10 +221,11 @@ def schedule() -> List[Fault]:
         CpuStarvation(),
         Netem("loss 1%"),
         # Under 5 % loss for the whole of an operation's 5 attempts, rxe's RC retries run out
-        # (status 12) on most 3 MiB transfers: in the lane on 2026-12-02 a 3 MiB GET failed all 5
-        # attempts in 2 of 4 runs (each time a clear "the server answered 500"), and succeeded,
-        # first try or after retries, in the others. A clear error is then the right answer (a
-        # lasting fault); corruption, hangs, changed objects and leaks still fail the phase.
+        # (status 12) on most 3 MiB transfers: in the lane on 2026-12-02 a 3 MiB Python GET failed
+        # all 5 attempts once (make test on a fresh clone, each a clear "the server answered 500")
+        # and succeeded, first try or after retries, in three other runs. A clear error is then
+        # the right answer (a lasting fault); corruption, hangs, changed objects and leaks still
+        # fail the phase.
         Netem("loss 5%", may_fail_for=("get", "put")),
         # RC is go-back-N and rxe ACKs every 64 packets: with 10 % reordering nearly every ACK
         # window of a 1 MiB WRITE is NAKed, and 7 NAKs without an ACK between exhaust retry_cnt

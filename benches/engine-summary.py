@@ -5,16 +5,27 @@ import json
 import sys
 
 
+def fmt(value, decimals: int = 2) -> str:
+    """A figure, or '-' where an older run did not measure it."""
+    return "-" if value is None else f"{value:.{decimals}f}"
+
+
 def main() -> None:
     r = json.load(open(sys.argv[1]))
     print(f"size {r['size_bytes'] >> 20} MiB; MB/s (ratio to perftest -q N of the same boot)")
-    print("| streams | cp GET | cp PUT | safetensors.load | ib_write_bw | ib_read_bw | aws s3 cp GET (HTTP) | runai streamer (HTTP) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| streams | cp GET | cp GET past its setup | cp setup (s) | cp PUT | safetensors.load | its registration (s) | ib_write_bw | ib_write_bw beside copies (copies MB/s) | ib_read_bw | aws s3 cp GET (HTTP) | runai streamer (HTTP) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in r["rows"]:
+        past = row.get("cp_get_past_setup_vs_ib_write_bw")
+        setup = row.get("cp_setup_s")
         print(f"| {row['streams']} | {row['cp_get_MBps']:.1f} ({row['cp_get_vs_ib_write_bw']:.2f}) "
+              f"| {fmt(past)} | {fmt(setup)} "
               f"| {row['cp_put_MBps']:.1f} ({row['cp_put_vs_ib_read_bw']:.2f}) "
               f"| {row['safetensors_load_MBps']:.1f} ({row['safetensors_load_vs_ib_write_bw']:.2f}) "
-              f"| {row['ib_write_bw_MBps']:.1f} | {row['ib_read_bw_MBps']:.1f} "
+              f"| {fmt(row.get('register_s'))} "
+              f"| {row['ib_write_bw_MBps']:.1f} "
+              f"| {fmt(row.get('ib_write_bw_beside_copies_MBps'), 1)} ({fmt(row.get('copies_beside_ib_write_bw_MBps'), 0)}) "
+              f"| {row['ib_read_bw_MBps']:.1f} "
               f"| {row['awscli_get_MBps']:.1f} | {row['runai_get_MBps']:.1f} |")
 
 

@@ -2,7 +2,12 @@
 """Issue 21's transfer benchmark, the guest half of benches/engine (one Soft-RoCE lane boot).
 
 One hipobj-server with RDMA on the lane's second device; on the first, for N in STREAMS (1, 4, 8):
-  - `hipobj cp --concurrency N` of a SIZE object, download and upload (the transfer engine);
+  - `hipobj cp --concurrency N` of a SIZE object, download and upload (the transfer engine),
+    and the same command's fixed cost (start, init, N pairings, ring: an N MiB object in 1 MiB
+    parts), so that the download can also be compared past its setup as perftest reports itself;
+  - `ib_write_bw -q N` again while the guest copies the object file over and over (what the
+    download does besides RDMA: the server reads the store, cp writes the file), with the
+    copies' own MB/s: how much of the emulated NIC's CPUs those copies take;
   - `hipobj.safetensors.load` of a SIZE checkpoint with max_concurrency N (one registration,
     concurrent ranged GETs; checked equal to safetensors.numpy.load of the same bytes);
   - perftest on the same path and the same number of QPs: `ib_write_bw -q N` (a GET is the
@@ -75,6 +80,23 @@ def perftest(tool: str, qps: int) -> float:
     return float(out.split()[-1]) * MB / 1e6
 
 
+def perftest_beside_copies(tool: str, qps: int, src: Path, dst: Path) -> tuple:
+    """`tool -q qps` while the guest copies `src` to `dst` over and over (read + write: the two
+    copies of a download's bytes, the server's from its store and cp's into the file): perftest's
+    MB/s and the copies' MB/s over the same time."""
+    copier = subprocess.Popen(["bash", "-c", f"while :; do dd if={src} of={dst} bs=8M status=none; "
+                               "echo x; done"], stdout=subprocess.PIPE, text=True)
+    t = time.perf_counter()
+    try:
+        bw = perftest(tool, qps)
+    finally:
+        elapsed = time.perf_counter() - t
+        copier.kill()
+        rounds = copier.communicate()[0].count("x")
+        dst.unlink(missing_ok=True)
+    return bw, rounds * src.stat().st_size / elapsed / 1e6
+
+
 def write_checkpoint(path: str) -> dict:
     """SIZE bytes of float32 tensors, 16 MiB each, in a safetensors file; their digests by name."""
     assert SIZE % (16 * MB) == 0, "HIPOBJ_BENCH_MB must be a multiple of 16"
@@ -108,6 +130,13 @@ def main() -> None:
             for _ in range(SIZE // (16 * MB)):
                 f.write(rng.integers(0, 256, 16 * MB, dtype=np.uint8).tobytes())
         run([CLI, "cp", "-q", str(src), f"s3://{BUCKET}/obj"], env)  # the object, and a warm-up
+        # The fixed cost of one `hipobj cp` with N streams: start, hipObjInit, the N pairings,
+        # the ring's registration, one 1 MiB GET per stream (the same command on an N MiB object).
+        small = work / "small"
+        with open(small, "wb") as f:
+            f.write(os.urandom(max(STREAMS) * MB))
+        run([CLI, "cp", "-q", str(small), f"s3://{BUCKET}/small"], env)
+        small.unlink()
         ckpt = work / "model.safetensors"
         reference = write_checkpoint(str(ckpt))
         run([CLI, "cp", "-q", str(ckpt), f"s3://{BUCKET}/model.safetensors"], env)
@@ -121,7 +150,13 @@ def main() -> None:
                 row["cp_get_s"] = timed(lambda: run([CLI, "cp", "-q", "--concurrency", str(n),
                                                      f"s3://{BUCKET}/obj", str(back)], env))
                 back.unlink()
+                row["cp_setup_s"] = timed(lambda: run([CLI, "cp", "-q", "--concurrency", str(n),
+                                                       "--part-size", str(MB), f"s3://{BUCKET}/small",
+                                                       str(back)], env))
+                back.unlink()
                 row["ib_write_bw_MBps"] = perftest("ib_write_bw", n)
+                (row["ib_write_bw_beside_copies_MBps"],
+                 row["copies_beside_ib_write_bw_MBps"]) = perftest_beside_copies("ib_write_bw", n, src, back)
                 row["cp_put_s"] = timed(lambda: run([CLI, "cp", "-q", "--concurrency", str(n), str(src),
                                                      f"s3://{BUCKET}/obj"], env))
                 row["ib_read_bw_MBps"] = perftest("ib_read_bw", n)
@@ -133,6 +168,12 @@ def main() -> None:
                                                           session=session, config=config))
 
                 row["safetensors_load_s"] = timed(load)
+
+                def register():  # the load's fixed cost: a fresh SIZE destination, registered
+                    with session.register(np.empty(ckpt_size, dtype=np.uint8)):
+                        pass
+
+                row["register_s"] = timed(register)
                 assert digests(loaded) == reference, "the loaded tensors differ from the file's"
                 loaded.clear()
                 aws_cfg.write_text(f"[default]\ns3 =\n  max_concurrent_requests = {n}\n"
@@ -154,6 +195,10 @@ def main() -> None:
                 row["awscli_get_MBps"] = mbps(row["awscli_get_s"])
                 row["runai_get_MBps"] = mbps(row["runai_get_s"], ckpt_size)
                 row["cp_get_vs_ib_write_bw"] = row["cp_get_MBps"] / row["ib_write_bw_MBps"]
+                # perftest's figure leaves out its own setup; this is cp's with its fixed cost
+                # (cp_setup_s, which moves n MiB) left out the same way.
+                row["cp_get_past_setup_vs_ib_write_bw"] = (
+                    (SIZE - n * MB) / (row["cp_get_s"] - row["cp_setup_s"]) / 1e6 / row["ib_write_bw_MBps"])
                 row["cp_put_vs_ib_read_bw"] = row["cp_put_MBps"] / row["ib_read_bw_MBps"]
                 row["safetensors_load_vs_ib_write_bw"] = row["safetensors_load_MBps"] / row["ib_write_bw_MBps"]
                 log(json.dumps(row))

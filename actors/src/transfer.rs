@@ -3,7 +3,7 @@
 //!
 //! 1. find the registration and start using it (Retired: not registered; a timed-out staging copy
 //!    still running: Busy);
-//! 2. for a PUT, stage device -> host ([`TransferParts::stage_out`]) before any connection is
+//! 2. for a PUT, stage device -> host ([`TransferHost::stage_out`]) before any connection is
 //!    leased, so a slow copy never holds one;
 //! 3. lease a connection: wait for one, or Busy at once from inside a callback (a callback's own
 //!    transfer may hold the only one); Closed after shutdown. The lease moves the connection to
@@ -13,7 +13,7 @@
 //!    to the pool, or after a failure hands the lease to whoever recovers the connection (e.g. the
 //!    connection's worker replaces its QP, [`crate::recovery`]), which returns it only once
 //!    recovered;
-//! 6. then, for a GET, the data is made visible on the device ([`TransferParts::stage_in`]) with
+//! 6. then, for a GET, the data is made visible on the device ([`TransferHost::stage_in`]) with
 //!    only the buffer in use; the caller never waits for a recovery.
 
 use crate::callback::in_callback;
@@ -46,10 +46,9 @@ pub enum Refused {
     Closed,
 }
 
-/// What a transfer needs from its instance: the registry and pool (the shared core) and the edges
-/// (staging through the GPU runtime, the exchange over a connection, its recovery). `Ops` is the
-/// application's S3 client, handed to the exchange.
-pub trait TransferParts<Ops: ?Sized> {
+/// What every transfer of an instance shares, whatever its exchange: the registry and pool (the
+/// shared core), the refusal errors and the staging through the GPU runtime.
+pub trait TransferHost {
     /// What a registration holds.
     type Payload;
     type Error;
@@ -67,6 +66,20 @@ pub trait TransferParts<Ops: ?Sized> {
         offset: usize,
         size: usize,
     ) -> Result<UseGuard<Self::Payload>, Self::Error>;
+    /// After a GET (the lease is given back): copy host -> device if staged, or make the RDMA
+    /// write visible to the device.
+    fn stage_in(
+        &self,
+        guard: UseGuard<Self::Payload>,
+        offset: usize,
+        size: usize,
+    ) -> Result<(), Self::Error>;
+}
+
+/// What one kind of transfer adds to its instance's [`TransferHost`]: the exchange over a
+/// connection and the connection's release (or recovery). `Ops` is what the exchange is handed
+/// (the application's S3 client).
+pub trait TransferParts<Ops: ?Sized>: TransferHost {
     /// The request/reply exchange on the leased connection.
     fn exchange(
         &self,
@@ -80,18 +93,10 @@ pub trait TransferParts<Ops: ?Sized> {
     /// Give the connection back: drop the lease when it is reusable, or hand it to its recovery
     /// (after a failure), which returns it to the pool once the connection is usable again.
     fn release(&self, lease: Lease<Self::Connection>, outcome: &Result<(), Self::Error>);
-    /// After a GET (the lease is given back): copy host -> device if staged, or make the RDMA
-    /// write visible to the device.
-    fn stage_in(
-        &self,
-        guard: UseGuard<Self::Payload>,
-        offset: usize,
-        size: usize,
-    ) -> Result<(), Self::Error>;
 }
 
 /// Start using `[base + offset, + size)` of the registration based at `base`.
-pub fn use_range<O: ?Sized, P: TransferParts<O> + ?Sized>(
+pub fn use_range<P: TransferHost + ?Sized>(
     parts: &P,
     base: usize,
     size: usize,
@@ -125,7 +130,7 @@ pub fn run<O: ?Sized, P: TransferParts<O> + ?Sized>(
     ops: &mut O,
 ) -> Result<(), P::Error> {
     stages::start();
-    let guard = use_range::<O, P>(parts, base, size, offset)?;
+    let guard = use_range(parts, base, size, offset)?;
     stages::mark(Stage::Lookup);
     let at = offset as usize; // fits: use_range checked offset + size <= len
     let guard = match direction {

@@ -24,7 +24,7 @@ use hipobj_actors::staging::{Outcome, Ticket};
 use hipobj_actors::supervisor::{DeregisterError, InitError, Instance, RegisterError, Supervisor};
 use hipobj_actors::sync::channel::Sender;
 use hipobj_actors::sync::{thread, Arc, ArcCell};
-use hipobj_actors::transfer::{self, Direction, Refused as Why, TransferParts};
+use hipobj_actors::transfer::{self, Direction, Refused as Why, TransferHost, TransferParts};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc as StdArc;
 use std::time::{Duration, Instant};
@@ -131,7 +131,7 @@ pub type Callback<'a> = dyn FnMut() + 'a;
 /// What the exchange gets: the direction and the application's callback.
 pub type Exchange<'x, 'a> = (Direction, &'x mut Callback<'a>);
 
-impl<'x, 'a> TransferParts<Exchange<'x, 'a>> for Runtime {
+impl TransferHost for Runtime {
     type Payload = Buffer;
     type Error = Refused;
     type Connection = StdArc<Resource>;
@@ -163,6 +163,17 @@ impl<'x, 'a> TransferParts<Exchange<'x, 'a>> for Runtime {
         Ok(guard)
     }
 
+    fn stage_in(
+        &self,
+        _guard: UseGuard<Buffer>,
+        _offset: usize,
+        _size: usize,
+    ) -> Result<(), Refused> {
+        Ok(())
+    }
+}
+
+impl<'x, 'a> TransferParts<Exchange<'x, 'a>> for Runtime {
     /// The connection exclusively, the registration shared; the buffer must be live throughout,
     /// the application's callback runs in the middle (with the callback marker raised).
     fn exchange(
@@ -197,15 +208,6 @@ impl<'x, 'a> TransferParts<Exchange<'x, 'a>> for Runtime {
 
     fn release(&self, lease: Lease<StdArc<Resource>>, _outcome: &Result<(), Refused>) {
         drop(lease);
-    }
-
-    fn stage_in(
-        &self,
-        _guard: UseGuard<Buffer>,
-        _offset: usize,
-        _size: usize,
-    ) -> Result<(), Refused> {
-        Ok(())
     }
 }
 
@@ -506,8 +508,7 @@ pub fn buf_sync(
     deadline: Deadline,
 ) -> Result<(), ApiError> {
     let scope = CallScope::enter(lib)?;
-    let use_guard = transfer::use_range::<Exchange<'_, '_>, _>(&*scope.runtime, base, 8, 0)
-        .map_err(|r| r.answer)?;
+    let use_guard = transfer::use_range(&*scope.runtime, base, 8, 0).map_err(|r| r.answer)?;
     let ticket = Ticket::new();
     let job = CopyJob {
         ticket: ticket.clone(),

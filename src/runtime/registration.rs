@@ -1,7 +1,6 @@
 //! Registering and deregistering buffers, and finding the registration a call names.
 
 use super::supervisor::{fault, supervisor};
-use super::S3Ops;
 use super::{MemoryKind, Runtime};
 use crate::error::{Error, OpError, Result};
 use crate::hip::{self, PointerKind};
@@ -136,7 +135,7 @@ impl Runtime {
         size: usize,
         offset: u64,
     ) -> Result<UseGuard<Buffer>> {
-        transfer::use_range::<dyn S3Ops, _>(self, ptr, size, offset)
+        transfer::use_range(self, ptr, size, offset)
     }
 }
 

@@ -13,7 +13,7 @@ use hipobj_actors::callback::CallbackGuard;
 use hipobj_actors::registry::{Entry, Registry, UseGuard};
 use hipobj_actors::stages::{self, Stage};
 use hipobj_actors::sync::Arc;
-use hipobj_actors::transfer::{self, Direction, Refused, TransferParts};
+use hipobj_actors::transfer::{self, Direction, Refused, TransferHost, TransferParts};
 use std::time::Duration;
 
 /// A transfer never sends more than this many requests (PROTOCOL.md rule 5.3).
@@ -120,8 +120,8 @@ impl Runtime {
     }
 }
 
-/// The parts of a transfer that `hipobj_actors::transfer::run` composes.
-impl<'a> TransferParts<dyn S3Ops + 'a> for Runtime {
+/// What v1 and v2 transfers share (`hipobj_actors::transfer::run` composes it with their parts).
+impl TransferHost for Runtime {
     type Payload = Buffer;
     type Error = Error;
     type Connection = Connection;
@@ -147,6 +147,27 @@ impl<'a> TransferParts<dyn S3Ops + 'a> for Runtime {
         self.stage(guard, CopyDirection::DeviceToHost, offset, size)
     }
 
+    /// After a GET: copy host -> device if the buffer is staged, or make the RDMA write visible
+    /// to the device.
+    fn stage_in(&self, guard: UseGuard<Buffer>, offset: usize, size: usize) -> Result<()> {
+        match guard.entry().payload().kind() {
+            BufferKind::DeviceStaged => self
+                .stage(guard, CopyDirection::HostToDevice, offset, size)
+                .map(drop),
+            BufferKind::DeviceDirect => match &self.gpu {
+                Some(gpu) => gpu
+                    .runtime
+                    .make_visible_after_rdma_write(gpu.device)
+                    .map_err(|e| e.to_error(OpError::RdmaError)),
+                None => Ok(()),
+            },
+            BufferKind::Host => Ok(()),
+        }
+    }
+}
+
+/// The exchange of a v1 transfer: the request/reply on the leased, paired connection.
+impl<'a> TransferParts<dyn S3Ops + 'a> for Runtime {
     fn exchange(
         &self,
         conn: &mut Connection,
@@ -181,35 +202,6 @@ impl<'a> TransferParts<dyn S3Ops + 'a> for Runtime {
             tracing::debug!(role = ?lease.role(), "transfer failed ({e}); replacing its QP");
         }
         self.connections.release(lease, outcome.is_ok());
-    }
-
-    fn stage_in(&self, guard: UseGuard<Buffer>, offset: usize, size: usize) -> Result<()> {
-        self.after_get(guard, offset, size)
-    }
-}
-
-impl Runtime {
-    /// After a GET (v1 or v2): copy host -> device if the buffer is staged, or make the RDMA
-    /// write visible to the device.
-    pub(super) fn after_get(
-        &self,
-        guard: UseGuard<Buffer>,
-        offset: usize,
-        size: usize,
-    ) -> Result<()> {
-        match guard.entry().payload().kind() {
-            BufferKind::DeviceStaged => self
-                .stage(guard, CopyDirection::HostToDevice, offset, size)
-                .map(drop),
-            BufferKind::DeviceDirect => match &self.gpu {
-                Some(gpu) => gpu
-                    .runtime
-                    .make_visible_after_rdma_write(gpu.device)
-                    .map_err(|e| e.to_error(OpError::RdmaError)),
-                None => Ok(()),
-            },
-            BufferKind::Host => Ok(()),
-        }
     }
 }
 

@@ -3,11 +3,9 @@
 //! around `rcv2::client::run`, whose data path is a per-transfer RC QP over the buffer's
 //! registration ([`QpPath`]).
 
-use super::registration::refusal;
 use super::{Runtime, TransferKind};
 use crate::error::{Error, Result};
-use crate::hip::CopyDirection;
-use crate::pool::{Connection, Lease, Pool, Protection};
+use crate::pool::{Connection, Lease, Protection};
 use crate::rcv2::client::{self, deadline_expired, DataPath, S3OpsV2, V2Outcome, V2Target};
 use crate::rcv2::{Cookie, Op, Psn};
 use crate::registry::Buffer;
@@ -16,9 +14,9 @@ use crate::verbs::{
     wc_status_name, Access, BindRange, Completion, Device, Mw, QpCaps, RcPeer, RcQp, RdmaOp,
     WC_FLAG_WITH_IMM, WC_RDMA_WRITE, WC_RECV_RDMA_WITH_IMM,
 };
-use hipobj_actors::registry::{Entry, Registry, UseGuard};
+use hipobj_actors::registry::Entry;
 use hipobj_actors::sync::Arc;
-use hipobj_actors::transfer::{self, Direction, Refused, TransferParts};
+use hipobj_actors::transfer::{self, Direction, TransferParts};
 use std::time::{Duration, Instant};
 
 /// A transfer's QP: one bind, one write and one invalidation on the send queue, one receive.
@@ -94,31 +92,6 @@ pub struct V2Call<'a> {
 }
 
 impl<'a> TransferParts<V2Call<'a>> for Runtime {
-    type Payload = Buffer;
-    type Error = Error;
-    type Connection = Connection;
-
-    fn registry(&self) -> &Registry<Buffer> {
-        &self.registry
-    }
-
-    fn pool(&self) -> &Arc<Pool> {
-        self.connections.pool()
-    }
-
-    fn refused(&self, why: Refused, base: usize, size: usize, offset: u64) -> Error {
-        refusal(why, base, size, offset)
-    }
-
-    fn stage_out(
-        &self,
-        guard: UseGuard<Buffer>,
-        offset: usize,
-        size: usize,
-    ) -> Result<UseGuard<Buffer>> {
-        self.stage(guard, CopyDirection::DeviceToHost, offset, size)
-    }
-
     /// The lease only bounds concurrency: the transfer has a QP of its own.
     fn exchange(
         &self,
@@ -158,10 +131,6 @@ impl<'a> TransferParts<V2Call<'a>> for Runtime {
 
     fn release(&self, lease: Lease, _outcome: &Result<()>) {
         drop(lease);
-    }
-
-    fn stage_in(&self, guard: UseGuard<Buffer>, offset: usize, size: usize) -> Result<()> {
-        self.after_get(guard, offset, size)
     }
 }
 

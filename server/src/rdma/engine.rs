@@ -545,6 +545,19 @@ mod tests {
         })
     }
 
+    /// Check out the tester's key for client QP `qpn`, as a running transfer holds it.
+    fn hold(f: &Fixture, qpn: u32) -> KeyLease<'_, <DoublePort as RdmaPort>::Qp> {
+        let client = Peer {
+            gid: CLIENT_GID,
+            qp_num: qpn,
+        };
+        let key = PairingKey {
+            requester: tester(),
+            client,
+        };
+        f.engine.table.checkout(key, Instant::now()).expect("room")
+    }
+
     /// Send with pairing 0, check the 428, return the pairing id.
     fn pair(f: &Fixture, qpn: u32, len: u64, key: &str) -> Token {
         match get(f, token(qpn, len, 0), key, None) {
@@ -891,20 +904,7 @@ mod tests {
         object(&f, "k", &pattern(10));
         pair(&f, 1, 10, "k");
         // Hold key 1 as a running transfer would.
-        let _busy = f
-            .engine
-            .table
-            .checkout(
-                PairingKey {
-                    requester: tester(),
-                    client: Peer {
-                        gid: CLIENT_GID,
-                        qp_num: 1,
-                    },
-                },
-                Instant::now(),
-            )
-            .expect("room");
+        let _busy = hold(&f, 1);
         assert_eq!(
             get(&f, token(2, 10, 0), "k", None),
             RdmaOutcome::Rejected(RejectCode::Busy)
@@ -916,20 +916,7 @@ mod tests {
         let f = fixture();
         object(&f, "k", &pattern(10));
         let server = pair(&f, 0xabc, 10, "k");
-        let mut lease = f
-            .engine
-            .table
-            .checkout(
-                PairingKey {
-                    requester: tester(),
-                    client: Peer {
-                        gid: CLIENT_GID,
-                        qp_num: 0xabc,
-                    },
-                },
-                Instant::now(),
-            )
-            .expect("room");
+        let mut lease = hold(&f, 0xabc);
         let p = lease.pairing_mut().expect("paired");
         assert_eq!(p.qp.qp_num(), server.qp_num);
         assert_eq!(p.id, server.lid);
@@ -942,20 +929,7 @@ mod tests {
         object(&f, "k", &pattern(10));
         let server = pair(&f, 1, 10, "k");
         // Hold key 1 as a running transfer would.
-        let held = f
-            .engine
-            .table
-            .checkout(
-                PairingKey {
-                    requester: tester(),
-                    client: Peer {
-                        gid: CLIENT_GID,
-                        qp_num: 1,
-                    },
-                },
-                Instant::now(),
-            )
-            .expect("room");
+        let held = hold(&f, 1);
         assert_eq!(
             get(&f, token(1, 10, server.lid), "k", None),
             RdmaOutcome::Rejected(RejectCode::Busy)

@@ -83,12 +83,15 @@ def perftest(tool: str, qps: int) -> float:
 def perftest_beside_copies(tool: str, qps: int, src: Path, dst: Path) -> tuple:
     """`tool -q qps` while the guest copies `src` to `dst` over and over (read + write: the two
     copies of a download's bytes, the server's from its store and cp's into the file): perftest's
-    MB/s and the copies' MB/s over the same time."""
+    MB/s (None if it failed twice) and the copies' MB/s over the same time."""
     copier = subprocess.Popen(["bash", "-c", f"while :; do dd if={src} of={dst} bs=8M status=none; "
                                "echo x; done"], stdout=subprocess.PIPE, text=True)
     t = time.perf_counter()
     try:
         bw = perftest(tool, qps)
+    except RuntimeError as e:  # a context figure: its failure (perftest's time limit) is logged
+        log(f"{tool} -q {qps} beside the copies failed: {str(e)[:300]}")
+        bw = None
     finally:
         elapsed = time.perf_counter() - t
         copier.kill()

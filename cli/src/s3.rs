@@ -121,11 +121,22 @@ fn encode_query(v: &str) -> String {
 }
 
 /// An S3 endpoint with its credentials.
+/// The trust roots of an endpoint's TLS.
+enum Roots {
+    /// http: no TLS, so no certificates are read (reading the system's roots took about 1 s per
+    /// HTTP client in the lane, twice per copy: one client per local address).
+    None,
+    /// https with the system's roots.
+    System,
+    /// https with the certificates of `--ca-bundle` (or `AWS_CA_BUNDLE`) only.
+    Bundle(Vec<Certificate>),
+}
+
 pub struct S3 {
     endpoint: String,
     credentials: Credentials,
-    /// The certificates of `--ca-bundle`, the only roots trusted when given.
-    roots: Option<Vec<Certificate>>,
+    /// Which certificates an https endpoint is checked against (an http one needs none).
+    roots: Roots,
     /// One connection pool per local address.
     clients: Mutex<HashMap<Option<IpAddr>, Client>>,
     /// The RDMA protocol choice, and what this endpoint was found to speak (PROTOCOL.md 10.1).
@@ -200,9 +211,10 @@ impl S3 {
                 "--endpoint {endpoint}: expected http://HOST:PORT or https://HOST:PORT"
             )));
         }
-        let roots = match &credentials.ca_bundle {
-            Some(path) => Some(ca_bundle(path)?),
-            None => None,
+        let roots = match (url.scheme(), &credentials.ca_bundle) {
+            ("http", _) => Roots::None,
+            (_, Some(path)) => Roots::Bundle(ca_bundle(path)?),
+            (_, None) => Roots::System,
         };
         Ok(S3 {
             endpoint,
@@ -245,10 +257,14 @@ impl S3 {
             .local_address(local)
             .timeout(REQUEST_TIMEOUT)
             .connect_timeout(Duration::from_secs(10));
-        if let Some(roots) = &self.roots {
-            builder = builder.tls_built_in_root_certs(false);
-            for cert in roots {
-                builder = builder.add_root_certificate(cert.clone());
+        match &self.roots {
+            Roots::System => {}
+            Roots::None => builder = builder.tls_built_in_root_certs(false),
+            Roots::Bundle(roots) => {
+                builder = builder.tls_built_in_root_certs(false);
+                for cert in roots {
+                    builder = builder.add_root_certificate(cert.clone());
+                }
             }
         }
         let c = builder
@@ -601,6 +617,21 @@ mod tests {
             server.join().expect("server"),
             2,
             "two requests: the 503 and its retry"
+        );
+    }
+
+    #[test]
+    fn only_an_https_endpoint_reads_its_ca_bundle() {
+        let creds = Credentials {
+            keys: None,
+            region: "us-east-1".into(),
+            ca_bundle: Some("/nonexistent/ca.pem".into()),
+        };
+        let http = S3::new("http://127.0.0.1:9", creds.clone()).expect("http reads no bundle");
+        assert!(matches!(http.roots, Roots::None));
+        assert!(
+            S3::new("https://127.0.0.1:9", creds).is_err(),
+            "https reads the bundle, and this one is missing"
         );
     }
 

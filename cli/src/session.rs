@@ -48,7 +48,16 @@ impl Session {
             nic_hint: nic.map(str::to_owned),
             env,
         };
-        if let Err(e) = runtime::init(cfg) {
+        // Without --gpu every buffer is host memory; with one named NIC nothing is left to choose
+        // by a GPU's place either, so HIP is never loaded (its start alone took 5-6 s of each
+        // copy in the lane).
+        let one_nic = nic.is_some_and(|n| !n.trim().is_empty() && !n.contains(','));
+        let started = if gpu.is_none() && one_nic {
+            runtime::init_without_gpu(cfg)
+        } else {
+            runtime::init(cfg)
+        };
+        if let Err(e) = started {
             let mut f = library_failure(&e, "hipObject init");
             if let (Failure::NoNic(m), None) = (&mut f, nic) {
                 m.push_str(" (give --nic DEVICE; `hipobj info` lists them)");

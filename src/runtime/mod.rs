@@ -99,18 +99,42 @@ pub fn current() -> Option<Arc<Runtime>> {
     PUBLISHED.load()
 }
 
+/// Where `init` finds its GPU runtime.
+pub(super) enum GpuSource {
+    /// HIP (or CUDA) loaded from the system, as `hipObjInit` does.
+    System,
+    /// One the caller supplies.
+    Given(Arc<dyn GpuRuntime>),
+    /// None: host memory only.
+    Without,
+}
+
 /// Initialise (the checks on `hipObjConfig_t` itself are done by the caller).
 pub fn init(cfg: InitConfig) -> Result<()> {
-    init_inner(cfg, None)
+    init_inner(cfg, GpuSource::System)
 }
 
 /// Initialise with a GPU runtime supplied by the caller instead of the HIP runtime loaded from the
 /// system (for Rust users with their own GPU layer, and for tests with a simulated device).
 pub fn init_with_gpu(cfg: InitConfig, gpu: Arc<dyn GpuRuntime>) -> Result<()> {
-    init_inner(cfg, Some(gpu))
+    init_inner(cfg, GpuSource::Given(gpu))
 }
 
-fn init_inner(cfg: InitConfig, gpu: Option<Arc<dyn GpuRuntime>>) -> Result<()> {
+/// Initialise for host memory only, without loading a GPU runtime: loading and starting HIP takes
+/// seconds on some hosts (5-6 s of every `hipobj cp` in the lane), which a copy through host
+/// memory never needs. `cfg.gpu_device` must be -1 and `cfg.nic_hint` one device's name (there
+/// is no GPU to choose a NIC by); registering device memory then fails as on a host without a GPU.
+pub fn init_without_gpu(cfg: InitConfig) -> Result<()> {
+    if cfg.gpu_device != -1 {
+        return Err(Error::invalid(format!(
+            "GPU device {} asked for without a GPU runtime",
+            cfg.gpu_device
+        )));
+    }
+    init_inner(cfg, GpuSource::Without)
+}
+
+fn init_inner(cfg: InitConfig, gpu: GpuSource) -> Result<()> {
     crate::log::init_from_env();
     if current().is_some() {
         return Err(Error::new(

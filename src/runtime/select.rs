@@ -1,8 +1,8 @@
 //! Which NIC and which GPU a runtime uses (REFERENCE.md section 7, and our rule for `nicHint`).
 
-use super::{Gpu, InitConfig};
+use super::{Gpu, GpuSource, InitConfig};
 use crate::error::{Error, OpError, Result};
-use crate::hip::{self, GpuRuntime, GpuSelection};
+use crate::hip::{self, GpuSelection};
 use crate::verbs;
 use std::sync::Arc;
 
@@ -13,13 +13,11 @@ fn nic_hint(cfg: &InitConfig) -> Option<&str> {
 
 /// REFERENCE.md section 7, `gpuDevice` handling (the rules live in `hip::select_gpu`), against
 /// the runtime `hip::load_gpu_runtime` picks: HIP when it has a device, else CUDA when it has one.
-pub(super) fn resolve_gpu(
-    cfg: &InitConfig,
-    injected: Option<Arc<dyn GpuRuntime>>,
-) -> Result<Option<Gpu>> {
-    let runtime = match injected {
-        Some(r) => Some(r),
-        None => hip::load_gpu_runtime(),
+pub(super) fn resolve_gpu(cfg: &InitConfig, source: GpuSource) -> Result<Option<Gpu>> {
+    let runtime = match source {
+        GpuSource::Given(r) => Some(r),
+        GpuSource::System => hip::load_gpu_runtime(),
+        GpuSource::Without => None,
     };
     match hip::select_gpu(runtime.as_deref(), cfg.gpu_device).map_err(|e| e.into_error())? {
         GpuSelection::Gpu { device, pci_bus_id } => match runtime {

@@ -120,7 +120,6 @@ fn encode_query(v: &str) -> String {
     out
 }
 
-/// An S3 endpoint with its credentials.
 /// The trust roots of an endpoint's TLS.
 enum Roots {
     /// http: no TLS, so no certificates are read (reading the system's roots took about 1 s per
@@ -132,6 +131,7 @@ enum Roots {
     Bundle(Vec<Certificate>),
 }
 
+/// An S3 endpoint with its credentials.
 pub struct S3 {
     endpoint: String,
     credentials: Credentials,

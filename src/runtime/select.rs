@@ -8,7 +8,24 @@ use std::sync::Arc;
 
 /// `nicHint`, if it names anything (NULL, "" and blanks allow every device).
 fn nic_hint(cfg: &InitConfig) -> Option<&str> {
-    cfg.nic_hint.as_deref().filter(|h| !h.trim().is_empty())
+    filled(cfg.nic_hint.as_deref())
+}
+
+fn filled(hint: Option<&str>) -> Option<&str> {
+    hint.filter(|h| !h.trim().is_empty())
+}
+
+/// The device names a non-empty `nicHint` lists.
+fn hinted_names(hint: &str) -> Vec<&str> {
+    hint.split(',')
+        .map(|s| s.trim_start_matches([' ', '\t']))
+        .collect()
+}
+
+/// Whether `nicHint` names exactly one RDMA device: then the NIC needs no GPU to be chosen by, so
+/// a start for host memory only can use [`super::init_without_gpu`].
+pub fn names_one_nic(hint: Option<&str>) -> bool {
+    filled(hint).is_some_and(|h| hinted_names(h).len() == 1)
 }
 
 /// REFERENCE.md section 7, `gpuDevice` handling (the rules live in `hip::select_gpu`), against
@@ -70,10 +87,7 @@ pub(super) fn choose_nic(
             "no GPU to choose a NIC by: set nicHint to the RDMA device to use",
         ));
     };
-    let names: Vec<&str> = hint
-        .split(',')
-        .map(|s| s.trim_start_matches([' ', '\t']))
-        .collect();
+    let names = hinted_names(hint);
     if names.len() != 1 {
         return Err(Error::new(
             OpError::NicNotFound,
@@ -86,5 +100,26 @@ pub(super) fn choose_nic(
             OpError::NicNotFound,
             format!("RDMA device {:?} not found or has no active port", names[0]),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_one_nic;
+
+    #[test]
+    fn one_nic_is_one_name() {
+        for hint in [
+            None,
+            Some(""),
+            Some("  "),
+            Some("rxe0,rxe1"),
+            Some("rxe0, rxe1"),
+        ] {
+            assert!(!names_one_nic(hint), "{hint:?}");
+        }
+        for hint in ["rxe0", " rxe0", "mlx5_0"] {
+            assert!(names_one_nic(Some(hint)), "{hint:?}");
+        }
     }
 }

@@ -27,6 +27,16 @@ def main() -> None:
               f"| {fmt(row.get('ib_write_bw_beside_copies_MBps'), 1)} ({fmt(row.get('copies_beside_ib_write_bw_MBps'), 0)}) "
               f"| {row['ib_read_bw_MBps']:.1f} "
               f"| {row['awscli_get_MBps']:.1f} | {row['runai_get_MBps']:.1f} |")
+    cells = [(row["streams"], name, row[f"cpu_{name}"]) for row in r["rows"]
+             for name in ("cp_get", "ib_write_bw", "cp_put", "ib_read_bw") if f"cpu_{name}" in row]
+    if cells:
+        print()
+        print("Where the guest's CPUs went (busy: share of all CPUs; the rest in CPU seconds)")
+        print("| streams | run | busy | server | command | softirq | system | user |")
+        print("|---|---|---|---|---|---|---|---|")
+        for streams, name, c in cells:
+            print(f"| {streams} | {name} | {fmt(c['busy'])} | {c['server_s']} | {c['command_s']} "
+                  f"| {c['softirq_s']} | {c['system_s']} | {c['user_s']} |")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ One hipobj-server with RDMA on the lane's second device; on the first, for N in 
   - perftest on the same path and the same number of QPs: `ib_write_bw -q N` (a GET is the
     server's RDMA WRITE) and `ib_read_bw -q N` (a PUT is its RDMA READ), 1 MiB messages, the
     server's work-request size;
+  - where the guest's CPUs went during the copies and perftest (cpu_*: the share busy, and CPU
+    seconds of the server, the command, softirq where Soft-RoCE moves packets, system, user);
   - context over plain HTTP against the same server: `aws s3 cp` (awscli, max_concurrent_requests
     N) download, and runai-model-streamer's streaming engine (libstreamer, the C++ core its
     SafetensorsStreamer uses; RUNAI_STREAMER_CONCURRENCY=N) reading the checkpoint's bytes.
@@ -32,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -64,6 +67,36 @@ def timed(fn) -> float:
     t = time.perf_counter()
     fn()
     return time.perf_counter() - t
+
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_now(server_pid: int) -> dict:
+    """CPU seconds so far: the whole guest's by kind (/proc/stat), the server's (all its threads)
+    and this script's finished children's (cp, perftest, aws ...)."""
+    fields = open("/proc/stat").readline().split()[1:8]
+    user, nice, system, idle, iowait, irq, softirq = (int(x) / TICK for x in fields)
+    stat = open(f"/proc/{server_pid}/stat").read().rsplit(")", 1)[1].split()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"user": user + nice, "system": system, "softirq": softirq + irq, "idle": idle + iowait,
+            "server": (int(stat[11]) + int(stat[12])) / TICK,
+            "children": children.ru_utime + children.ru_stime}
+
+
+def timed_cpu(fn, server_pid: int) -> tuple:
+    """`fn`'s seconds and where the guest's CPUs went meanwhile: `busy` (the share of all CPUs
+    not idle), and CPU seconds of the server, of the command (children), of the kernel's
+    softirq work (where Soft-RoCE moves packets) and of all system time."""
+    before = cpu_now(server_pid)
+    seconds = timed(fn)
+    after = cpu_now(server_pid)
+    d = {k: after[k] - before[k] for k in before}
+    total = d["user"] + d["system"] + d["softirq"] + d["idle"]
+    return seconds, {"busy": round(1 - d["idle"] / total, 3) if total else None,
+                     "server_s": round(d["server"], 2), "command_s": round(d["children"], 2),
+                     "softirq_s": round(d["softirq"], 2), "system_s": round(d["system"], 2),
+                     "user_s": round(d["user"], 2)}
 
 
 def run(cmd, env=None) -> str:
@@ -150,19 +183,25 @@ def main() -> None:
             for n in STREAMS:
                 row = {"streams": n}
                 back = work / "back"
-                row["cp_get_s"] = timed(lambda: run([CLI, "cp", "-q", "--concurrency", str(n),
-                                                     f"s3://{BUCKET}/obj", str(back)], env))
+                row["cp_get_s"], row["cpu_cp_get"] = timed_cpu(
+                    lambda: run([CLI, "cp", "-q", "--concurrency", str(n), f"s3://{BUCKET}/obj",
+                                 str(back)], env), server.proc.pid)
                 back.unlink()
                 row["cp_setup_s"] = timed(lambda: run([CLI, "cp", "-q", "--concurrency", str(n),
                                                        "--part-size", str(MB), f"s3://{BUCKET}/small",
                                                        str(back)], env))
                 back.unlink()
-                row["ib_write_bw_MBps"] = perftest("ib_write_bw", n)
+                _, row["cpu_ib_write_bw"] = timed_cpu(
+                    lambda: row.__setitem__("ib_write_bw_MBps", perftest("ib_write_bw", n)),
+                    server.proc.pid)
                 (row["ib_write_bw_beside_copies_MBps"],
                  row["copies_beside_ib_write_bw_MBps"]) = perftest_beside_copies("ib_write_bw", n, src, back)
-                row["cp_put_s"] = timed(lambda: run([CLI, "cp", "-q", "--concurrency", str(n), str(src),
-                                                     f"s3://{BUCKET}/obj"], env))
-                row["ib_read_bw_MBps"] = perftest("ib_read_bw", n)
+                row["cp_put_s"], row["cpu_cp_put"] = timed_cpu(
+                    lambda: run([CLI, "cp", "-q", "--concurrency", str(n), str(src),
+                                 f"s3://{BUCKET}/obj"], env), server.proc.pid)
+                _, row["cpu_ib_read_bw"] = timed_cpu(
+                    lambda: row.__setitem__("ib_read_bw_MBps", perftest("ib_read_bw", n)),
+                    server.proc.pid)
                 config = hipobj.TransferConfig(max_concurrency=n, multipart_chunksize=8 * MB)
                 loaded = {}
 

@@ -5,7 +5,9 @@
 //! HEAD) per transfer, so the ratio is the whole cost of the extra hop.
 //!
 //! Run in the lane: `tests/vm/run -- target/.../gateway_get-* [SIZES_BYTES,...] [ROUNDS]`
-//! (defaults 4096,1048576,8388608 and 9). Prints `RATIO gateway_get size=N value=R` lines.
+//! (defaults 4096,1048576,8388608 and 9), with the store's release build
+//! (`scripts/install-s3s-fs --release`; `make unit` installs a debug one, slower to time).
+//! Prints `RATIO gateway_get size=N value=R` lines.
 
 #[path = "../tests/support/data.rs"]
 mod data;

@@ -23,7 +23,7 @@ use std::time::SystemTime;
 
 use md5::{Digest, Md5};
 
-use super::checksum::{ChecksumAlgo, ChecksumComputer, EtagAlgo};
+use super::checksum::{ChecksumComputer, Crc64Chunks, EtagAlgo};
 use super::keys::{decode_key, encode_key};
 use super::meta::{md5_of, Sidecar};
 use super::reaper::Reaper;
@@ -156,6 +156,7 @@ impl FsBackend {
             .write(true)
             .create_new(true)
             .open(&tmp)?;
+        let checksums = ChecksumComputer::new(&options.expected, options.compute);
         Ok(Box::new(FsWriter {
             file,
             tmp: Some(tmp),
@@ -163,7 +164,10 @@ impl FsBackend {
             dest,
             md5: self.md5_needed(&options).then(Md5::new),
             etag: self.etag,
-            checksums: self.checksum_computer(&options),
+            crc64: self
+                .crc64_chunks_needed(&checksums)
+                .then(Crc64Chunks::default),
+            checksums,
             hashed_upto: 0,
             in_order: true,
             len: 0,
@@ -178,13 +182,10 @@ impl FsBackend {
         self.etag == EtagAlgo::Md5 || options.content_md5.is_some()
     }
 
-    /// The checksums a writer computes: the client's, plus CRC64NVME for a CRC64NVME ETag.
-    fn checksum_computer(&self, options: &WriteOptions) -> ChecksumComputer {
-        let computer = ChecksumComputer::new(&options.expected, options.compute);
-        match self.etag {
-            EtagAlgo::Md5 => computer,
-            EtagAlgo::Crc64nvme => computer.also(ChecksumAlgo::Crc64Nvme),
-        }
+    /// A CRC64NVME ETag is computed per piece as the pieces land, in any order, unless the
+    /// client's own checksums already include CRC64NVME (computed in order with them).
+    fn crc64_chunks_needed(&self, client: &ChecksumComputer) -> bool {
+        self.etag == EtagAlgo::Crc64nvme && !client.computes_crc64nvme()
     }
 
     fn keys_of(&self, dir: &Path) -> StorageResult<Vec<String>> {
@@ -527,8 +528,11 @@ struct FsWriter {
     /// `None` when neither the ETag nor a `Content-MD5` needs it.
     md5: Option<Md5>,
     etag: EtagAlgo,
+    /// The CRC64NVME ETag's pieces (`None` unless [`FsBackend::crc64_chunks_needed`]).
+    crc64: Option<Crc64Chunks>,
+    /// The client's checksums (in order).
     checksums: ChecksumComputer,
-    /// Bytes `[0, hashed_upto)` went through the hashers in order.
+    /// Bytes `[0, hashed_upto)` went through the in-order hashers (MD5, the client's checksums).
     hashed_upto: u64,
     /// False once a write landed anywhere but at `hashed_upto`: rehash from the file at commit.
     in_order: bool,
@@ -541,7 +545,8 @@ struct FsWriter {
 impl FsWriter {
     /// MD5 hex and checksums of the whole temp file, verified against the options.
     fn digests(&mut self) -> StorageResult<(String, super::Checksums)> {
-        if !self.in_order || self.hashed_upto != self.len {
+        let ordered = self.md5.is_some() || !self.checksums.computes_nothing();
+        if ordered && (!self.in_order || self.hashed_upto != self.len) {
             self.rehash()?;
         }
         let md5 = self.md5.take().map(Md5::finalize);
@@ -561,7 +566,14 @@ impl FsWriter {
             &mut self.checksums,
             ChecksumComputer::new(&Default::default(), None),
         );
-        let checksums = computer.finish(&self.options.expected)?;
+        let mut checksums = computer.finish(&self.options.expected)?;
+        if let Some(pieces) = self.crc64.take() {
+            let crc = match pieces.value(self.len) {
+                Some(crc) => crc,
+                None => self.crc64_of_file()?,
+            };
+            checksums.crc64nvme = Some(Crc64Chunks::base64(crc));
+        }
         let etag = match md5 {
             Some(md5) if self.etag == EtagAlgo::Md5 => hex::encode(md5),
             _ => checksums
@@ -571,13 +583,34 @@ impl FsWriter {
         Ok((etag, checksums))
     }
 
+    /// The in-order digests again, from the file (after out-of-order writes).
     fn rehash(&mut self) -> io::Result<()> {
-        self.md5 = self.md5.as_ref().map(|_| Md5::new());
-        let mut computer = ChecksumComputer::new(&self.options.expected, self.options.compute);
-        if self.etag == EtagAlgo::Crc64nvme {
-            computer = computer.also(ChecksumAlgo::Crc64Nvme);
-        }
-        self.checksums = computer;
+        let mut md5 = self.md5.as_ref().map(|_| Md5::new());
+        let mut checksums = ChecksumComputer::new(&self.options.expected, self.options.compute);
+        let read = self.read_file(|_, bytes| {
+            if let Some(md5) = &mut md5 {
+                md5.update(bytes);
+            }
+            checksums.update(bytes);
+        })?;
+        self.md5 = md5;
+        self.checksums = checksums;
+        self.hashed_upto = read;
+        self.in_order = true;
+        Ok(())
+    }
+
+    /// The CRC64NVME of the file (its pieces overlapped or left a hole).
+    fn crc64_of_file(&self) -> io::Result<u64> {
+        let mut pieces = Crc64Chunks::default();
+        let read = self.read_file(|pos, bytes| pieces.add(pos, bytes))?;
+        pieces
+            .value(read)
+            .ok_or_else(|| io::Error::other("the temp file changed while it was read"))
+    }
+
+    /// Hand `[0, len)` of the temp file to `each` (offset, bytes) in order; the bytes read.
+    fn read_file(&self, mut each: impl FnMut(u64, &[u8])) -> io::Result<u64> {
         let mut buf = vec![0u8; 1 << 20];
         let mut pos = 0;
         while pos < self.len {
@@ -585,15 +618,10 @@ impl FsWriter {
             if n == 0 {
                 break;
             }
-            if let Some(md5) = &mut self.md5 {
-                md5.update(&buf[..n]);
-            }
-            self.checksums.update(&buf[..n]);
+            each(pos, &buf[..n]);
             pos += n as u64;
         }
-        self.hashed_upto = pos;
-        self.in_order = true;
-        Ok(())
+        Ok(pos)
     }
 
     fn place(&mut self, etag: String, checksums: super::Checksums) -> StorageResult<ObjectInfo> {
@@ -652,6 +680,9 @@ impl FsWriter {
 impl ObjectWrite for FsWriter {
     fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
         self.file.write_all_at(data, offset)?;
+        if let Some(pieces) = &mut self.crc64 {
+            pieces.add(offset, data);
+        }
         if self.in_order && offset == self.hashed_upto {
             if let Some(md5) = &mut self.md5 {
                 md5.update(data);
@@ -934,6 +965,39 @@ mod tests {
         w.write_at(0, b"hello ").expect("write");
         let info = w.commit().expect("commit");
         assert_eq!(info.etag, "5eb63bbbe01eeed093cb22bb8f5acdc3");
+    }
+
+    #[test]
+    fn crc64nvme_etag_of_pieces_in_any_order_with_a_hole_or_an_overlap() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = FsBackend::open(dir.path())
+            .expect("open")
+            .with_etag(EtagAlgo::Crc64nvme);
+        s.create_bucket("b").expect("bucket");
+        let write = |key: &str, pieces: &[(u64, &[u8])]| {
+            let mut w = s
+                .create_write("b", key, WriteOptions::default())
+                .expect("put");
+            for (offset, data) in pieces {
+                w.write_at(*offset, data).expect("write");
+            }
+            w.commit().expect("commit")
+        };
+        // CRC-64/NVME of "123456789", whatever order its pieces land in.
+        let reversed = write("r", &[(6, b"789"), (3, b"456"), (0, b"123")]);
+        assert_eq!(reversed.etag, "ae8b14860a799888");
+        assert_eq!(
+            reversed.checksums.crc64nvme.as_deref(),
+            Some("rosUhgp5mIg=")
+        );
+        // Overlapping pieces: the file's bytes count, checksummed from the file.
+        let overlap = write("o", &[(0, b"12345"), (3, b"xx6789"), (3, b"45")]);
+        assert_eq!(overlap.etag, "ae8b14860a799888");
+        // A hole reads as zeros, as the stored file does.
+        let hole = write("h", &[(0, b"a"), (2, b"c")]);
+        let expected = write("z", &[(0, b"a\0c")]);
+        assert_eq!(hole.etag, expected.etag);
+        assert_ne!(hole.etag, write("n", &[(0, b"ac")]).etag);
     }
 
     #[test]

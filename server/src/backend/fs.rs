@@ -729,13 +729,19 @@ mod tests {
         (dir, s)
     }
 
-    #[test]
-    fn crc64nvme_etags_need_no_md5_but_still_check_content_md5() {
+    /// A store with CRC64NVME ETags and a bucket `b`.
+    fn crc64nvme_store() -> (tempfile::TempDir, FsBackend) {
         let dir = tempfile::tempdir().expect("tempdir");
         let s = FsBackend::open(dir.path())
             .expect("open")
             .with_etag(EtagAlgo::Crc64nvme);
         s.create_bucket("b").expect("bucket");
+        (dir, s)
+    }
+
+    #[test]
+    fn crc64nvme_etags_need_no_md5_but_still_check_content_md5() {
+        let (_dir, s) = crc64nvme_store();
         // CRC-64/NVME of "123456789" (its check value), big-endian as S3 encodes it.
         let info = put(&s, "k", b"123456789");
         assert_eq!(info.etag, "ae8b14860a799888");
@@ -969,11 +975,7 @@ mod tests {
 
     #[test]
     fn crc64nvme_etag_of_pieces_in_any_order_with_a_hole_or_an_overlap() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let s = FsBackend::open(dir.path())
-            .expect("open")
-            .with_etag(EtagAlgo::Crc64nvme);
-        s.create_bucket("b").expect("bucket");
+        let (_dir, s) = crc64nvme_store();
         let write = |key: &str, pieces: &[(u64, &[u8])]| {
             let mut w = s
                 .create_write("b", key, WriteOptions::default())

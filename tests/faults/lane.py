@@ -107,17 +107,18 @@ class Server:
             return None
         return json.loads(r.stdout)
 
-    def stored_digest(self, key: str) -> Optional[str]:
-        """The stored object's digest over plain HTTP; None when there is none. Retried while the
-        server is restarting."""
-        out = os.path.join(WORK, "check")
+    def stored_digest(self, key: str) -> Optional[Tuple[str, int]]:
+        """The stored object's digest and size over plain HTTP; None when there is none. Retried
+        while the server is restarting. Each key is read into its own file: workers check their
+        keys at the same time (two sharing one file once read each other's bytes)."""
+        out = os.path.join(WORK, f"check-{key}")
         for _ in range(60):
             r = self.curl("-o", out, "-w", "%{http_code}", f"{self.url}/{BUCKET}/{key}")
             code = r.stdout.decode()
             if code == "404":
                 return None
             if code == "200":
-                return digest(out)
+                return digest(out), os.path.getsize(out)
             time.sleep(0.5)
         raise RuntimeError(f"cannot read back {key}: {r.stderr.decode()}")
 
@@ -339,15 +340,16 @@ class Worker(threading.Thread):
         if ok:
             self.stored[key], self.size[key] = new, size
             return
-        now = self.lane.server.stored_digest(key)
+        read = self.lane.server.stored_digest(key)
+        now = read[0] if read is not None else None
         if now == new:
             self.stored[key], self.size[key] = new, size
         elif now != self.stored[key]:
             count["changed_by_failure"] += 1
             self.lane.note(f"{self.kind}: a failed PUT of {key} left neither the old nor the new object")
             self.stored[key] = now
-            if now is not None:
-                self.size[key] = os.path.getsize(os.path.join(WORK, "check"))
+            if read is not None:
+                self.size[key] = read[1]
 
     def run(self) -> None:
         while True:

@@ -25,8 +25,15 @@ The object, the checkpoint, the server's store and the copies all live in the gu
 3 GiB tmpfs whatever the guest's memory: 1024 MiB overflowed it (the server answered 507
 StorageFull on 2026-12-02), 512 fits.
 
+A larger SIZE (the issue's 1 GiB) needs HIPOBJ_BENCH_TMPFS: a tmpfs of that size is mounted for
+the server's store and the bench's files (and the guest needs the memory: benches/engine gives it).
+
   python benches/engine.py   (env: HIPOBJ_BENCH_MB, default 512; HIPOBJ_BENCH_STREAMS, "1,4,8";
-                              HIPOBJ_BENCH_VENV: the venv with awscli and runai-model-streamer)
+                              HIPOBJ_BENCH_VENV: the venv with awscli and runai-model-streamer;
+                              HIPOBJ_BENCH_TMPFS=6g: the bench's own tmpfs of that size;
+                              HIPOBJ_BENCH_CONTEXT=0: no awscli / runai columns;
+                              HIPOBJ_BENCH_CLI_BEFORE=BIN: another `hipobj` (an earlier build)
+                              timed beside cp's rows, alternating, as cp_*_before_s)
 """
 
 from __future__ import annotations
@@ -56,6 +63,9 @@ STREAMS = [int(n) for n in os.environ.get("HIPOBJ_BENCH_STREAMS", "1,4,8").split
 VENV = Path(os.environ.get("HIPOBJ_BENCH_VENV", REPO / "target" / "bench-venv"))
 CLI = os.environ.get("HIPOBJ_CLI_BIN", str(REPO / "target" / "release" / "hipobj"))
 PERFTEST = str(REPO / "benches" / "server-datapath-perftest.sh")
+TMPFS = os.environ.get("HIPOBJ_BENCH_TMPFS")
+CONTEXT = os.environ.get("HIPOBJ_BENCH_CONTEXT", "1") != "0"
+CLI_BEFORE = os.environ.get("HIPOBJ_BENCH_CLI_BEFORE")
 BUCKET = "engine-bench"
 
 
@@ -147,7 +157,36 @@ def digests(tensors: dict) -> dict:
     return {k: (v.dtype.str, v.shape, hashlib.sha256(v.tobytes()).hexdigest()) for k, v in tensors.items()}
 
 
+def own_tmpfs(size: str) -> None:
+    """Every temporary file of this run (the server's store too) on a tmpfs of `size`."""
+    mnt = "/tmp/hipobj-bench-fs"  # the guest's /tmp is its own; the rest of its root is the host's, read only
+    os.makedirs(mnt, exist_ok=True)
+    run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", mnt])
+    tempfile.tempdir = mnt
+
+
+def finish_row(row: dict, n: int, ckpt_size: int) -> None:
+    """The row's MB/s and its ratios to perftest of the same boot; logged."""
+    mbps = lambda s, size=SIZE: size / s / 1e6  # noqa: E731
+    row["cp_get_MBps"] = mbps(row["cp_get_s"])
+    row["cp_put_MBps"] = mbps(row["cp_put_s"])
+    row["safetensors_load_MBps"] = mbps(row["safetensors_load_s"], ckpt_size)
+    row["cp_get_vs_ib_write_bw"] = row["cp_get_MBps"] / row["ib_write_bw_MBps"]
+    # perftest's figure leaves out its own setup; this is cp's with its fixed cost
+    # (cp_setup_s, which moves n MiB) left out the same way.
+    row["cp_get_past_setup_vs_ib_write_bw"] = (
+        (SIZE - n * MB) / (row["cp_get_s"] - row["cp_setup_s"]) / 1e6 / row["ib_write_bw_MBps"])
+    row["cp_put_vs_ib_read_bw"] = row["cp_put_MBps"] / row["ib_read_bw_MBps"]
+    row["safetensors_load_vs_ib_write_bw"] = row["safetensors_load_MBps"] / row["ib_write_bw_MBps"]
+    for k in ("cp_get_before_s", "cp_put_before_s"):
+        if k in row:
+            row[k[:-2] + "_MBps"] = mbps(row[k])
+    log(json.dumps(row))
+
+
 def main() -> None:
+    if TMPFS:
+        own_tmpfs(TMPFS)
     client_dev, server_dev = device_pair()
     work = Path(tempfile.mkdtemp(prefix="hipobj-bench-"))
     server = Server(server_dev, device_address(server_dev))
@@ -187,6 +226,10 @@ def main() -> None:
                     lambda: run([CLI, "cp", "-q", "--concurrency", str(n), f"s3://{BUCKET}/obj",
                                  str(back)], env), server.proc.pid)
                 back.unlink()
+                if CLI_BEFORE:
+                    row["cp_get_before_s"] = timed(lambda: run([CLI_BEFORE, "cp", "-q", "--concurrency", str(n),
+                                                                f"s3://{BUCKET}/obj", str(back)], env))
+                    back.unlink()
                 row["cp_setup_s"] = timed(lambda: run([CLI, "cp", "-q", "--concurrency", str(n),
                                                        "--part-size", str(MB), f"s3://{BUCKET}/small",
                                                        str(back)], env))
@@ -199,6 +242,9 @@ def main() -> None:
                 row["cp_put_s"], row["cpu_cp_put"] = timed_cpu(
                     lambda: run([CLI, "cp", "-q", "--concurrency", str(n), str(src),
                                  f"s3://{BUCKET}/obj"], env), server.proc.pid)
+                if CLI_BEFORE:
+                    row["cp_put_before_s"] = timed(lambda: run([CLI_BEFORE, "cp", "-q", "--concurrency", str(n),
+                                                                str(src), f"s3://{BUCKET}/obj"], env))
                 _, row["cpu_ib_read_bw"] = timed_cpu(
                     lambda: row.__setitem__("ib_read_bw_MBps", perftest("ib_read_bw", n)),
                     server.proc.pid)
@@ -218,6 +264,10 @@ def main() -> None:
                 row["register_s"] = timed(register)
                 assert digests(loaded) == reference, "the loaded tensors differ from the file's"
                 loaded.clear()
+                if not CONTEXT:
+                    finish_row(row, n, ckpt_size)
+                    results["rows"].append(row)
+                    continue
                 aws_cfg.write_text(f"[default]\ns3 =\n  max_concurrent_requests = {n}\n"
                                    f"  multipart_chunksize = 8MB\n")
                 aws_env = dict(env, AWS_CONFIG_FILE=str(aws_cfg))
@@ -230,20 +280,9 @@ def main() -> None:
                                                 str(REPO / "benches" / "runai_read.py"),
                                                 f"s3://{BUCKET}/model.safetensors", str(ckpt_size)],
                                                runai_env).split()[-1])
-                mbps = lambda s, size=SIZE: size / s / 1e6  # noqa: E731
-                row["cp_get_MBps"] = mbps(row["cp_get_s"])
-                row["cp_put_MBps"] = mbps(row["cp_put_s"])
-                row["safetensors_load_MBps"] = mbps(row["safetensors_load_s"], ckpt_size)
-                row["awscli_get_MBps"] = mbps(row["awscli_get_s"])
-                row["runai_get_MBps"] = mbps(row["runai_get_s"], ckpt_size)
-                row["cp_get_vs_ib_write_bw"] = row["cp_get_MBps"] / row["ib_write_bw_MBps"]
-                # perftest's figure leaves out its own setup; this is cp's with its fixed cost
-                # (cp_setup_s, which moves n MiB) left out the same way.
-                row["cp_get_past_setup_vs_ib_write_bw"] = (
-                    (SIZE - n * MB) / (row["cp_get_s"] - row["cp_setup_s"]) / 1e6 / row["ib_write_bw_MBps"])
-                row["cp_put_vs_ib_read_bw"] = row["cp_put_MBps"] / row["ib_read_bw_MBps"]
-                row["safetensors_load_vs_ib_write_bw"] = row["safetensors_load_MBps"] / row["ib_write_bw_MBps"]
-                log(json.dumps(row))
+                row["awscli_get_MBps"] = SIZE / row["awscli_get_s"] / 1e6
+                row["runai_get_MBps"] = ckpt_size / row["runai_get_s"] / 1e6
+                finish_row(row, n, ckpt_size)
                 results["rows"].append(row)
     finally:
         server.stop()

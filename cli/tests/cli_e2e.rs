@@ -722,7 +722,7 @@ fn engine_large_copy_each_way() {
     let down = ok(down);
     println!("{down}\ndownload peak RSS {} MiB", down_rss / 1024);
     assert!(same_files(&src, &back), "the download differs");
-    // 16 transfers x 8 MiB of ring plus the runtime: far below the object.
+    // 16 transfers x two 8 MiB ring buffers plus the runtime: far below the object.
     for rss in [up_rss, down_rss] {
         assert!(rss < 512 * 1024, "peak RSS {} MiB", rss / 1024);
     }

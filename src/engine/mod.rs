@@ -3,9 +3,10 @@
 //! objects over HTTP.
 //!
 //! A [`Plan`] cuts the bytes into parts (ranged GETs, or the parts of a multipart upload). Workers,
-//! `concurrency` of them, each own one reusable registered buffer of a small ring ([`Slot`]: never
-//! the whole object), take the next part, move it with one RDMA transfer, and write it to or read
-//! it from the file at its own offset (positional I/O). A failed transfer is retried as the AWS
+//! `concurrency` of them, each own a reusable registered buffer of a small ring ([`Slot`]: never
+//! the whole object), take the next part and move it with one RDMA transfer; each worker's disk
+//! thread writes a part that arrived (or reads the next one to send) at its own offset in the file
+//! (positional I/O) meanwhile, in the worker's second buffer. A failed transfer is retried as the AWS
 //! SDKs' standard mode retries ([`RetryPolicy`]), each time as a new library transfer with a
 //! fresh token. A multipart upload is completed when every part arrived and aborted when the copy
 //! fails or is cancelled.
@@ -14,6 +15,7 @@
 //! client, or boto3 callbacks in the Python package) for each RDMA transfer of a buffer slice and
 //! for the multipart bookkeeping.
 
+mod disk;
 mod io;
 mod pace;
 mod plan;
@@ -38,7 +40,7 @@ pub const DEFAULT_PART_SIZE: u64 = 8 << 20;
 pub struct Settings {
     /// Bytes per part (a ranged GET, or an UploadPart).
     pub part_size: u64,
-    /// Transfers in flight (and buffers in the ring).
+    /// Transfers in flight (and workers: each with one or two buffers of the ring).
     pub concurrency: usize,
     /// Uploads larger than this go as a multipart upload; smaller ones as one PUT.
     pub multipart_threshold: u64,

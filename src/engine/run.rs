@@ -1,6 +1,8 @@
-//! Running a plan: `concurrency` named worker threads, each with its own ring buffer, take parts
-//! in order until none is left, the first failure, or a cancel.
+//! Running a plan: `concurrency` named worker threads, each with its own ring buffer (and a
+//! second while the first is at its disk thread), take parts in order until none is left, the
+//! first failure, or a cancel.
 
+use super::disk::{Disk, FileSide};
 use super::pace::Pace;
 use super::plan::{Part, Plan};
 use super::retry::Retrier;
@@ -12,6 +14,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 type Outcome<T, E> = Result<T, EngineError<E>>;
+
+/// A worker's work on one part, told the part it takes next (if it took one ahead).
+type PartWork<'w, S, T, E> = dyn Fn(&mut S, Part, Option<Part>) -> Outcome<T, E> + Sync + 'w;
 
 impl<'a> Retrier<'a> {
     /// A copy's retrier, with the limit on its requests in flight (`pace`).
@@ -43,12 +48,15 @@ impl<'a> Retrier<'a> {
 
 /// Run `work` on every part of `plan`, one thread per state in `states`; the results in part
 /// order. After the first failure no part starts, and that failure is the answer. (How many of
-/// them send a request at once is the retrier's pace.)
+/// them send a request at once is the retrier's pace.) With `ahead`, a worker takes its next part
+/// before it works on the current one and `work` is told which (an upload reads it meanwhile),
+/// except the last parts, which go to whichever worker is free first.
 fn for_each_part<S: Send, T: Send, E: Send>(
     plan: &Plan,
-    states: Vec<S>,
+    states: &mut [S],
+    ahead: bool,
     cancel: &AtomicBool,
-    work: &(dyn Fn(&mut S, Part) -> Outcome<T, E> + Sync),
+    work: &PartWork<'_, S, T, E>,
 ) -> Outcome<Vec<T>, E> {
     let count = plan.count();
     let next = AtomicUsize::new(0);
@@ -62,27 +70,46 @@ fn for_each_part<S: Send, T: Send, E: Send>(
             .unwrap_or_else(|p| p.into_inner())
             .get_or_insert(e);
     };
+    let claim = || plan.part(next.fetch_add(1, Ordering::Relaxed));
+    // A part taken ahead waits for its worker's current one, so the last `workers` parts are
+    // left for whichever worker is free first.
+    let workers = states.len();
+    let claim_ahead = || {
+        let mut i = next.load(Ordering::Relaxed);
+        loop {
+            if i + workers >= count {
+                return None;
+            }
+            match next.compare_exchange_weak(i, i + 1, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return plan.part(i),
+                Err(now) => i = now,
+            }
+        }
+    };
     std::thread::scope(|scope| {
-        let (next, stop, results, fail) = (&next, &stop, &results, &fail);
-        for (n, mut state) in states.into_iter().enumerate() {
-            let worker = move || loop {
-                if stop.load(Ordering::Relaxed) || cancel.load(Ordering::Relaxed) {
-                    return;
-                }
-                let Some(part) = plan.part(next.fetch_add(1, Ordering::Relaxed)) else {
-                    return;
-                };
-                match work(&mut state, part) {
-                    Ok(t) => {
-                        if let Some(slot) = results
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .get_mut(part.index)
-                        {
-                            *slot = Some(t);
-                        }
+        let (stop, results, fail) = (&stop, &results, &fail);
+        let (claim, claim_ahead) = (&claim, &claim_ahead);
+        for (n, state) in states.iter_mut().enumerate() {
+            let worker = move || {
+                let mut current = claim();
+                while let Some(part) = current {
+                    if stop.load(Ordering::Relaxed) || cancel.load(Ordering::Relaxed) {
+                        return;
                     }
-                    Err(e) => return fail(e),
+                    let after = if ahead { claim_ahead() } else { None };
+                    match work(state, part, after) {
+                        Ok(t) => {
+                            if let Some(slot) = results
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .get_mut(part.index)
+                            {
+                                *slot = Some(t);
+                            }
+                        }
+                        Err(e) => return fail(e),
+                    }
+                    current = after.or_else(claim);
                 }
             };
             if let Err(e) = std::thread::Builder::new()
@@ -101,15 +128,50 @@ fn for_each_part<S: Send, T: Send, E: Send>(
     done.ok_or(EngineError::Cancelled { retries: 0 })
 }
 
-/// The ring: one buffer per worker, as large as the largest part.
+/// The workers' disks ([`Disk`]): each with its ring buffer and its disk thread in `scope`, run
+/// by `for_each_part`; the parts' results, or the first failure (a part's, then the disks').
+fn with_disks<'scope, 'env: 'scope, T: Send, E: Send>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    side: FileSide<'env>,
+    buffers: &'env dyn Buffers,
+    plan: &Plan,
+    job: &'env Job<'env>,
+    ahead: bool,
+    work: &PartWork<'_, Disk<'env>, T, E>,
+) -> Outcome<Vec<T>, E> {
+    let slots = ring(buffers, plan, job.settings.concurrency)?;
+    let len = slots_len(plan)?;
+    let mut disks = Vec::with_capacity(slots.len());
+    for (n, slot) in slots.into_iter().enumerate() {
+        let name = format!("hipobj-disk-{n:02}");
+        disks.push(
+            Disk::start(scope, name, side, job.progress, slot, buffers, len)
+                .map_err(EngineError::Io)?,
+        );
+    }
+    let result = for_each_part(plan, &mut disks, ahead, job.cancel, work);
+    let finished: Vec<std::io::Result<()>> = disks.into_iter().map(Disk::finish).collect();
+    let disks_done: std::io::Result<Vec<()>> = finished.into_iter().collect();
+    let parts = result?;
+    disks_done.map_err(EngineError::Io)?;
+    Ok(parts)
+}
+
+/// The length of each ring buffer: the plan's largest part.
+fn slots_len<E>(plan: &Plan) -> Outcome<usize, E> {
+    usize::try_from(plan.largest())
+        .map_err(|_| EngineError::Library(Error::invalid("the part size does not fit memory")))
+}
+
+/// The ring's first buffers: one per worker, as large as the largest part (a worker's [`Disk`]
+/// registers its second when it needs one).
 fn ring<E>(
     buffers: &dyn Buffers,
     plan: &Plan,
     concurrency: usize,
 ) -> Outcome<Vec<Box<dyn Slot>>, E> {
     let workers = concurrency.max(1).min(plan.count());
-    let len = usize::try_from(plan.largest())
-        .map_err(|_| EngineError::Library(Error::invalid("the part size does not fit memory")))?;
+    let len = slots_len(plan)?;
     (0..workers)
         .map(|_| buffers.slot(len).map_err(EngineError::Library))
         .collect()
@@ -167,24 +229,29 @@ pub fn download<S: ObjectStore>(
 ) -> Outcome<Report, S::Error> {
     let plan = Plan::ranges(start, len, job.settings.part_size).map_err(EngineError::Library)?;
     let retrier = Retrier::new(job);
-    let slots = ring(buffers, &plan, job.settings.concurrency)?;
-    let result = for_each_part(
-        &plan,
-        slots,
-        job.cancel,
-        &|slot: &mut Box<dyn Slot>, part| {
-            let len = part.len as usize;
-            let slice = Slice {
-                base: slot.base(),
-                offset: 0,
-                len,
-            };
-            get_part(store, &retrier, slice, part)?;
-            slot.store(sink, part.pos, len).map_err(EngineError::Io)?;
-            (job.progress)(part.len);
-            Ok(())
-        },
-    );
+    let result = std::thread::scope(|scope| {
+        with_disks(
+            scope,
+            FileSide::Sink(sink),
+            buffers,
+            &plan,
+            job,
+            false,
+            &|disk: &mut Disk<'_>, part, _| {
+                let slot = disk.free_buffer().map_err(EngineError::Io)?;
+                let slice = Slice {
+                    base: slot.base(),
+                    offset: 0,
+                    len: part.len as usize,
+                };
+                if let Err(e) = get_part(store, &retrier, slice, part) {
+                    disk.give_back(slot);
+                    return Err(e);
+                }
+                disk.store(slot, part).map_err(EngineError::Io)
+            },
+        )
+    });
     report(result, &retrier, len)
 }
 
@@ -200,16 +267,22 @@ pub fn download_into<S: ObjectStore>(
     let plan = Plan::ranges(start, len, job.settings.part_size).map_err(EngineError::Library)?;
     let retrier = Retrier::new(job);
     let workers = job.settings.concurrency.max(1).min(plan.count());
-    let result = for_each_part(&plan, vec![(); workers], job.cancel, &|_, part| {
-        let slice = Slice {
-            base: dest.base,
-            offset: dest.offset + part.pos as usize,
-            len: part.len as usize,
-        };
-        get_part(store, &retrier, slice, part)?;
-        (job.progress)(part.len);
-        Ok(())
-    });
+    let result = for_each_part(
+        &plan,
+        &mut vec![(); workers],
+        false,
+        job.cancel,
+        &|_, part, _| {
+            let slice = Slice {
+                base: dest.base,
+                offset: dest.offset + part.pos as usize,
+                len: part.len as usize,
+            };
+            get_part(store, &retrier, slice, part)?;
+            (job.progress)(part.len);
+            Ok(())
+        },
+    );
     report(result, &retrier, len)
 }
 
@@ -277,33 +350,33 @@ fn upload_multipart<S: ObjectStore>(
     let plan = Plan::multipart(len, job.settings.part_size).map_err(EngineError::Library)?;
     let retrier = Retrier::new(job);
     let id = retrier.store(&|| "CreateMultipartUpload".into(), || store.create_upload())?;
-    let result = ring(buffers, &plan, job.settings.concurrency).and_then(|slots| {
-        let uploaded = for_each_part(
+    let result = std::thread::scope(|scope| {
+        let uploaded = with_disks(
+            scope,
+            FileSide::Source(source),
+            buffers,
             &plan,
-            slots,
-            job.cancel,
-            &|slot: &mut Box<dyn Slot>, part| {
-                let n = part.len as usize;
-                slot.load(source, part.pos, n).map_err(EngineError::Io)?;
+            job,
+            true,
+            &|disk: &mut Disk<'_>, part, next| {
+                let slot = disk.load(source, part, next).map_err(EngineError::Io)?;
                 let slice = Slice {
                     base: slot.base(),
                     offset: 0,
-                    len: n,
+                    len: part.len as usize,
                 };
                 let number = part.index as u32 + 1;
                 let target = PutTarget::Part {
                     upload_id: &id,
                     number,
                 };
-                let etag = retrier
-                    .store(&|| format!("UploadPart {number}"), || {
-                        store.put(slice, target)
-                    })?
-                    .ok_or_else(|| {
-                        EngineError::Library(Error::s3(format!(
-                            "UploadPart {number} answered no ETag"
-                        )))
-                    })?;
+                let answer = retrier.store(&|| format!("UploadPart {number}"), || {
+                    store.put(slice, target)
+                });
+                disk.give_back(slot);
+                let etag = answer?.ok_or_else(|| {
+                    EngineError::Library(Error::s3(format!("UploadPart {number} answered no ETag")))
+                })?;
                 (job.progress)(part.len);
                 Ok(CompletedPart { number, etag })
             },

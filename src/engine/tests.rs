@@ -31,6 +31,9 @@ struct Store {
     requests: AtomicUsize,
     /// Requests (0-based) answered with this status instead.
     fail: Mutex<BTreeMap<usize, u16>>,
+    /// When set, UploadPart 1 waits (up to 5 s) for it to be set and notes whether it was.
+    part_1_waits_for: Option<std::sync::Arc<AtomicBool>>,
+    part_1_saw_it: AtomicBool,
 }
 
 impl Store {
@@ -75,6 +78,14 @@ impl ObjectStore for Store {
 
     fn put(&self, slice: Slice, target: PutTarget<'_>) -> Result<Option<String>, Failed> {
         self.answer()?;
+        if let (Some(flag), PutTarget::Part { number: 1, .. }) = (&self.part_1_waits_for, target) {
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while !flag.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            self.part_1_saw_it
+                .store(flag.load(Ordering::SeqCst), Ordering::SeqCst);
+        }
         // SAFETY: as in `get`; the slice is read only.
         let data = unsafe { std::slice::from_raw_parts(Self::memory(slice), slice.len) }.to_vec();
         match target {
@@ -206,12 +217,84 @@ fn a_download_arrives_whole_through_a_small_ring() {
     assert_eq!(*sink.0.lock().unwrap(), object[100_003..]);
     assert_eq!((report.bytes, moved, report.retries), (900_000, 900_000, 0));
     assert_eq!(report.parts, 14);
-    assert_eq!(
-        memory.slots.load(Ordering::SeqCst),
-        4,
-        "one buffer per worker"
+    let slots = memory.slots.load(Ordering::SeqCst);
+    assert!(
+        (4..=8).contains(&slots),
+        "one buffer per worker, a second while the first is written: {slots}"
     );
-    assert_eq!(memory.bytes.load(Ordering::SeqCst), 4 * (64 << 10));
+    assert_eq!(memory.bytes.load(Ordering::SeqCst), slots * (64 << 10));
+}
+
+/// A sink whose write of the first part waits (up to 5 s) until the store has been asked for
+/// the part after it: only a download that writes behind its transfers lets that happen.
+struct WaitsForTheNextGet<'a> {
+    bytes: Bytes,
+    store: &'a Store,
+    overlapped: AtomicBool,
+}
+
+impl Sink for WaitsForTheNextGet<'_> {
+    fn write_at(&self, data: &[u8], pos: u64) -> std::io::Result<()> {
+        if pos == 0 {
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while self.store.requests.load(Ordering::SeqCst) < 2 {
+                if std::time::Instant::now() > deadline {
+                    return self.bytes.write_at(data, pos);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            self.overlapped.store(true, Ordering::SeqCst);
+        }
+        self.bytes.write_at(data, pos)
+    }
+}
+
+#[test]
+fn a_download_writes_a_part_while_the_next_one_arrives() {
+    let object = data(30_000);
+    let store = Store::with(object.clone());
+    let sink = WaitsForTheNextGet {
+        bytes: Bytes(Mutex::new(vec![0; 30_000])),
+        store: &store,
+        overlapped: AtomicBool::new(false),
+    };
+    let (report, moved) = run_job(settings(10_000, 1), |job| {
+        download(&store, 0, 30_000, &sink, &Memory::default(), job)
+    });
+    assert_eq!((report.unwrap().parts, moved), (3, 30_000));
+    assert_eq!(*sink.bytes.0.lock().unwrap(), object);
+    assert!(
+        sink.overlapped.load(Ordering::SeqCst),
+        "the second GET started while the first part was being written"
+    );
+}
+
+struct FailsToWrite;
+
+impl Sink for FailsToWrite {
+    fn write_at(&self, _: &[u8], pos: u64) -> std::io::Result<()> {
+        match pos {
+            0 => Err(std::io::Error::other("disk full")),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[test]
+fn a_failed_write_behind_fails_the_download() {
+    let store = Store::with(data(100_000));
+    let (out, moved) = run_job(settings(10_000, 1), |job| {
+        download(&store, 0, 100_000, &FailsToWrite, &Memory::default(), job)
+    });
+    assert!(
+        matches!(&out, Err(EngineError::Io(e)) if e.to_string() == "disk full"),
+        "{out:?}"
+    );
+    assert!(
+        store.requests.load(Ordering::SeqCst) <= 3,
+        "no part starts once the failed write is seen"
+    );
+    assert!(moved < 100_000, "progress counts written parts only");
 }
 
 #[test]
@@ -326,6 +409,47 @@ fn a_large_upload_is_a_completed_multipart_upload() {
     assert_eq!(*store.object.lock().unwrap(), object);
     assert!(store.uploads.lock().unwrap().is_empty());
     assert_eq!(memory.slots.load(Ordering::SeqCst), 3);
+}
+
+/// A source that notes when the second part's bytes are read.
+struct NotesPart2 {
+    bytes: Bytes,
+    at: u64,
+    read: std::sync::Arc<AtomicBool>,
+}
+
+impl Source for NotesPart2 {
+    fn read_at(&self, buf: &mut [u8], pos: u64) -> std::io::Result<()> {
+        if pos == self.at {
+            self.read.store(true, Ordering::SeqCst);
+        }
+        self.bytes.read_at(buf, pos)
+    }
+}
+
+#[test]
+fn an_upload_reads_the_next_part_while_one_is_sent() {
+    let len = 3 * MIN_PART_SIZE as usize;
+    let object = data(len);
+    let read = std::sync::Arc::new(AtomicBool::new(false));
+    let store = Store {
+        part_1_waits_for: Some(read.clone()),
+        ..Store::default()
+    };
+    let src = NotesPart2 {
+        bytes: Bytes(Mutex::new(object.clone())),
+        at: MIN_PART_SIZE,
+        read,
+    };
+    let (report, _) = run_job(settings(MIN_PART_SIZE, 1), |job| {
+        upload(&store, &src, len as u64, &Memory::default(), job)
+    });
+    assert_eq!(report.unwrap().parts, 3);
+    assert_eq!(*store.object.lock().unwrap(), object);
+    assert!(
+        store.part_1_saw_it.load(Ordering::SeqCst),
+        "part 2 was read from the file while part 1 was being uploaded"
+    );
 }
 
 #[test]

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Where the guest's CPUs go during a `hipobj cp` download and during `ib_write_bw` on the same
+path (the guest half of benches/engine-profile, one Soft-RoCE lane boot).
+
+For N in STREAMS: `perf record -a -e cpu-clock` (TCG has no hardware counters) around
+`hipobj cp --concurrency N` of a SIZE object from hipobj-server, and around `ib_write_bw -q N`
+moving about as many bytes; then `perf report` by command, object and symbol. Both processes and
+the emulated NIC share the guest's CPUs, so the two profiles side by side say what a download
+does that perftest does not (the store's read into staging, the ring's writes into the file, the
+HTTP exchange, the library's polling) and what that costs in CPU samples per byte moved.
+
+  python benches/engine_profile.py   (env: HIPOBJ_BENCH_MB, default 256; HIPOBJ_BENCH_STREAMS "1,4")
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from engine import BUCKET, CLI, IDENTITIES, MB, PERFTEST, SIZE, STREAMS, Server, device_address, \
+    device_pair, log, run  # noqa: E402
+
+PERF = os.environ.get("HIPOBJ_PERF_BIN", "perf")
+
+
+def profiled(name: str, cmd: list, env: dict, work: Path) -> str:
+    """`cmd` under a system-wide cpu-clock profile; its seconds and the report's top lines."""
+    data = work / f"{name}.data"
+    rec = subprocess.Popen([PERF, "record", "-a", "-e", "cpu-clock", "-F", "499", "-o", str(data)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(1.0)  # perf's mmap set-up before the clock starts
+    t = time.perf_counter()
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - t
+    rec.send_signal(2)
+    rec.wait()
+    if out.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} exited {out.returncode}: {out.stdout[-600:]} {out.stderr[-600:]}")
+    report = []
+    for sort in ("comm,dso", "comm,dso,sym"):
+        r = subprocess.run([PERF, "report", "-i", str(data), "--stdio", "--no-children", "--sort", sort,
+                            "--percent-limit", "0.7"], capture_output=True, text=True)
+        report += [l for l in r.stdout.splitlines() if l and not l.startswith("#")]
+    data.unlink(missing_ok=True)
+    return f"== {name}: {seconds:.2f} s, stdout tail {out.stdout.strip()[-200:]!r}\n" + "\n".join(report)
+
+
+def main() -> None:
+    client_dev, server_dev = device_pair()
+    work = Path(tempfile.mkdtemp(prefix="hipobj-profile-"))
+    server = Server(server_dev, device_address(server_dev))
+    access, secret = IDENTITIES[0]
+    env = dict(os.environ, AWS_ENDPOINT_URL=server.endpoint, AWS_ACCESS_KEY_ID=access,
+               AWS_SECRET_ACCESS_KEY=secret, AWS_REGION="us-east-1", HIPOBJ_NIC=client_dev,
+               AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_EC2_METADATA_DISABLED="true")
+    try:
+        server.client().create_bucket(Bucket=BUCKET)
+        src = work / "src"
+        with open(src, "wb") as f:
+            rng = np.random.default_rng(7)
+            for _ in range(SIZE // (16 * MB)):
+                f.write(rng.integers(0, 256, 16 * MB, dtype=np.uint8).tobytes())
+        run([CLI, "cp", "-q", str(src), f"s3://{BUCKET}/obj"], env)
+        src.unlink()
+        back = work / "back"
+        for n in STREAMS:
+            print(profiled(f"cp GET, {n} streams", [CLI, "cp", "-q", "--concurrency", str(n),
+                                                    f"s3://{BUCKET}/obj", str(back)], env, work), flush=True)
+            back.unlink()
+            print(profiled(f"ib_write_bw -q {n}", [PERFTEST, "ib_write_bw", str(n), str(MB),
+                                                   str(SIZE // MB)], env, work), flush=True)
+    finally:
+        server.stop()
+        subprocess.run(["rm", "-rf", str(work)])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,209 @@
+//! A worker's file side, overlapped with its transfers: a download's part is written to the file
+//! by the worker's disk thread while the worker's next ranged GET lands in its other buffer, and an
+//! upload's next part is read from the file while the current one is uploaded (as s5cmd and
+//! boto3's transfer manager keep the disk and the network busy at once). Each worker has at most
+//! two buffers: the first from the ring, the second registered only when the first is at the disk
+//! (and the worker goes on with one if that registration fails).
+
+use super::plan::Part;
+use super::ring::{Buffers, Slot};
+use super::{Sink, Source};
+use crossbeam_channel::{Receiver, Sender};
+use std::io;
+use std::thread::Scope;
+
+/// What the disk thread does with a buffer.
+enum Task {
+    /// A download's part arrived in it: write it to the sink, then report its bytes.
+    Store,
+    /// An upload's part goes out of it next: read it from the source.
+    Load,
+}
+
+/// The file side of a copy, shared by every worker's disk thread.
+#[derive(Clone, Copy)]
+pub(super) enum FileSide<'a> {
+    Sink(&'a dyn Sink),
+    Source(&'a dyn Source),
+}
+
+type Finished = (Box<dyn Slot>, Part, io::Result<()>);
+type DiskTask = (Task, Box<dyn Slot>, Part);
+
+/// One worker's buffers and its disk thread.
+pub(super) struct Disk<'b> {
+    to_disk: Option<Sender<DiskTask>>,
+    from_disk: Receiver<Finished>,
+    /// Buffers at the disk thread now.
+    at_disk: usize,
+    /// Buffers free for the worker's next transfer.
+    free: Vec<Box<dyn Slot>>,
+    /// Whether the worker may still register its second buffer.
+    may_grow: bool,
+    buffers: &'b dyn Buffers,
+    buffer_len: usize,
+    /// An upload's part already read into a buffer (by the disk thread, for the next call).
+    loaded: Option<(Box<dyn Slot>, Part)>,
+}
+
+impl<'b> Disk<'b> {
+    /// The worker's disk thread, started in `scope`, and its first buffer `first`.
+    pub(super) fn start<'scope, 'env: 'scope>(
+        scope: &'scope Scope<'scope, 'env>,
+        name: String,
+        side: FileSide<'env>,
+        progress: &'env (dyn Fn(u64) + Sync),
+        first: Box<dyn Slot>,
+        buffers: &'b dyn Buffers,
+        buffer_len: usize,
+    ) -> io::Result<Disk<'b>> {
+        let (to_disk, tasks) = crossbeam_channel::bounded::<DiskTask>(2);
+        let (done, from_disk) = crossbeam_channel::bounded::<Finished>(2);
+        std::thread::Builder::new()
+            .name(name)
+            .spawn_scoped(scope, move || {
+                for (task, mut slot, part) in tasks {
+                    let len = part.len as usize;
+                    let r = match (task, side) {
+                        (Task::Store, FileSide::Sink(sink)) => {
+                            let r = slot.store(sink, part.pos, len);
+                            if r.is_ok() {
+                                progress(part.len);
+                            }
+                            r
+                        }
+                        (Task::Load, FileSide::Source(src)) => slot.load(src, part.pos, len),
+                        _ => Err(io::Error::other("a disk task of the other direction")),
+                    };
+                    if done.send((slot, part, r)).is_err() {
+                        return;
+                    }
+                }
+            })?;
+        Ok(Disk {
+            to_disk: Some(to_disk),
+            from_disk,
+            at_disk: 0,
+            free: vec![first],
+            may_grow: true,
+            buffers,
+            buffer_len,
+            loaded: None,
+        })
+    }
+
+    /// A buffer for the next transfer: a free one, a second one registered now, or the one the
+    /// disk thread finishes next (its failure is the copy's).
+    pub(super) fn free_buffer(&mut self) -> io::Result<Box<dyn Slot>> {
+        if let Some(slot) = self.free.pop() {
+            return Ok(slot);
+        }
+        if self.may_grow {
+            self.may_grow = false;
+            match self.buffers.slot(self.buffer_len) {
+                Ok(slot) => return Ok(slot),
+                Err(e) => tracing::debug!("a second ring buffer was refused ({e}): one it is"),
+            }
+        }
+        let (slot, _, r) = self.wait()?;
+        r.map(|()| slot)
+    }
+
+    /// Give a buffer back unused (its transfer failed).
+    pub(super) fn give_back(&mut self, slot: Box<dyn Slot>) {
+        self.free.push(slot);
+    }
+
+    /// Hand `slot`, holding `part`'s bytes, to the disk thread to write.
+    pub(super) fn store(&mut self, slot: Box<dyn Slot>, part: Part) -> io::Result<()> {
+        self.send(Task::Store, slot, part)
+    }
+
+    /// A buffer holding `part`'s bytes from the source: the one the disk thread read ahead, or
+    /// one read now. With `next`, the disk thread reads that part into another buffer meanwhile.
+    pub(super) fn load(
+        &mut self,
+        source: &dyn Source,
+        part: Part,
+        next: Option<Part>,
+    ) -> io::Result<Box<dyn Slot>> {
+        if self.loaded.is_none() && self.at_disk > 0 {
+            self.collect_loaded()?;
+        }
+        let slot = match self.loaded.take() {
+            Some((slot, ahead)) if ahead.index == part.index => slot,
+            other => {
+                if let Some((slot, _)) = other {
+                    self.free.push(slot);
+                }
+                let mut slot = self.free_buffer()?;
+                if let Err(e) = slot.load(source, part.pos, part.len as usize) {
+                    self.free.push(slot);
+                    return Err(e);
+                }
+                slot
+            }
+        };
+        if let Some(next) = next {
+            match self.free_buffer() {
+                Ok(spare) => self.send(Task::Load, spare, next)?,
+                Err(e) => {
+                    self.free.push(slot);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(slot)
+    }
+
+    /// Take the part read ahead, once the worker needs it (waits for the disk thread).
+    fn collect_loaded(&mut self) -> io::Result<()> {
+        if self.at_disk == 0 {
+            return Ok(());
+        }
+        let (slot, part, r) = self.wait()?;
+        match r {
+            Ok(()) => {
+                self.loaded = Some((slot, part));
+                Ok(())
+            }
+            Err(e) => {
+                self.free.push(slot);
+                Err(e)
+            }
+        }
+    }
+
+    /// Wait for everything at the disk thread and stop it: the first failure, if any.
+    pub(super) fn finish(mut self) -> io::Result<()> {
+        self.to_disk = None;
+        let mut first = Ok(());
+        while self.at_disk > 0 {
+            if let Err(e) = self.wait().and_then(|(_, _, r)| r) {
+                first = first.and(Err(e));
+            }
+        }
+        first
+    }
+
+    fn send(&mut self, task: Task, slot: Box<dyn Slot>, part: Part) -> io::Result<()> {
+        let to_disk = self
+            .to_disk
+            .as_ref()
+            .ok_or_else(|| io::Error::other("the disk thread was stopped"))?;
+        to_disk
+            .send((task, slot, part))
+            .map_err(|_| io::Error::other("the disk thread stopped"))?;
+        self.at_disk += 1;
+        Ok(())
+    }
+
+    fn wait(&mut self) -> io::Result<Finished> {
+        let finished = self
+            .from_disk
+            .recv()
+            .map_err(|_| io::Error::other("the disk thread stopped"))?;
+        self.at_disk -= 1;
+        Ok(finished)
+    }
+}

@@ -184,26 +184,38 @@ def finish_row(row: dict, n: int, ckpt_size: int) -> None:
     log(json.dumps(row))
 
 
-def main() -> None:
-    if TMPFS:
-        own_tmpfs(TMPFS)
+def bench_server(prefix: str) -> tuple:
+    """A work directory, hipobj-server with RDMA on the lane's second device, and the environment
+    of a command (`hipobj`, `aws`) that reaches it from the first: (work, server, env, device)."""
     client_dev, server_dev = device_pair()
-    work = Path(tempfile.mkdtemp(prefix="hipobj-bench-"))
+    work = Path(tempfile.mkdtemp(prefix=prefix))
     server = Server(server_dev, device_address(server_dev))
     access, secret = IDENTITIES[0]
     env = dict(os.environ, AWS_ENDPOINT_URL=server.endpoint, AWS_ACCESS_KEY_ID=access,
                AWS_SECRET_ACCESS_KEY=secret, AWS_REGION="us-east-1", HIPOBJ_NIC=client_dev,
                AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_EC2_METADATA_DISABLED="true")
     env.pop("AWS_PROFILE", None)
+    return work, server, env, client_dev
+
+
+def write_object(path: Path) -> Path:
+    """SIZE random bytes (the benchmark's object) at `path`."""
+    with open(path, "wb") as f:
+        rng = np.random.default_rng(7)
+        for _ in range(SIZE // (16 * MB)):
+            f.write(rng.integers(0, 256, 16 * MB, dtype=np.uint8).tobytes())
+    return path
+
+
+def main() -> None:
+    if TMPFS:
+        own_tmpfs(TMPFS)
+    work, server, env, client_dev = bench_server("hipobj-bench-")
     results = {"size_bytes": SIZE, "streams": STREAMS, "rows": []}
     try:
         client = server.client()
         client.create_bucket(Bucket=BUCKET)
-        src = work / "src"
-        with open(src, "wb") as f:
-            rng = np.random.default_rng(7)
-            for _ in range(SIZE // (16 * MB)):
-                f.write(rng.integers(0, 256, 16 * MB, dtype=np.uint8).tobytes())
+        src = write_object(work / "src")
         run([CLI, "cp", "-q", str(src), f"s3://{BUCKET}/obj"], env)  # the object, and a warm-up
         # The fixed cost of one `hipobj cp` with N streams: start, hipObjInit, the N pairings,
         # the ring's registration, one 1 MiB GET per stream (the same command on an N MiB object).

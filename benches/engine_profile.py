@@ -17,15 +17,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from engine import BUCKET, CLI, IDENTITIES, MB, PERFTEST, SIZE, STREAMS, Server, device_address, \
-    device_pair, log, run  # noqa: E402
+from engine import BUCKET, CLI, MB, PERFTEST, SIZE, STREAMS, bench_server, run, \
+    write_object  # noqa: E402
 
 PERF = os.environ.get("HIPOBJ_PERF_BIN", "perf")
 
@@ -53,20 +50,10 @@ def profiled(name: str, cmd: list, env: dict, work: Path) -> str:
 
 
 def main() -> None:
-    client_dev, server_dev = device_pair()
-    work = Path(tempfile.mkdtemp(prefix="hipobj-profile-"))
-    server = Server(server_dev, device_address(server_dev))
-    access, secret = IDENTITIES[0]
-    env = dict(os.environ, AWS_ENDPOINT_URL=server.endpoint, AWS_ACCESS_KEY_ID=access,
-               AWS_SECRET_ACCESS_KEY=secret, AWS_REGION="us-east-1", HIPOBJ_NIC=client_dev,
-               AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_EC2_METADATA_DISABLED="true")
+    work, server, env, _ = bench_server("hipobj-profile-")
     try:
         server.client().create_bucket(Bucket=BUCKET)
-        src = work / "src"
-        with open(src, "wb") as f:
-            rng = np.random.default_rng(7)
-            for _ in range(SIZE // (16 * MB)):
-                f.write(rng.integers(0, 256, 16 * MB, dtype=np.uint8).tobytes())
+        src = write_object(work / "src")
         run([CLI, "cp", "-q", str(src), f"s3://{BUCKET}/obj"], env)
         src.unlink()
         back = work / "back"

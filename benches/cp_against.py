@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""`hipobj cp` of this tree against another build of it, alternating in one Soft-RoCE lane boot
+(the guest half of benches/cp-against): for N in STREAMS, ROUNDS rounds of download then upload
+of a SIZE object with each build in turn, the order swapped every round. Prints one JSON document:
+every time, and per build and direction the median MB/s and the ratio this / other.
+
+  python benches/cp_against.py OTHER_HIPOBJ   (env: HIPOBJ_BENCH_MB, default 512;
+      HIPOBJ_BENCH_STREAMS, "1,4"; HIPOBJ_BENCH_ROUNDS, 3; HIPOBJ_BENCH_TMPFS as benches/engine.py)
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from engine import BUCKET, CLI, SIZE, STREAMS, TMPFS, bench_server, log, own_tmpfs, run, timed, \
+    write_object  # noqa: E402
+
+ROUNDS = int(__import__("os").environ.get("HIPOBJ_BENCH_ROUNDS", "3"))
+
+
+def main() -> None:
+    other = sys.argv[1]
+    if TMPFS:
+        own_tmpfs(TMPFS)
+    work, server, env, _ = bench_server("hipobj-against-")
+    builds = {"this": CLI, "other": other}
+    times = {f"{b} {d} {n}": [] for b in builds for d in ("get", "put") for n in STREAMS}
+    try:
+        server.client().create_bucket(Bucket=BUCKET)
+        src = write_object(work / "src")
+        back = work / "back"
+        run([CLI, "cp", "-q", str(src), f"s3://{BUCKET}/obj"], env)
+        for n in STREAMS:
+            for r in range(ROUNDS):
+                order = ["this", "other"] if r % 2 == 0 else ["other", "this"]
+                for b in order:
+                    cp = [builds[b], "cp", "-q", "--concurrency", str(n)]
+                    times[f"{b} get {n}"].append(timed(lambda: run(cp + [f"s3://{BUCKET}/obj", str(back)], env)))
+                    back.unlink()
+                    times[f"{b} put {n}"].append(timed(lambda: run(cp + [str(src), f"s3://{BUCKET}/obj"], env)))
+                log(json.dumps({k: v[-1] for k, v in times.items() if len(v) == r + 1}))
+    finally:
+        server.stop()
+        subprocess.run(["rm", "-rf", str(work)])
+    mbps = {k: SIZE / statistics.median(v) / 1e6 for k, v in times.items()}
+    summary = {f"{d} {n}": {"this_MBps": round(mbps[f"this {d} {n}"], 1),
+                            "other_MBps": round(mbps[f"other {d} {n}"], 1),
+                            "this_vs_other": round(mbps[f"this {d} {n}"] / mbps[f"other {d} {n}"], 3)}
+               for d in ("get", "put") for n in STREAMS}
+    print(json.dumps({"size_bytes": SIZE, "rounds": ROUNDS, "times_s": times, "median": summary}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

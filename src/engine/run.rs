@@ -128,33 +128,35 @@ fn for_each_part<S: Send, T: Send, E: Send>(
     done.ok_or(EngineError::Cancelled { retries: 0 })
 }
 
-/// The workers' disks ([`Disk`]): each with its ring buffer and its disk thread in `scope`, run
-/// by `for_each_part`; the parts' results, or the first failure (a part's, then the disks').
-fn with_disks<'scope, 'env: 'scope, T: Send, E: Send>(
-    scope: &'scope std::thread::Scope<'scope, 'env>,
-    side: FileSide<'env>,
-    buffers: &'env dyn Buffers,
+/// The workers' disks ([`Disk`]): each with its ring buffer and its disk thread, run by
+/// `for_each_part`; the parts' results, or the first failure (a part's, then the disks'). An
+/// upload's workers take their next part ahead, for their disk to read meanwhile.
+fn with_disks<'a, T: Send, E: Send>(
+    side: FileSide<'a>,
+    buffers: &'a dyn Buffers,
     plan: &Plan,
-    job: &'env Job<'env>,
-    ahead: bool,
-    work: &PartWork<'_, Disk<'env>, T, E>,
+    job: &'a Job<'a>,
+    work: &PartWork<'_, Disk<'a>, T, E>,
 ) -> Outcome<Vec<T>, E> {
     let slots = ring(buffers, plan, job.settings.concurrency)?;
     let len = slots_len(plan)?;
-    let mut disks = Vec::with_capacity(slots.len());
-    for (n, slot) in slots.into_iter().enumerate() {
-        let name = format!("hipobj-disk-{n:02}");
-        disks.push(
-            Disk::start(scope, name, side, job.progress, slot, buffers, len)
-                .map_err(EngineError::Io)?,
-        );
-    }
-    let result = for_each_part(plan, &mut disks, ahead, job.cancel, work);
-    let finished: Vec<std::io::Result<()>> = disks.into_iter().map(Disk::finish).collect();
-    let disks_done: std::io::Result<Vec<()>> = finished.into_iter().collect();
-    let parts = result?;
-    disks_done.map_err(EngineError::Io)?;
-    Ok(parts)
+    let ahead = matches!(side, FileSide::Source(_));
+    std::thread::scope(|scope| {
+        let mut disks = Vec::with_capacity(slots.len());
+        for (n, slot) in slots.into_iter().enumerate() {
+            let name = format!("hipobj-disk-{n:02}");
+            disks.push(
+                Disk::start(scope, name, side, job.progress, slot, buffers, len)
+                    .map_err(EngineError::Io)?,
+            );
+        }
+        let result = for_each_part(plan, &mut disks, ahead, job.cancel, work);
+        let finished: Vec<std::io::Result<()>> = disks.into_iter().map(Disk::finish).collect();
+        let disks_done: std::io::Result<Vec<()>> = finished.into_iter().collect();
+        let parts = result?;
+        disks_done.map_err(EngineError::Io)?;
+        Ok(parts)
+    })
 }
 
 /// The length of each ring buffer: the plan's largest part.
@@ -229,29 +231,25 @@ pub fn download<S: ObjectStore>(
 ) -> Outcome<Report, S::Error> {
     let plan = Plan::ranges(start, len, job.settings.part_size).map_err(EngineError::Library)?;
     let retrier = Retrier::new(job);
-    let result = std::thread::scope(|scope| {
-        with_disks(
-            scope,
-            FileSide::Sink(sink),
-            buffers,
-            &plan,
-            job,
-            false,
-            &|disk: &mut Disk<'_>, part, _| {
-                let slot = disk.free_buffer().map_err(EngineError::Io)?;
-                let slice = Slice {
-                    base: slot.base(),
-                    offset: 0,
-                    len: part.len as usize,
-                };
-                if let Err(e) = get_part(store, &retrier, slice, part) {
-                    disk.give_back(slot);
-                    return Err(e);
-                }
-                disk.store(slot, part).map_err(EngineError::Io)
-            },
-        )
-    });
+    let result = with_disks(
+        FileSide::Sink(sink),
+        buffers,
+        &plan,
+        job,
+        &|disk: &mut Disk<'_>, part, _| {
+            let slot = disk.free_buffer().map_err(EngineError::Io)?;
+            let slice = Slice {
+                base: slot.base(),
+                offset: 0,
+                len: part.len as usize,
+            };
+            if let Err(e) = get_part(store, &retrier, slice, part) {
+                disk.give_back(slot);
+                return Err(e);
+            }
+            disk.store(slot, part).map_err(EngineError::Io)
+        },
+    );
     report(result, &retrier, len)
 }
 
@@ -350,14 +348,12 @@ fn upload_multipart<S: ObjectStore>(
     let plan = Plan::multipart(len, job.settings.part_size).map_err(EngineError::Library)?;
     let retrier = Retrier::new(job);
     let id = retrier.store(&|| "CreateMultipartUpload".into(), || store.create_upload())?;
-    let result = std::thread::scope(|scope| {
+    let result = (|| {
         let uploaded = with_disks(
-            scope,
             FileSide::Source(source),
             buffers,
             &plan,
             job,
-            true,
             &|disk: &mut Disk<'_>, part, next| {
                 let slot = disk.load(source, part, next).map_err(EngineError::Io)?;
                 let slice = Slice {
@@ -385,7 +381,7 @@ fn upload_multipart<S: ObjectStore>(
             store.complete_upload(&id, &uploaded)
         })?;
         Ok(uploaded.len())
-    });
+    })();
     match result {
         Ok(parts) => Ok(Report {
             bytes: len,

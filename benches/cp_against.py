@@ -5,12 +5,15 @@ of a SIZE object with each build in turn, the order swapped every round. Prints 
 every time, and per build and direction the median MB/s and the ratio this / other.
 
   python benches/cp_against.py OTHER_HIPOBJ   (env: HIPOBJ_BENCH_MB, default 512;
-      HIPOBJ_BENCH_STREAMS, "1,4"; HIPOBJ_BENCH_ROUNDS, 3; HIPOBJ_BENCH_TMPFS as benches/engine.py)
+      HIPOBJ_BENCH_STREAMS, "1,4"; HIPOBJ_BENCH_ROUNDS, 3; HIPOBJ_BENCH_TMPFS as benches/engine.py;
+      HIPOBJ_BENCH_OTHER_ARGS: options for the other's `cp` only, e.g. this build against itself
+      with another --part-size; HIPOBJ_BENCH_DIRECTIONS, "get,put")
 """
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -20,7 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine import BUCKET, CLI, SIZE, STREAMS, TMPFS, bench_server, log, own_tmpfs, run, timed, \
     write_object  # noqa: E402
 
-ROUNDS = int(__import__("os").environ.get("HIPOBJ_BENCH_ROUNDS", "3"))
+ROUNDS = int(os.environ.get("HIPOBJ_BENCH_ROUNDS", "3"))
+OTHER_ARGS = os.environ.get("HIPOBJ_BENCH_OTHER_ARGS", "").split()
+DIRECTIONS = os.environ.get("HIPOBJ_BENCH_DIRECTIONS", "get,put").split(",")
 
 
 def main() -> None:
@@ -29,7 +34,7 @@ def main() -> None:
         own_tmpfs(TMPFS)
     work, server, env, _ = bench_server("hipobj-against-")
     builds = {"this": CLI, "other": other}
-    times = {f"{b} {d} {n}": [] for b in builds for d in ("get", "put") for n in STREAMS}
+    times = {f"{b} {d} {n}": [] for b in builds for d in DIRECTIONS for n in STREAMS}
     try:
         server.client().create_bucket(Bucket=BUCKET)
         src = write_object(work / "src")
@@ -39,10 +44,12 @@ def main() -> None:
             for r in range(ROUNDS):
                 order = ["this", "other"] if r % 2 == 0 else ["other", "this"]
                 for b in order:
-                    cp = [builds[b], "cp", "-q", "--concurrency", str(n)]
-                    times[f"{b} get {n}"].append(timed(lambda: run(cp + [f"s3://{BUCKET}/obj", str(back)], env)))
-                    back.unlink()
-                    times[f"{b} put {n}"].append(timed(lambda: run(cp + [str(src), f"s3://{BUCKET}/obj"], env)))
+                    cp = [builds[b], "cp", "-q", "--concurrency", str(n)] + (OTHER_ARGS if b == "other" else [])
+                    if "get" in DIRECTIONS:
+                        times[f"{b} get {n}"].append(timed(lambda: run(cp + [f"s3://{BUCKET}/obj", str(back)], env)))
+                        back.unlink()
+                    if "put" in DIRECTIONS:
+                        times[f"{b} put {n}"].append(timed(lambda: run(cp + [str(src), f"s3://{BUCKET}/obj"], env)))
                 log(json.dumps({k: v[-1] for k, v in times.items() if len(v) == r + 1}))
     finally:
         server.stop()
@@ -51,8 +58,9 @@ def main() -> None:
     summary = {f"{d} {n}": {"this_MBps": round(mbps[f"this {d} {n}"], 1),
                             "other_MBps": round(mbps[f"other {d} {n}"], 1),
                             "this_vs_other": round(mbps[f"this {d} {n}"] / mbps[f"other {d} {n}"], 3)}
-               for d in ("get", "put") for n in STREAMS}
-    print(json.dumps({"size_bytes": SIZE, "rounds": ROUNDS, "times_s": times, "median": summary}, indent=1))
+               for d in DIRECTIONS for n in STREAMS}
+    print(json.dumps({"size_bytes": SIZE, "rounds": ROUNDS, "other_args": OTHER_ARGS, "times_s": times,
+                      "median": summary}, indent=1))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ the emulated NIC share the guest's CPUs, so the two profiles side by side say wh
 does that perftest does not (the store's read into staging, the ring's writes into the file, the
 HTTP exchange, the library's polling) and what that costs in CPU samples per byte moved.
 
-  python benches/engine_profile.py   (env: HIPOBJ_BENCH_MB, default 256; HIPOBJ_BENCH_STREAMS "1,4")
+  python benches/engine_profile.py   (env: HIPOBJ_BENCH_MB, default 256; HIPOBJ_BENCH_STREAMS "1,4";
+      HIPOBJ_PROFILE_GRAPH="SYM ...": record call graphs and print who calls each SYM)
 """
 
 from __future__ import annotations
@@ -25,12 +26,15 @@ from engine import BUCKET, CLI, MB, PERFTEST, SIZE, STREAMS, bench_server, run, 
     write_object  # noqa: E402
 
 PERF = os.environ.get("HIPOBJ_PERF_BIN", "perf")
+# Symbols whose callers to show (`perf record -g`), e.g. "crc32_body copy_user_generic_string".
+GRAPH = os.environ.get("HIPOBJ_PROFILE_GRAPH", "").split()
 
 
 def profiled(name: str, cmd: list, env: dict, work: Path) -> str:
     """`cmd` under a system-wide cpu-clock profile; its seconds and the report's top lines."""
     data = work / f"{name}.data"
-    rec = subprocess.Popen([PERF, "record", "-a", "-e", "cpu-clock", "-F", "499", "-o", str(data)],
+    rec = subprocess.Popen([PERF, "record", "-a", "-e", "cpu-clock", "-F", "499", "-o", str(data)]
+                           + (["-g"] if GRAPH else []),
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     time.sleep(1.0)  # perf's mmap set-up before the clock starts
     t = time.perf_counter()
@@ -45,6 +49,12 @@ def profiled(name: str, cmd: list, env: dict, work: Path) -> str:
         r = subprocess.run([PERF, "report", "-i", str(data), "--stdio", "--no-children", "--sort", sort,
                             "--percent-limit", "0.7"], capture_output=True, text=True)
         report += [l for l in r.stdout.splitlines() if l and not l.startswith("#")]
+    for sym in GRAPH:  # who calls it, by command (the first lines of each chain)
+        r = subprocess.run([PERF, "report", "-i", str(data), "--stdio", "--no-children", "--sort", "comm",
+                            "--symbols", sym, "-g", "caller,2,callee,function,percent", "--percent-limit", "2"],
+                           capture_output=True, text=True)
+        lines = [l for l in r.stdout.splitlines() if l.strip() and not l.startswith("#")]
+        report += [f"-- callers of {sym}"] + lines[:80]
     data.unlink(missing_ok=True)
     return f"== {name}: {seconds:.2f} s, stdout tail {out.stdout.strip()[-200:]!r}\n" + "\n".join(report)
 

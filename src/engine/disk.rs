@@ -12,15 +12,9 @@ use crossbeam_channel::{Receiver, Sender};
 use std::io;
 use std::thread::Scope;
 
-/// What the disk thread does with a buffer.
-enum Task {
-    /// A download's part arrived in it: write it to the sink, then report its bytes.
-    Store,
-    /// An upload's part goes out of it next: read it from the source.
-    Load,
-}
-
-/// The file side of a copy, shared by every worker's disk thread.
+/// The file side of a copy, shared by every worker's disk thread: what it does with a buffer
+/// handed to it (a download's part: write it to the sink, then report its bytes; an upload's
+/// next part: read it from the source).
 #[derive(Clone, Copy)]
 pub(super) enum FileSide<'a> {
     Sink(&'a dyn Sink),
@@ -28,11 +22,10 @@ pub(super) enum FileSide<'a> {
 }
 
 type Finished = (Box<dyn Slot>, Part, io::Result<()>);
-type DiskTask = (Task, Box<dyn Slot>, Part);
 
 /// One worker's buffers and its disk thread.
 pub(super) struct Disk<'b> {
-    to_disk: Option<Sender<DiskTask>>,
+    to_disk: Option<Sender<(Box<dyn Slot>, Part)>>,
     from_disk: Receiver<Finished>,
     /// Buffers at the disk thread now.
     at_disk: usize,
@@ -42,8 +35,6 @@ pub(super) struct Disk<'b> {
     may_grow: bool,
     buffers: &'b dyn Buffers,
     buffer_len: usize,
-    /// An upload's part already read into a buffer (by the disk thread, for the next call).
-    loaded: Option<(Box<dyn Slot>, Part)>,
 }
 
 impl<'b> Disk<'b> {
@@ -57,23 +48,18 @@ impl<'b> Disk<'b> {
         buffers: &'b dyn Buffers,
         buffer_len: usize,
     ) -> io::Result<Disk<'b>> {
-        let (to_disk, tasks) = crossbeam_channel::bounded::<DiskTask>(2);
+        let (to_disk, tasks) = crossbeam_channel::bounded::<(Box<dyn Slot>, Part)>(2);
         let (done, from_disk) = crossbeam_channel::bounded::<Finished>(2);
         std::thread::Builder::new()
             .name(name)
             .spawn_scoped(scope, move || {
-                for (task, mut slot, part) in tasks {
+                for (mut slot, part) in tasks {
                     let len = part.len as usize;
-                    let r = match (task, side) {
-                        (Task::Store, FileSide::Sink(sink)) => {
-                            let r = slot.store(sink, part.pos, len);
-                            if r.is_ok() {
-                                progress(part.len);
-                            }
-                            r
+                    let r = match side {
+                        FileSide::Sink(sink) => {
+                            slot.store(sink, part.pos, len).map(|()| progress(part.len))
                         }
-                        (Task::Load, FileSide::Source(src)) => slot.load(src, part.pos, len),
-                        _ => Err(io::Error::other("a disk task of the other direction")),
+                        FileSide::Source(src) => slot.load(src, part.pos, len),
                     };
                     if done.send((slot, part, r)).is_err() {
                         return;
@@ -88,7 +74,6 @@ impl<'b> Disk<'b> {
             may_grow: true,
             buffers,
             buffer_len,
-            loaded: None,
         })
     }
 
@@ -116,37 +101,31 @@ impl<'b> Disk<'b> {
 
     /// Hand `slot`, holding `part`'s bytes, to the disk thread to write.
     pub(super) fn store(&mut self, slot: Box<dyn Slot>, part: Part) -> io::Result<()> {
-        self.send(Task::Store, slot, part)
+        self.send(slot, part)
     }
 
-    /// A buffer holding `part`'s bytes from the source: the one the disk thread read ahead, or
-    /// one read now. With `next`, the disk thread reads that part into another buffer meanwhile.
+    /// A buffer holding `part`'s bytes from the source: the one the disk thread read ahead (the
+    /// only thing an upload's disk holds between calls), or one read now. With `next`, the disk
+    /// thread reads that part into another buffer meanwhile.
     pub(super) fn load(
         &mut self,
         source: &dyn Source,
         part: Part,
         next: Option<Part>,
     ) -> io::Result<Box<dyn Slot>> {
-        if self.loaded.is_none() && self.at_disk > 0 {
-            self.collect_loaded()?;
-        }
-        let slot = match self.loaded.take() {
-            Some((slot, ahead)) if ahead.index == part.index => slot,
-            other => {
-                if let Some((slot, _)) = other {
-                    self.free.push(slot);
-                }
-                let mut slot = self.free_buffer()?;
-                if let Err(e) = slot.load(source, part.pos, part.len as usize) {
-                    self.free.push(slot);
-                    return Err(e);
-                }
-                slot
+        let slot = if self.at_disk > 0 {
+            self.read_ahead(part)?
+        } else {
+            let mut slot = self.free_buffer()?;
+            if let Err(e) = slot.load(source, part.pos, part.len as usize) {
+                self.free.push(slot);
+                return Err(e);
             }
+            slot
         };
         if let Some(next) = next {
             match self.free_buffer() {
-                Ok(spare) => self.send(Task::Load, spare, next)?,
+                Ok(spare) => self.send(spare, next)?,
                 Err(e) => {
                     self.free.push(slot);
                     return Err(e);
@@ -156,17 +135,17 @@ impl<'b> Disk<'b> {
         Ok(slot)
     }
 
-    /// Take the part read ahead, once the worker needs it (waits for the disk thread).
-    fn collect_loaded(&mut self) -> io::Result<()> {
-        if self.at_disk == 0 {
-            return Ok(());
-        }
-        let (slot, part, r) = self.wait()?;
+    /// The buffer the disk thread read `part` into (waits for it).
+    fn read_ahead(&mut self, part: Part) -> io::Result<Box<dyn Slot>> {
+        let (slot, ahead, r) = self.wait()?;
+        let r = r.and_then(|()| match ahead.index == part.index {
+            true => Ok(()),
+            false => Err(io::Error::other(
+                "the part read ahead is not the one asked for",
+            )),
+        });
         match r {
-            Ok(()) => {
-                self.loaded = Some((slot, part));
-                Ok(())
-            }
+            Ok(()) => Ok(slot),
             Err(e) => {
                 self.free.push(slot);
                 Err(e)
@@ -186,13 +165,13 @@ impl<'b> Disk<'b> {
         first
     }
 
-    fn send(&mut self, task: Task, slot: Box<dyn Slot>, part: Part) -> io::Result<()> {
+    fn send(&mut self, slot: Box<dyn Slot>, part: Part) -> io::Result<()> {
         let to_disk = self
             .to_disk
             .as_ref()
             .ok_or_else(|| io::Error::other("the disk thread was stopped"))?;
         to_disk
-            .send((task, slot, part))
+            .send((slot, part))
             .map_err(|_| io::Error::other("the disk thread stopped"))?;
         self.at_disk += 1;
         Ok(())

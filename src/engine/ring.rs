@@ -1,6 +1,7 @@
 //! The ring: a few reusable registered buffers, one per worker, each as large as one part.
 
 use super::io::{Sink, Source};
+use super::Slice;
 use crate::error::Result;
 use crate::runtime::{MemoryKind, Runtime};
 use std::io;
@@ -10,6 +11,14 @@ use std::sync::Arc;
 pub trait Slot: Send {
     /// The base address of its registration (its bytes start there).
     fn base(&self) -> usize;
+    /// Its first `len` bytes, as the slice of one transfer.
+    fn slice(&self, len: usize) -> Slice {
+        Slice {
+            base: self.base(),
+            offset: 0,
+            len,
+        }
+    }
     /// Fill its first `len` bytes from `src` at `pos` (before an upload's transfer).
     fn load(&mut self, src: &dyn Source, pos: u64, len: usize) -> io::Result<()>;
     /// Write its first `len` bytes to `sink` at `pos` (after a download's transfer).

@@ -238,12 +238,7 @@ pub fn download<S: ObjectStore>(
         job,
         &|disk: &mut Disk<'_>, part, _| {
             let slot = disk.free_buffer().map_err(EngineError::Io)?;
-            let slice = Slice {
-                base: slot.base(),
-                offset: 0,
-                len: part.len as usize,
-            };
-            if let Err(e) = get_part(store, &retrier, slice, part) {
+            if let Err(e) = get_part(store, &retrier, slot.slice(part.len as usize), part) {
                 disk.give_back(slot);
                 return Err(e);
             }
@@ -322,11 +317,7 @@ fn upload_single<S: ObjectStore>(
         .ok_or_else(|| EngineError::Library(Error::internal("no ring buffer")))?;
     let n = len as usize;
     slot.load(source, 0, n).map_err(EngineError::Io)?;
-    let slice = Slice {
-        base: slot.base(),
-        offset: 0,
-        len: n,
-    };
+    let slice = slot.slice(n);
     retrier.store(&|| "PUT".into(), || store.put(slice, PutTarget::Object))?;
     (job.progress)(len);
     Ok(Report {
@@ -348,40 +339,36 @@ fn upload_multipart<S: ObjectStore>(
     let plan = Plan::multipart(len, job.settings.part_size).map_err(EngineError::Library)?;
     let retrier = Retrier::new(job);
     let id = retrier.store(&|| "CreateMultipartUpload".into(), || store.create_upload())?;
-    let result = (|| {
-        let uploaded = with_disks(
-            FileSide::Source(source),
-            buffers,
-            &plan,
-            job,
-            &|disk: &mut Disk<'_>, part, next| {
-                let slot = disk.load(source, part, next).map_err(EngineError::Io)?;
-                let slice = Slice {
-                    base: slot.base(),
-                    offset: 0,
-                    len: part.len as usize,
-                };
-                let number = part.index as u32 + 1;
-                let target = PutTarget::Part {
-                    upload_id: &id,
-                    number,
-                };
-                let answer = retrier.store(&|| format!("UploadPart {number}"), || {
-                    store.put(slice, target)
-                });
-                disk.give_back(slot);
-                let etag = answer?.ok_or_else(|| {
-                    EngineError::Library(Error::s3(format!("UploadPart {number} answered no ETag")))
-                })?;
-                (job.progress)(part.len);
-                Ok(CompletedPart { number, etag })
-            },
-        )?;
+    let uploaded = with_disks(
+        FileSide::Source(source),
+        buffers,
+        &plan,
+        job,
+        &|disk: &mut Disk<'_>, part, next| {
+            let slot = disk.load(source, part, next).map_err(EngineError::Io)?;
+            let slice = slot.slice(part.len as usize);
+            let number = part.index as u32 + 1;
+            let target = PutTarget::Part {
+                upload_id: &id,
+                number,
+            };
+            let answer = retrier.store(&|| format!("UploadPart {number}"), || {
+                store.put(slice, target)
+            });
+            disk.give_back(slot);
+            let etag = answer?.ok_or_else(|| {
+                EngineError::Library(Error::s3(format!("UploadPart {number} answered no ETag")))
+            })?;
+            (job.progress)(part.len);
+            Ok(CompletedPart { number, etag })
+        },
+    );
+    let result = uploaded.and_then(|parts| {
         retrier.store(&|| "CompleteMultipartUpload".into(), || {
-            store.complete_upload(&id, &uploaded)
+            store.complete_upload(&id, &parts)
         })?;
-        Ok(uploaded.len())
-    })();
+        Ok(parts.len())
+    });
     match result {
         Ok(parts) => Ok(Report {
             bytes: len,

@@ -77,21 +77,35 @@ impl<'b> Disk<'b> {
         })
     }
 
-    /// A buffer for the next transfer: a free one, a second one registered now, or the one the
-    /// disk thread finishes next (its failure is the copy's).
+    /// A buffer for the next transfer: a spare one, or the one the disk thread finishes next (its
+    /// failure is the copy's).
     pub(super) fn free_buffer(&mut self) -> io::Result<Box<dyn Slot>> {
-        if let Some(slot) = self.free.pop() {
+        if let Some(slot) = self.spare() {
             return Ok(slot);
         }
-        if self.may_grow {
-            self.may_grow = false;
-            match self.buffers.slot(self.buffer_len) {
-                Ok(slot) => return Ok(slot),
-                Err(e) => tracing::debug!("a second ring buffer was refused ({e}): one it is"),
-            }
+        if self.at_disk == 0 {
+            return Err(io::Error::other(
+                "no buffer: none free and none at the disk",
+            ));
         }
         let (slot, _, r) = self.wait()?;
         r.map(|()| slot)
+    }
+
+    /// A buffer at hand without waiting: a free one, or the second one registered now (once; if
+    /// that registration is refused, the worker goes on with one).
+    fn spare(&mut self) -> Option<Box<dyn Slot>> {
+        if let Some(slot) = self.free.pop() {
+            return Some(slot);
+        }
+        if !self.may_grow {
+            return None;
+        }
+        self.may_grow = false;
+        self.buffers
+            .slot(self.buffer_len)
+            .inspect_err(|e| tracing::debug!("a second ring buffer was refused ({e}): one it is"))
+            .ok()
     }
 
     /// Give a buffer back unused (its transfer failed).
@@ -105,8 +119,8 @@ impl<'b> Disk<'b> {
     }
 
     /// A buffer holding `part`'s bytes from the source: the one the disk thread read ahead (the
-    /// only thing an upload's disk holds between calls), or one read now. With `next`, the disk
-    /// thread reads that part into another buffer meanwhile.
+    /// only thing an upload's disk holds between calls), or one read now. With `next` and a
+    /// second buffer, the disk thread reads that part into it meanwhile.
     pub(super) fn load(
         &mut self,
         source: &dyn Source,
@@ -123,13 +137,10 @@ impl<'b> Disk<'b> {
             }
             slot
         };
+        // Read ahead only into a buffer at hand: with one buffer, the next part is read when due.
         if let Some(next) = next {
-            match self.free_buffer() {
-                Ok(spare) => self.send(spare, next)?,
-                Err(e) => {
-                    self.free.push(slot);
-                    return Err(e);
-                }
+            if let Some(spare) = self.spare() {
+                self.send(spare, next)?;
             }
         }
         Ok(slot)

@@ -452,6 +452,53 @@ fn an_upload_reads_the_next_part_while_one_is_sent() {
     );
 }
 
+/// Registered memory for one buffer in all: every later registration is refused.
+#[derive(Default)]
+struct OneBuffer(AtomicUsize);
+
+impl Buffers for OneBuffer {
+    fn slot(&self, len: usize) -> Result<Box<dyn Slot>, Error> {
+        match self.0.fetch_add(1, Ordering::SeqCst) {
+            0 => Ok(Box::new(VecSlot(vec![0; len]))),
+            _ => Err(Error::invalid("out of registrations")),
+        }
+    }
+}
+
+/// `f` on its own thread: its answer, or a failure when it runs past 20 s (a hang).
+fn within_20s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("the copy still ran after 20 s")
+}
+
+#[test]
+fn a_refused_second_buffer_leaves_one_buffer_per_worker() {
+    let (up, down) = within_20s(|| {
+        let len = 3 * MIN_PART_SIZE as usize;
+        let object = data(len);
+        let store = Store::default();
+        let src = Bytes(Mutex::new(object.clone()));
+        let (up, _) = run_job(settings(MIN_PART_SIZE, 1), |job| {
+            upload(&store, &src, len as u64, &OneBuffer::default(), job).map(|r| r.parts)
+        });
+        let sink = Bytes(Mutex::new(vec![0; len]));
+        let (down, _) = run_job(settings(MIN_PART_SIZE, 1), |job| {
+            download(&store, 0, len as u64, &sink, &OneBuffer::default(), job).map(|r| r.parts)
+        });
+        let same = *sink.0.lock().unwrap() == object;
+        (
+            up.map_err(|e| e.to_string()),
+            down.map_err(|e| e.to_string()).map(|n| (n, same)),
+        )
+    });
+    assert_eq!(up, Ok(3));
+    assert_eq!(down, Ok((3, true)));
+}
+
 #[test]
 fn a_failed_multipart_upload_is_aborted() {
     let len = 4 * MIN_PART_SIZE as usize;

@@ -7,7 +7,9 @@ every time, and per build and direction the median MB/s and the ratio this / oth
   python benches/cp_against.py OTHER_HIPOBJ   (env: HIPOBJ_BENCH_MB, default 512;
       HIPOBJ_BENCH_STREAMS, "1,4"; HIPOBJ_BENCH_ROUNDS, 3; HIPOBJ_BENCH_TMPFS as benches/engine.py;
       HIPOBJ_BENCH_OTHER_ARGS: options for the other's `cp` only, e.g. this build against itself
-      with another --part-size; HIPOBJ_BENCH_DIRECTIONS, "get,put")
+      with another --part-size; HIPOBJ_BENCH_OTHER_SERVER_ARGS: when set, the other copies to
+      and from a second server started with these options (e.g. this build against itself, the
+      second server with --copy-gets); HIPOBJ_BENCH_DIRECTIONS, "get,put")
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from engine import BUCKET, CLI, SIZE, STREAMS, TMPFS, bench_server, log, own_tmp
 ROUNDS = int(os.environ.get("HIPOBJ_BENCH_ROUNDS", "3"))
 OTHER_ARGS = os.environ.get("HIPOBJ_BENCH_OTHER_ARGS", "").split()
 DIRECTIONS = os.environ.get("HIPOBJ_BENCH_DIRECTIONS", "get,put").split(",")
+OTHER_SERVER_ARGS = os.environ.get("HIPOBJ_BENCH_OTHER_SERVER_ARGS")
 
 
 def main() -> None:
@@ -33,33 +36,43 @@ def main() -> None:
     if TMPFS:
         own_tmpfs(TMPFS)
     work, server, env, _ = bench_server("hipobj-against-")
+    servers = [server]
+    envs = {"this": env, "other": env}
+    if OTHER_SERVER_ARGS is not None:
+        second_work, second, envs["other"], _ = bench_server("hipobj-against-2-", OTHER_SERVER_ARGS.split())
+        servers.append(second)
+        subprocess.run(["rm", "-rf", str(second_work)])
     builds = {"this": CLI, "other": other}
     times = {f"{b} {d} {n}": [] for b in builds for d in DIRECTIONS for n in STREAMS}
     try:
-        server.client().create_bucket(Bucket=BUCKET)
         src = write_object(work / "src")
         back = work / "back"
-        run([CLI, "cp", "-q", str(src), f"s3://{BUCKET}/obj"], env)
+        for s in servers:
+            s.client().create_bucket(Bucket=BUCKET)
+        for e in {id(e): e for e in envs.values()}.values():
+            run([CLI, "cp", "-q", str(src), f"s3://{BUCKET}/obj"], e)
         for n in STREAMS:
             for r in range(ROUNDS):
                 order = ["this", "other"] if r % 2 == 0 else ["other", "this"]
                 for b in order:
                     cp = [builds[b], "cp", "-q", "--concurrency", str(n)] + (OTHER_ARGS if b == "other" else [])
                     if "get" in DIRECTIONS:
-                        times[f"{b} get {n}"].append(timed(lambda: run(cp + [f"s3://{BUCKET}/obj", str(back)], env)))
+                        times[f"{b} get {n}"].append(timed(lambda: run(cp + [f"s3://{BUCKET}/obj", str(back)], envs[b])))
                         back.unlink()
                     if "put" in DIRECTIONS:
-                        times[f"{b} put {n}"].append(timed(lambda: run(cp + [str(src), f"s3://{BUCKET}/obj"], env)))
+                        times[f"{b} put {n}"].append(timed(lambda: run(cp + [str(src), f"s3://{BUCKET}/obj"], envs[b])))
                 log(json.dumps({k: v[-1] for k, v in times.items() if len(v) == r + 1}))
     finally:
-        server.stop()
+        for s in servers:
+            s.stop()
         subprocess.run(["rm", "-rf", str(work)])
     mbps = {k: SIZE / statistics.median(v) / 1e6 for k, v in times.items()}
     summary = {f"{d} {n}": {"this_MBps": round(mbps[f"this {d} {n}"], 1),
                             "other_MBps": round(mbps[f"other {d} {n}"], 1),
                             "this_vs_other": round(mbps[f"this {d} {n}"] / mbps[f"other {d} {n}"], 3)}
                for d in DIRECTIONS for n in STREAMS}
-    print(json.dumps({"size_bytes": SIZE, "rounds": ROUNDS, "other_args": OTHER_ARGS, "times_s": times,
+    print(json.dumps({"size_bytes": SIZE, "rounds": ROUNDS, "other_args": OTHER_ARGS,
+                      "other_server_args": OTHER_SERVER_ARGS, "times_s": times,
                       "median": summary}, indent=1))
 
 

@@ -47,6 +47,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import safetensors.numpy
@@ -184,12 +185,13 @@ def finish_row(row: dict, n: int, ckpt_size: int) -> None:
     log(json.dumps(row))
 
 
-def bench_server(prefix: str) -> tuple:
-    """A work directory, hipobj-server with RDMA on the lane's second device, and the environment
-    of a command (`hipobj`, `aws`) that reaches it from the first: (work, server, env, device)."""
+def bench_server(prefix: str, extra: Sequence[str] = ()) -> tuple:
+    """A work directory, hipobj-server (with the options `extra`) with RDMA on the lane's second
+    device, and the environment of a command (`hipobj`, `aws`) that reaches it from the first:
+    (work, server, env, device)."""
     client_dev, server_dev = device_pair()
     work = Path(tempfile.mkdtemp(prefix=prefix))
-    server = Server(server_dev, device_address(server_dev))
+    server = Server(server_dev, device_address(server_dev), extra)
     access, secret = IDENTITIES[0]
     env = dict(os.environ, AWS_ENDPOINT_URL=server.endpoint, AWS_ACCESS_KEY_ID=access,
                AWS_SECRET_ACCESS_KEY=secret, AWS_REGION="us-east-1", HIPOBJ_NIC=client_dev,

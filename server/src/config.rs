@@ -89,6 +89,8 @@ pub struct RdmaSettings {
     /// `--inject-rdma-failures N`: fault injection for tests (as Ceph's `ms_inject_*` options):
     /// the first N token transfers fail on purpose through the real failure path.
     pub inject_failures: u64,
+    /// `--copy-gets`: every GET goes through a staging buffer (no file registration).
+    pub copy_gets: bool,
 }
 
 /// The hipobj-rc-v2 knobs.
@@ -133,6 +135,7 @@ impl Default for RdmaSettings {
             queue_wait: Duration::from_secs(2),
             v2: V2Settings::default(),
             inject_failures: 0,
+            copy_gets: false,
         }
     }
 }
@@ -246,6 +249,12 @@ pub struct Cli {
     /// pairing destroyed), so clients' retries can be tested. 0 injects nothing.
     #[arg(long, value_name = "N", default_value_t = 0)]
     inject_rdma_failures: u64,
+    /// Copy every token GET through a registered staging buffer. By default a GET longer than
+    /// one chunk is sent straight from the object's file: its pages are mapped read-only and
+    /// registered for the transfer (no copy; they stay pinned only while it runs), falling back
+    /// to the copy when the registration is refused.
+    #[arg(long)]
+    copy_gets: bool,
     /// hipobj-rc-v2 sessions prepared or moving at once; more PREPAREs get 503.
     #[arg(long, value_name = "N", default_value_t = V2Settings::default().max_sessions, value_parser = positive)]
     v2_sessions: usize,
@@ -381,6 +390,7 @@ impl Config {
                     staging_bytes: cli.v2_staging_bytes as u64,
                 },
                 inject_failures: cli.inject_rdma_failures,
+                copy_gets: cli.copy_gets,
             },
             tls,
         })

@@ -49,6 +49,10 @@ counters! {
     rdma_puts,
     /// RDMA UploadParts completed (RDMA READ from the client, stored as a part).
     rdma_parts,
+    /// GETs sent straight from the store's file pages (registered, no copy).
+    file_registrations,
+    /// File registrations refused (that GET and every later one sent through staging buffers).
+    file_registrations_refused,
     /// Bytes moved by RDMA WRITE.
     rdma_bytes_written,
     /// Bytes moved by RDMA READ.

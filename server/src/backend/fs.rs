@@ -247,6 +247,10 @@ impl ObjectSource for FileSource {
     fn read_at(&mut self, buf: &mut [u8], pos: u64) -> io::Result<usize> {
         FileExt::read_at(&self.0, buf, pos)
     }
+
+    fn file(&self) -> Option<&File> {
+        Some(&self.0)
+    }
 }
 
 impl Backend for FsBackend {

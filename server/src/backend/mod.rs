@@ -170,6 +170,12 @@ pub trait ObjectSource: Send {
     fn read_at(&mut self, buf: &mut [u8], pos: u64) -> io::Result<usize>;
     /// The bytes that will be read (a streaming backend asks its store for no more).
     fn select(&mut self, _range: Range<u64>) {}
+    /// The file that holds the object's bytes at their object offsets, when the backend keeps
+    /// one whose bytes never change once committed (the fs store: every placement is a
+    /// rename): a GET may then register its pages instead of reading them.
+    fn file(&self) -> Option<&std::fs::File> {
+        None
+    }
 }
 
 /// An object opened for reading: metadata, the selected range and the bytes.
@@ -200,6 +206,11 @@ impl ObjectReader {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The object's file, when the backend has one ([`ObjectSource::file`]).
+    pub fn file(&self) -> Option<&std::fs::File> {
+        self.source.file()
     }
 
     /// Select a narrower range (clipped to the current one); the `Read` impl starts at its start.

@@ -40,6 +40,9 @@ impl<R: io::Read + Send> ChunkSource for R {
 pub enum Direction<'a> {
     /// GET: slots are filled from the source, then RDMA-WRITTEN.
     Write(&'a mut dyn ChunkSource),
+    /// GET from a registered file mapping: the bytes already are in the memory, in order from
+    /// its start; each chunk is RDMA-WRITTEN from its own place, nothing is filled.
+    Registered,
     /// PUT: slots are RDMA-READ, then drained into the sink.
     Read(&'a mut dyn ChunkSink),
 }
@@ -95,20 +98,31 @@ unsafe fn timed_work(
     r
 }
 
-/// Fill or drain `job`'s slot.
+/// Fill or drain `job`'s slot (a registered GET's chunk needs nothing but to lie in the memory).
 ///
 /// # Safety
 /// The caller owns `job`'s slot: no work request over it is outstanding and no other reference
 /// to its bytes is alive.
 unsafe fn work(dir: &mut Direction<'_>, memory: &StagingMemory, job: SlotJob) -> io::Result<()> {
-    // SAFETY: the caller's promise, passed on.
-    let Some(slot) = (unsafe { memory.slot_mut(job.offset, job.len as usize) }) else {
-        return Err(io::Error::other("slot outside the staging memory"));
-    };
     match dir {
-        Direction::Write(source) => source.fill(slot),
-        Direction::Read(sink) => sink.drain(slot),
+        Direction::Registered if memory.covers(job.offset, job.len as usize) => Ok(()),
+        Direction::Registered => Err(io::Error::other("chunk outside the registered file")),
+        // SAFETY: the caller's promise, passed on.
+        Direction::Write(source) => source.fill(unsafe { slot(memory, job) }?),
+        // SAFETY: the caller's promise, passed on.
+        Direction::Read(sink) => sink.drain(unsafe { slot(memory, job) }?),
     }
+}
+
+/// `job`'s slot of staging memory.
+///
+/// # Safety
+/// As for [`work`].
+#[allow(clippy::mut_from_ref)]
+unsafe fn slot(memory: &StagingMemory, job: SlotJob) -> io::Result<&mut [u8]> {
+    // SAFETY: the caller's promise, passed on.
+    unsafe { memory.slot_mut(job.offset, job.len as usize) }
+        .ok_or_else(|| io::Error::other("slot outside the staging memory"))
 }
 
 /// Jobs done at once on the caller's thread.

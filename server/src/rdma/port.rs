@@ -161,4 +161,12 @@ pub trait RdmaPort: Send + Sync + 'static {
     fn create_qp(&self, max_send_wr: u32) -> Result<Self::Qp, PortError>;
     /// Allocate and register a staging buffer of `len` bytes (windows may be bound on it).
     fn alloc_staging(&self, len: usize) -> Result<Self::Buffer, PortError>;
+    /// Map `len` bytes of `file` from `offset` read-only ([`StagingMemory::map_file`]) and
+    /// register them for local reads only: the source of a GET's RDMA WRITEs, with no copy.
+    fn register_file(
+        &self,
+        file: &std::fs::File,
+        offset: u64,
+        len: usize,
+    ) -> Result<Self::Buffer, PortError>;
 }

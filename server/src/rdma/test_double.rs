@@ -90,6 +90,10 @@ struct Shared {
     /// QPs in RTS.
     connected: std::collections::HashSet<u32>,
     next_rkey: u32,
+    /// Files registered so far ([`RdmaPort::register_file`]).
+    file_registrations: usize,
+    /// Refuse file registrations (as a kernel over its pinning limit does).
+    refuse_file_registration: bool,
 }
 
 // SAFETY: the raw pointers in `windows` point into staging buffers that their session keeps
@@ -136,6 +140,8 @@ impl DoublePort {
                 recvs: HashMap::new(),
                 connected: std::collections::HashSet::new(),
                 next_rkey: 0x5100,
+                file_registrations: 0,
+                refuse_file_registration: false,
             })),
             next_qpn: Arc::new(AtomicU32::new(0x100)),
         }
@@ -152,6 +158,16 @@ impl DoublePort {
     /// QPs created from now on return up to `n` completions per `poll` (as a real CQ does).
     pub fn set_poll_batch(&self, n: usize) {
         self.shared.lock().poll_batch = n.max(1);
+    }
+
+    /// Refuse [`RdmaPort::register_file`] from now on (or accept it again).
+    pub fn set_refuse_file_registration(&self, refuse: bool) {
+        self.shared.lock().refuse_file_registration = refuse;
+    }
+
+    /// Files registered so far.
+    pub fn file_registrations(&self) -> usize {
+        self.shared.lock().file_registrations
     }
 
     pub fn set_fail_connect(&self, fail: bool) {
@@ -324,6 +340,24 @@ impl RdmaPort for DoublePort {
     fn alloc_staging(&self, len: usize) -> Result<DoubleBuffer, PortError> {
         Ok(DoubleBuffer {
             mem: StagingMemory::zeroed(len)?,
+        })
+    }
+
+    fn register_file(
+        &self,
+        file: &std::fs::File,
+        offset: u64,
+        len: usize,
+    ) -> Result<DoubleBuffer, PortError> {
+        let mut shared = self.shared.lock();
+        if shared.refuse_file_registration {
+            return Err(PortError::new(
+                "ibv_reg_mr: Cannot allocate memory (refused)",
+            ));
+        }
+        shared.file_registrations += 1;
+        Ok(DoubleBuffer {
+            mem: StagingMemory::map_file(file, offset, len)?,
         })
     }
 }

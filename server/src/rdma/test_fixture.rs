@@ -39,6 +39,7 @@ pub fn settings() -> EngineSettings {
         pairing_idle: Duration::from_secs(600),
         v2: crate::config::V2Settings::default(),
         inject_failures: 0,
+        copy_gets: false,
     }
 }
 

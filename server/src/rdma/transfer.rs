@@ -206,11 +206,22 @@ enum SendInv {
     Posted,
 }
 
-/// One transfer on one QP with one staging buffer.
+/// Where each chunk lies in the transfer's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    /// A staging buffer: `shape.slots` slots reused in turn by the local end and the NIC.
+    Ring,
+    /// A registered file mapping of the whole transfer: chunk `i` at `i * chunk`, never moved.
+    Linear,
+}
+
+/// One transfer on one QP with one staging buffer (or one registered file mapping).
 pub struct Transfer<'t, Q: RdmaQp> {
     qp: &'t mut Q,
     staging: &'t Q::Buffer,
     shape: Shape,
+    /// From the memory: a file mapping is laid out linearly.
+    layout: Layout,
     /// Set by [`Transfer::run`] from the direction.
     op: RdmaOp,
     total: u64,
@@ -255,7 +266,7 @@ struct Progress {
 type Moved = bool;
 
 impl<'t, Q: RdmaQp> Transfer<'t, Q> {
-    /// Check the staging buffer against the plan; nothing is posted yet.
+    /// Check the staging buffer (or file mapping) against the plan; nothing is posted yet.
     pub fn new(
         qp: &'t mut Q,
         staging: &'t Q::Buffer,
@@ -270,12 +281,23 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
             last_imm,
             send_inv,
         } = plan;
-        if staging.memory().len() < shape.staging_len() || shape.slots < shape.depth {
+        let memory = staging.memory();
+        let (layout, fits) = match memory.is_file_mapping() {
+            false => (
+                Layout::Ring,
+                memory.len() >= shape.staging_len() && shape.slots >= shape.depth,
+            ),
+            true => (Layout::Linear, memory.len() as u64 >= total),
+        };
+        if !fits {
             return Err(TransferError::Staging);
         }
         let progress = Progress {
             chunks: shape.chunks(total),
-            free: (0..shape.slots).rev().collect(),
+            free: match layout {
+                Layout::Ring => (0..shape.slots).rev().collect(),
+                Layout::Linear => Vec::new(),
+            },
             send_inv: send_inv.map_or(SendInv::Done, SendInv::Due),
             ..Progress::default()
         };
@@ -283,6 +305,7 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
             qp,
             staging,
             shape,
+            layout,
             op: RdmaOp::Write,
             total,
             remote,
@@ -296,14 +319,20 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
     /// Move every byte between `dir` and the client. Returns only when no work request of this
     /// transfer is outstanding any more (or, after a failure, when the flush wait ran out: the
     /// caller must then destroy the QP before reusing the staging buffer).
+    /// A file mapping moves only with [`Direction::Registered`], a staging buffer only without.
     pub fn run(mut self, dir: Direction<'_>) -> Result<(), TransferError> {
         self.op = match dir {
-            Direction::Write(_) => RdmaOp::Write,
+            Direction::Write(_) | Direction::Registered => RdmaOp::Write,
             Direction::Read(_) => RdmaOp::Read,
         };
+        let registered = matches!(dir, Direction::Registered);
+        if registered != (self.layout == Layout::Linear) {
+            return Err(TransferError::Staging);
+        }
         let staging: &'t Q::Buffer = self.staging;
         let memory = staging.memory();
-        let result = if self.progress.chunks <= 1 {
+        // A registered GET has nothing for a thread to do.
+        let result = if self.progress.chunks <= 1 || registered {
             self.pump(&mut Inline::new(dir, memory))
         } else {
             std::thread::scope(|scope| match Threaded::start(scope, dir, memory) {
@@ -449,10 +478,15 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
             return;
         }
         while self.progress.next_fill < self.progress.chunks {
-            let Some(slot) = self.progress.free.pop() else {
-                return;
+            let chunk = self.progress.next_fill;
+            let slot = match self.layout {
+                Layout::Ring => match self.progress.free.pop() {
+                    Some(slot) => slot,
+                    None => return,
+                },
+                Layout::Linear => chunk as usize,
             };
-            let job = self.job(self.progress.next_fill, slot);
+            let job = self.job(chunk, slot);
             self.progress.next_fill += 1;
             self.progress.at_local += 1;
             local.submit(job);
@@ -583,8 +617,10 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
         };
         match self.op {
             RdmaOp::Write => {
-                let slot = self.slot_of(job);
-                self.progress.free.push(slot);
+                if self.layout == Layout::Ring {
+                    let slot = self.slot_of(job);
+                    self.progress.free.push(slot);
+                }
                 self.progress.retired += 1;
             }
             RdmaOp::Read => {
@@ -887,6 +923,61 @@ mod tests {
         }
         assert!(port.max_outstanding() <= 3);
         assert_eq!(stats.work_requests.load(Ordering::Relaxed), 10);
+    }
+
+    #[test]
+    fn a_registered_file_is_written_from_where_each_chunk_lies() {
+        use std::io::Write;
+        let port = DoublePort::new();
+        let data = pattern(10_000);
+        let mut file = tempfile::tempfile().expect("file");
+        file.write_all(&data).expect("write");
+        port.add_region(77, 0x1000, vec![0; 9_000]);
+        let registered = port.register_file(&file, 777, 8_500).expect("registered");
+        let stats = Stats::default();
+        let plan = Plan {
+            shape: shape(1024, 3),
+            total: 8_500,
+            remote: Remote {
+                addr: 0x1000,
+                rkey: 77,
+            },
+            last_imm: None,
+            send_inv: None,
+        };
+        let mut q = qp(&port);
+        Transfer::new(&mut q, &registered, plan, DEADLINES, &stats)
+            .and_then(|t| t.run(Direction::Registered))
+            .expect("transfer");
+        assert_eq!(&port.region(77)[..8_500], &data[777..9_277]);
+        let posted = port.posted();
+        assert_eq!(posted.len(), 9);
+        for (i, wr) in posted.iter().enumerate() {
+            assert_eq!(
+                (wr.local_offset, wr.remote_addr),
+                (1024 * i, 0x1000 + 1024 * i as u64)
+            );
+        }
+        assert!(port.max_outstanding() <= 3);
+
+        // A file mapping moves only as Registered, and only bytes it holds; staging never does.
+        let mut src: &[u8] = &data;
+        for (total, dir) in [
+            (8_500, Direction::Write(&mut src)),
+            (8_501, Direction::Registered),
+        ] {
+            let plan = Plan { total, ..plan };
+            let r = Transfer::new(&mut q, &registered, plan, DEADLINES, &stats)
+                .and_then(|t| t.run(dir));
+            assert!(matches!(r, Err(TransferError::Staging)), "{r:?}");
+        }
+        let staging = port
+            .alloc_staging(shape(1024, 3).staging_len())
+            .expect("staging");
+        let r = Transfer::new(&mut q, &staging, plan, DEADLINES, &stats)
+            .and_then(|t| t.run(Direction::Registered));
+        assert!(matches!(r, Err(TransferError::Staging)), "{r:?}");
+        assert_eq!(port.posted().len(), 9, "nothing more was posted");
     }
 
     #[test]

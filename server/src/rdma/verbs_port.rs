@@ -277,4 +277,22 @@ impl RdmaPort for VerbsPort {
         .map_err(port_error)?;
         Ok(VerbsBuffer { mr, mem })
     }
+
+    fn register_file(
+        &self,
+        file: &std::fs::File,
+        offset: u64,
+        len: usize,
+    ) -> Result<VerbsBuffer, PortError> {
+        let mem = StagingMemory::map_file(file, offset, len)?;
+        // SAFETY: `mem` is a mapping owned by the returned VerbsBuffer, which drops `mr`
+        // (deregistration) before `mem` (field order). Local read only: the pages are pinned
+        // without write access, so the file's pages are never dirtied by the NIC.
+        let mr = unsafe {
+            self.device
+                .register(mem.as_ptr() as usize, mem.len(), Access::empty())
+        }
+        .map_err(port_error)?;
+        Ok(VerbsBuffer { mr, mem })
+    }
 }

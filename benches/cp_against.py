@@ -22,13 +22,24 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from engine import BUCKET, CLI, SIZE, STREAMS, TMPFS, bench_server, log, own_tmpfs, run, timed, \
-    write_object  # noqa: E402
+from engine import BUCKET, CLI, SIZE, STREAMS, TMPFS, bench_server, cpu_now, log, own_tmpfs, run, \
+    timed, write_object  # noqa: E402
+from hipobj_server import IDENTITIES  # noqa: E402
 
 ROUNDS = int(os.environ.get("HIPOBJ_BENCH_ROUNDS", "3"))
 OTHER_ARGS = os.environ.get("HIPOBJ_BENCH_OTHER_ARGS", "").split()
 DIRECTIONS = os.environ.get("HIPOBJ_BENCH_DIRECTIONS", "get,put").split(",")
 OTHER_SERVER_ARGS = os.environ.get("HIPOBJ_BENCH_OTHER_SERVER_ARGS")
+
+
+def server_stats(server) -> dict:
+    """The server's counters of how GETs moved (GET /_hipobj/stats, signed as the first identity);
+    `cpu_s` beside them: its CPU seconds over the rounds."""
+    access, secret = IDENTITIES[0]
+    out = run(["curl", "-sf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", f"{access}:{secret}",
+               "-H", "x-amz-content-sha256:UNSIGNED-PAYLOAD", f"{server.endpoint}/_hipobj/stats"])
+    every = json.loads(out)
+    return {k: every[k] for k in ("rdma_gets", "file_registrations", "file_registrations_refused")}
 
 
 def main() -> None:
@@ -51,6 +62,8 @@ def main() -> None:
             s.client().create_bucket(Bucket=BUCKET)
         for e in {id(e): e for e in envs.values()}.values():
             run([CLI, "cp", "-q", str(src), f"s3://{BUCKET}/obj"], e)
+        # Each server's CPU seconds over the rounds (with a second server, each serves one side).
+        cpu_before = [cpu_now(s.proc.pid)["server"] for s in servers]
         for n in STREAMS:
             for r in range(ROUNDS):
                 order = ["this", "other"] if r % 2 == 0 else ["other", "this"]
@@ -62,6 +75,8 @@ def main() -> None:
                     if "put" in DIRECTIONS:
                         times[f"{b} put {n}"].append(timed(lambda: run(cp + [str(src), f"s3://{BUCKET}/obj"], envs[b])))
                 log(json.dumps({k: v[-1] for k, v in times.items() if len(v) == r + 1}))
+        counted = [dict(server_stats(s), cpu_s=round(cpu_now(s.proc.pid)["server"] - before, 2))
+                   for s, before in zip(servers, cpu_before)]
     finally:
         for s in servers:
             s.stop()
@@ -71,8 +86,8 @@ def main() -> None:
                             "other_MBps": round(mbps[f"other {d} {n}"], 1),
                             "this_vs_other": round(mbps[f"this {d} {n}"] / mbps[f"other {d} {n}"], 3)}
                for d in DIRECTIONS for n in STREAMS}
-    print(json.dumps({"size_bytes": SIZE, "rounds": ROUNDS, "other_args": OTHER_ARGS,
-                      "other_server_args": OTHER_SERVER_ARGS, "times_s": times,
+    print(json.dumps({"size_bytes": SIZE, "guest_kernel": os.uname().release, "rounds": ROUNDS, "other_args": OTHER_ARGS,
+                      "other_server_args": OTHER_SERVER_ARGS, "server_stats": counted, "times_s": times,
                       "median": summary}, indent=1))
 
 

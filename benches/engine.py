@@ -213,7 +213,7 @@ def main() -> None:
     if TMPFS:
         own_tmpfs(TMPFS)
     work, server, env, client_dev = bench_server("hipobj-bench-")
-    results = {"size_bytes": SIZE, "streams": STREAMS, "rows": []}
+    results = {"size_bytes": SIZE, "streams": STREAMS, "guest_kernel": os.uname().release, "rows": []}
     try:
         client = server.client()
         client.create_bucket(Bucket=BUCKET)

@@ -31,6 +31,9 @@ struct Store {
     requests: AtomicUsize,
     /// Requests (0-based) answered with this status instead.
     fail: Mutex<BTreeMap<usize, u16>>,
+    /// GETs from these object offsets answered with this status once each (whichever worker
+    /// asks, whenever: independent of how the workers interleave).
+    fail_once_at: Mutex<BTreeMap<u64, u16>>,
     /// When set, UploadPart 1 waits (up to 5 s) for it to be set and notes whether it was.
     part_1_waits_for: Option<std::sync::Arc<AtomicBool>>,
     part_1_saw_it: AtomicBool,
@@ -46,6 +49,11 @@ impl Store {
 
     fn failing(self, at: &[(usize, u16)]) -> Store {
         *self.fail.lock().unwrap() = at.iter().copied().collect();
+        self
+    }
+
+    fn failing_once_at(self, at: &[(u64, u16)]) -> Store {
+        *self.fail_once_at.lock().unwrap() = at.iter().copied().collect();
         self
     }
 
@@ -67,6 +75,9 @@ impl ObjectStore for Store {
 
     fn get(&self, slice: Slice, first: u64) -> Result<u64, Failed> {
         self.answer()?;
+        if let Some(status) = self.fail_once_at.lock().unwrap().remove(&first) {
+            return Err(Failed(status));
+        }
         let object = self.object.lock().unwrap();
         let first = first as usize;
         let n = slice.len.min(object.len().saturating_sub(first));
@@ -317,7 +328,10 @@ fn a_download_into_registered_memory_needs_no_ring() {
 #[test]
 fn transient_failures_are_retried_and_counted() {
     let object = data(100_000);
-    let store = Store::with(object.clone()).failing(&[(0, 503), (3, 500), (4, 502)]);
+    // By part, not by request number: with two workers, requests 0, 3 and 4 could all be one
+    // part's three attempts (its backoff long enough for the other worker's two), failing it.
+    let store =
+        Store::with(object.clone()).failing_once_at(&[(0, 503), (30_000, 500), (40_000, 502)]);
     let sink = Bytes(Mutex::new(vec![0; 100_000]));
     let (report, moved) = run_job(settings(10_000, 2), |job| {
         download(&store, 0, 100_000, &sink, &Memory::default(), job)

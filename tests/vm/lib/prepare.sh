@@ -82,7 +82,9 @@ vm_fetch_kernel() {
     mv "$tmp/tree" "$VM_KDIR"
     rm -rf "$tmp"
   fi
-  echo "$pkg" > "$VM_CACHE/kernel/current"
+  # Remembered only when resolved by default: a run with HIPOBJ_VM_KERNEL_PKG (another kernel for
+  # one measurement) leaves the next plain run on the default kernel.
+  [ -n "${HIPOBJ_VM_KERNEL_PKG:-}" ] || echo "$pkg" > "$VM_CACHE/kernel/current"
   vm_pick_boot_image
 }
 

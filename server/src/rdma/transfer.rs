@@ -319,6 +319,7 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
     /// Move every byte between `dir` and the client. Returns only when no work request of this
     /// transfer is outstanding any more (or, after a failure, when the flush wait ran out: the
     /// caller must then destroy the QP before reusing the staging buffer).
+    ///
     /// A file mapping moves only with [`Direction::Registered`], a staging buffer only without.
     pub fn run(mut self, dir: Direction<'_>) -> Result<(), TransferError> {
         self.op = match dir {

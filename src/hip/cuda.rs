@@ -570,16 +570,6 @@ impl HostMemoryOwner for PinnedHostOwner {
     }
 }
 
-/// The host page size, which dmabuf export ranges are aligned to.
-fn host_page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(page)
-        .ok()
-        .filter(|p| p.is_power_of_two())
-        .unwrap_or(4096)
-}
-
 /// The page-aligned range that holds `[ptr, ptr + len)`: (start, length), or `None` on overflow.
 fn page_span(ptr: usize, len: usize, page: usize) -> Option<(usize, usize)> {
     let start = ptr & !(page - 1);
@@ -736,7 +726,7 @@ impl GpuRuntime for CudaRuntime {
         let PointerKind::Device { device } = self.classify_pointer(ptr) else {
             return Err(HipError::new(CALL, sys::CUDA_ERROR_INVALID_VALUE));
         };
-        let (start, span) = page_span(ptr, len, host_page_size())
+        let (start, span) = page_span(ptr, len, crate::verbs::page_size())
             .ok_or(HipError::new(CALL, sys::CUDA_ERROR_INVALID_VALUE))?;
         let mut fd: c_int = -1;
         self.on_device(device, || {

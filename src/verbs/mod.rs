@@ -29,7 +29,7 @@ pub use device::{list_devices, Device, DeviceCaps, DeviceInfo, Mtu, PortInfo};
 pub use error::VerbsError;
 pub use inventory::{inventory, DeviceReport, GidReport, MemoryWindows, PortReport};
 pub use loader::Lib;
-pub use mr::{Access, Mr};
+pub use mr::{page_size, Access, Mr};
 pub use mw::{inc_rkey, BindRange, Mw, WC_BIND_MW, WC_LOCAL_INV};
 pub use qp::{
     wc_status_name, Completion, QpCaps, RcQp, RdmaOp, RtrParams, RtsParams, WaitEffort, MAX_PSN,

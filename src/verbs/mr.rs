@@ -43,6 +43,17 @@ impl BitOrAssign for Access {
     }
 }
 
+/// The host's page size: what a registration pins, and what file mappings and dmabuf export
+/// ranges are aligned to (4096 where sysconf does not say).
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(page)
+        .ok()
+        .filter(|p| p.is_power_of_two())
+        .unwrap_or(4096)
+}
+
 /// A registered memory region. Holds its `Device`; `Drop` deregisters it.
 pub struct Mr {
     mr: NonNull<sys::ibv_mr>,

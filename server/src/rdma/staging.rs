@@ -72,7 +72,7 @@ impl StagingMemory {
         if len == 0 {
             return Err(what(&"nothing to map"));
         }
-        let page = page_size() as u64;
+        let page = hipobj::verbs::page_size() as u64;
         let aligned = offset - offset % page;
         let delta = (offset - aligned) as usize;
         let map_len = delta.checked_add(len).ok_or_else(|| what(&"too long"))?;
@@ -139,13 +139,6 @@ impl StagingMemory {
         // promise.
         Some(unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(offset), len) })
     }
-}
-
-/// The system's page size (4096 where it cannot be asked).
-fn page_size() -> usize {
-    // SAFETY: sysconf reads a constant of the system.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
 }
 
 impl Drop for StagingMemory {

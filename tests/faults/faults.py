@@ -1,6 +1,9 @@
 """The faults the lane injects (tests/faults/lane.py drives them), one class each. A fault is
 set up by `begin`, acts while the phase's clients run in `during` (a thread; it returns early
-when `stop` is set) and is undone by `end`, so the next phase starts on a healthy machine."""
+when `stop` is set) and is undone by `end`, so the next phase starts on a healthy machine.
+`schedule()` pairs each fault with its budget (a `Phase`): how many retries it may cost and which
+operations may or must fail, and why; tests/faults/README.md shows the same table
+(`python3 tests/faults/faults.py --table` prints it; tests/faults/test_schedule.py checks it)."""
 
 from __future__ import annotations
 
@@ -8,8 +11,10 @@ import os
 import signal
 import subprocess
 import threading
+import sys
 import time
-from typing import List, Optional
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
 
 VETHS = ("hvm0", "hvm1")
 # The lane's veth pair (tests/vm/guest/setup-rdma.sh): hvm1 carries rxe1, the server's device.
@@ -23,12 +28,6 @@ def sh(*argv: str) -> None:
 
 class Fault:
     name = "none"
-    # Failures are the expected answer (a lasting fault): they must then be clear ones.
-    lasting_for: tuple = ()
-    # Failures are allowed, if clear, but not expected: a fault that lasts through every attempt of
-    # an operation (the phase ends only when the clients' operations have ended) and that RC itself
-    # cannot always ride out. Some operations must still succeed.
-    may_fail_for: tuple = ()
 
     def begin(self, lane) -> None:
         pass
@@ -59,10 +58,9 @@ class CpuStarvation(Fault):
 class Netem(Fault):
     """tc netem on both veth ends (each end's egress), e.g. 'loss 1%'."""
 
-    def __init__(self, spec: str, may_fail_for: tuple = ()):
+    def __init__(self, spec: str):
         self.spec = spec
         self.name = f"netem {spec}"
-        self.may_fail_for = may_fail_for
 
     def begin(self, lane) -> None:
         for dev in VETHS:
@@ -129,7 +127,6 @@ class DiskFull(Fault):
     clear error and store nothing; GETs keep working."""
 
     name = "data directory full"
-    lasting_for = ("put",)
 
     def begin(self, lane) -> None:
         st = os.statvfs(lane.server.data)
@@ -214,28 +211,104 @@ def load_netem() -> Optional[str]:
     return None
 
 
-def schedule() -> List[Fault]:
-    """Each fault in turn, then mixed; the first phase is the baseline without a fault."""
+@dataclass(frozen=True)
+class Phase:
+    """One phase of the lane: its fault and its budget. `max_retries` counts the attempts after an
+    operation's first, summed over every client and operation of the phase (a PUT or GET that fails
+    4 tries and succeeds on the 5th costs 4). An operation in `may_fail` may fail, clearly (a
+    non-zero exit with a message), at most `max_failed` times in the phase; one in `must_fail` must
+    fail clearly every time (the expected answer to a lasting fault) and is tried once. Anything
+    else failing, or more retries than the budget, fails the phase."""
+
+    fault: Fault
+    how: str
+    max_retries: int
+    why: str
+    may_fail: Tuple[str, ...] = ()
+    max_failed: int = 0
+    must_fail: Tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.fault.name
+
+    def attempts(self, op: str) -> int:
+        """Tries an operation gets: 1 where the answer is a failure (retrying it measures nothing),
+        else 5 (backoff 0.5/1/2/4 s: long enough to outlast a restart or a link flap), also where
+        the budget is 0 retries: a retry there fails the phase, and the table says how many."""
+        return 1 if op in self.must_fail else 5
+
+    def failures_rule(self) -> str:
+        if self.must_fail:
+            return f"{'/'.join(o.upper() + 's' for o in self.must_fail)} must fail (tried once)"
+        if self.may_fail:
+            return f"{'/'.join(o.upper() + 's' for o in self.may_fail)}: at most {self.max_failed}"
+        return "none"
+
+
+def schedule() -> List[Phase]:
+    """Each fault in turn, then mixed; the first phase is the baseline without a fault. The
+    budgets come from the 14 lane runs of 2026-12-02 in docs/perf (make-test-fresh-*, e2e-*,
+    faults-*): per phase, the most operations that needed a retry (R), times the retries one
+    operation needs to outlast the fault (its backoff is 0.5/1/2/4 s), with headroom."""
     return [
-        Fault(),
-        CpuStarvation(),
-        Netem("loss 1%"),
+        Phase(Fault(), "none", 0,
+              "nothing to retry: one retry is a bug; R = 0 in 14 runs"),
+        Phase(CpuStarvation(), "a busy loop per guest CPU for the whole phase", 0,
+              "slow is not failed: every deadline outlasts a starved CPU; R = 0 in 14 runs"),
+        Phase(Netem("loss 1%"), "`tc qdisc replace dev hvm0/hvm1 root netem loss 1%`", 2,
+              "RC retransmits what is lost; R = 0 in 14 runs, and 0 retries in 10 x 6400 bench "
+              "operations under 1 % loss; 2 for a rare exhausted retry_cnt on a 3 MiB transfer"),
         # Under 5 % loss for the whole of an operation's 5 attempts, rxe's RC retries run out
-        # (status 12) on most 3 MiB transfers: in the lane on 2026-12-02 a 3 MiB Python GET failed
+        # (status 12) on many 3 MiB transfers: in the lane on 2026-12-02 a 3 MiB Python GET failed
         # all 5 attempts once (make test on a fresh clone, each a clear "the server answered 500")
-        # and succeeded, first try or after retries, in three other runs. A clear error is then
-        # the right answer (a lasting fault); corruption, hangs, changed objects and leaks still
-        # fail the phase.
-        Netem("loss 5%", may_fail_for=("get", "put")),
+        # and succeeded, first try or after retries, in three other runs.
+        Phase(Netem("loss 5%"), "`netem loss 5%`", 24,
+              "rxe's retry_cnt runs out on many 3 MiB transfers: R <= 4 in 14 runs (1 of them failed "
+              "its 5 tries, 4 retries), at most 4 retries each: 16, and headroom; a clear failure "
+              "is the right answer to a loss that outlasts 5 tries",
+              may_fail=("get", "put"), max_failed=2),
         # RC is go-back-N and rxe ACKs every 64 packets: with 10 % reordering nearly every ACK
         # window of a 1 MiB WRITE is NAKed, and 7 NAKs without an ACK between exhaust retry_cnt
         # (measured: a GET failed 5 times in 5 in the lane). 1 % is what RC is built to survive.
-        Netem("delay 1ms reorder 1% duplicate 1%"),
-        ServerFreeze(),
-        ServerRestart(2),
-        ClientKill(6),
-        DiskFull(),
-        LinkFlap(),
-        Mixed(),
+        Phase(Netem("delay 1ms reorder 1% duplicate 1%"), "`netem delay 1ms reorder 1% duplicate 1%`", 2,
+              "1 % reordering is what RC is built to survive: R = 0 in 14 runs; 2 as under 1 % loss"),
+        Phase(ServerFreeze(), "SIGSTOP of the server for 6 s, then SIGCONT", 6,
+              "longer than the watchdog floor and the queue wait: the operation of each of the 3 "
+              "clients caught by the freeze may fail once or twice; R <= 1 in 14 runs"),
+        Phase(ServerRestart(2), "kill -9 of the server, restarted on the same address and data "
+              "directory, twice", 18,
+              "each restart fails the operation of each of the 3 clients in flight, and refuses "
+              "connections until the server is back (3 retries, 3.5 s of backoff, cover it): "
+              "2 x 3 x 3; R <= 2 in 14 runs"),
+        Phase(ClientKill(6), "kill -9 of a running C or CLI client process (one per operation), "
+              "GETs and PUTs in turn, 6 times", 2,
+              "a killed operation is counted as killed, not retried; the server must not make the "
+              "next one fail: R = 0 in 14 runs, 2 for headroom"),
+        Phase(DiskFull(), "the server's data directory is its own 48 MiB tmpfs, filled to 64 KiB", 0,
+              "PUTs must fail clearly (507) and store nothing, tried once; GETs read what is "
+              "stored and have nothing to retry: R = 0 in 14 runs",
+              must_fail=("put",)),
+        Phase(LinkFlap(), "`ip link set hvm1 down`, 3 s, `up`; its route and neighbour put back "
+              "as setup made them", 12,
+              "the operation of each of the 3 clients in flight fails until the link is back "
+              "(3 retries, 3.5 s of backoff, cover 3 s): 3 x 3; R = 2 or 3 in every run; headroom 3"),
+        Phase(Mixed(), "cpu starvation + loss 1 % + one restart + two client kills", 12,
+              "the restart as above (3 x 3) and the loss as above (2), and 1; R <= 3 in 14 runs"),
     ]
 
+
+def table() -> str:
+    """The schedule as the markdown table of tests/faults/README.md."""
+    rows = ["| # | phase | how | max retries | may fail | why |", "| --- | --- | --- | --- | --- | --- |"]
+    for i, p in enumerate(schedule()):
+        rows.append(f"| {i} | {p.name} | {p.how} | {p.max_retries} | {p.failures_rule()} | {p.why} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--table"]:
+        print(table())
+    else:
+        print("usage: faults.py --table", file=sys.stderr)
+        sys.exit(2)

@@ -1,7 +1,8 @@
 """The fault lane (issue 22): the C library, the command line and the Python package move
 objects through hipobj-server over RDMA while faults.py injects one fault per phase, then several
 at once. Every operation is counted: started, succeeded first try / after retries, failed with a
-clear error, killed by the fault; corrupt GETs (digest checked), operations past their deadline,
+clear error, killed by the fault; the retries each phase took against its budget
+(faults.schedule()); corrupt GETs (digest checked), operations past their deadline,
 objects changed by a failed PUT, and whether the server's and the devices' resources (pairings,
 sessions, QPs, MRs, CQs, PDs, open files, temp files) came back to their starting counts.
 
@@ -33,7 +34,9 @@ PORT = 9400
 BUCKET = "faults"
 PHASE_SECONDS = float(os.environ.get("HIPOBJ_FAULTS_PHASE_S", "10"))
 OP_DEADLINE = 60.0  # an operation running longer counts as hung
-ATTEMPTS = 5  # standard-mode retry, with backoff long enough to outlast a restart or a link flap
+# The lane's own check (tests/faults/README.md): the first N attempts of the run fail without
+# running, as a client's bug would; the baseline's 0-retry budget must then fail the lane.
+SCRIPTED_FAILURES = int(os.environ.get("HIPOBJ_FAULTS_SCRIPTED_FAILURES", "0"))
 SIZES = (1 << 20, (3 << 20) + 17)
 SETTLE_S = 20.0  # resources must be back within this (the pairing idle time is 2 s)
 # The server registers its staging buffers on first use and keeps them in its pool (one per RDMA
@@ -228,6 +231,8 @@ class Worker(threading.Thread):
 
     def attempt(self, op: str, argv: List[str]) -> Tuple[str, int, str]:
         """One try: ('ok'|'failed'|'killed'|'hung', exit status, stderr)."""
+        if self.lane.take_scripted_failure():
+            return "failed", 1, "scripted failure (HIPOBJ_FAULTS_SCRIPTED_FAILURES)"
         if self.kind == "py":
             return self.attempt_py(op, argv)
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -295,7 +300,7 @@ class Worker(threading.Thread):
         return self.py
 
     # one operation with its retries and checks --------------------------------------------
-    def operation(self, count: Counter) -> None:
+    def operation(self, phase: faults.Phase, count: Counter) -> None:
         key = self.keys[self.n % 2]
         op = "put" if self.stored[key] is None or (self.n // 2) % 2 == 0 else "get"
         self.n += 1
@@ -312,16 +317,22 @@ class Worker(threading.Thread):
             if os.path.exists(path):
                 os.remove(path)
         outcome, rc, err = "failed", 0, ""
-        for attempt in range(ATTEMPTS):
+        attempts = phase.attempts(op)
+        for attempt in range(attempts):
             outcome, rc, err = self.attempt(op, self.argv(op, key, path, size))
-            if outcome != "failed" or attempt == ATTEMPTS - 1:
+            if outcome != "failed" or attempt == attempts - 1:
                 break
             time.sleep(min(0.5 * 2 ** attempt, 4.0))
+        count["retries"] += attempt
         if outcome == "ok":
             if op == "get" and digest(path) != self.stored[key]:
                 count["corrupt"] += 1
                 self.lane.note(f"{self.kind}: GET {key} returned other bytes than stored")
             count["ok_first" if attempt == 0 else "ok_retried"] += 1
+            count[f"ok_{op}"] += 1
+            if attempt:
+                self.lane.note(f"{self.kind}: {op} {key} succeeded after {attempt} retries "
+                               f"(last error: {err.strip().splitlines()[-1:] if err.strip() else 'no message'})")
         elif outcome == "killed":
             count["killed"] += 1
         elif outcome == "hung":
@@ -330,7 +341,7 @@ class Worker(threading.Thread):
         else:
             clear = rc > 0 and err.strip() != "" and "panicked" not in err
             count[f"failed_{op}" if clear else "failed_unclear"] += 1
-            self.lane.note(f"{self.kind}: {op} {key} failed after {ATTEMPTS} tries (exit {rc}): "
+            self.lane.note(f"{self.kind}: {op} {key} failed after {attempt + 1} tries (exit {rc}): "
                            f"{err.strip().splitlines()[-1:] if err.strip() else 'no message'}")
         if op == "put":
             self.settle_put(key, size, new, outcome == "ok", count)
@@ -355,10 +366,11 @@ class Worker(threading.Thread):
         while True:
             self.go.wait()
             self.go.clear()
-            count = self.lane.counts[self.lane.phase][self.kind]
+            phase = self.lane.spec
+            count = self.lane.counts[phase.name][self.kind]
             while not self.stop.is_set():
                 try:
-                    self.operation(count)
+                    self.operation(phase, count)
                 except Exception as e:  # a driver failure must not stall the phase
                     count["failed_unclear"] += 1
                     self.lane.note(f"{self.kind}: driver error {type(e).__name__}: {e}")
@@ -377,18 +389,29 @@ class Lane:
                                AWS_SECRET_ACCESS_KEY=SECRET, AWS_REGION="us-east-1",
                                HIPOBJ_NIC=devices[0], RUST_LOG="off")
         self.phase = ""
+        self.spec: Optional[faults.Phase] = None
+        self.scripted_failures = SCRIPTED_FAILURES
+        self.scripted_lock = threading.Lock()
         self.counts: Dict[str, Dict[str, Counter]] = {}
         self.notes: Dict[str, List[str]] = {}
         self.resources: Dict[str, Dict[str, object]] = {}
         self.parked = threading.Semaphore(0)
         self.workers = [Worker(self, k) for k in kinds]
 
+    def take_scripted_failure(self) -> bool:
+        with self.scripted_lock:
+            if self.scripted_failures <= 0:
+                return False
+            self.scripted_failures -= 1
+            return True
+
     def note(self, text: str) -> None:
         print(f"  [{self.phase}] {text}", flush=True)
         self.notes.setdefault(self.phase, []).append(text)
 
-    def run_phase(self, fault: faults.Fault) -> None:
-        self.phase = fault.name
+    def run_phase(self, phase: faults.Phase) -> None:
+        fault = phase.fault
+        self.phase, self.spec = phase.name, phase
         self.counts[self.phase] = {w.kind: Counter() for w in self.workers}
         started = time.monotonic()
         before = self.server.stats() or {}
@@ -451,50 +474,61 @@ class Lane:
         subprocess.run(["umount", DATA_TMPFS], stderr=subprocess.DEVNULL)
 
 
-def verdict(fault: faults.Fault, c: Counter, res: Dict[str, object]) -> List[str]:
+def verdict(phase: faults.Phase, c: Counter, res: Dict[str, object]) -> List[str]:
+    """What is wrong with a phase (nothing: it passed), against its budget in faults.schedule()."""
     bad = []
     for what in ("corrupt", "hung", "changed_by_failure", "failed_unclear"):
         if c[what]:
             bad.append(f"{what} {c[what]}")
+    if c["retries"] > phase.max_retries:
+        bad.append(f"retries {c['retries']} > budget {phase.max_retries}")
     for op in ("put", "get"):
-        if c[f"failed_{op}"] and op not in fault.lasting_for + fault.may_fail_for:
+        if c[f"failed_{op}"] and op not in phase.may_fail + phase.must_fail:
             bad.append(f"{c[f'failed_{op}']} {op}s failed")
-    if fault.lasting_for and not any(c[f"failed_{op}"] for op in fault.lasting_for):
+        if op in phase.must_fail and c[f"ok_{op}"]:
+            bad.append(f"{c[f'ok_{op}']} {op}s succeeded (they must fail)")
+    failed_allowed = sum(c[f"failed_{op}"] for op in phase.may_fail)
+    if failed_allowed > phase.max_failed:
+        bad.append(f"{failed_allowed} {'/'.join(phase.may_fail)}s failed > {phase.max_failed} allowed")
+    if phase.must_fail and not any(c[f"failed_{op}"] for op in phase.must_fail):
         bad.append("the lasting fault failed no operation")
     if not res["back"]:
         bad.append(f"resources not back: {res['diff']}")
     ok_ops = c["ok_first"] + c["ok_retried"]
-    if ok_ops == 0 and not fault.lasting_for:
+    if ok_ops == 0 and not phase.must_fail:
         bad.append("no operation succeeded")
     return bad
 
 
-COLUMNS = ("started", "ok_first", "ok_retried", "failed_put", "failed_get", "failed_unclear",
+COLUMNS = ("started", "ok_first", "ok_retried", "retries", "failed_put", "failed_get", "failed_unclear",
            "killed", "corrupt", "hung", "changed_by_failure")
 
 
-def report(lane: Lane, schedule: List[faults.Fault], bench: Dict[str, object], wall: float,
+def report(lane: Lane, schedule: List[faults.Phase], bench: Dict[str, object], wall: float,
            quiet: bool = False) -> bool:
     """The accounting table (printed unless `quiet`, written to target/faults either way: a lane
     that times out still leaves the phases it finished)."""
     rows, passed = [], bool(bench["passed"])
-    head = "| fault | " + " | ".join(COLUMNS) + " | resources back | wall s | verdict |"
-    lines = [head, "|" + " --- |" * (len(COLUMNS) + 4)]
-    for fault in schedule:
-        if fault.name not in lane.resources:
+    head = "| fault | " + " | ".join(COLUMNS) + " | retry budget | resources back | wall s | verdict |"
+    lines = [head, "|" + " --- |" * (len(COLUMNS) + 5)]
+    for phase in schedule:
+        if phase.name not in lane.resources:
             continue
-        per_kind = lane.counts[fault.name]
+        per_kind = lane.counts[phase.name]
         total = sum(per_kind.values(), Counter())
-        res = lane.resources[fault.name]
-        bad = verdict(fault, total, res)
+        res = lane.resources[phase.name]
+        bad = verdict(phase, total, res)
         passed &= not bad
-        rows.append({"fault": fault.name, "total": dict(total),
+        rows.append({"fault": phase.name, "total": dict(total), "max_retries": phase.max_retries,
+                     "failures_rule": phase.failures_rule(),
                      "by_client": {k: dict(v) for k, v in per_kind.items()},
-                     "resources": res, "problems": bad, "notes": lane.notes.get(fault.name, [])})
+                     "resources": res, "problems": bad, "notes": lane.notes.get(phase.name, [])})
         cells = [str(total[c]) for c in COLUMNS]
         if not quiet:
-            print(f"  {fault.name}: server {res['server']}", flush=True)
-        lines.append(f"| {fault.name} | " + " | ".join(cells) +
+            print(f"  {phase.name}: server {res['server']}", flush=True)
+            print(f"  phase '{phase.name}': retries {total['retries']}, budget {phase.max_retries}"
+                  f"{'' if total['retries'] <= phase.max_retries else ' OVER'}", flush=True)
+        lines.append(f"| {phase.name} | " + " | ".join(cells) + f" | {phase.max_retries}" +
                      f" | {'yes' if res['back'] else 'NO'} | {res['wall_s']} | {'pass' if not bad else 'FAIL: ' + '; '.join(bad)} |")
     table = "\n".join(lines) + f"\n\n16 threads x 200 operations (64 KiB), loss 1 %: {bench}"
     if not quiet:
@@ -548,12 +582,13 @@ def main() -> int:
     schedule = faults.schedule()
     only = os.environ.get("HIPOBJ_FAULTS_ONLY")
     if only:
-        schedule = [f for i, f in enumerate(schedule) if str(i) in only.split(",")]
+        schedule = [p for i, p in enumerate(schedule) if str(i) in only.split(",")]
     bench: Dict[str, object] = {"passed": True, "skipped": True}
     try:
-        for fault in schedule:
-            print(f"fault lane: phase '{fault.name}'", flush=True)
-            lane.run_phase(fault)
+        for phase in schedule:
+            print(f"fault lane: phase '{phase.name}' (retry budget {phase.max_retries}, "
+                  f"failures: {phase.failures_rule()})", flush=True)
+            lane.run_phase(phase)
             report(lane, schedule, bench, time.monotonic() - t0, quiet=True)
         if os.environ.get("HIPOBJ_FAULTS_BENCH", "1") == "1":
             bench = many_threads_under_loss(lane)

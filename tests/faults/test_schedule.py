@@ -1,0 +1,85 @@
+"""Host-side checks of the fault lane (make lint): README's phase table is faults.schedule(), and
+the verdict holds each phase to its budget (no lane needed: the counts are made up here).
+Run: python3 -m unittest tests/faults/test_schedule.py"""
+
+from __future__ import annotations
+
+import os
+import sys
+import unittest
+from collections import Counter
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import faults  # noqa: E402
+import lane  # noqa: E402
+
+README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "README.md")
+BACK = {"back": True, "diff": {}}
+
+
+def phase(name: str) -> faults.Phase:
+    return next(p for p in faults.schedule() if p.name == name)
+
+
+def readme_table() -> str:
+    text = open(README).read()
+    start = text.index("<!-- schedule: python3 tests/faults/faults.py --table -->\n")
+    end = text.index("\n<!-- /schedule -->")
+    return text[text.index("\n", start) + 1:end]
+
+
+class ScheduleTest(unittest.TestCase):
+    def test_readme_table_is_the_schedule(self):
+        self.assertEqual(readme_table(), faults.table(),
+                         "tests/faults/README.md's table differs from faults.schedule(): "
+                         "paste `python3 tests/faults/faults.py --table` between its markers")
+
+    def test_baseline_and_cpu_starvation_allow_no_retry(self):
+        for name in ("none", "cpu starvation"):
+            p = phase(name)
+            self.assertEqual((p.max_retries, p.may_fail, p.must_fail), (0, (), ()), name)
+
+    def test_every_phase_says_why(self):
+        for p in faults.schedule():
+            self.assertTrue(p.why.strip(), p.name)
+
+
+class VerdictTest(unittest.TestCase):
+    def test_a_clean_baseline_passes(self):
+        c = Counter(started=10, ok_first=10, ok_get=5, ok_put=5)
+        self.assertEqual(lane.verdict(phase("none"), c, BACK), [])
+
+    def test_one_retry_in_the_baseline_fails(self):
+        c = Counter(started=10, ok_first=9, ok_retried=1, retries=1, ok_get=5, ok_put=5)
+        self.assertEqual(lane.verdict(phase("none"), c, BACK), ["retries 1 > budget 0"])
+
+    def test_retries_over_a_budget_fail(self):
+        p = phase("rdma link down 3 s + up")
+        c = Counter(started=10, ok_first=7, ok_retried=3, retries=p.max_retries + 1)
+        self.assertEqual(lane.verdict(p, c, BACK), [f"retries {p.max_retries + 1} > budget {p.max_retries}"])
+        c["retries"] = p.max_retries
+        self.assertEqual(lane.verdict(p, c, BACK), [])
+
+    def test_a_failure_outside_its_row_fails(self):
+        c = Counter(started=10, ok_first=9, failed_get=1, retries=4)
+        self.assertIn("1 gets failed", lane.verdict(phase("netem loss 1%"), c, BACK))
+
+    def test_failures_beyond_the_allowed_count_fail(self):
+        p = phase("netem loss 5%")
+        c = Counter(started=10, ok_first=10 - p.max_failed, failed_get=p.max_failed, retries=4 * p.max_failed)
+        self.assertEqual(lane.verdict(p, c, BACK), [])
+        c["failed_put"] = 1
+        self.assertEqual(lane.verdict(p, c, BACK), [f"{p.max_failed + 1} get/puts failed > {p.max_failed} allowed"])
+
+    def test_a_put_to_a_full_disk_must_fail(self):
+        p = phase("data directory full")
+        self.assertEqual(p.attempts("put"), 1)
+        c = Counter(started=4, started_put=2, failed_put=2, ok_first=2, ok_get=2)
+        self.assertEqual(lane.verdict(p, c, BACK), [])
+        c.update(started=1, started_put=1, ok_first=1, ok_put=1)
+        self.assertEqual(lane.verdict(p, c, BACK), ["1 puts succeeded (they must fail)"])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -13,7 +13,7 @@ use hipobj::engine::{Retrier, RetryPolicy};
 use hipobj::runtime::TransferKind;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -78,6 +78,10 @@ pub struct Report {
     pub retried: usize,
     /// Operations that failed for good (every cell's errors).
     pub failed: usize,
+    /// RDMA transfers that completed, the pairing GETs and the warm-ups included: each one is a
+    /// request the server served over RDMA (a failed try is not counted). A lane check compares
+    /// it with the server's own count.
+    pub rdma_transfers: usize,
 }
 
 /// The nearest-rank percentile `p` (0..100] of sorted durations, in ms.
@@ -191,10 +195,18 @@ fn object(bucket: &str, op: Op, size: u64, thread: usize) -> ObjectPath {
     }
 }
 
-/// One RDMA transfer of the whole buffer, retried by the engine's standard-mode rule.
+/// What every RDMA transfer of the bench goes through: the endpoint, the retry rule, and the count
+/// of the transfers that completed.
+struct RdmaPath<'a> {
+    s3: &'a S3,
+    retry: &'a Retrier<'a>,
+    transfers: AtomicUsize,
+}
+
+/// One RDMA transfer of the whole buffer, retried by the engine's standard-mode rule; counted
+/// in `path.transfers` when it completes.
 fn rdma_transfer(
-    s3: &S3,
-    retry: &Retrier<'_>,
+    path: &RdmaPath<'_>,
     buf: &crate::session::Registered,
     kind: TransferKind,
     obj: &ObjectPath,
@@ -207,20 +219,21 @@ fn rdma_transfer(
         };
         format!("{verb} {obj}")
     };
-    retry
+    path.retry
         .run(&what, || {
-            let mut req = RdmaRequest::new(s3, kind, obj, None);
+            let mut req = RdmaRequest::new(path.s3, kind, obj, None);
             buf.transfer(0, buf.len(), &mut req).map_err(|e| Retryable {
                 class: req.class(&e),
                 failure: req.failure(&e),
             })
         })
-        .map_err(|r| r.failure)
+        .map_err(|r| r.failure)?;
+    path.transfers.fetch_add(1, Ordering::Relaxed);
+    Ok(())
 }
 
 fn rdma_cell(
-    s3: &S3,
-    retry: &Retrier<'_>,
+    path: &RdmaPath<'_>,
     session: &Session,
     args: &BenchArgs,
     op: Op,
@@ -233,7 +246,7 @@ fn rdma_cell(
     } else {
         TransferKind::Put
     };
-    let retried_before = retry.retries() as usize;
+    let retried_before = path.retry.retries() as usize;
     let (lat, errors, wall) = run_threads(
         threads,
         args.iterations,
@@ -243,7 +256,7 @@ fn rdma_cell(
             if op == Op::Put {
                 buf.fill(&data)?;
             }
-            rdma_transfer(s3, retry, &buf, kind, &obj)?; // warm-up: pairs this thread's connection
+            rdma_transfer(path, &buf, kind, &obj)?; // warm-up: pairs this thread's connection
             if op == Op::Get && buf.read(size as usize)? != data {
                 return Err(Failure::Transfer(format!(
                     "GET {obj} over RDMA returned other bytes"
@@ -251,9 +264,9 @@ fn rdma_cell(
             }
             Ok((buf, obj))
         },
-        |(buf, obj)| rdma_transfer(s3, retry, buf, kind, obj),
+        |(buf, obj)| rdma_transfer(path, buf, kind, obj),
     )?;
-    let retried = retry.retries() as usize - retried_before;
+    let retried = path.retry.retries() as usize - retried_before;
     Ok(stats(lat, errors, retried, wall, size))
 }
 
@@ -301,8 +314,7 @@ fn http_cell(
 /// One GET of the smallest object on every connection at once, so that no timed transfer pays
 /// for pairing (PROTOCOL.md section 7).
 fn pair_connections(
-    s3: &S3,
-    retry: &Retrier<'_>,
+    path: &RdmaPath<'_>,
     session: &Session,
     args: &BenchArgs,
     connections: usize,
@@ -313,7 +325,7 @@ fn pair_connections(
         connections,
         1,
         |_| session.buffer(size as usize),
-        |buf| rdma_transfer(s3, retry, buf, TransferKind::Get, &obj),
+        |buf| rdma_transfer(path, buf, TransferKind::Get, &obj),
     )
     .map(drop)
 }
@@ -356,7 +368,12 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
     let policy = RetryPolicy::standard();
     let never_cancelled = AtomicBool::new(false);
     let retry = Retrier::with_policy(&policy, &never_cancelled);
-    pair_connections(&s3, &retry, &session, args, connections)?;
+    let path = RdmaPath {
+        s3: &s3,
+        retry: &retry,
+        transfers: AtomicUsize::new(0),
+    };
+    pair_connections(&path, &session, args, connections)?;
     let cells_total = args.ops.len() * args.sizes.len() * args.concurrency.len();
     let bar = if args.json {
         ProgressBar::hidden()
@@ -373,7 +390,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         for &size in &args.sizes {
             for &threads in &args.concurrency {
                 bar.set_message(format!("{} {} x{threads}", op.name(), size_text(size)));
-                let rdma = rdma_cell(&s3, &retry, &session, args, op, size, threads)?;
+                let rdma = rdma_cell(&path, &session, args, op, size, threads)?;
                 let http = http_cell(http, args, op, size, threads)?;
                 let perftest = match op {
                     Op::Get => args.perftest_write,
@@ -405,6 +422,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         cells,
         retried: retry.retries() as usize,
         failed,
+        rdma_transfers: path.transfers.load(Ordering::Relaxed),
     };
     if args.json {
         let text = serde_json::to_string_pretty(&report)
@@ -509,10 +527,11 @@ fn table(r: &Report) -> String {
         .map(|c| c.rdma.operations + c.rdma.errors + c.http.operations + c.http.errors)
         .sum();
     out.push_str(&format!(
-        "hipobj bench: {timed} timed operations, retried {}, failed {} (a transient failure is tried up to {} times)\n",
+        "hipobj bench: {timed} timed operations, retried {}, failed {} (a transient failure is tried up to {} times); {} RDMA transfers completed, pairing and warm-ups included\n",
         r.retried,
         r.failed,
-        RetryPolicy::standard().max_attempts
+        RetryPolicy::standard().max_attempts,
+        r.rdma_transfers
     ));
     out
 }

@@ -51,3 +51,29 @@ create_bucket() {
   curl -sSf --aws-sigv4 "aws:amz:us-east-1:s3" --user "$HIPOBJ_TEST_ACCESS_KEY:$HIPOBJ_TEST_SECRET_KEY" \
     -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -X PUT "$HIPOBJ_SRV_URL/$1" -o /dev/null
 }
+
+# server_stats: the counters of the last server started (GET /_hipobj/stats, one flat JSON object)
+server_stats() {
+  curl -sSf --aws-sigv4 "aws:amz:us-east-1:s3" --user "$HIPOBJ_TEST_ACCESS_KEY:$HIPOBJ_TEST_SECRET_KEY" \
+    -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$HIPOBJ_SRV_URL/_hipobj/stats"
+}
+
+# counted BEFORE NAME=N...: the server's counters moved by exactly N since BEFORE (a server_stats
+# output); prints each one that did not ("rdma_puts +0, expected +1") and returns 1 then
+counted() {
+  local before=$1 now
+  shift
+  now=$(server_stats) || { echo "no /_hipobj/stats"; return 1; }
+  python3 - "$before" "$now" "$@" <<'PY'
+import json, sys
+before, now = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+wrong = []
+for want in sys.argv[3:]:
+    name, n = want.split("=")
+    moved = now.get(name, 0) - before.get(name, 0)
+    if moved != int(n):
+        wrong.append(f"{name} +{moved}, expected +{n}")
+print("; ".join(wrong) if wrong else " ".join(f"{w.replace('=', ' +')}" for w in sys.argv[3:]))
+sys.exit(1 if wrong else 0)
+PY
+}

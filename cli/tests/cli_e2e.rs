@@ -330,6 +330,17 @@ fn bench_json_parses() {
         assert!(c["ratio_mb_per_s"].as_f64().unwrap_or(0.0) > 0.0, "{c}");
     }
     assert!(v["nic"].as_str().unwrap_or("").starts_with("rxe"), "{v}");
+    // the bench's own count of its RDMA transfers is what the server served over RDMA
+    let stats: serde_json::Value = serde_json::from_str(&server.stats()).expect("server stats");
+    let served = ["rdma_gets", "rdma_puts"]
+        .iter()
+        .map(|k| stats[*k].as_u64().unwrap_or(0))
+        .sum::<u64>();
+    assert_eq!(
+        v["rdma_transfers"].as_u64(),
+        Some(served),
+        "bench's rdma_transfers against the server's rdma_gets + rdma_puts: {stats}"
+    );
 }
 
 #[test]

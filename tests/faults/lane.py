@@ -316,12 +316,13 @@ class Worker(threading.Thread):
             size, new = self.size[key], None
             if os.path.exists(path):
                 os.remove(path)
-        outcome, rc, err = "failed", 0, ""
+        outcome, rc, err, retried_err = "failed", 0, "", ""
         attempts = phase.attempts(op)
         for attempt in range(attempts):
             outcome, rc, err = self.attempt(op, self.argv(op, key, path, size))
             if outcome != "failed" or attempt == attempts - 1:
                 break
+            retried_err = err
             time.sleep(min(0.5 * 2 ** attempt, 4.0))
         count["retries"] += attempt
         if outcome == "ok":
@@ -332,7 +333,7 @@ class Worker(threading.Thread):
             count[f"ok_{op}"] += 1
             if attempt:
                 self.lane.note(f"{self.kind}: {op} {key} succeeded after {attempt} retries "
-                               f"(last error: {err.strip().splitlines()[-1:] if err.strip() else 'no message'})")
+                               f"(last error: {retried_err.strip().splitlines()[-1:] if retried_err.strip() else 'no message'})")
         elif outcome == "killed":
             count["killed"] += 1
         elif outcome == "hung":

@@ -31,6 +31,7 @@ ctest: build
 	tests/c/run
 
 lint:
+	benches/figures --check
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy -p hipobj --features sim-gpu --all-targets -- -D warnings

@@ -31,6 +31,7 @@ ctest: build
 	tests/c/run
 
 lint:
+	benches/figures --check
 	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest tests/faults/test_schedule.py
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine import BUCKET, CLI, SIZE, STREAMS, TMPFS, bench_server, cpu_now, log, own_tmpfs, run, \
     timed, write_object  # noqa: E402
 from hipobj_server import IDENTITIES  # noqa: E402
+from bench_summary import cp_against_summary  # noqa: E402
 
 ROUNDS = int(os.environ.get("HIPOBJ_BENCH_ROUNDS", "3"))
 OTHER_ARGS = os.environ.get("HIPOBJ_BENCH_OTHER_ARGS", "").split()
@@ -86,9 +87,12 @@ def main() -> None:
                             "other_MBps": round(mbps[f"other {d} {n}"], 1),
                             "this_vs_other": round(mbps[f"this {d} {n}"] / mbps[f"other {d} {n}"], 3)}
                for d in DIRECTIONS for n in STREAMS}
-    print(json.dumps({"size_bytes": SIZE, "guest_kernel": os.uname().release, "rounds": ROUNDS, "other_args": OTHER_ARGS,
-                      "other_server_args": OTHER_SERVER_ARGS, "server_stats": counted, "times_s": times,
-                      "median": summary}, indent=1))
+    report = {"size_bytes": SIZE, "guest_kernel": os.uname().release, "rounds": ROUNDS, "other_args": OTHER_ARGS,
+              "other_server_args": OTHER_SERVER_ARGS, "server_stats": counted, "times_s": times,
+              "median": summary}
+    for line in cp_against_summary(report):  # every copy, spread over the rounds (stderr)
+        log(line)
+    print(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,10 @@
 
 import json
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_summary import engine_summary  # noqa: E402
 
 
 def fmt(value, decimals: int = 2) -> str:
@@ -12,6 +16,9 @@ def fmt(value, decimals: int = 2) -> str:
 
 def main() -> None:
     r = json.load(open(sys.argv[1]))
+    # The figures as README and docs/perf.md publish them (benches/figures --check recomputes them).
+    for line in engine_summary(r):
+        print(line)
     print(f"size {r['size_bytes'] >> 20} MiB; MB/s (ratio to perftest -q N of the same boot)")
     print("| streams | cp GET | cp GET past its setup | cp setup (s) | cp PUT | safetensors.load | its registration (s) | ib_write_bw | ib_write_bw beside copies (copies MB/s) | ib_read_bw | aws s3 cp GET (HTTP) | runai streamer (HTTP) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")

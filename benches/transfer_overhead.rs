@@ -376,28 +376,40 @@ fn rdma_against_http(
     let nic = client_nic();
     runtime::shutdown().expect("shutdown");
     let mut http = plain_http(server, nic, threads, gets / 2, obj);
-    let rdma = overhead(server, client_dev, threads, gets, obj);
+    let mut whole = overhead(server, client_dev, threads, gets, obj);
+    let rdma = median(&mut whole);
     http.extend(plain_http(server, nic, threads, gets / 2, obj));
     let h = median(&mut http);
+    // Every GET of both samples; the spread is printed beside the ratio of the medians.
     println!(
-        "rdma vs http, {threads:>2} thread(s): median 4 KiB GET {:.1} us by RDMA, {:.1} us by plain HTTP (keep-alive, from {}): RDMA/HTTP = {:.3} ({} HTTP GETs)",
+        "rdma vs http, {threads:>2} thread(s): median 4 KiB GET {:.1} us by RDMA, {:.1} us by plain HTTP (keep-alive, from {}): RDMA/HTTP = {:.3} ({} HTTP GETs), RDMA p10-p90 {:.1}-{:.1} us, HTTP p10-p90 {:.1}-{:.1} us ({} RDMA GETs, none left out)",
         us(rdma),
         us(h),
         nic.map_or("any address".to_string(), |a| a.to_string()),
         rdma.as_secs_f64() / h.as_secs_f64(),
         http.len(),
+        us(decile(&whole, 1)),
+        us(decile(&whole, 9)),
+        us(decile(&http, 1)),
+        us(decile(&http, 9)),
+        whole.len(),
     );
     rdma
 }
 
-/// The overhead at `threads` threads; the median whole transfer.
+/// The `tenth`-th decile of a sorted sample (1: p10, 9: p90).
+fn decile(sorted: &[Duration], tenth: usize) -> Duration {
+    sorted[(sorted.len() * tenth / 10).min(sorted.len() - 1)]
+}
+
+/// The overhead at `threads` threads; every whole transfer, sorted.
 fn overhead(
     server: SocketAddr,
     client_dev: &str,
     threads: usize,
     gets: usize,
     obj: &[u8],
-) -> Duration {
+) -> Vec<Duration> {
     init(client_dev, threads.max(1), false);
     let samples = run_gets(server, threads, gets, obj);
     runtime::shutdown().expect("shutdown");
@@ -414,7 +426,7 @@ fn overhead(
         samples.len()
     );
     print_breakdown(threads, &samples);
-    w
+    whole
 }
 
 /// A loopback TCP echo of one byte (stands in for the HTTP exchange between bind and invalidate).

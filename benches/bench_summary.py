@@ -1,0 +1,430 @@
+"""The one place where the benches' published figures are computed (stdlib only).
+
+Every figure is a ratio of medians (of totals for throughput) over ALL the transfers a run made,
+with its spread, the count of transfers and the baseline it divides by. Nothing is left out of a
+sample unless the figure says how many and why. The benches' summaries print these figures, and
+`benches/figures --check` recomputes the published ones from the logs in docs/perf/ with the same
+functions.
+
+A sample of a log may be per transfer (logs written since this module) or per round (older
+server-datapath logs printed each round's median of 3 transfers, not the transfers): a figure
+says which in its `sample` text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+MIB = 1 << 20
+#: The object size of benches/server_datapath.rs (8 MiB).
+DATAPATH_OBJECT = 8 * MIB
+#: Transfers per round of benches/server_datapath.rs (OURS_PER_ROUND).
+DATAPATH_PER_ROUND = 3
+
+
+@dataclass
+class Figure:
+    """A published figure: `value` with its spread `lo`-`hi`, over `count` transfers."""
+
+    value: float
+    lo: float | None
+    hi: float | None
+    count: int
+    sample: str
+    baseline: str
+    excluded: str = "none"
+    digits: int = 2
+    #: An outcome (an exit status and time, a pass count) rather than a ratio: `short` formats
+    #: its label with {v} and these fields, and prints no spread.
+    outcome: dict | None = None
+
+    def number(self, x: float | None) -> str:
+        return "-" if x is None else f"{x:.{self.digits}f}"
+
+    def spread(self) -> str:
+        """The spread as published ("0.61-1.59"), or "none" for a figure of one transfer."""
+        if self.lo is None or self.hi is None:
+            return "none"
+        return f"{self.number(self.lo)}-{self.number(self.hi)}"
+
+    def short(self, label: str = "") -> str:
+        """The figure as README and docs/perf.md print it: "GET 0.96 (0.61-1.59, n=12)"."""
+        if self.outcome is not None:
+            return label.format(v=self.number(self.value), n=self.count, **self.outcome)
+        head = f"{label} " if label else ""
+        spread = "no spread" if self.spread() == "none" else self.spread()
+        return f"{head}{self.number(self.value)} ({spread}, n={self.count})"
+
+    def line(self, label: str) -> str:
+        """The summary line a bench prints: the figure, its spread, sample, baseline, exclusions."""
+        return (f"FIGURE {label}: {self.number(self.value)}, spread {self.spread()}, "
+                f"{self.sample}; baseline: {self.baseline}; left out: {self.excluded}")
+
+
+def median(xs) -> float:
+    """The median (the mean of the two middle values of an even count)."""
+    return statistics.median(list(xs))
+
+
+def hmean_rate(rates) -> float:
+    """Rate of the total of runs that each moved the same bytes: the harmonic mean of their rates."""
+    rates = list(rates)
+    return len(rates) / sum(1.0 / r for r in rates)
+
+
+def text(path: Path | str) -> str:
+    return Path(path).read_text(errors="replace")
+
+
+# --- benches/server-datapath -----------------------------------------------------------------
+
+@dataclass
+class DatapathRound:
+    """One round of a server-datapath figure: the baseline run before ours, and ours."""
+
+    base: float | None  # perftest MB/s, None when it failed
+    ours: list  # seconds per transfer (single) or aggregate MB/s (streams)
+    per_transfer: bool  # False: `ours` holds the round's median of DATAPATH_PER_ROUND transfers
+    repaired: int = 0  # transfers of the round that had to pair again (counted in `ours`)
+
+
+def datapath_section(log: str, mode: str, variant: str = "") -> list:
+    """The lines of a server-datapath log's `=== MODE` section (with `(server VARIANT)` or none)."""
+    head = f"=== {mode} (server {variant})" if variant else f"=== {mode} ("
+    lines, inside = [], False
+    for line in log.splitlines():
+        if line.startswith("=== "):
+            inside = line.startswith(head) and (variant or "(server " not in line)
+            continue
+        if inside:
+            lines.append(line)
+    if not lines:
+        raise ValueError(f"no '=== {mode}' section{' with server ' + variant if variant else ''}")
+    return lines
+
+
+_MBS = r"(failed|[\d.]+ MB/s)"
+
+
+def _mbs(s: str) -> float | None:
+    return None if s == "failed" else float(s.split()[0])
+
+
+def _transfers(s: str) -> tuple:
+    """`ms 62.8 64.1 70.2*` (every transfer; * paired again) or `62.8 ms` (a round's median)."""
+    s = s.strip()
+    if s.startswith("ms "):
+        values = s[3:].split()
+        return [float(v.rstrip("*")) / 1e3 for v in values], True, sum(v.endswith("*") for v in values)
+    if s == "paired again":
+        return [], False, 0
+    return [float(s.split()[0]) / 1e3], False, 0
+
+
+def datapath_single_rounds(lines: list, op: str) -> list:
+    """Rounds of the single-stream figure of `op` (GET after ib_write_bw, PUT after ib_read_bw)."""
+    pat = re.compile(r"round \d+: ib_write_bw " + _MBS + r", GET (.*?); ib_read_bw " + _MBS
+                     + r", PUT (.*)$")
+    rounds = []
+    for line in lines:
+        m = pat.match(line)
+        if not m:
+            continue
+        base, ours = (m.group(1), m.group(2)) if op == "GET" else (m.group(3), m.group(4))
+        times, per_transfer, repaired = _transfers(ours)
+        rounds.append(DatapathRound(_mbs(base), times, per_transfer, repaired))
+    return rounds
+
+
+def datapath_rtt(lines: list) -> float:
+    for line in lines:
+        m = re.match(r"single: HTTP round trip ([\d.]+) ms", line)
+        if m:
+            return float(m.group(1)) / 1e3
+    raise ValueError("no 'single: HTTP round trip' line")
+
+
+def _datapath_exclusions(rounds: list, with_base: list) -> str:
+    parts = []
+    no_base = [r for r in rounds if r not in with_base]
+    if no_base:
+        lost = sum(len(r.ours) if r.per_transfer else DATAPATH_PER_ROUND for r in no_base)
+        parts.append(f"{len(no_base)} rounds ({lost} transfers) whose perftest baseline failed")
+    repaired = sum(r.repaired for r in rounds)
+    if repaired:
+        parts.append(f"none of the transfers ({repaired} paired again, counted)")
+    return "; ".join(parts) or "none"
+
+
+def _datapath_sample(rounds: list, kind: str) -> tuple:
+    """The count of transfers, and the text saying what the sample holds."""
+    if all(r.per_transfer for r in rounds):
+        n = sum(len(r.ours) for r in rounds)
+        return n, f"{n} {kind} in {len(rounds)} rounds, every transfer"
+    n = len(rounds) * DATAPATH_PER_ROUND
+    return n, (f"{n} {kind} in {len(rounds)} rounds; this log printed each round's median of "
+               f"{DATAPATH_PER_ROUND}, the sample is those {len(rounds)} medians")
+
+
+def datapath_single(log: str, op: str, variant: str = "") -> Figure:
+    """Single-stream 8 MiB `op`: reference time / median time, the reference time being one HTTP
+    round trip + 8 MiB at the median rate of the perftest runs of the same rounds (ib_write_bw for
+    a GET, ib_read_bw for a PUT). Above 1.0 the transfer beat that reference."""
+    lines = datapath_section(log, "single", variant)
+    rtt = datapath_rtt(lines)
+    rounds = datapath_single_rounds(lines, op)
+    with_base = [r for r in rounds if r.base is not None and r.ours]
+    if not with_base:
+        raise ValueError("no round with both a perftest baseline and a transfer")
+    reference = lambda mbs: rtt + DATAPATH_OBJECT / (mbs * 1e6)
+    ref = reference(median(r.base for r in with_base))
+    times = [t for r in with_base for t in r.ours]
+    per_round = [reference(r.base) / t for r in with_base for t in r.ours]
+    tool = "ib_write_bw" if op == "GET" else "ib_read_bw"
+    n, sample = _datapath_sample(with_base, "transfers")
+    return Figure(ref / median(times), min(per_round), max(per_round), n, sample,
+                  f"reference time {ref * 1e3:.2f} ms = HTTP round trip {rtt * 1e3:.2f} ms + 8 MiB "
+                  f"at the median {tool} rate of the same rounds; value = reference / median "
+                  f"{op} time {median(times) * 1e3:.2f} ms",
+                  _datapath_exclusions(rounds, with_base))
+
+
+def datapath_streams_rounds(lines: list, op: str) -> list:
+    tool = "ib_write_bw" if op == "GET" else "ib_read_bw"
+    name = "Get" if op == "GET" else "Put"
+    pat = re.compile(rf"{tool} -q \d+ {_MBS}, {name} ([\d.]+) MB/s;")
+    rounds = []
+    for line in lines:
+        if line.startswith("round "):
+            m = pat.search(line)
+            if m:
+                rounds.append(DatapathRound(_mbs(m.group(1)), [float(m.group(2))], True))
+    return rounds
+
+
+def datapath_streams(log: str, op: str, variant: str = "", streams: int = 4) -> Figure:
+    """4 streams of 8 MiB `op` at once: our rate over all rounds (total bytes / total time) / the
+    rate of the perftest runs (`-q 4`) between them, each of the same bytes per run."""
+    lines = datapath_section(log, f"streams{streams}", variant)
+    rounds = datapath_streams_rounds(lines, op)
+    with_base = [r for r in rounds if r.base is not None]
+    if not with_base:
+        raise ValueError("every perftest baseline of the rounds failed")
+    ours = hmean_rate(r.ours[0] for r in with_base)
+    base = hmean_rate(r.base for r in with_base)
+    per_round = [r.ours[0] / r.base for r in with_base]
+    tool = "ib_write_bw" if op == "GET" else "ib_read_bw"
+    n = len(with_base) * streams * DATAPATH_PER_ROUND
+    return Figure(ours / base, min(per_round), max(per_round), n,
+                  f"{n} transfers in {len(with_base)} rounds of {streams} streams x "
+                  f"{DATAPATH_PER_ROUND}; spread over the rounds",
+                  f"{tool} -q {streams} run before each round, total rate {base:.1f} MB/s "
+                  f"(ours {ours:.1f} MB/s); a reference run, not a limit",
+                  _datapath_exclusions(rounds, with_base))
+
+
+def datapath_errors(log: str, variant: str = "", streams: int = 4) -> Figure:
+    """The failed transfers of a streams section (`RESULT 4 streams: N errors`)."""
+    lines = datapath_section(log, f"streams{streams}", variant)
+    m = next(m for m in map(re.compile(rf"RESULT {streams} streams: (\d+) errors").match, lines) if m)
+    rounds = datapath_streams_rounds(lines, "GET")
+    n = 2 * len(rounds) * streams * DATAPATH_PER_ROUND
+    return Figure(int(m.group(1)), None, None, n, f"{n} transfers", "none", digits=0, outcome={})
+
+
+def datapath_summary(log: str) -> list:
+    """The summary lines of a whole server-datapath log: every section's figures."""
+    out = []
+    for line in log.splitlines():
+        m = re.match(r"=== (single|streams(\d+))(?: \(server (.*?)\))? \(", line)
+        if not m:
+            continue
+        mode, variant = m.group(1), m.group(3) or ""
+        tag = f" (server {variant})" if variant else ""
+        for op in ("GET", "PUT"):
+            label = f"{mode}{tag} 8MiB {op}"
+            try:
+                fig = (datapath_single(log, op, variant) if mode == "single"
+                       else datapath_streams(log, op, variant, int(m.group(2))))
+            except ValueError as e:
+                out.append(f"FIGURE {label}: none ({e})")
+                continue
+            out.append(fig.line(label))
+    return out
+
+
+# --- benches/run-transfer-overhead -----------------------------------------------------------
+
+def transfer_overhead_blocks(log: str) -> list:
+    """The `rdma vs http` and `overhead` lines of each run in a transfer-overhead log, in order."""
+    return [line for line in log.splitlines() if line.startswith(("rdma vs http", "overhead"))]
+
+
+def transfer_overhead_rdma_http(log: str, run: int, threads: int = 1) -> Figure:
+    """4 KiB GET: median RDMA GET time / median plain-HTTP GET time (above 1: RDMA is slower),
+    from the `run`-th (0-based) measurement of `threads` threads in the log."""
+    pat = re.compile(rf"rdma vs http, +{threads} thread\(s\): median 4 KiB GET ([\d.]+) us by RDMA, "
+                     rf"([\d.]+) us by plain HTTP.*\((\d+) HTTP GETs\)(?:, RDMA p10-p90 ([\d.]+)-([\d.]+) us, "
+                     rf"HTTP p10-p90 ([\d.]+)-([\d.]+) us)?")
+    found = [m for m in map(pat.match, log.splitlines()) if m]
+    m = found[run]
+    rdma, http, n = float(m.group(1)), float(m.group(2)), int(m.group(3))
+    lo = hi = None
+    if m.group(4):
+        lo, hi = float(m.group(4)) / float(m.group(7)), float(m.group(5)) / float(m.group(6))
+    return Figure(rdma / http, lo, hi, n,
+                  f"{n} RDMA GETs and {n} HTTP GETs"
+                  + ("; spread: RDMA p10 / HTTP p90 to RDMA p90 / HTTP p10" if lo is not None
+                     else "; this log printed no spread"),
+                  f"median plain-HTTP GET {http:.1f} us (keep-alive, same server and boot); "
+                  f"RDMA median {rdma:.1f} us; above 1.0 = RDMA slower")
+
+
+def transfer_overhead_library(log: str, run: int, threads: int = 1) -> Figure:
+    """Library time of a warm 4 KiB GET (inside hipObjGet, outside the callbacks) as a percentage
+    of the median transfer."""
+    pat = re.compile(rf"overhead, +{threads} thread\(s\): inside hipObjGet outside the callbacks "
+                     rf"median ([\d.]+) us \(p99 ([\d.]+) us\) = [\d.]+ % of the median transfer "
+                     rf"([\d.]+) us \((\d+) GETs\)")
+    m = [m for m in map(pat.match, log.splitlines()) if m][run]
+    lib, p99, whole, n = float(m.group(1)), float(m.group(2)), float(m.group(3)), int(m.group(4))
+    return Figure(100 * lib / whole, None, None, n,
+                  f"{n} GETs; p99 library time {p99:.1f} us; this log printed no spread of the ratio",
+                  f"median whole GET {whole:.1f} us", digits=2)
+
+
+# --- benches/engine (JSON) -------------------------------------------------------------------
+
+ENGINE_KEYS = {
+    "cp GET": ("cp_get_MBps", "ib_write_bw_MBps"),
+    "cp PUT": ("cp_put_MBps", "ib_read_bw_MBps"),
+    "load": ("safetensors_load_MBps", "ib_write_bw_MBps"),
+}
+
+
+def engine_row(report: dict, streams: int) -> dict:
+    return next(r for r in report["rows"] if r["streams"] == streams)
+
+
+def engine_ratio(report: dict, what: str, streams: int) -> Figure:
+    """benches/engine: one copy's MB/s / one perftest run's MB/s (`-q streams`), same boot."""
+    ours_key, base_key = ENGINE_KEYS[what]
+    row = engine_row(report, streams)
+    tool = base_key.removesuffix("_MBps")
+    return Figure(row[ours_key] / row[base_key], None, None, 1,
+                  f"1 copy of {report['size_bytes'] >> 20} MiB (one run each, no spread)",
+                  f"one {tool} -q {streams} run of the same boot, {row[base_key]:.1f} MB/s "
+                  f"(ours {row[ours_key]:.1f} MB/s)")
+
+
+def engine_summary(report: dict) -> list:
+    return [engine_ratio(report, what, row["streams"]).line(f"{what} {row['streams']} streams")
+            for row in report["rows"] for what in ENGINE_KEYS if ENGINE_KEYS[what][0] in row]
+
+
+# --- benches/cp-against (JSON) ---------------------------------------------------------------
+
+def cp_against(report: dict, direction: str, streams: int) -> Figure:
+    """this build / the other: median time of the other's copies / median time of this build's
+    (= ratio of the median MB/s), every copy of the run; spread over the alternating rounds."""
+    this = report["times_s"][f"this {direction} {streams}"]
+    other = report["times_s"][f"other {direction} {streams}"]
+    per_round = [o / t for t, o in zip(this, other)]
+    size = report["size_bytes"]
+    return Figure(median(other) / median(this), min(per_round), max(per_round),
+                  len(this) + len(other),
+                  f"{len(this)} copies each, alternating rounds; spread over the rounds",
+                  f"the other build's median {size / median(other) / 1e6:.1f} MB/s "
+                  f"(this {size / median(this) / 1e6:.1f} MB/s)")
+
+
+def cp_against_summary(report: dict) -> list:
+    out = []
+    for key in report["median"]:
+        direction, streams = key.split()
+        out.append(cp_against(report, direction, int(streams)).line(f"{direction} {streams} streams"))
+    return out
+
+
+# --- outcomes (exit codes, pass counts) ------------------------------------------------------
+
+def exit_time(log: str, pattern: str) -> Figure:
+    """An exit status and its seconds from a line matching `pattern` (groups: status, seconds)."""
+    m = [m for m in map(re.compile(pattern).search, log.splitlines()) if m][-1]
+    return Figure(float(m.group(2)), None, None, 1, f"exit {m.group(1)}", "none", digits=0,
+                  outcome={"status": m.group(1)})
+
+
+def fault_table(log: str) -> list:
+    """The rows of the last fault-lane table in a log, as dicts."""
+    lines = [line for line in log.splitlines() if line.startswith("| ")]
+    start = max(i for i, line in enumerate(lines) if line.startswith("| fault |"))
+    head = [c.strip() for c in lines[start].strip("|").split("|")]
+    rows = []
+    for line in lines[start + 2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) != len(head):
+            break
+        rows.append(dict(zip(head, cells)))
+    return rows
+
+
+def fault_lane(log: str, column: str) -> Figure:
+    """The fault lane: `column` summed over the phases (`phases`: the phases that passed); count:
+    the operations started in all the phases."""
+    rows = fault_table(log)
+    started = sum(int(r["started"]) for r in rows)
+    if column == "phases":
+        value = sum(r["verdict"] == "pass" for r in rows)
+        sample = f"{value} of {len(rows)} phases passed"
+    else:
+        value = sum(int(r[column]) for r in rows)
+        sample = f"{column} over {len(rows)} phases"
+    return Figure(value, None, None, started, sample, "none", digits=0,
+                  outcome={"phases": len(rows)})
+
+
+def demo_under_load(summary: str, what: str) -> Figure:
+    """benches/demo-under-load's summary.txt: `passed` (runs with exit 0), `failed` or `retried`
+    (the bench's operations, summed over the runs); count: the timed operations of all runs."""
+    runs = [re.search(r"run \d+: exit (\d+), .*?(\d+) timed operations, retried (\d+), failed (\d+)", line)
+            for line in summary.splitlines() if line.startswith("run ")]
+    runs = [m for m in runs if m]
+    timed = sum(int(m.group(2)) for m in runs)
+    value = {"passed": sum(m.group(1) == "0" for m in runs),
+             "retried": sum(int(m.group(3)) for m in runs),
+             "failed": sum(int(m.group(4)) for m in runs)}[what]
+    return Figure(value, None, None, timed, f"{len(runs)} runs", "none", digits=0,
+                  outcome={"runs": len(runs)})
+
+
+def load_json(path: Path | str) -> dict:
+    return json.loads(text(path))
+
+
+# --- the benches' summaries ------------------------------------------------------------------
+
+SUMMARIES = {
+    "server-datapath": lambda path: datapath_summary(text(path)),
+    "engine": lambda path: engine_summary(load_json(path)),
+    "cp-against": lambda path: cp_against_summary(load_json(path)),
+}
+
+
+def main(argv: list) -> int:
+    """`bench_summary.py BENCH OUTPUT`: the FIGURE lines of one bench's output (log or JSON)."""
+    if len(argv) != 3 or argv[1] not in SUMMARIES:
+        print(f"usage: bench_summary.py {{{'|'.join(SUMMARIES)}}} OUTPUT", file=sys.stderr)
+        return 2
+    for line in SUMMARIES[argv[1]](argv[2]):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

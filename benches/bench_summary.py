@@ -166,9 +166,8 @@ def _datapath_sample(rounds: list, kind: str) -> tuple:
     if all(r.per_transfer for r in rounds):
         n = sum(len(r.ours) for r in rounds)
         return n, f"{n} {kind} in {len(rounds)} rounds, every transfer"
-    n = len(rounds) * DATAPATH_PER_ROUND
-    return n, (f"{n} {kind} in {len(rounds)} rounds; this log printed each round's median of "
-               f"{DATAPATH_PER_ROUND}, the sample is those {len(rounds)} medians")
+    raise ValueError(f"this log printed each round's median of {DATAPATH_PER_ROUND} {kind}, not "
+                     "every transfer: it cannot back a figure (run benches/server-datapath again)")
 
 
 def datapath_single(log: str, op: str, variant: str = "") -> Figure:

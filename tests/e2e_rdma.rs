@@ -729,6 +729,9 @@ fn shutdown_wakes_a_transfer_waiting_for_a_connection() {
     let holding = std::sync::Barrier::new(2);
     let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
     let (holder, waiter) = std::thread::scope(|sc| {
+        // Owned here: if a check below fails, unwinding drops it and so releases the holder
+        // before the scope joins it.
+        let release_tx = release_tx;
         let holding = &holding;
         let holder = sc.spawn(move || {
             let rt = rt();

@@ -569,16 +569,87 @@ fn shutdown_while_transfers_run_then_release() {
     assert_eq!(env.s3.get("bkt", "s0").unwrap().body.len(), size);
 }
 
-fn thread_count() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .map(|d| d.count())
-        .unwrap_or(0)
+/// The threads of this process that the library named (`hipobj-*`): (tid, name). A thread whose
+/// name cannot be read any more has been reaped and is not listed.
+fn library_threads() -> Vec<(String, String)> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    let mut named: Vec<(String, String)> = tasks
+        .filter_map(|task| {
+            let task = task.ok()?;
+            let comm = std::fs::read_to_string(task.path().join("comm")).ok()?;
+            let name = comm.trim_end().to_string();
+            let tid = task.file_name().to_string_lossy().into_owned();
+            name.starts_with("hipobj-").then_some((tid, name))
+        })
+        .collect();
+    named.sort();
+    named
 }
 
-fn fd_count() -> usize {
-    std::fs::read_dir("/proc/self/fd")
-        .map(|d| d.count())
-        .unwrap_or(0)
+/// Returns once the library's threads are named `expected` (in any order); fails the test, naming
+/// the threads there are, if they are not after 10 s. Waiting is needed both ways: a new thread
+/// takes its name itself once it runs, and a thread that shutdown joined can stay listed in /proc
+/// for a moment after the join returns (glibc's join returns when the kernel clears the thread's
+/// tid, before the kernel reaps it).
+fn wait_for_library_threads(when: &str, expected: &[&str]) {
+    let mut expected = expected.to_vec();
+    expected.sort_unstable();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let threads = library_threads();
+        let mut names: Vec<&str> = threads.iter().map(|(_, name)| name.as_str()).collect();
+        names.sort_unstable();
+        if names == expected {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{when}: the library's threads (tid, name) are {threads:?} 10 s later, not {expected:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// This process's open file descriptors: (fd, what it refers to).
+fn open_fds() -> Vec<(String, String)> {
+    let Ok(fds) = std::fs::read_dir("/proc/self/fd") else {
+        return Vec::new();
+    };
+    let mut open: Vec<(String, String)> = fds
+        .filter_map(|fd| {
+            let fd = fd.ok()?;
+            let target = std::fs::read_link(fd.path()).ok()?;
+            Some((
+                fd.file_name().to_string_lossy().into_owned(),
+                target.to_string_lossy().into_owned(),
+            ))
+        })
+        .collect();
+    open.sort();
+    open
+}
+
+/// Fails the test, naming what is left, if a QP, a registration (MR) or a memory window of the
+/// library is still live, or if a descriptor not in `fds_before` is open.
+fn assert_nothing_live(after: &str, fds_before: &[(String, String)]) {
+    use std::sync::atomic::Ordering::SeqCst;
+    let live = [
+        ("QPs", hipobj::pool::LIVE_QPS.load(SeqCst)),
+        ("MRs", hipobj::registry::LIVE_BUFFERS.load(SeqCst)),
+        ("memory windows", hipobj::verbs::LIVE_WINDOWS.load(SeqCst)),
+    ];
+    for (what, n) in live {
+        assert_eq!(n, 0, "{after}: {n} {what} of the library still live");
+    }
+    let fds = open_fds();
+    let opened: Vec<_> = fds.iter().filter(|fd| !fds_before.contains(fd)).collect();
+    let closed: Vec<_> = fds_before.iter().filter(|fd| !fds.contains(fd)).collect();
+    assert!(
+        opened.is_empty() && closed.is_empty(),
+        "{after}: file descriptors (fd, target) opened {opened:?}, closed {closed:?}"
+    );
 }
 
 #[test]
@@ -592,7 +663,17 @@ fn init_shutdown_cycles_leak_nothing() {
         .unwrap();
     put(&env.s3, "l", &src, 0, size).0.unwrap();
     runtime::shutdown().expect("hipObjShutdown");
-    let (threads, fds) = (thread_count(), fd_count());
+    // The supervisor lives for the process; every other thread of the library ends with its runtime.
+    let supervisor_only = ["hipobj-sup"];
+    let up = [
+        "hipobj-sup",
+        "hipobj-qp-00",
+        "hipobj-qp-01",
+        "hipobj-qp-02",
+        "hipobj-qp-03",
+    ];
+    wait_for_library_threads("after the first shutdown", &supervisor_only);
+    let fds = open_fds();
     for i in 0..100 {
         env.init(4);
         rt().register(src.as_ptr() as usize, size, MemoryKind::Host)
@@ -600,19 +681,40 @@ fn init_shutdown_cycles_leak_nothing() {
         if i % 10 == 0 {
             put(&env.s3, "l", &src, 0, size).0.unwrap();
         }
+        wait_for_library_threads(&format!("cycle {i}, initialized"), &up);
+        let windows = hipobj::verbs::LIVE_WINDOWS.load(std::sync::atomic::Ordering::SeqCst);
+        if rt().protection() == hipobj::pool::Protection::Windows {
+            assert!(windows >= 4, "cycle {i}: {windows} windows while up");
+        }
         runtime::shutdown().expect("hipObjShutdown");
+        let after = format!("cycle {i}, after shutdown");
+        wait_for_library_threads(&after, &supervisor_only);
+        assert_nothing_live(&after, &fds);
     }
-    assert_eq!(
-        hipobj::pool::LIVE_QPS.load(std::sync::atomic::Ordering::SeqCst),
-        0
-    );
-    assert_eq!(
-        hipobj::registry::LIVE_BUFFERS.load(std::sync::atomic::Ordering::SeqCst),
-        0
-    );
-    assert_eq!(thread_count(), threads, "threads after 100 cycles");
-    assert_eq!(fd_count(), fds, "file descriptors after 100 cycles");
     env.init(1);
+}
+
+/// Returns once `n` calls wait for a connection of `rt`'s pool and `waiter` is still running (so
+/// it is one of them); fails the test if `waiter` returns first or after 10 s.
+fn wait_for_connection_waiters<T>(
+    rt: &runtime::Runtime,
+    n: usize,
+    waiter: &std::thread::ScopedJoinHandle<'_, T>,
+) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while rt.connection_waiters() < n {
+        assert!(
+            !waiter.is_finished(),
+            "the waiter returned instead of waiting for a connection"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no call waited for a connection within 10 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(rt.connection_waiters(), n, "calls waiting for a connection");
+    assert!(!waiter.is_finished(), "the waiter is blocked on the pool");
 }
 
 #[test]
@@ -625,9 +727,11 @@ fn shutdown_wakes_a_transfer_waiting_for_a_connection() {
     rt().register(base, size, MemoryKind::Host).unwrap();
     let s3 = env.s3;
     let holding = std::sync::Barrier::new(2);
-    let (waiter_started_tx, waiter_started_rx) = std::sync::mpsc::channel::<()>();
     let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
     let (holder, waiter) = std::thread::scope(|sc| {
+        // Owned here: if a check below fails, unwinding drops it and so releases the holder
+        // before the scope joins it.
+        let release_tx = release_tx;
         let holding = &holding;
         let holder = sc.spawn(move || {
             let rt = rt();
@@ -646,16 +750,14 @@ fn shutdown_wakes_a_transfer_waiting_for_a_connection() {
         holding.wait();
         let waiter = sc.spawn(move || {
             let rt = rt();
-            let _ = waiter_started_tx.send(());
             let mut req = RdmaRequest::put(&s3, "bkt", "waiting");
             let r = rt
                 .transfer(TransferKind::Put, base, size, 0, &mut req)
                 .map_err(|e| e.code);
             (r, req.requests)
         });
-        waiter_started_rx.recv().unwrap();
-        // Give the waiter time to block on the pool (it cannot get the held connection).
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        // The waiter cannot get the held connection: shut down once the pool counts it as blocked.
+        wait_for_connection_waiters(&rt(), 1, &waiter);
         runtime::shutdown().expect("hipObjShutdown");
         let waiter = waiter.join().unwrap();
         let _ = release_tx.send(());

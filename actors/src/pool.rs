@@ -96,9 +96,8 @@ impl<T> Pool<T> {
         self.state.lock().free.len()
     }
 
-    /// Callers blocked in `acquire` now.
-    #[cfg(all(test, not(hipobj_loom)))]
-    fn waiting(&self) -> usize {
+    /// Callers blocked in `acquire` now (tests wait on it to know a caller is blocked).
+    pub fn waiters(&self) -> usize {
         self.state.lock().waiters
     }
 
@@ -162,7 +161,7 @@ mod tests {
         let p = pool.clone();
         let waiter = std::thread::spawn(move || Pool::acquire(&p, Wait::Block).map(|l| *l));
         let deadline = Instant::now() + Duration::from_secs(10);
-        while pool.waiting() == 0 {
+        while pool.waiters() == 0 {
             assert!(!waiter.is_finished(), "acquire returned instead of waiting");
             assert!(Instant::now() < deadline, "the waiter never blocked");
             std::thread::sleep(Duration::from_millis(1));
@@ -186,12 +185,12 @@ mod tests {
         let freed = *a;
         drop(a);
         assert_eq!(waiter.join().unwrap(), Ok(freed));
-        assert_eq!(pool.waiting(), 0);
+        assert_eq!(pool.waiters(), 0);
         let _c = Pool::acquire(&pool, Wait::Block).unwrap();
         let waiter = blocked_waiter(&pool);
         pool.close();
         assert_eq!(waiter.join().unwrap(), Err(AcquireError::Closed));
-        assert_eq!(pool.waiting(), 0);
+        assert_eq!(pool.waiters(), 0);
         drop(b);
         assert_eq!(pool.free_count(), 1);
     }

@@ -236,6 +236,11 @@ impl Runtime {
         self.connections.pool().free_count()
     }
 
+    /// Calls blocked waiting for a free connection now (for tests and diagnostics).
+    pub fn connection_waiters(&self) -> usize {
+        self.connections.pool().waiters()
+    }
+
     /// How the registration based at `ptr` is reached by the NIC, if there is one.
     pub fn buffer_kind(&self, ptr: usize) -> Option<BufferKind> {
         self.registry.lookup(ptr).map(|e| e.payload().kind())

@@ -30,7 +30,7 @@ pub use error::VerbsError;
 pub use inventory::{inventory, DeviceReport, GidReport, MemoryWindows, PortReport};
 pub use loader::Lib;
 pub use mr::{page_size, Access, Mr};
-pub use mw::{inc_rkey, BindRange, Mw, WC_BIND_MW, WC_LOCAL_INV};
+pub use mw::{inc_rkey, BindRange, Mw, LIVE_WINDOWS, WC_BIND_MW, WC_LOCAL_INV};
 pub use qp::{
     wc_status_name, Completion, QpCaps, RcQp, RdmaOp, RtrParams, RtsParams, WaitEffort, MAX_PSN,
     WC_FLAG_WITH_IMM, WC_FLAG_WITH_INV, WC_FLAG_WITH_INV_KERNEL_ABI, WC_RDMA_READ, WC_RDMA_WRITE,

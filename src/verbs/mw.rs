@@ -10,6 +10,7 @@
 //! `ibv_context->ops`, as the header does.
 
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::device::Device;
@@ -26,6 +27,9 @@ pub const WC_LOCAL_INV: u32 = 6;
 pub fn inc_rkey(rkey: u32) -> u32 {
     (rkey & 0xffff_ff00) | (rkey.wrapping_add(1) & 0xff)
 }
+
+/// Live memory windows of this process (tests check nothing leaks across init/shutdown).
+pub static LIVE_WINDOWS: AtomicUsize = AtomicUsize::new(0);
 
 /// A type-2 memory window of the device's PD. `Drop` deallocates it (which also invalidates it).
 pub struct Mw {
@@ -69,6 +73,7 @@ impl Device {
         };
         // SAFETY: just returned by the provider, not yet shared.
         let rkey = unsafe { (*mw.as_ptr()).rkey };
+        LIVE_WINDOWS.fetch_add(1, Ordering::Relaxed);
         Ok(Mw {
             mw,
             rkey,
@@ -86,6 +91,7 @@ impl Mw {
 
 impl Drop for Mw {
     fn drop(&mut self) {
+        LIVE_WINDOWS.fetch_sub(1, Ordering::Relaxed);
         // SAFETY: live context; `alloc_mw` checked that the provider has `dealloc_mw`.
         let dealloc = unsafe { (*self.device.ctx.ctx.as_ptr()).ops.dealloc_mw };
         let Some(dealloc) = dealloc else { return };

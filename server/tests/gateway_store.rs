@@ -180,7 +180,11 @@ fn aborted_and_short_writes_store_nothing() {
     assert!(b
         .create_write("gwb", "nolen", WriteOptions::default())
         .is_err());
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    // Every writer above has returned, and with it joined its PUT's thread (abort, drop and a
+    // failed commit join it): the proxy's requests have ended, none with its whole body. What
+    // is left is the store's side: it must have ended them too (no body file in progress), so
+    // nothing can be stored after the checks below.
+    store.wait_for_puts_to_end(std::time::Duration::from_secs(30));
     assert_eq!(store.stored("gwb", "keep").as_deref(), Some(&data[..]));
     for k in ["new", "short", "long", "nolen"] {
         assert!(store.stored("gwb", k).is_none(), "{k} stored");

@@ -85,20 +85,39 @@ fn dmabuf_size(fd: &impl AsRawFd) -> i64 {
     unsafe { libc::lseek(fd.as_raw_fd(), 0, libc::SEEK_END) }
 }
 
+/// The test double offers no dmabuf export: it refuses one, whole allocation or not (the path
+/// `hipObjBufRegister` takes on a runtime without export). Runs on the sim whatever the backend.
 #[test]
+fn dmabuf_export_is_refused_where_none_is_offered() {
+    let sim = SimGpu::new(1);
+    for len in [2 << 20, (1 << 20) + 1000] {
+        let base = sim.alloc_device(DEVICE, len).expect("sim alloc");
+        let err = sim
+            .export_dmabuf(base, len)
+            .expect_err("export where none is offered");
+        eprintln!("dmabuf export of {len} bytes refused as expected: {err}");
+        sim.free_device(base).expect("sim free");
+    }
+}
+
+/// The GPU under test must offer dmabuf export (the H200 does); FAILS where it does not.
+fn require_dmabuf(gpu: &TestGpu) {
+    assert!(
+        gpu.dmabuf_expected(),
+        "{}: no dmabuf export (this test needs a GPU that offers it)",
+        gpu.describe()
+    );
+}
+
+#[test]
+#[ignore = "needs a GPU with dmabuf export: run by tests/gpu/run-on-device"]
 fn dmabuf_export_of_device_memory() {
     let gpu = TestGpu::from_env();
+    require_dmabuf(&gpu);
     let rt = gpu.runtime();
     let len = 2 << 20;
     let device = gpu.alloc(len);
     let base = device.addr();
-    if !gpu.dmabuf_expected() {
-        let err = rt
-            .export_dmabuf(base, len)
-            .expect_err("export where none is offered");
-        eprintln!("dmabuf export refused as expected: {err}");
-        return;
-    }
     let whole = rt
         .export_dmabuf(base, len)
         .unwrap_or_else(|e| panic!("dmabuf export of a whole allocation failed: {e}"));
@@ -214,19 +233,18 @@ fn visibility_after_a_direct_rdma_write() {
 }
 
 #[test]
+#[ignore = "needs a GPU with dmabuf export: run by tests/gpu/run-on-device"]
 fn dmabuf_export_of_a_whole_allocation_whose_size_is_not_page_aligned() {
     let gpu = TestGpu::from_env();
+    require_dmabuf(&gpu);
     let rt = gpu.runtime();
     // What hipObjBufRegister exports for a whole odd-sized allocation: its pages, the last one
     // only partly inside the allocation's requested size.
     let len = (1 << 20) + 1000;
     let device = gpu.alloc(len);
-    let exported = rt.export_dmabuf(device.addr(), len);
-    if !gpu.dmabuf_expected() {
-        assert!(exported.is_err());
-        return;
-    }
-    let exported = exported.unwrap_or_else(|e| panic!("export of {len} bytes failed: {e}"));
+    let exported = rt
+        .export_dmabuf(device.addr(), len)
+        .unwrap_or_else(|e| panic!("export of {len} bytes failed: {e}"));
     let size = dmabuf_size(&exported.fd);
     eprintln!(
         "{len}-byte allocation: offset {} dmabuf size {size}",

@@ -6,8 +6,11 @@ Used by scripts/s3-conformance; reads only the standard library.
 Every collected case of hipobj-server lands in exactly one bucket of the issue-11 account:
 passed, failed-and-excluded (by the reason in tests/s3/excluded.txt), failed-and-not-excluded
 (a GAP), or skipped; cases outside the issue's groups are counted apart. A baseline file
-records the pass count and every case's outcome per server; a run fails when hipobj-server
-passes fewer cases than recorded.
+records the pass count and every case's outcome per server. The gate is per case: a run fails
+when a case that passed when the baseline was recorded does not pass now, unless the allow-list
+beside the baseline (`allow<suffix>.txt` for `baseline<suffix>.txt`: `case_id  reason` per line)
+names it with its reason. A case that passes now and did not then is reported as a new pass (the
+run stays green; recording the baseline again makes it part of the gate).
 """
 import argparse
 import re
@@ -83,26 +86,75 @@ def failed(outcome):
 
 
 def read_baseline(path):
-    """(hipobj-server's recorded pass count or None, {case: outcome} recorded for it)"""
-    count, cases = None, {}
+    """(hipobj-server's recorded pass count or None, {case: outcome} recorded for it)
+
+    The outcome column is the one the `# case <name> <server>...` header line names for OURS
+    (the first column when there is no header)."""
+    count, cases, column = None, {}, 2
     try:
         with open(path) as f:
             for line in f:
                 if line.startswith(f"{OURS} passed "):
                     count = int(line.split()[2])
+                elif line.startswith("# case <name> "):
+                    names = [n.strip("<>") for n in line.split()[3:]]
+                    column = 2 + names.index(OURS) if OURS in names else 2
                 elif line.startswith("case "):
                     fields = line.split()
-                    if len(fields) >= 3:
-                        cases[fields[1]] = fields[2]
+                    if len(fields) > column:
+                        cases[fields[1]] = fields[column]
     except FileNotFoundError:
         pass
     return count, cases
 
 
+def default_allow_list(baseline):
+    """tests/s3/baseline-groups.txt -> tests/s3/allow-groups.txt (and so for every baseline)."""
+    folder, _, name = baseline.rpartition("/")
+    allow = "allow" + name[len("baseline"):] if name.startswith("baseline") else "allow-" + name
+    return f"{folder}/{allow}" if folder else allow
+
+
+def load_allowed(path):
+    """case id -> reason, from the allow-list beside the baseline; (entries, lines without reason)"""
+    allowed, bad = {}, []
+    try:
+        with open(path) as f:
+            for number, line in enumerate(f, 1):
+                line = line.strip()
+                if not line or line.startswith("#"):
+                    continue
+                case, _, reason = line.partition(" ")
+                if reason.strip():
+                    allowed[case] = reason.strip()
+                else:
+                    bad.append(f"{path}:{number}: {case} has no reason")
+    except FileNotFoundError:
+        pass
+    return allowed, bad
+
+
+def check_cases(recorded, ours, allowed):
+    """(regressed and not allowed, regressed but allowed, new passes, stale allow-list entries)
+
+    Regressed: passed when recorded and does not pass now (failed, error, skipped, or no longer
+    collected); the outcome now is given with each case."""
+    regressed = sorted(
+        (c, ours.get(c, "not collected"))
+        for c, o in recorded.items() if o == "passed" and ours.get(c) != "passed"
+    )
+    blocking = [(c, o) for c, o in regressed if c not in allowed]
+    excused = [(c, o) for c, o in regressed if c in allowed]
+    new_passes = sorted(c for c, o in ours.items() if o == "passed" and recorded.get(c) != "passed")
+    regressed_names = {c for c, _ in regressed}
+    stale = sorted(c for c in allowed if c not in regressed_names)
+    return blocking, excused, new_passes, stale
+
+
 def write_baseline(path, servers, totals, note):
     with open(path, "w") as f:
         f.write("# ceph/s3-tests test_s3.py results recorded by scripts/s3-conformance --record; a run\n")
-        f.write(f"# fails when {OURS} passes fewer cases than recorded here.\n")
+        f.write(f"# fails when a case {OURS} passed here does not pass (allow-list beside this file).\n")
         if note:
             f.write(f"# {note}\n")
         for s, (p, t) in totals.items():
@@ -212,12 +264,18 @@ def main():
     ap.add_argument("--narrowed", action="store_true")
     ap.add_argument("--differences", metavar="A,B",
                     help="list the cases whose outcome differs between results A and B")
+    ap.add_argument("--allow", help="the allow-list (default: allow<suffix>.txt beside "
+                    "baseline<suffix>.txt)")
+    ap.add_argument("--record-command", default="scripts/s3-conformance ... --record",
+                    help="the command that records this baseline (printed with new passes)")
     ap.add_argument("--ours", default="hipobj-server",
                     help="the result whose count the baseline holds")
     args = ap.parse_args()
     global OURS
     OURS = args.ours
 
+    if args.allow is None:
+        args.allow = default_allow_list(args.baseline)
     groups = load_groups(args.groups)
     excluded = load_excluded(args.excluded)
     servers = OrderedDict()
@@ -240,9 +298,6 @@ def main():
         return 0
     passed = totals[OURS][0]
     baseline, recorded = read_baseline(args.baseline)
-    regressed = sorted(c for c, o in recorded.items() if o == "passed" and failed(ours.get(c, "")))
-    for c in regressed:
-        print(f"  REGRESSED (passed when recorded): {c}")
     if args.record:
         write_baseline(args.baseline, servers, totals, args.note)
         print(f"recorded in {args.baseline}: {OURS} passed {passed} (was {baseline})")
@@ -250,11 +305,41 @@ def main():
     if baseline is None:
         print(f"no baseline in {args.baseline}; record one with --record", file=sys.stderr)
         return 1
-    if passed < baseline:
-        print(f"FAIL: {OURS} passed {passed} < baseline {baseline}", file=sys.stderr)
+    return gate(ours, recorded, args)
+
+
+def gate(ours, recorded, args):
+    """The per-case gate against the baseline and its allow-list; the exit status."""
+    allowed, bad = load_allowed(args.allow)
+    blocking, excused, new_passes, stale = check_cases(recorded, ours, allowed)
+    recorded_passes = sum(1 for o in recorded.values() if o == "passed")
+    print(f"\nper-case gate: {recorded_passes} cases passed in {args.baseline}; "
+          f"{len(blocking)} of them fail now, {len(excused)} more fail as {args.allow} allows; "
+          f"{len(new_passes)} new passes")
+    for c, now in excused:
+        print(f"  ALLOWED {c}: {now} ({allowed[c]})")
+    for c in stale:
+        print(f"  STALE allow-list entry (the case passes now or did not pass in the baseline): {c}")
+    for c in new_passes:
+        print(f"  NEW PASS {c}: {recorded.get(c, 'not in the baseline')} when recorded")
+    if new_passes:
+        print(f"  (green; to make them part of the gate, record the baseline again: {args.record_command})")
+    for line in bad:
+        print(f"FAIL: allow-list entry without a reason: {line}", file=sys.stderr)
+    for c, now in blocking:
+        print(f"FAIL: REGRESSED {c}: passed in the baseline, {now} now "
+              f"(fix it, or list it with its reason in {args.allow})", file=sys.stderr)
+    if blocking or bad:
+        print(f"FAIL: {OURS}: {len(blocking)} case(s) that passed in {args.baseline} do not pass now",
+              file=sys.stderr)
         return 1
-    print(f"ok: {OURS} passed {passed} >= baseline {baseline}")
+    print(f"ok: every case {OURS} passed in {args.baseline} passes now or is allowed "
+          f"({ours_passed(ours)} passed now)")
     return 0
+
+
+def ours_passed(ours):
+    return sum(1 for o in ours.values() if o == "passed")
 
 
 if __name__ == "__main__":

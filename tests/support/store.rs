@@ -243,6 +243,38 @@ impl Store {
         std::fs::read(self.root.join(bucket).join(key)).ok()
     }
 
+    /// The PUTs s3s-fs is still receiving: it writes each body to `.tmp.N.internal.part` in its
+    /// root and renames that file (stored) or removes it (the request failed) when the request
+    /// ends. RGW: none visible from outside (empty).
+    pub fn puts_in_progress(&self) -> Vec<String> {
+        if self.ceph.is_some() {
+            return Vec::new();
+        }
+        std::fs::read_dir(&self.root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".tmp.") && n.ends_with(".internal.part"))
+            .collect()
+    }
+
+    /// Wait until the store has ended every PUT it received; panics (the test fails) after `limit`.
+    pub fn wait_for_puts_to_end(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        loop {
+            let open = self.puts_in_progress();
+            if open.is_empty() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the store still receives PUTs after {limit:?}: {open:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn kill(&mut self) {
         if let Some(ceph) = &self.ceph {
             ceph.run("kill-rgw");

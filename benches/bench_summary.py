@@ -359,6 +359,19 @@ def exit_time(log: str, pattern: str) -> Figure:
                   outcome={"status": m.group(1)})
 
 
+def make_test_stages(log: str) -> Figure:
+    """`make test`'s own stage table (scripts/test): its total seconds, and exit 0 only when the
+    table lists every stage of the run as ok."""
+    lines = log.splitlines()
+    start = max(i for i, line in enumerate(lines) if line.startswith("=== make test: stage times"))
+    rows = [line.split() for line in lines[start + 1:] if line.startswith("  ")]
+    stages = [r for r in rows if r[0] != "total"]
+    total = next(int(r[1]) for r in rows if r[0] == "total")
+    status = "0" if stages and all(r[-1] == "ok" for r in stages) else "1"
+    return Figure(float(total), None, None, 1, f"{len(stages)} stages", "none", digits=0,
+                  outcome={"status": status})
+
+
 def fault_table(log: str) -> list:
     """The rows of the last fault-lane table in a log, as dicts."""
     lines = [line for line in log.splitlines() if line.startswith("| ")]

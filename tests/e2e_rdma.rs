@@ -569,23 +569,34 @@ fn shutdown_while_transfers_run_then_release() {
     assert_eq!(env.s3.get("bkt", "s0").unwrap().body.len(), size);
 }
 
+/// The entries of a `/proc/self` directory that `describe` keeps, as (entry name, what it is),
+/// sorted. An entry that went away while it was read is not listed.
+fn proc_entries(
+    dir: &str,
+    describe: impl Fn(&std::path::Path) -> Option<String>,
+) -> Vec<(String, String)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut listed: Vec<(String, String)> = entries
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let what = describe(&entry.path())?;
+            Some((entry.file_name().to_string_lossy().into_owned(), what))
+        })
+        .collect();
+    listed.sort();
+    listed
+}
+
 /// The threads of this process that the library named (`hipobj-*`): (tid, name). A thread whose
 /// name cannot be read any more has been reaped and is not listed.
 fn library_threads() -> Vec<(String, String)> {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return Vec::new();
-    };
-    let mut named: Vec<(String, String)> = tasks
-        .filter_map(|task| {
-            let task = task.ok()?;
-            let comm = std::fs::read_to_string(task.path().join("comm")).ok()?;
-            let name = comm.trim_end().to_string();
-            let tid = task.file_name().to_string_lossy().into_owned();
-            name.starts_with("hipobj-").then_some((tid, name))
-        })
-        .collect();
-    named.sort();
-    named
+    proc_entries("/proc/self/task", |task| {
+        let comm = std::fs::read_to_string(task.join("comm")).ok()?;
+        let name = comm.trim_end().to_string();
+        name.starts_with("hipobj-").then_some(name)
+    })
 }
 
 /// Returns once the library's threads are named `expected` (in any order); fails the test, naming
@@ -614,21 +625,10 @@ fn wait_for_library_threads(when: &str, expected: &[&str]) {
 
 /// This process's open file descriptors: (fd, what it refers to).
 fn open_fds() -> Vec<(String, String)> {
-    let Ok(fds) = std::fs::read_dir("/proc/self/fd") else {
-        return Vec::new();
-    };
-    let mut open: Vec<(String, String)> = fds
-        .filter_map(|fd| {
-            let fd = fd.ok()?;
-            let target = std::fs::read_link(fd.path()).ok()?;
-            Some((
-                fd.file_name().to_string_lossy().into_owned(),
-                target.to_string_lossy().into_owned(),
-            ))
-        })
-        .collect();
-    open.sort();
-    open
+    proc_entries("/proc/self/fd", |fd| {
+        let target = std::fs::read_link(fd).ok()?;
+        Some(target.to_string_lossy().into_owned())
+    })
 }
 
 /// Fails the test, naming what is left, if a QP, a registration (MR) or a memory window of the

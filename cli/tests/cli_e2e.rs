@@ -457,35 +457,13 @@ fn retries_in(out: &str) -> u64 {
         .unwrap_or_else(|| panic!("no retry count in {out}"))
 }
 
-/// The server's `/_hipobj/stats`, signed as the tests' identity.
-fn server_stats(server: &Server) -> String {
-    let signed = s3::S3 {
-        signer: Some(s3::sigv4::Signer {
-            access_key: ACCESS,
-            secret_key: SECRET,
-        }),
-        ..s3::S3::new(server.addr)
-    };
-    let resp = signed
-        .request("GET", "/_hipobj/stats", &[], &[])
-        .expect("GET /_hipobj/stats");
-    assert_eq!(
-        resp.status,
-        200,
-        "/_hipobj/stats: {}",
-        String::from_utf8_lossy(&resp.body)
-    );
-    String::from_utf8_lossy(&resp.body).into_owned()
-}
-
-/// The server's counter `name`.
+/// The server's counter `name`, from its `/_hipobj/stats`.
 fn counter(server: &Server, name: &str) -> u64 {
-    let stats = server_stats(server);
-    let key = format!("\"{name}\":");
-    stats
-        .split(',')
-        .find_map(|f| f.trim_start_matches('{').strip_prefix(&key))
-        .and_then(|v| v.trim().trim_end_matches('}').trim().parse().ok())
+    let stats = server.stats();
+    let parsed: serde_json::Value = serde_json::from_str(&stats)
+        .unwrap_or_else(|e| panic!("/_hipobj/stats is not JSON ({e}): {stats}"));
+    parsed[name]
+        .as_u64()
         .unwrap_or_else(|| panic!("no counter {name} in {stats}"))
 }
 
@@ -503,7 +481,7 @@ fn wait_for_counter(
         assert!(
             std::time::Instant::now() < deadline,
             "the {what} moved no part within 120 s: {}",
-            server_stats(server)
+            server.stats()
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
@@ -712,7 +690,7 @@ fn engine_copy_survives_a_server_restart() {
         assert!(
             after >= 1,
             "the {what} moved no part through the restarted server: {}",
-            server_stats(&server)
+            server.stats()
         );
     }
     assert!(same_files(&src, &dir.join("back")));

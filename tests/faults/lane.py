@@ -112,15 +112,19 @@ class Server:
 
     def stored_digest(self, key: str) -> Optional[Tuple[str, int]]:
         """The stored object's digest and size over plain HTTP; None when there is none. Retried
-        while the server is restarting. Each key is read into its own file: workers check their
-        keys at the same time (two sharing one file once read each other's bytes)."""
+        while the server is restarting. Only a whole body counts: a server killed while it sends
+        the object leaves curl with status 200 and part of the body (curl exits non-zero, and
+        the bytes received fall short of Content-Length), which is read again, not digested.
+        Each key is read into its own file: workers check their keys at the same time (two
+        sharing one file once read each other's bytes)."""
         out = os.path.join(WORK, f"check-{key}")
         for _ in range(60):
-            r = self.curl("-o", out, "-w", "%{http_code}", f"{self.url}/{BUCKET}/{key}")
-            code = r.stdout.decode()
-            if code == "404":
+            r = self.curl("-o", out, "-w", "%{http_code} %{size_download}",
+                          f"{self.url}/{BUCKET}/{key}")
+            code, _, got = r.stdout.decode().partition(" ")
+            if r.returncode == 0 and code == "404":
                 return None
-            if code == "200":
+            if r.returncode == 0 and code == "200" and int(got) == os.path.getsize(out):
                 return digest(out), os.path.getsize(out)
             time.sleep(0.5)
         raise RuntimeError(f"cannot read back {key}: {r.stderr.decode()}")
@@ -249,6 +253,7 @@ class Worker(threading.Thread):
             with self.lock:
                 self.current = None
         if proc.pid in self.killed:
+            self.killed.discard(proc.pid)  # pids are reused: this one was killed once
             return "killed", proc.returncode, ""
         return ("ok" if proc.returncode == 0 else "failed"), proc.returncode, err.decode(errors="replace")
 
@@ -277,6 +282,7 @@ class Worker(threading.Thread):
             with self.lock:
                 self.current = None
         if proc.pid in self.killed:
+            self.killed.discard(proc.pid)  # pids are reused: this one was killed once
             proc.wait()
             return "killed", -9, ""
         if line == "ok":
@@ -358,7 +364,9 @@ class Worker(threading.Thread):
             self.stored[key], self.size[key] = new, size
         elif now != self.stored[key]:
             count["changed_by_failure"] += 1
-            self.lane.note(f"{self.kind}: a failed PUT of {key} left neither the old nor the new object")
+            found = "no object" if read is None else f"{read[1]} bytes, sha256 {read[0][:12]}"
+            self.lane.note(f"{self.kind}: a failed PUT of {key} ({size} bytes) left neither the old "
+                           f"nor the new object: {found}")
             self.stored[key] = now
             if read is not None:
                 self.size[key] = read[1]

@@ -4,8 +4,12 @@ Run: python3 -m unittest tests/faults/test_schedule.py"""
 
 from __future__ import annotations
 
+import hashlib
+import http.server
 import os
 import sys
+import tempfile
+import threading
 import unittest
 from collections import Counter
 
@@ -79,6 +83,48 @@ class VerdictTest(unittest.TestCase):
         self.assertEqual(lane.verdict(p, c, BACK), [])
         c.update(started=1, started_put=1, ok_first=1, ok_put=1)
         self.assertEqual(lane.verdict(p, c, BACK), ["1 puts succeeded (they must fail)"])
+
+
+class CutShortOnce(http.server.BaseHTTPRequestHandler):
+    """An object server killed while it sends: the first GET gets status 200 and half the body,
+    then the connection closes; the next GETs get the whole body."""
+
+    body = os.urandom(64 << 10)
+    served = 0
+
+    def do_GET(self):
+        CutShortOnce.served += 1
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        if CutShortOnce.served == 1:
+            self.wfile.write(self.body[: len(self.body) // 2])
+            self.close_connection = True
+            return
+        self.wfile.write(self.body)
+
+    def log_message(self, *args):
+        pass
+
+
+class ReadBackTest(unittest.TestCase):
+    """The check after a failed PUT digests only a whole object: a body cut short by a server
+    restart is read again (once taken for the stored object, it failed the mixed phase with
+    `changed_by_failure` in CI on 2026-12-03)."""
+
+    def test_a_body_cut_short_is_read_again(self):
+        httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), CutShortOnce)
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        work, lane.WORK = lane.WORK, tempfile.mkdtemp()
+        try:
+            server = lane.Server("rxe1", "127.0.0.1")
+            server.url = f"http://127.0.0.1:{httpd.server_address[1]}"
+            got = server.stored_digest("k")
+        finally:
+            httpd.shutdown()
+            lane.WORK = work
+        self.assertEqual(CutShortOnce.served, 2, "the cut-short body was not read again")
+        self.assertEqual(got, (hashlib.sha256(CutShortOnce.body).hexdigest(), len(CutShortOnce.body)))
 
 
 if __name__ == "__main__":

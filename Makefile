@@ -31,6 +31,7 @@ ctest: build
 	tests/c/run
 
 lint:
+	scripts/check-docs
 	benches/figures --check
 	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest tests/faults/test_schedule.py
 	$(CARGO) fmt --all -- --check

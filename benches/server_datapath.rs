@@ -236,7 +236,7 @@ impl Perftest {
 /// each retry restarts a response that again outlasts the timer. Measured in the lane: `-q 4 -s
 /// 8M` timed out at 100 s three times (also with `-o 16`, `-t 16 -o 4`); `-q 4 -s 1M` passed with
 /// 134 retries; `-q 4 -s 8M -u 20` (4.3 s) passes. The baseline therefore runs with `-u 20`.
-/// (The server's own QPs keep timeout 14, PROTOCOL.md rule 4.3; its READs are `--chunk-bytes`
+/// (The server's own QPs keep timeout 14, docs/protocol.md rule 4.3; its READs are `--chunk-bytes`
 /// long, 1 MiB by default, short enough for the timer.)
 const READ_MULTI_QP_ARGS: &[&str] = &["-u", "20"];
 

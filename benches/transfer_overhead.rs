@@ -19,7 +19,7 @@
 //!    stage (the adapter around the application's callbacks), what lies outside the marks (the C
 //!    boundary), and what one clock read costs here (each stage pays about one).
 //!
-//! 4. The verbs floor: the two operations revision 2 requires per request (PROTOCOL.md 9.7/9.8),
+//! 4. The verbs floor: the two operations revision 2 requires per request (docs/protocol.md 9.7/9.8),
 //!    a type-2 window bind and its invalidation, each posted and waited for, on a paired QP of the
 //!    client device with nothing else in between (and once more with a loopback TCP round trip
 //!    between them, as the HTTP exchange sits between them in a GET), as a share of the 1-thread

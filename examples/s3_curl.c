@@ -94,7 +94,7 @@ static CURL *new_request(struct s3_request *r, char *url, size_t url_len, char *
         curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4);
         curl_easy_setopt(c, CURLOPT_USERPWD, userpwd);
     }
-    /* longer than the server's RDMA retry window (PROTOCOL.md rule 5.7) */
+    /* longer than the server's RDMA retry window (docs/protocol.md rule 5.7) */
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
     /* https: libcurl verifies the server's certificate (its default); against these roots only

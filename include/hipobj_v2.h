@@ -34,7 +34,7 @@
  * exposes the buffer to the server only through a memory window bound on
  * that queue pair over exactly the transfer's bytes, remote write only,
  * invalidated before the call returns; a PUT exposes nothing (the client
- * writes into the server's staging buffer). See docs and PROTOCOL.md
+ * writes into the server's staging buffer). See docs and docs/protocol.md
  * section 10.
  */
 

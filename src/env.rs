@@ -1,4 +1,5 @@
-//! hipObject's environment variables, read by `hipObjInit` (REFERENCE.md section 6).
+//! hipObject's environment variables, read by `hipObjInit` (README's
+//! environment list names each).
 
 /// Default and bounds of `HIPOBJ_MAX_TRANSFERS`.
 pub const DEFAULT_MAX_TRANSFERS: usize = 16;
@@ -16,7 +17,7 @@ pub struct EnvConfig {
     pub stage_timeout_ms: u64,
     /// Refuse the host-staged fallback for device buffers.
     pub require_gpu_direct: bool,
-    /// `HIPOBJ_REQUIRE_MW`: refuse a device without type-2 memory windows (PROTOCOL.md 9.6).
+    /// `HIPOBJ_REQUIRE_MW`: refuse a device without type-2 memory windows (docs/protocol.md 9.6).
     pub require_mw: bool,
     /// For benchmarks and tests only: treat the device as one without memory windows (revision-1
     /// access: every registration remotely readable and writable), so that the cost of bind +
@@ -25,7 +26,7 @@ pub struct EnvConfig {
     /// `perf-switches` feature, never in the shipped library.
     pub perf_no_mw: bool,
     /// `HIPOBJ_REMOTE_INV=1`: pool connections keep receives posted and their tokens ask the
-    /// server for remote invalidation (PROTOCOL.md section 11). Off by default: the Soft-RoCE
+    /// server for remote invalidation (docs/protocol.md section 11). Off by default: the Soft-RoCE
     /// driver of Linux 6.1 dereferences NULL in `rxe_invalidate_mw` when a SEND_WITH_INV meets a
     /// window that is no longer bound (lane, 2026-12-02: the guest kernel panicked in the stress
     /// and fault tests and in `make demo` under load), which a client that gave up on a transfer

@@ -1,5 +1,4 @@
-//! Remote invalidation, client side (PROTOCOL.md section 11, docs/protocol.md "Remote
-//! invalidation"): the zero-length receives a pool connection keeps posted, and reading the one a
+//! Remote invalidation, client side (docs/protocol.md section 11 and 11.A): the zero-length receives a pool connection keeps posted, and reading the one a
 //! server's `SEND_WITH_INV` consumed.
 //!
 //! A connection with a [`RecvRing`] says so in every token (`PORT_FLAG_REMOTE_INV`); a server of

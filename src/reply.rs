@@ -1,4 +1,4 @@
-//! The `x-amz-rdma-reply` grammar (PROTOCOL.md section 3): `ok`, `err`, a 3-digit code 100..599,
+//! The `x-amz-rdma-reply` grammar (docs/protocol.md section 3): `ok`, `err`, a 3-digit code 100..599,
 //! or `200:`/`428:` followed by 88 hex digits. Trailing NUL, CR and LF within the given length are
 //! stripped; everything else that does not match is malformed.
 
@@ -108,7 +108,7 @@ mod tests {
         Reply::parse(input).map(|r| r.http_code())
     }
 
-    /// REFERENCE.md 3.1, accepted inputs, plus PROTOCOL.md's `428` forms.
+    /// docs/protocol.md section 3, accepted inputs, `428` forms included.
     #[test]
     fn accepted_inputs() {
         let cases: Vec<(Vec<u8>, i32)> = vec![
@@ -167,7 +167,7 @@ mod tests {
         assert_eq!(Reply::parse(b"err"), Ok(Reply::Code(-1)));
     }
 
-    /// REFERENCE.md 3.1, rejected inputs.
+    /// docs/protocol.md section 3, rejected inputs.
     #[test]
     fn rejected_inputs() {
         let t = RC;

@@ -1,4 +1,4 @@
-//! The `x-amz-rdma-token` codec (PROTOCOL.md section 2): 44 little-endian bytes, 88 hex digits.
+//! The `x-amz-rdma-token` codec (docs/protocol.md section 2): 44 little-endian bytes, 88 hex digits.
 //! Pure and strict: wrong length, non-hex input, or a transport byte other than 0 or 1 is rejected.
 
 use std::fmt;
@@ -9,7 +9,7 @@ pub const TOKEN_LEN: usize = 44;
 /// Length of its hex form.
 pub const TOKEN_HEX_LEN: usize = 88;
 
-/// Revision 4 (PROTOCOL.md section 11, docs/protocol.md "Remote invalidation"): the high bit of
+/// Revision 4 (docs/protocol.md section 11 and 11.A): the high bit of
 /// the port byte. In a client token: "this QP keeps zero-length receives posted; end the transfer
 /// with a SEND_WITH_INV of the token's rkey". In a `200` reply's server token: "I did". Port
 /// numbers stay below 128; revision-3 servers and clients never read the other side's port
@@ -171,7 +171,7 @@ pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// REFERENCE.md 2.2's worked example.
+    /// docs/protocol.md section 2's worked example.
     const EXAMPLE_HEX: &str =
         "015500000000000000000000000000ffffc0a864c83412000000100000007f00000010000000000000010000";
 

@@ -776,7 +776,7 @@ fn shutdown_wakes_a_transfer_waiting_for_a_connection() {
     env.init(1);
 }
 
-// ---- Protocol revision 2: memory windows (PROTOCOL.md 9.6-9.9) --------------------------------
+// ---- Protocol revision 2: memory windows (docs/protocol.md 9.6-9.9) --------------------------------
 
 fn decode(token: &str) -> hipobj::token::Token {
     hipobj::token::Token::decode_hex(token.as_bytes()).expect("a valid token")

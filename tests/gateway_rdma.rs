@@ -139,7 +139,7 @@ fn wait_until(limit: Duration, done: impl Fn() -> bool) -> bool {
 }
 
 /// Attempts per transfer. A transfer whose RDMA operation failed at the gateway (500: its
-/// pairing was dropped, PROTOCOL.md rule 4.3) is tried again, as the command line's and the
+/// pairing was dropped, docs/protocol.md rule 4.3) is tried again, as the command line's and the
 /// engine's retriers do: in the emulated lane under host load, with the store's daemons in the
 /// same guest, an RC acknowledgement now and then misses the 67 ms x 7 retry budget (work
 /// completion status 12). Every retry is counted and printed; other failures are not retried.

@@ -19,7 +19,7 @@ use hipobj::verbs::{
 const MIB: usize = 1024 * 1024;
 const TRANSFER: usize = 4 * MIB;
 const CHUNK: usize = 512 * 1024;
-/// Server-side RTS values of PROTOCOL.md rule 4.3 (never retry_cnt 7).
+/// Server-side RTS values of docs/protocol.md rule 4.3 (never retry_cnt 7).
 use hipobj::verbs::rc::{RC_RETRY_CNT as RETRY_CNT, RC_TIMEOUT as TIMEOUT};
 
 fn device_hint() -> Option<Option<String>> {

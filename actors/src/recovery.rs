@@ -3,7 +3,7 @@
 //! After a transfer that left its connection unusable, the caller hands the [`Lease`] (the
 //! connection itself, by value, with its way back to the pool) to the connection's worker with
 //! [`RecoveryHandle::release`] and returns at once. The worker renews the item ([`Renew`]: for a
-//! connection, a fresh QP and window, PROTOCOL.md rule 5.5), retrying every `retry` until that
+//! connection, a fresh QP and window, docs/protocol.md rule 5.5), retrying every `retry` until that
 //! succeeds, and only then drops the lease: the item rejoins the pool fresh, and stays out of it
 //! meanwhile. A usable item goes straight back to the pool on the caller's thread.
 //!

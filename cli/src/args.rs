@@ -62,7 +62,7 @@ pub struct Endpoint {
     pub credentials: CredentialArgs,
 }
 
-/// Which RC protocol the RDMA requests use (PROTOCOL.md 10.1).
+/// Which RC protocol the RDMA requests use (docs/protocol.md 10.1).
 #[derive(Args, Debug, Clone)]
 pub struct ProtocolArgs {
     /// RDMA protocol: v1 (one round trip), v2 (hipobj-rc-v2: PREPARE and READY), or auto (v1

@@ -312,7 +312,7 @@ fn http_cell(
 }
 
 /// One GET of the smallest object on every connection at once, so that no timed transfer pays
-/// for pairing (PROTOCOL.md section 7).
+/// for pairing (docs/protocol.md section 7).
 fn pair_connections(
     path: &RdmaPath<'_>,
     session: &Session,

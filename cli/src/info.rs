@@ -148,7 +148,7 @@ fn endpoint_text(args: &InfoArgs, url: &str) -> Result<String, Failure> {
     let session = crate::session::Session::open_with(args.nic.as_deref(), None, Some(1))?;
     let (protocol, status) = crate::rdma::probe(&session, &s3, &args.bucket)?;
     let what = match protocol {
-        Some(Protocol::V1) => "v1 (PROTOCOL.md sections 1-9: one round trip)",
+        Some(Protocol::V1) => "v1 (docs/protocol.md sections 1-9: one round trip)",
         Some(Protocol::V2) => "v2 (hipobj-rc-v2: PREPARE and READY)",
         None => "none (RDMA declined with 501: plain HTTP only)",
     };

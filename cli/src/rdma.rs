@@ -2,7 +2,7 @@
 //! from the address of the NIC its token names, and the last answer is kept so a failed transfer
 //! can say what the server answered. Both RC protocols go through [`transfer`]: sections 1-9
 //! (`S3Ops`, one round trip) and hipobj-rc-v2 (`S3OpsV2`: PREPARE, READY, FINAL, CANCEL), chosen
-//! per endpoint as PROTOCOL.md 10.1 negotiates it (`hipobj::rcv2::negotiate`).
+//! per endpoint as docs/protocol.md 10.1 negotiates it (`hipobj::rcv2::negotiate`).
 
 use crate::failure::Failure;
 use crate::s3::{ObjectPath, Response, S3};

@@ -19,7 +19,7 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-/// Longer than the server's RDMA retry window (PROTOCOL.md rule 5.7), long enough for large
+/// Longer than the server's RDMA retry window (docs/protocol.md rule 5.7), long enough for large
 /// plain-HTTP bodies on a slow lane.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -139,7 +139,7 @@ pub struct S3 {
     roots: Roots,
     /// One connection pool per local address.
     clients: Mutex<HashMap<Option<IpAddr>, Client>>,
-    /// The RDMA protocol choice, and what this endpoint was found to speak (PROTOCOL.md 10.1).
+    /// The RDMA protocol choice, and what this endpoint was found to speak (docs/protocol.md 10.1).
     negotiation: Negotiation,
     /// How every request of a command is retried: standard mode, `AWS_MAX_ATTEMPTS` attempts.
     retry: RetryPolicy,

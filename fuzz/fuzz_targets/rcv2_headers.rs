@@ -1,9 +1,9 @@
-//! The hipobj-rc-v2 header codec (`hipobj::rcv2`, REFERENCE.md 5.2-5.5) as `hipobj-server`
+//! The hipobj-rc-v2 header codec (`hipobj::rcv2`, docs/protocol.md 13.2-13.5) as `hipobj-server`
 //! uses it on PREPARE, READY and CANCEL, and as clients use it on the answers.
 //!
 //! Mode A (first byte even): a valid PREPARE and READY, with the header the first byte picks
 //! replaced by the rest of the input (or removed). Properties: the parse fails exactly when the
-//! independent model of that one header (written from REFERENCE.md 5.2-5.4 tables: `%06x` PSN
+//! independent model of that one header (written from docs/protocol.md 13.2-13.4 tables: `%06x` PSN
 //! 1..=0xffffff, `%08x` cookie != 0, decimal size 1..=2^31-1 with 413 above, `GET`/`PUT`,
 //! 32-hex session, bare-hex QPN 1..=0xffffff / address / rkey, the protocol name) rejects the
 //! value, with the model's status; a refusal is 400, 413 or 501 and nothing else; an accepted

@@ -3,7 +3,7 @@
 //! Deliberately naive (byte loops, explicit shifts) and independent of `hipobj`: when the library
 //! and this model disagree, one of them is wrong and the fuzzer reports the input.
 
-/// Binary token length (REFERENCE.md 2.1).
+/// Binary token length (docs/protocol.md section 2).
 pub const TOKEN_BYTES: usize = 44;
 /// Hex token length.
 pub const TOKEN_HEX_DIGITS: usize = 88;
@@ -19,7 +19,7 @@ pub enum TokenRejection {
     Transport(u8),
 }
 
-/// The fields of a token, by offset (REFERENCE.md 2.1), little-endian integers.
+/// The fields of a token, by offset (docs/protocol.md section 2), little-endian integers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TokenFields {
     pub transport: u8,
@@ -104,7 +104,7 @@ pub fn lowercase_hex(bytes: &[u8]) -> String {
     s
 }
 
-/// The dotted quad of an IPv4-mapped GID (bytes 0-9 zero, 10-11 0xff; REFERENCE.md 2.4, with
+/// The dotted quad of an IPv4-mapped GID (bytes 0-9 zero, 10-11 0xff; docs/protocol.md section 2, with
 /// the full check section 13 item 5 asks for), or "" for any other GID.
 pub fn client_nic_text(gid: &[u8; 16]) -> String {
     let mapped = gid[..10].iter().all(|b| *b == 0) && gid[10] == 0xff && gid[11] == 0xff;
@@ -125,7 +125,7 @@ pub fn client_nic_of_c_string(token: &[u8]) -> Option<String> {
         .map(|t| client_nic_text(&t.gid))
 }
 
-/// A reply the model accepts (REFERENCE.md 3.1, PROTOCOL.md 3).
+/// A reply the model accepts (docs/protocol.md section 3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReplyModel {
     /// `ok` (200), `err` (-1), or a bare 3-digit code 100..599.
@@ -185,7 +185,7 @@ pub fn parse_reply(bytes: &[u8]) -> Option<ReplyModel> {
     }
 }
 
-/// What a server makes of an `x-amz-rdma-token` header value (PROTOCOL.md 2): surrounding
+/// What a server makes of an `x-amz-rdma-token` header value (docs/protocol.md 2): surrounding
 /// whitespace aside, 88 hex digits, optionally followed by `:` 16 hex digits `:` 16 hex digits
 /// equal to the token's remote address and length. `None` = malformed (400).
 pub fn parse_token_header(value: &[u8]) -> Option<TokenFields> {
@@ -285,7 +285,7 @@ pub enum Selection {
     TooLong(u64),
 }
 
-/// RFC 9110 selection for an object of `size` bytes, then the buffer check of PROTOCOL.md 4.4.
+/// RFC 9110 selection for an object of `size` bytes, then the buffer check of docs/protocol.md 4.4.
 pub fn select(range: Option<ByteRange>, size: u64, buffer: u64) -> Selection {
     let (start, end) = match range {
         None => (0, size),
@@ -320,7 +320,7 @@ pub fn select(range: Option<ByteRange>, size: u64, buffer: u64) -> Selection {
 mod tests {
     use super::*;
 
-    /// REFERENCE.md 2.2's worked example.
+    /// docs/protocol.md section 2's worked example.
     const EXAMPLE: &str =
         "015500000000000000000000000000ffffc0a864c83412000000100000007f00000010000000000000010000";
 

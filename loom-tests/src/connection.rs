@@ -1,6 +1,6 @@
 //! A pool connection double for the hand-back and recovery models: a QP ([`Resource`]: loom sees a
 //! use after release) that a transfer can leave failed, and whose renewal (the library's "replace
-//! the QP", PROTOCOL.md rule 5.5) fails a set number of times before a fresh QP exists.
+//! the QP", docs/protocol.md rule 5.5) fails a set number of times before a fresh QP exists.
 
 use crate::resource::Resource;
 use hipobj_actors::recovery::Renew;

@@ -1,4 +1,4 @@
-//! Model: recovery of a failed pool connection on its worker (PROTOCOL.md rule 5.5: replace the
+//! Model: recovery of a failed pool connection on its worker (docs/protocol.md rule 5.5: replace the
 //! QP, retrying until a fresh one exists). Drives `hipobj_actors::recovery` and
 //! `hipobj_actors::pool`; the connection is the double of `hipobj_loom_tests::connection`.
 #![cfg(hipobj_loom)]

@@ -34,7 +34,7 @@ def token_client_nic(token: str) -> str:
 class TokenResent(Exception):
     """botocore was about to send a token request again (its own retry). A token goes out once:
     the server may have moved bytes through its window or dropped its pairing after the first
-    answer (PROTOCOL.md 5.3, 5.5), so the library must see that answer and retry with a fresh
+    answer (docs/protocol.md 5.3, 5.5), so the library must see that answer and retry with a fresh
     token itself. ``first`` is what the first attempt got: botocore's caught exception, or the
     ClientError of its response."""
 
@@ -63,7 +63,7 @@ def _add_token(request: Any, **_: Any) -> None:
         first = getattr(_outgoing, "first", None)
         raise TokenResent(first if first is not None else RuntimeError("an unknown answer"))
     _outgoing.signed = True
-    # Integrity headers stay (PROTOCOL.md rule 4.9): on a token PUT they describe the bytes RDMA
+    # Integrity headers stay (docs/protocol.md rule 4.9): on a token PUT they describe the bytes RDMA
     # moves. The checksum botocore computes of the empty body by default is recognised as such by
     # the server, which then computes and stores that algorithm's checksum of the moved bytes; a
     # real checksum the caller gave is compared with them.
@@ -137,7 +137,7 @@ def endpoint_of(client: Any) -> str:
 class S3Call:
     """One S3 operation as one RDMA transfer sends it: ``send(token)`` once per v1 request, or
     ``control(path, headers, keep)`` for each hipobj-rc-v2 request (PREPARE, READY, CANCEL).
-    ``negotiation`` (a ``_core.Negotiation``) says which the transfer uses (PROTOCOL.md 10.1)."""
+    ``negotiation`` (a ``_core.Negotiation``) says which the transfer uses (docs/protocol.md 10.1)."""
 
     def __init__(self, client: Any, operation: str, params: Dict[str, Any], negotiation: Any = None):
         self.client = client

@@ -1,5 +1,5 @@
 //! `hipobj._core.transfer`: one RDMA transfer whose S3 requests are made in Python (boto3), in
-//! the RC protocol the endpoint speaks (PROTOCOL.md 10.1: v1 first, hipobj-rc-v2 after a `501`
+//! the RC protocol the endpoint speaks (docs/protocol.md 10.1: v1 first, hipobj-rc-v2 after a `501`
 //! with the unsupported marker, remembered per endpoint in a [`Negotiation`]).
 //!
 //! The GIL is released for the whole transfer; each callback re-acquires it to run Python (boto3),

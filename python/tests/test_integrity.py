@@ -1,4 +1,4 @@
-"""PROTOCOL.md rule 4.9 end to end: an application's own boto3 client with DEFAULT settings
+"""docs/protocol.md rule 4.9 end to end: an application's own boto3 client with DEFAULT settings
 (flexible checksums on, boto3 >= 1.36) makes token PUTs that work; the checksum boto3 computes of
 the empty body becomes the server's checksum of the moved bytes; a real checksum is compared."""
 

@@ -113,7 +113,7 @@ def test_token_hook_signs_only_our_requests_and_binds_the_source(stub):
 
 
 def test_checksum_headers_stay_in_token_requests():
-    """PROTOCOL.md rule 4.9: the server reads them as describing the RDMA-moved bytes."""
+    """docs/protocol.md rule 4.9: the server reads them as describing the RDMA-moved bytes."""
     from botocore.awsrequest import AWSRequest
 
     request = AWSRequest(method="PUT", url="http://x/b/k", headers={"x-amz-checksum-crc32": "AAAAAA==", "x-amz-sdk-checksum-algorithm": "CRC32", "Range": "bytes=0-1"})
@@ -145,7 +145,7 @@ class Failing(http.server.BaseHTTPRequestHandler):
 
 def test_botocore_never_resends_a_token():
     """botocore retries a 500 by itself; a token request must go out once and its 500 reach the
-    library (which retries with a fresh token on a fresh QP), PROTOCOL.md 5.3 and 5.5."""
+    library (which retries with a fresh token on a fresh QP), docs/protocol.md 5.3 and 5.5."""
     srv = http.server.HTTPServer(("127.0.0.1", 0), Failing)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     Failing.seen = []
@@ -186,7 +186,7 @@ class ControlRecorder(http.server.BaseHTTPRequestHandler):
 
 
 def test_v2_control_requests_are_signed_posts_from_the_nic_address():
-    """PROTOCOL.md 10.3: SigV4 over POST to the control path, every x-amz-rdma-* header signed,
+    """docs/protocol.md 10.3: SigV4 over POST to the control path, every x-amz-rdma-* header signed,
     Content-Length 0, from the bound source address; the answer's headers come back lowercase."""
     from hipobj._s3 import S3Call
 

@@ -1,4 +1,4 @@
-//! Who may do what (PROTOCOL.md section 9, server rules 1, 2, 4, 5), as s3s's access hook: it
+//! Who may do what (docs/protocol.md section 9, server rules 1, 2, 4, 5), as s3s's access hook: it
 //! runs after s3s verified the request's SigV4 signature and before any operation (so before
 //! any pairing or RDMA), and leaves the request's [`Requester`] in its extensions for the
 //! operation and the pairing table.

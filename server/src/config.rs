@@ -22,7 +22,7 @@ pub struct Config {
     pub store: StoreLocation,
     /// `--device NAME`: the RDMA device; absent = RDMA disabled.
     pub device: Option<String>,
-    /// Who may make requests (PROTOCOL.md rule 9.1).
+    /// Who may make requests (docs/protocol.md rule 9.1).
     pub auth: AuthMode,
     /// Rule 9.4 (client GID must be the HTTP peer's address) is on unless
     /// `--allow-gid-peer-mismatch`.
@@ -84,7 +84,7 @@ pub struct RdmaSettings {
     pub queue: usize,
     /// How long a queued token request waits for a place before its 503.
     pub queue_wait: Duration,
-    /// hipobj-rc-v2 sessions (docs/protocol.md, "hipobj-rc-v2 on the server").
+    /// hipobj-rc-v2 sessions (docs/protocol.md section 14).
     pub v2: V2Settings,
     /// `--inject-rdma-failures N`: fault injection for tests (as Ceph's `ms_inject_*` options):
     /// the first N token transfers fail on purpose through the real failure path.
@@ -148,7 +148,7 @@ pub const DEFAULT_BACKEND_REGION: &str = "us-east-1";
 #[command(
     name = "hipobj-server",
     version,
-    about = "S3 server that moves object bytes with one-sided RDMA (hipObject PROTOCOL.md)",
+    about = "S3 server that moves object bytes with one-sided RDMA (hipObject docs/protocol.md)",
     after_help = "Authentication: give --credentials and/or --access-key/--secret-key; \
                   --anonymous serves without it. One of the two is required.\n\
                   Logs: RUST_LOG or HIPOBJ_LOG (e.g. HIPOBJ_LOG=debug). \
@@ -199,7 +199,7 @@ pub struct Cli {
     #[arg(long, conflicts_with_all = ["credentials", "access_key", "secret_key"])]
     anonymous: bool,
     /// Accept token requests whose IPv4-mapped client GID is not the HTTP peer's address
-    /// (PROTOCOL.md rule 9.4 off). Weakens rule 9.3: an identity may then make the server aim
+    /// (docs/protocol.md rule 9.4 off). Weakens rule 9.3: an identity may then make the server aim
     /// QPs at client QPs of other hosts.
     #[arg(long)]
     allow_gid_peer_mismatch: bool,

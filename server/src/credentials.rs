@@ -1,4 +1,4 @@
-//! The identities the server knows (PROTOCOL.md rule 9.1): a table of SigV4 access key -> secret
+//! The identities the server knows (docs/protocol.md rule 9.1): a table of SigV4 access key -> secret
 //! key, read from `--credentials FILE` and/or the single `--access-key`/`--secret-key` pair, and
 //! served to s3s as its [`S3Auth`] provider.
 //!

@@ -84,7 +84,7 @@ pub fn internal<E: std::error::Error + Send + Sync + 'static>(e: E) -> S3Error {
 }
 
 /// A token request answered with a bare code: status = code, `x-amz-rdma-reply: <code>`. A
-/// digest refusal keeps S3's code and message (PROTOCOL.md rule 4.9).
+/// digest refusal keeps S3's code and message (docs/protocol.md rule 4.9).
 pub fn rejected(code: RejectCode, stats: &Stats) -> S3Error {
     let n = code.http_code();
     let err = match code {

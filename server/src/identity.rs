@@ -1,4 +1,4 @@
-//! Who made a request (PROTOCOL.md rules 9.1 and 4.8): the peer address of its HTTP connection
+//! Who made a request (docs/protocol.md rules 9.1 and 4.8): the peer address of its HTTP connection
 //! and its identity (the SigV4 access key, or `anonymous`). A [`Requester`] is what the pairing
 //! table keys on besides the client QP, so one requester's token can never name, silence or use
 //! another requester's pairing.

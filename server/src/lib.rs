@@ -1,5 +1,5 @@
 //! `hipobj-server`: an S3 server (s3s) with a filesystem backend (or, in gateway mode, in front of
-//! another S3 store) and RDMA transfers per hipObject's PROTOCOL.md. The only crate of the workspace that uses tokio.
+//! another S3 store) and RDMA transfers per hipObject's docs/protocol.md. The only crate of the workspace that uses tokio.
 
 pub mod access;
 pub mod backend;

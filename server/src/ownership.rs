@@ -1,4 +1,4 @@
-//! Bucket ownership (PROTOCOL.md rule 9.1): a bucket belongs to the identity that created it.
+//! Bucket ownership (docs/protocol.md rule 9.1): a bucket belongs to the identity that created it.
 //! The owner is recorded by the storage seam (`Backend::set_bucket_owner`; the fs backend keeps
 //! it in `<bucket>/.owner`, one line: the access key, or `anonymous`), so a restart keeps it.
 //!

@@ -800,7 +800,7 @@ mod tests {
             .expect("crc32")
     }
 
-    /// PROTOCOL.md rule 4.9: digests on a token PUT describe the moved bytes; the SDK's digest of
+    /// docs/protocol.md rule 4.9: digests on a token PUT describe the moved bytes; the SDK's digest of
     /// its empty body becomes a computed checksum; a real mismatch is BadDigest with a message.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn token_put_digests_describe_the_moved_bytes() {

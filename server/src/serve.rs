@@ -230,7 +230,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io:
         }
     };
     if !config.check_gid_peer {
-        warn!("--allow-gid-peer-mismatch: client GIDs are not checked against the HTTP peer (PROTOCOL.md rule 9.4 off)");
+        warn!("--allow-gid-peer-mismatch: client GIDs are not checked against the HTTP peer (docs/protocol.md rule 9.4 off)");
     }
     let policy = || {
         AccessPolicy::new(

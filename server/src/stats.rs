@@ -59,7 +59,7 @@ counters! {
     rdma_bytes_read,
     /// Work requests posted.
     work_requests,
-    /// Transfers ended with a SEND_WITH_INV of the client's window (PROTOCOL.md section 11).
+    /// Transfers ended with a SEND_WITH_INV of the client's window (docs/protocol.md section 11).
     remote_invalidations,
     /// Completions with an error status.
     completion_errors,

@@ -64,7 +64,7 @@ mod md5 {
     }
 }
 
-/// A token as the client library mints it (PROTOCOL.md section 2), hex encoded.
+/// A token as the client library mints it (docs/protocol.md section 2), hex encoded.
 fn token_hex(transport: u8, length: u64, pairing: u16) -> String {
     let mut b = Vec::with_capacity(44);
     b.push(transport);

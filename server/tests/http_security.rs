@@ -1,4 +1,4 @@
-//! PROTOCOL.md section 9 over HTTP against the real binary (no RDMA needed): identities and a
+//! docs/protocol.md section 9 over HTTP against the real binary (no RDMA needed): identities and a
 //! credentials file, bucket ownership, the signed-token rule (9.2), the GID-is-the-peer rule
 //! (9.4), the stats endpoint (9.5) and anonymous serving. Token requests here run on a server
 //! whose RDMA is disabled, so a token that passes every check is answered 501: a 403 instead
@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use common::sigv4::{Placement, Signer, OTHER_SIGNER, TEST_SIGNER};
 use common::Server;
 
-/// A token for client GID `::ffff:<ip>` (PROTOCOL.md section 2), hex encoded.
+/// A token for client GID `::ffff:<ip>` (docs/protocol.md section 2), hex encoded.
 fn token_from(ip: [u8; 4], length: u64) -> String {
     let mut b = Vec::with_capacity(44);
     b.push(1);

@@ -1,10 +1,10 @@
 //! Real RDMA end to end (needs a verbs device, e.g. Soft-RoCE `rxe0` in the VM of
 //! shared/softroce): starts `hipobj-server --device $HIPOBJ_TEST_RDMA_DEVICE` and plays the
-//! client side of PROTOCOL.md with `hipobj::verbs` directly: token with pairing 0 -> 428 ->
+//! client side of docs/protocol.md with `hipobj::verbs` directly: token with pairing 0 -> 428 ->
 //! connect the client QP to the server QP -> GET/PUT move data by the server's RDMA WRITE/READ.
 //!
 //! The server runs with authentication on and listens on every address; requests go to (and
-//! so come from) the client device's own IPv4 address, as PROTOCOL.md rule 9.4 wants. The
+//! so come from) the client device's own IPv4 address, as docs/protocol.md rule 9.4 wants. The
 //! attacks of section 9 are played from other addresses and as another identity.
 //!
 //! Ignored by default; run with
@@ -414,7 +414,7 @@ fn parallel_connections_each_pair_once_and_move_correct_bytes() {
     assert!(server.stop().success());
 }
 
-// --- PROTOCOL.md section 9: attacks on another client's transfers ---
+// --- docs/protocol.md section 9: attacks on another client's transfers ---
 
 /// A token naming the client QP `qp_num` at `::ffff:<ip>`, with `lid` as pairing id.
 fn token_for(ip: IpAddr, qp_num: u32, lid: u16, len: u64) -> String {

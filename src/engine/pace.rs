@@ -4,7 +4,7 @@
 //! mode back off from a store or a fabric that is overloaded). Every attempt, retries included,
 //! takes a place first.
 //!
-//! Why: one RDMA READ or WRITE that gets no answer within RC's retry window (PROTOCOL.md rule
+//! Why: one RDMA READ or WRITE that gets no answer within RC's retry window (docs/protocol.md rule
 //! 4.3: timeout 14, retry_cnt 6, about 0.5 s) fails its transfer. A host whose CPUs also run the
 //! NIC (Soft-RoCE) or a server shared by many clients answers late when too many transfers are
 //! in flight, and retrying at the same concurrency only repeats that. Measured in the lane

@@ -1,5 +1,5 @@
-//! Argument checks of the exports, in the order of REFERENCE.md section 7 (with the spec
-//! header's changes). Each export calls [`runtime`] first where the reference checks
+//! Argument checks of the exports, in the order include/hipobj.h documents for each function.
+//! Each export calls [`runtime`] first where the reference checks
 //! initialisation first, then the checks here for its arguments, in the order listed in its doc.
 //! They only read their arguments; no check writes an output.
 

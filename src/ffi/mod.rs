@@ -2,7 +2,7 @@
 //!
 //! * [`boundary`] wraps every export, so a panic becomes `{hipObjInternalError, 0}` (or a static
 //!   string) instead of unwinding into C;
-//! * [`args`] holds every argument check, in the order REFERENCE.md section 7 gives;
+//! * [`args`] holds every argument check, in the order include/hipobj.h gives;
 //! * [`error`] is the only conversion from the core's [`Error`](crate::error::Error) to
 //!   [`hipObjError_t`], and the error strings;
 //! * [`types`] has `#[repr(C)]` copies of the header's types;

@@ -156,7 +156,8 @@ mod tests {
         );
         assert_eq!(ll.len(), 88);
         assert_eq!(client_nic_text(ll.as_bytes()).expect("valid"), "");
-        // Bytes 10-11 are 0xffff but byte 0 is not zero: not IPv4-mapped (REFERENCE.md 13.5).
+        // Bytes 10-11 are 0xffff but byte 0 is not zero: not IPv4-mapped (docs/protocol.md section 2:
+        // bytes 0-9 must be zero too, which the C++ reference does not check).
         let half = format!(
             "01{}{}{}",
             "55000000",

@@ -55,7 +55,7 @@ fn check(call: &'static str, status: HipStatus) -> Result<(), HipError> {
 ///
 /// # Visibility after an RDMA write
 /// The reference calls `hipDeviceSynchronize` after every transfer into a direct buffer, which
-/// waits for every stream of the application on that device (REFERENCE.md 13, item 6). The spec
+/// waits for every stream of the application on that device. The spec
 /// header makes the application responsible for having no GPU work on the buffer during a GET, so
 /// nothing of the application's needs waiting for: what is needed is that GPU work started after
 /// `hipObjGet` returns doesn't read stale cache lines for the bytes the NIC wrote to VRAM. We get

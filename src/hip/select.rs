@@ -1,5 +1,6 @@
-//! Which GPU `hipObjInit` works with: its `gpuDevice` rules (REFERENCE.md 7) and the GPU's PCI
-//! bus id for choosing the closest NIC (REFERENCE.md 9.1).
+//! Which GPU `hipObjInit` works with: its `gpuDevice` rules (include/hipobj.h,
+//! `hipObjConfig_t`) and the GPU's PCI bus id for choosing the closest NIC ([`crate::verbs`]'s
+//! `select`).
 
 use super::error::{HipError, HIP_ERROR_NO_DEVICE};
 use super::GpuRuntime;

@@ -1,5 +1,5 @@
 //! The application connection: the dedicated QP of application-driven tokens
-//! (`hipObjGetRdmaToken`, PROTOCOL.md section 6, rule 9.9).
+//! (`hipObjGetRdmaToken`, docs/protocol.md section 6, rule 9.9).
 
 use super::connection::{Connection, Role};
 use super::protection::Protection;

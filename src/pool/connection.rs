@@ -29,7 +29,7 @@ fn qp_access() -> Access {
     Access::REMOTE_READ | Access::REMOTE_WRITE | Access::LOCAL_WRITE
 }
 /// Send queue of a client QP: one bind and one invalidation at a time, with room to spare; the
-/// receive queue holds the zero-length receives of remote invalidation (PROTOCOL.md section 11).
+/// receive queue holds the zero-length receives of remote invalidation (docs/protocol.md section 11).
 const CLIENT_QP_CAPS: QpCaps = QpCaps {
     max_send_wr: 4,
     max_recv_wr: RING,
@@ -42,7 +42,7 @@ const LOCAL_OP_LIMIT: Duration = Duration::from_secs(2);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
     /// Pool connection `slot`: its recovery worker is the runtime's `slot`th; with `remote_inv`
-    /// (opt-in, docs/protocol.md section 7) its QP keeps receives posted for remote
+    /// (opt-in, docs/protocol.md section 11) its QP keeps receives posted for remote
     /// invalidation (under windows).
     Pool { slot: usize, remote_inv: bool },
     /// The application connection (`hipObjGetRdmaToken`): invalidates every window locally.
@@ -250,7 +250,7 @@ impl Connection {
         self.confirm_bind_window(window, bind)
     }
 
-    /// Post a bind of the connection's own window over `range` (PROTOCOL.md 9.7). Its rkey is
+    /// Post a bind of the connection's own window over `range` (docs/protocol.md 9.7). Its rkey is
     /// known at once (work such as the token may go on meanwhile); the window grants nothing
     /// remotely to rely on until [`Connection::confirm_bind`] has seen the bind complete.
     pub fn post_bind(&mut self, range: &BindRange<'_>) -> Result<PostedBind> {
@@ -342,7 +342,7 @@ impl Connection {
         }
     }
 
-    /// Invalidate `rkey` on this QP and wait for it (PROTOCOL.md 9.8). If that cannot be
+    /// Invalidate `rkey` on this QP and wait for it (docs/protocol.md 9.8). If that cannot be
     /// confirmed the QP is fenced (moved to ERR) and must be replaced before it is used again.
     pub fn invalidate(&mut self, rkey: u32) {
         if self.fenced {

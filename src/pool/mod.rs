@@ -1,7 +1,7 @@
 //! RDMA connections: the QP of each connection, its memory window, its state, and the worker
 //! that recovers it.
 //!
-//! - `protection`: memory windows per request, or the registration's rkey (PROTOCOL.md 9.6).
+//! - `protection`: memory windows per request, or the registration's rkey (docs/protocol.md 9.6).
 //! - `state`: what a QP is to the protocol (pairing, the state tokens are minted from, how a
 //!   request's window ends).
 //! - `connection`: one QP and its window over their life (pair, bind, end a window, fence,
@@ -19,7 +19,7 @@
 //! **Recovery on the worker.** After a transfer that did not end in success, or whose window could
 //! not be confirmed invalid, the caller hands its lease (the connection, by value) to the
 //! connection's worker thread (`hipobj-qp-NN`) and returns at once. The worker replaces the QP
-//! (and window) by fresh ones (PROTOCOL.md rule 5.5) and only then drops the lease, so the
+//! (and window) by fresh ones (docs/protocol.md rule 5.5) and only then drops the lease, so the
 //! connection rejoins the pool with a never-paired QP; if creating the fresh QP fails, it retries
 //! and the connection stays out of the pool.
 

@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use crate::verbs::{Access, Device};
 use std::sync::Once;
 
-/// How transfers of a runtime grant the server access to a buffer (PROTOCOL.md 9.6).
+/// How transfers of a runtime grant the server access to a buffer (docs/protocol.md 9.6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protection {
     /// Registrations have local access and window binding only; each request binds a type-2

@@ -3,7 +3,7 @@
 
 use crate::token::{Token, Transport};
 
-/// How a request's window ends (PROTOCOL.md 9.8, 11.2), from its reply.
+/// How a request's window ends (docs/protocol.md 9.8, 11.2), from its reply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WindowEnd {
     /// A `200` announced the server's SEND_WITH_INV.

@@ -1,5 +1,5 @@
-//! The hipobj-rc-v2 client: the state machine of REFERENCE.md 5.6 with the checks, error mapping
-//! and deadlines of 5.7 and the rules of PROTOCOL.md section 10.
+//! The hipobj-rc-v2 client: the state machine of docs/protocol.md 13.6 with the checks, error mapping
+//! and deadlines of 5.7 and the rules of docs/protocol.md section 10.
 //!
 //! The caller owns HTTP: [`S3OpsV2`] sends PREPARE, writes READY, reads its answer (FINAL) and
 //! sends CANCEL (the C callbacks of `hipobj_v2.h`, or the command line's and the Python package's
@@ -32,11 +32,11 @@ use std::time::{Duration, Instant};
 /// `hipError` of a transfer that failed `hipObjBusy` because a deadline expired ("TIME",
 /// `HIPOBJ_DIAG_DEADLINE_EXPIRED`).
 pub const DIAG_DEADLINE_EXPIRED: i32 = 0x5449_4D45;
-/// Longest bucket name and key a target may have (REFERENCE.md 5.2).
+/// Longest bucket name and key a target may have (docs/protocol.md 13.2).
 pub const MAX_BUCKET_LEN: usize = 255;
 pub const MAX_KEY_LEN: usize = 1024;
 
-/// The budgets of one transfer (REFERENCE.md 5.7 defaults).
+/// The budgets of one transfer (docs/protocol.md 13.7 defaults).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Deadlines {
     /// From entry to return: lease wait, every callback, the data phase.
@@ -164,7 +164,7 @@ impl FinalReplyV2 {
 
 /// The caller's HTTP side of hipobj-rc-v2: one implementation per client (the C callbacks of
 /// `hipObjOpsV2_t`, the command line, the Python package). Each method is one step of
-/// REFERENCE.md 5.6; the requests' `headers()` are what to send (every one of them signed).
+/// docs/protocol.md 13.6; the requests' `headers()` are what to send (every one of them signed).
 /// A non-zero `i32` is the caller's own failure (no answer was seen).
 pub trait S3OpsV2 {
     /// POST `PREPARE_PATH` with `req.headers()`; the answer's status and headers.
@@ -201,7 +201,7 @@ pub trait DataPath {
     /// Wait until `deadline` for the data phase to end: GET, the receive completing as
     /// RECV_RDMA_WITH_IMM with `imm == cookie`; PUT, the write's successful completion.
     fn await_data(&mut self, cookie: Cookie, deadline: Instant) -> Result<()>;
-    /// The end, success or not: invalidate the window (PROTOCOL.md 10.4; if that cannot be
+    /// The end, success or not: invalidate the window (docs/protocol.md 10.4; if that cannot be
     /// confirmed, or `failed`, the QP goes to ERR) so nothing reaches the buffer any more.
     fn close(&mut self, failed: bool);
 }
@@ -317,7 +317,7 @@ fn negotiate_and_move(
     moved.map_err(|e| (Some(session), e))
 }
 
-/// REFERENCE.md 5.3 and 5.7: what a PREPARE answer means.
+/// docs/protocol.md 13.3 and 13.7: what a PREPARE answer means.
 fn check_prepare(op: Op, reply: PrepareReplyV2) -> Result<PrepareAnswer> {
     let answer = match (reply.status, reply.answer) {
         (200, Some(Ok(answer))) => answer,
@@ -371,7 +371,7 @@ pub const MAX_PUT_GRACE: Duration = Duration::from_millis(250);
 /// READY arrives (elbencho's s3rdma-server) drops packets that come before; RC retransmits them
 /// (7 tries 67 ms apart), and a busy server that needs longer than that would fail the transfer.
 /// Waiting about as long as the server took to answer PREPARE covers it without a fixed sleep:
-/// a few microseconds against a fast server, which needs none (PROTOCOL.md 10.5).
+/// a few microseconds against a fast server, which needs none (docs/protocol.md 10.5).
 pub fn put_grace(prepare_round_trip: Duration) -> Duration {
     prepare_round_trip.min(MAX_PUT_GRACE)
 }
@@ -421,7 +421,7 @@ fn move_data(
     check_final(x.op, x.size, x.cookie, fin)
 }
 
-/// REFERENCE.md 5.5 and 5.7: what a FINAL means.
+/// docs/protocol.md 13.5 and 13.7: what a FINAL means.
 fn check_final(op: Op, size: u64, cookie: Cookie, fin: FinalReplyV2) -> Result<V2Outcome> {
     let ok_status = fin.status == 200 || (op == Op::Put && fin.status == 204);
     if !ok_status {
@@ -456,7 +456,7 @@ fn cancel(ops: &mut dyn S3OpsV2, session: Session, clock: &Clock) {
     ops.send_cancel(&CancelRequest { session });
 }
 
-/// The size checks of a v2 transfer: 1 ..= 2^31 - 1 bytes (PROTOCOL.md 10.6).
+/// The size checks of a v2 transfer: 1 ..= 2^31 - 1 bytes (docs/protocol.md 10.6).
 pub fn check_size(size: usize) -> Result<u64> {
     let size = size as u64;
     if size == 0 {

@@ -1,5 +1,5 @@
-//! hipobj-rc-v2, the ecosystem's two-round-trip RC protocol (PROTOCOL.md section 10; the wire is
-//! REFERENCE.md section 5). [`wire`] is the one codec of its headers, used by the library's client
+//! hipobj-rc-v2, the ecosystem's two-round-trip RC protocol (docs/protocol.md section 10; the wire is
+//! docs/protocol.md section 13). [`wire`] is the one codec of its headers, used by the library's client
 //! and by `hipobj-server`; the 88-hex token inside PREPARE is [`crate::token::Token`].
 
 pub mod client;

@@ -1,4 +1,4 @@
-//! Which RC protocol a client speaks to an endpoint (PROTOCOL.md 10.1), for clients that own
+//! Which RC protocol a client speaks to an endpoint (docs/protocol.md 10.1), for clients that own
 //! their HTTP (the command line, the Python package): the decision after each answer, and what
 //! each endpoint was found to speak, remembered for the session.
 //!

@@ -1,4 +1,4 @@
-//! The hipobj-rc-v2 header codec (REFERENCE.md 5.2-5.5): value types with their exact formats,
+//! The hipobj-rc-v2 header codec (docs/protocol.md 13.2-13.5): value types with their exact formats,
 //! the request target, and the five messages. Strict: every value is checked where it is parsed,
 //! and a [`WireError`] carries the status a server answers for it.
 
@@ -511,7 +511,7 @@ impl PrepareAnswer {
         h
     }
 
-    /// The client's checks of a 200 (REFERENCE.md 5.3): protocol echo, an RC server token with a
+    /// The client's checks of a 200 (docs/protocol.md 13.3): protocol echo, an RC server token with a
     /// non-zero GID, a 32-hex session, a non-zero PSN; staging only when both values are
     /// non-zero (a PUT without it is the caller's error to raise).
     pub fn from_headers<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Result<PrepareAnswer> {
@@ -623,7 +623,7 @@ impl FinalAnswer {
         h
     }
 
-    /// The client's checks (REFERENCE.md 5.5): protocol echo, a well-formed cookie echo (compare
+    /// The client's checks (docs/protocol.md 13.5): protocol echo, a well-formed cookie echo (compare
     /// it with your own), a decimal byte count, a canonical CRC64NVME checksum when present.
     pub fn from_headers<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Result<FinalAnswer> {
         check_protocol(&get)?;

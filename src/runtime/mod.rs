@@ -84,7 +84,7 @@ struct Gpu {
 /// One initialised library instance.
 pub struct Runtime {
     env: EnvConfig,
-    /// Memory windows per transfer, or the registration's own rkey (PROTOCOL.md 9.6).
+    /// Memory windows per transfer, or the registration's own rkey (docs/protocol.md 9.6).
     protection: Protection,
     // Field order is drop order: connections and buffers go before the device they were made on.
     connections: PoolConnections,

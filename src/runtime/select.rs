@@ -1,4 +1,5 @@
-//! Which NIC and which GPU a runtime uses (REFERENCE.md section 7, and our rule for `nicHint`).
+//! Which NIC and which GPU a runtime uses (include/hipobj.h's `gpuDevice` and
+//! `nicHint`).
 
 use super::{Gpu, GpuSource, InitConfig};
 use crate::error::{Error, OpError, Result};
@@ -28,7 +29,7 @@ pub fn names_one_nic(hint: Option<&str>) -> bool {
     filled(hint).is_some_and(|h| hinted_names(h).len() == 1)
 }
 
-/// REFERENCE.md section 7, `gpuDevice` handling (the rules live in `hip::select_gpu`), against
+/// `gpuDevice` handling (include/hipobj.h) (the rules live in `hip::select_gpu`), against
 /// the runtime `hip::load_gpu_runtime` picks: HIP when it has a device, else CUDA when it has one.
 pub(super) fn resolve_gpu(cfg: &InitConfig, source: GpuSource) -> Result<Option<Gpu>> {
     let runtime = match source {

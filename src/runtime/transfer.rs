@@ -1,4 +1,4 @@
-//! One transfer: the request/reply exchange of PROTOCOL.md section 5, with staging around it.
+//! One transfer: the request/reply exchange of docs/protocol.md section 5, with staging around it.
 
 use super::registration::refusal;
 use super::{Runtime, S3Ops, SyncDirection, TransferKind};
@@ -16,7 +16,7 @@ use hipobj_actors::sync::Arc;
 use hipobj_actors::transfer::{self, Direction, Refused, TransferHost, TransferParts};
 use std::time::Duration;
 
-/// A transfer never sends more than this many requests (PROTOCOL.md rule 5.3).
+/// A transfer never sends more than this many requests (docs/protocol.md rule 5.3).
 const MAX_REQUESTS: usize = 3;
 
 impl Runtime {
@@ -219,7 +219,7 @@ impl Drop for FenceOnUnwind<'_> {
 }
 
 /// `hipObjParseRdmaReply` after the argument checks: the reply's code; while initialised, a
-/// `428:<token>` reply first pairs the dedicated connection (PROTOCOL.md section 6) and a failure
+/// `428:<token>` reply first pairs the dedicated connection (docs/protocol.md section 6) and a failure
 /// to do so is the call's error.
 pub fn reply_code(bytes: &[u8]) -> Result<i32> {
     let reply = Reply::parse(bytes).map_err(|e| Error::invalid(e.to_string()))?;
@@ -232,7 +232,7 @@ pub fn reply_code(bytes: &[u8]) -> Result<i32> {
 }
 
 /// `hipObjPutRdmaToken` of a token's text: while initialised, invalidate the window it names
-/// (PROTOCOL.md 9.9). Text that is not a token names no window.
+/// (docs/protocol.md 9.9). Text that is not a token names no window.
 pub fn release_token(text: &[u8]) {
     let Ok(token) = Token::decode_hex(text) else {
         return;
@@ -290,7 +290,7 @@ impl Grant<'_> {
     }
 
     /// End the window bound for one request, before its reply is acted on: the server's
-    /// SEND_WITH_INV when its `200` announces one (PROTOCOL.md 11.2), else a local
+    /// SEND_WITH_INV when its `200` announces one (docs/protocol.md 11.2), else a local
     /// invalidation.
     fn end(&self, conn: &mut Connection, rkey: u32, reply: &Result<Reply>) -> Result<()> {
         if self.protection != Protection::Windows || rkey == 0 {
@@ -335,7 +335,7 @@ fn token_text<'t>(
         .encode_hex_into(text)
 }
 
-/// One transfer's request/reply exchange on a leased connection (PROTOCOL.md section 5). A
+/// One transfer's request/reply exchange on a leased connection (docs/protocol.md section 5). A
 /// request's window bind is confirmed before `sendRequest` is called (the token is built while
 /// the bind completes), and every window bound for a request is invalidated before the reply is
 /// looked at, whatever it is.

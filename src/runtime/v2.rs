@@ -1,4 +1,4 @@
-//! hipobj-rc-v2 transfers (PROTOCOL.md section 10): [`Runtime::transfer_v2`], the composition of
+//! hipobj-rc-v2 transfers (docs/protocol.md section 10): [`Runtime::transfer_v2`], the composition of
 //! `hipobj_actors::transfer::run` (registry use, staging, a slot of the `max_transfers` pool)
 //! around `rcv2::client::run`, whose data path is a per-transfer RC QP over the buffer's
 //! registration ([`QpPath`]).

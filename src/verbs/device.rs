@@ -75,7 +75,7 @@ pub struct DeviceCaps {
     pub max_mr_size: u64,
     pub vendor_id: u32,
     /// `IBV_DEVICE_MEM_WINDOW_TYPE_2B`: type-2 memory windows bound by the QP that owns them
-    /// (PROTOCOL.md 9.6-9.8).
+    /// (docs/protocol.md 9.6-9.8).
     pub mem_window_type_2b: bool,
     /// Memory windows the device can hold.
     pub max_mw: u32,

@@ -1,4 +1,4 @@
-//! Type-2 memory windows (PROTOCOL.md 9.6-9.8): `Mw` (deallocated on drop), and the two work
+//! Type-2 memory windows (docs/protocol.md 9.6-9.8): `Mw` (deallocated on drop), and the two work
 //! requests that use it on an RC QP, `IBV_WR_BIND_MW` and `IBV_WR_LOCAL_INV`.
 //!
 //! A type-2 window is bound by a work request on one QP and is then reachable only through that
@@ -204,7 +204,7 @@ impl RcQp {
         self.post_send(&mut wr, || "invalidate memory window".into())
     }
 
-    /// Posts a signaled zero-length `IBV_WR_SEND_WITH_INV` of `rkey` (PROTOCOL.md section 11):
+    /// Posts a signaled zero-length `IBV_WR_SEND_WITH_INV` of `rkey` (docs/protocol.md section 11):
     /// the peer's next posted receive completes with `IBV_WC_WITH_INV` and `rkey`, and the
     /// peer's window `rkey` grants nothing from then on. RC ordering puts it after every WRITE
     /// posted before it; after READs only once they completed (post it then). Only to a peer that

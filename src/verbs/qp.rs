@@ -13,7 +13,7 @@ use super::sys;
 /// Largest packet sequence number (24 bits).
 pub const MAX_PSN: u32 = 0x00ff_ffff;
 
-/// `IBV_WC_SEND`: completion of a SEND (here only the zero-length SEND_WITH_INV of PROTOCOL.md
+/// `IBV_WC_SEND`: completion of a SEND (here only the zero-length SEND_WITH_INV of docs/protocol.md
 /// section 11).
 pub const WC_SEND: u32 = 0;
 /// `IBV_WC_RDMA_WRITE` and `IBV_WC_RDMA_READ`, the `Completion::opcode` of this module's posts.
@@ -59,7 +59,7 @@ pub struct RtrParams {
 }
 
 /// RTS attributes. There is no default: `retry_cnt` 7 means "retry forever" on rxe
-/// (PAIRING-FINDINGS.md) and is rejected.
+/// (docs/protocol.md section 8) and is rejected.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RtsParams {
     /// First PSN sent (24 bits).

@@ -1,13 +1,13 @@
-//! The one RC connection setup of this project: the attributes PROTOCOL.md sections 4 and 5 fix,
+//! The one RC connection setup of this project: the attributes docs/protocol.md sections 4 and 5 fix,
 //! the INIT -> RTR -> RTS assembly, and the starting PSNs. The client pool, the server's pairings
 //! and hipobj-rc-v2's per-transfer QPs all connect through [`RcQp::connect`].
 
 use super::error::VerbsError;
 use super::qp::{RcQp, RtrParams, RtsParams, MAX_PSN};
 
-/// Local ACK timeout exponent: 4.096 us * 2^14 = 67 ms (PROTOCOL.md rule 4.3).
+/// Local ACK timeout exponent: 4.096 us * 2^14 = 67 ms (docs/protocol.md rule 4.3).
 pub const RC_TIMEOUT: u8 = 14;
-/// Transport retries. Never 7: rxe retries forever on 7 (PAIRING-FINDINGS.md).
+/// Transport retries. Never 7: rxe retries forever on 7 (docs/protocol.md section 8).
 pub const RC_RETRY_CNT: u8 = 6;
 /// RNR retries, finite for the same reason.
 pub const RC_RNR_RETRY: u8 = 6;
@@ -21,7 +21,7 @@ pub struct RcPeer {
     pub gid: [u8; 16],
 }
 
-/// A random starting PSN, 1..=0xffffff: unpredictable per connection (PROTOCOL.md section 8), and
+/// A random starting PSN, 1..=0xffffff: unpredictable per connection (docs/protocol.md section 8), and
 /// never 0, which hipobj-rc-v2 peers reject.
 pub fn random_psn() -> u32 {
     loop {

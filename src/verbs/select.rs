@@ -1,4 +1,4 @@
-//! Pure NIC, port and GID choice (REFERENCE.md 9.1-9.2, without the reference's bugs): nic-hint
+//! Pure NIC, port and GID choice (the C++ reference's rules, without its bugs): nic-hint
 //! filtering, PCIe bus-id distance, GID kind classification and priority.
 
 use super::sys;
@@ -14,7 +14,8 @@ pub enum GidKind {
 }
 
 impl GidKind {
-    /// REFERENCE.md 9.2 priority: higher wins.
+    /// Priority, higher wins: RoCE v2 IPv4-mapped, then RoCE v2 global, RoCE v2 link-local, RoCE v1
+    /// global, RoCE v1 link-local.
     pub fn priority(self) -> u8 {
         match self {
             GidKind::RoceV2Ipv4 => 5,
@@ -126,7 +127,7 @@ pub(crate) fn hint_matches(nic_hint: Option<&str>, name: &str) -> bool {
     }
 }
 
-/// Distance between two PCIe bus ids (REFERENCE.md 9.1): each is cut at its last `:`
+/// Distance between two PCIe bus ids (the NIC closest to the GPU wins): each is cut at its last `:`
 /// (`0000:42:00.0` -> `0000:42`); equal prefixes are 0 apart, otherwise the distance is the number
 /// of characters of both after their common prefix. An empty id is `u32::MAX` from everything.
 pub fn pci_distance(a: &str, b: &str) -> u32 {

@@ -78,7 +78,7 @@ static int counting_recv(void *ctx, char *reply, size_t *replyLen) {
 }
 #endif
 
-/* REFERENCE.md 2.2's worked example: RC, GID ::ffff:192.168.100.200. */
+/* docs/protocol.md section 2's worked example: RC, GID ::ffff:192.168.100.200. */
 static const char TOKEN[] =
     "015500000000000000000000000000ffffc0a864c83412000000100000007f00000010000000000000010000";
 

@@ -4,7 +4,7 @@
  * Runs in the Soft-RoCE lane: curl_e2e ENDPOINT NIC SIZE
  * (e.g. curl_e2e http://127.0.0.1:9000 rxe0 1048576). The bucket "cbkt" must exist.
  * With HIPOBJ_S3_USER=ACCESS_KEY:SECRET_KEY in the environment every request is SigV4-signed,
- * x-amz-rdma-token included, as PROTOCOL.md rule 9.2 requires. */
+ * x-amz-rdma-token included, as docs/protocol.md rule 9.2 requires. */
 #include "hipobj.h"
 #include "s3_curl.h"
 
@@ -94,7 +94,7 @@ int main(int argc, char **argv) {
     CHECK(memcmp(src, dst, size) == 0, "GET returned the bytes PUT stored");
 
     /* More warm GETs on the paired connection than it keeps receives posted for remote
-     * invalidation (PROTOCOL.md section 11: 16, refilled by 8): one request each, every time. */
+     * invalidation (docs/protocol.md section 11: 16, refilled by 8): one request each, every time. */
     for (i = 0; i < 40; i++) {
         memset(&req, 0, sizeof req);
         req.target = &target;

@@ -74,7 +74,7 @@ pub const OK: hipObjError_t = hipObjError_t {
     hipError: 0,
 };
 
-/// REFERENCE.md 2.2's worked example: RC, GID ::ffff:192.168.100.200.
+/// docs/protocol.md section 2's worked example: RC, GID ::ffff:192.168.100.200.
 pub const EXAMPLE_TOKEN: &CStr =
     c"015500000000000000000000000000ffffc0a864c83412000000100000007f00000010000000000000010000";
 

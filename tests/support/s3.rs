@@ -14,7 +14,7 @@ use std::time::Duration;
 
 /// The address an HTTP request carrying `token` is sent from: the NIC address of the token's
 /// IPv4-mapped GID (what `hipObjTokenClientNic` returns), so that the server's GID == peer check
-/// holds (PROTOCOL.md 9.4). `None` for a token without one.
+/// holds (docs/protocol.md 9.4). `None` for a token without one.
 pub fn token_nic(token: &str) -> Option<IpAddr> {
     Token::decode_hex(token.as_bytes())
         .ok()?

@@ -117,7 +117,7 @@ impl Server {
             cmd.arg("--data-dir").arg(&self.data_dir);
         }
         cmd.arg("--credentials").arg(&credentials);
-        // PROTOCOL.md rule 9.4 stays on: the tests' callbacks bind their HTTP socket to the NIC
+        // docs/protocol.md rule 9.4 stays on: the tests' callbacks bind their HTTP socket to the NIC
         // address of the token (`s3::token_nic`, what hipObjTokenClientNic returns).
         if let Some(d) = &self.device {
             cmd.arg("--device").arg(d);

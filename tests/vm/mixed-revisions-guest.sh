@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guest half of tests/vm/mixed-revisions (PROTOCOL.md 11.3): clients and servers of protocol
+# Guest half of tests/vm/mixed-revisions (docs/protocol.md 11.3): clients and servers of protocol
 # revisions 3 and 4 against each other in one lane boot, plus both of this revision.
 #   REV3 = a checkout of revision 3 (f36d516) with scripts/build-release run in it.
 # 1. this client (tests/e2e_rdma.rs, unchanged) against the revision-3 server;

@@ -1,5 +1,5 @@
 """Python get_object/put_object against a hipobj-rc-v2-only server (tests/vm/e2e.d/29-v2-negotiation):
-nothing but the endpoint is given; the Session negotiates (PROTOCOL.md 10.1). Prints one line per
+nothing but the endpoint is given; the Session negotiates (docs/protocol.md 10.1). Prints one line per
 transfer and, last, "rdma transfers: N" for the caller to compare with the server's log.
 Usage: v2neg_python.py URL NIC BUCKET"""
 

@@ -1,4 +1,4 @@
-//! What one token request does on an RDMA worker thread (PROTOCOL.md section 4, rules 2-5):
+//! What one token request does on an RDMA worker thread (docs/protocol.md section 4, rules 2-5):
 //! check the object or bucket, then pair or transfer, then build the outcome.
 
 use std::io;
@@ -363,7 +363,7 @@ impl<P: RdmaPort> Engine<P> {
         if old_id.is_some() {
             Stats::bump(&self.stats.pairings_replaced);
         }
-        // Silence the superseded QP before anything else (PAIRING-FINDINGS section 5, item 2).
+        // Silence the superseded QP before anything else (docs/protocol.md section 8).
         lease.destroy_pairing("superseded by a new pairing");
         let start_psn = hipobj::verbs::random_psn();
         let id = loop {

@@ -1,5 +1,5 @@
 //! The local end of a transfer: the file a GET reads from or a PUT writes to, working on staging
-//! slots the poller hands it (PROTOCOL.md section 4 says nothing about it; this is the pipeline).
+//! slots the poller hands it (docs/protocol.md section 4 says nothing about it; this is the pipeline).
 //!
 //! A slot belongs to exactly one party at a time: the poller (free), the NIC (posted) or the local
 //! end (being filled or drained). The local end makes a Rust slice over a slot only while it owns

@@ -1,4 +1,4 @@
-//! The RDMA side of the server: token -> pairing -> RDMA READ or WRITE (PROTOCOL.md section 4).
+//! The RDMA side of the server: token -> pairing -> RDMA READ or WRITE (docs/protocol.md section 4).
 //!
 //! - `token_header`: the `x-amz-rdma-token` value (88 hex digits, optional legacy suffix).
 //! - `port`: the [`port::RdmaPort`] seam; `verbs_port` implements it over `hipobj::verbs`.
@@ -8,7 +8,7 @@
 //!   `staging`: registered staging buffers; `engine`: one request end to end;
 //!   `worker`: the dedicated RDMA threads and the 503 limit; `selection`: which bytes a GET
 //!   sends (Range, client buffer size).
-//! - hipobj-rc-v2 (PROTOCOL.md section 10): `session` (the session table: owners, cookies,
+//! - hipobj-rc-v2 (docs/protocol.md section 10): `session` (the session table: owners, cookies,
 //!   states, deadlines, limits) and `v2` (PREPARE / READY / CANCEL on the engine).
 
 pub mod engine;
@@ -70,7 +70,7 @@ pub enum RejectCode {
     /// Malformed token, suffix mismatch, or buffer too small for the selected bytes.
     BadRequest,
     /// Token not covered by the signature, client GID not the peer, or a bucket of another
-    /// identity (PROTOCOL.md section 9).
+    /// identity (docs/protocol.md section 9).
     Forbidden,
     /// No such bucket or object.
     NotFound,
@@ -84,7 +84,7 @@ pub enum RejectCode {
     NotImplemented,
     /// Too many transfers at once (or a pairing table full of pairings in use).
     Busy,
-    /// A digest the client sent does not match the moved bytes (PROTOCOL.md rule 4.9): the
+    /// A digest the client sent does not match the moved bytes (docs/protocol.md rule 4.9): the
     /// algorithm's, or `None` for `Content-MD5`. Nothing was stored.
     BadDigest(Option<crate::backend::ChecksumAlgo>),
     /// A digest the client sent is malformed. Nothing was stored.

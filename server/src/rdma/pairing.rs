@@ -1,4 +1,4 @@
-//! The pairing table (PROTOCOL.md section 4, rules 2, 3, 6, 7, 8): one server QP per
+//! The pairing table (docs/protocol.md section 4, rules 2, 3, 6, 7, 8): one server QP per
 //! [`PairingKey`] = (HTTP peer address, identity, client GID, client QP number), shared by every
 //! RDMA worker of the process. A token only ever finds pairings under its own requester's key, so
 //! it can never silence, replace or use another requester's pairing (rule 9.3).

@@ -122,7 +122,7 @@ pub trait RdmaQp: Send + 'static {
     fn qp_num(&self) -> u32;
     /// Post one signaled work request reading from / writing into `buf`.
     fn post(&mut self, wr: &WorkRequest, buf: &Self::Buffer) -> Result<(), PortError>;
-    /// Post one signaled zero-length SEND_WITH_INV of the client's `rkey` (PROTOCOL.md section
+    /// Post one signaled zero-length SEND_WITH_INV of the client's `rkey` (docs/protocol.md section
     /// 11; only to a client QP that said it keeps receives posted).
     fn post_send_inv(&mut self, wr_id: u64, rkey: u32) -> Result<(), PortError>;
     /// Append the completions available now (non-blocking).

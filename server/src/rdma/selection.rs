@@ -1,4 +1,4 @@
-//! Which bytes of an object an RDMA GET moves (PROTOCOL.md section 4, rule 4): the whole object
+//! Which bytes of an object an RDMA GET moves (docs/protocol.md section 4, rule 4): the whole object
 //! or the part its `Range` selects, and never more than the client's buffer (the token length).
 //! Pure, so the fuzz target `server_range` compiles this file on its own.
 

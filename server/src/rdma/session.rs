@@ -1,4 +1,4 @@
-//! The hipobj-rc-v2 session table (PROTOCOL.md 10.3, docs/protocol.md): which sessions exist,
+//! The hipobj-rc-v2 session table (docs/protocol.md rule 10.3 and section 14): which sessions exist,
 //! whom each belongs to, its cookie, its state and deadline, and the limits on how many sessions
 //! and staging bytes may be held at once.
 //!

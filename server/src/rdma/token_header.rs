@@ -1,4 +1,4 @@
-//! Reading the `x-amz-rdma-token` header value (PROTOCOL.md section 2): exactly 88 hex digits,
+//! Reading the `x-amz-rdma-token` header value (docs/protocol.md section 2): exactly 88 hex digits,
 //! optionally followed by the legacy `:<addr 16 hex>:<size 16 hex>` suffix, whose values must
 //! equal the token's own remote address and length.
 

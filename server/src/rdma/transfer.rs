@@ -1,4 +1,4 @@
-//! One RDMA transfer over a paired QP (PROTOCOL.md section 4, rules 4 and 5), pipelined: the
+//! One RDMA transfer over a paired QP (docs/protocol.md section 4, rules 4 and 5), pipelined: the
 //! transfer is cut into work requests no larger than the chunk size; up to `depth` of them are at
 //! the NIC while the local end (see `local_end`) fills (GET) or drains (PUT) other staging slots,
 //! so file reads overlap RDMA WRITEs and file writes overlap RDMA READs.
@@ -39,7 +39,7 @@ pub struct Shape {
 
 /// Longest RDMA READ. A READ's response is one burst from the client's NIC; on Soft-RoCE the
 /// responder sends one QP's whole response before it serves another QP, so with several clients
-/// a long response starves the others' requesters past the 67 ms ACK timeout (PROTOCOL.md rule
+/// a long response starves the others' requesters past the 67 ms ACK timeout (docs/protocol.md rule
 /// 4.3), and their retries restart responses that again outlast it: measured with perftest in the
 /// lane, `ib_read_bw -q 4` of 8 MiB messages never finished, of 1 MiB messages it finished with
 /// retries. So READs are cut shorter than `--chunk-bytes`; `--wr-depth` of them are in flight
@@ -185,7 +185,7 @@ pub struct Plan {
     /// GET of hipobj-rc-v2: the last WRITE carries this immediate (the session's cookie); RC
     /// ordering puts every earlier WRITE in the client's memory before it.
     pub last_imm: Option<u32>,
-    /// Revision 4 (PROTOCOL.md section 11): end with a zero-length SEND_WITH_INV of this rkey,
+    /// Revision 4 (docs/protocol.md section 11): end with a zero-length SEND_WITH_INV of this rkey,
     /// posted right after the last WRITE (GET) or once every READ completed (PUT). The transfer
     /// succeeds only when that SEND completed too (the client's receive completed first).
     pub send_inv: Option<u32>,

@@ -1,4 +1,4 @@
-//! hipobj-rc-v2 on the engine (PROTOCOL.md section 10, REFERENCE.md 5.4-5.5): what PREPARE,
+//! hipobj-rc-v2 on the engine (docs/protocol.md sections 10, 13.4-13.5 and 14): what PREPARE,
 //! READY and CANCEL do on an RDMA worker, over the [`RdmaPort`] seam.
 //!
 //! - PREPARE checks what would move (GET: the object and the offset; PUT: a writer made with the
@@ -395,7 +395,7 @@ impl<P: RdmaPort> Engine<P> {
             Err(ClaimError::Unknown) => return V2Outcome::Rejected(V2Reject::UNKNOWN_SESSION),
             Err(ClaimError::Expired(p)) => {
                 // Past T_prep: reclaimed now (as the janitor would have), and answered as the
-                // unknown session it is from now on (docs/protocol.md).
+                // unknown session it is from now on (docs/protocol.md section 14).
                 self.v2_reclaim(*p);
                 Stats::bump(&self.stats.v2_expired);
                 Stats::sub(&self.stats.v2_sessions_live, 1);
@@ -690,7 +690,7 @@ fn wait_receive<Q: RdmaQp>(
 
 #[cfg(test)]
 mod tests {
-    //! Every session rule of PROTOCOL.md 10.3 / 10.5 on the engine, with the in-memory port.
+    //! Every session rule of docs/protocol.md 10.3 / 10.5 on the engine, with the in-memory port.
     use super::*;
     use crate::backend::StorageError;
     use crate::config::V2Settings;

@@ -112,7 +112,7 @@ pub fn expected_checksums(
 /// Base64 MD5 of zero bytes: the `Content-MD5` of an empty body.
 const EMPTY_MD5: &str = "1B2M2Y8AsgTpgAmY7PhCfg==";
 
-/// The digests of a token PUT or UploadPart of `token_len` bytes (PROTOCOL.md rule 4.9): they
+/// The digests of a token PUT or UploadPart of `token_len` bytes (docs/protocol.md rule 4.9): they
 /// describe the bytes RDMA moves and are checked against them, except a value equal to its
 /// algorithm's digest of zero bytes on a token of non-zero length. That is the SDK's digest of
 /// the empty HTTP body: it is not compared, and that algorithm's checksum of the moved bytes is

@@ -1,4 +1,4 @@
-//! hipobj-rc-v2 control requests (PROTOCOL.md section 10, REFERENCE.md 5.1-5.5):
+//! hipobj-rc-v2 control requests (docs/protocol.md sections 10 and 13.1-13.5):
 //! `POST /.hipobj-rc/prepare`, `/ready` and `/cancel`, served as an s3s custom route next to the
 //! v1 token path. s3s has verified the SigV4 signature when the route runs; this module applies
 //! rule 10.3 (identity, every `x-amz-rdma-*` header signed, token GID = HTTP peer, the target

@@ -234,8 +234,10 @@ class Phase:
 
     def attempts(self, op: str) -> int:
         """Tries an operation gets: 1 where the answer is a failure (retrying it measures nothing),
-        else 5 (backoff 0.5/1/2/4 s: long enough to outlast a restart or a link flap), also where
-        the budget is 0 retries: a retry there fails the phase, and the table says how many."""
+        else 5 (backoff 0.5/1/2/4 s, long enough to outlast a link flap; a try after a server
+        kill also waits until the restarted server answers, which under CPU starvation took longer
+        than the backoff), also where the budget is 0 retries: a retry there fails the phase, and
+        the table says how many."""
         return 1 if op in self.must_fail else 5
 
     def failures_rule(self) -> str:

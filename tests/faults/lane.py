@@ -65,6 +65,8 @@ class Server:
         self.url = f"http://{addr}:{PORT}"
         self.proc: Optional[subprocess.Popen] = None
         self.lock = threading.Lock()
+        # Set while the server serves; cleared from its kill -9 until its restart answers.
+        self.up = threading.Event()
 
     def start(self) -> None:
         with self.lock:
@@ -77,6 +79,7 @@ class Server:
             log.close()
         for _ in range(600):
             if self.stats() is not None:
+                self.up.set()
                 return
             if self.proc.poll() is not None:
                 break
@@ -90,6 +93,7 @@ class Server:
     def kill9(self) -> None:
         with self.lock:
             assert self.proc is not None
+            self.up.clear()
             self.proc.kill()
             self.proc.wait()
 
@@ -330,6 +334,9 @@ class Worker(threading.Thread):
                 break
             retried_err = err
             time.sleep(min(0.5 * 2 ** attempt, 4.0))
+            # A restart under CPU starvation can outlast the backoff: the next try waits for
+            # the server to serve again (each try is still counted against the budget).
+            self.lane.server.up.wait(OP_DEADLINE)
         count["retries"] += attempt
         if outcome == "ok":
             if op == "get" and digest(path) != self.stored[key]:

@@ -23,29 +23,24 @@ OURS = "hipobj-server"
 ALLOWED_REASONS = ("second identity", "versioning", "encryption")
 
 
-def load_groups(path):
-    groups = []
+def list_entries(path, sep):
+    """(line number, the text before the first `sep`, the rest) of each line of a list file that is
+    neither blank nor a `#` comment, both parts stripped."""
     with open(path) as f:
-        for line in f:
+        for number, line in enumerate(f, 1):
             line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            name, _, regex = line.partition("|")
-            groups.append((name.strip(), re.compile(regex.strip())))
-    return groups
+            if line and not line.startswith("#"):
+                first, _, rest = line.partition(sep)
+                yield number, first.strip(), rest.strip()
+
+
+def load_groups(path):
+    return [(name, re.compile(regex)) for _, name, regex in list_entries(path, "|")]
 
 
 def load_excluded(path):
     """case base name -> reason text"""
-    out = {}
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            name, _, reason = line.partition(" ")
-            out[name] = reason.strip()
-    return out
+    return {name: reason for _, name, reason in list_entries(path, " ")}
 
 
 def reason_kind(reason):
@@ -119,16 +114,11 @@ def load_allowed(path):
     """case id -> reason, from the allow-list beside the baseline; (entries, lines without reason)"""
     allowed, bad = {}, []
     try:
-        with open(path) as f:
-            for number, line in enumerate(f, 1):
-                line = line.strip()
-                if not line or line.startswith("#"):
-                    continue
-                case, _, reason = line.partition(" ")
-                if reason.strip():
-                    allowed[case] = reason.strip()
-                else:
-                    bad.append(f"{path}:{number}: {case} has no reason")
+        for number, case, reason in list_entries(path, " "):
+            if reason:
+                allowed[case] = reason
+            else:
+                bad.append(f"{path}:{number}: {case} has no reason")
     except FileNotFoundError:
         pass
     return allowed, bad

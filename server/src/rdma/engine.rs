@@ -354,9 +354,9 @@ impl<P: RdmaPort> Engine<P> {
                 RdmaOutcome::Stored { server, info }
             }
             Err(e) => {
-                // The RDMA READs completed: a digest the client sent that does not match (400)
-                // or a full disk (507) stored nothing and leaves the pairing; anything else is
-                // a failed transfer (500, pairing dropped in `run`).
+                // The RDMA READs completed and nothing was stored: a digest the client sent
+                // that does not match stays 400 (the pairing stays), a full disk 507; anything
+                // else is a failed transfer (500). `run` drops the pairing after a 507 or 500.
                 warn!(error = %e, "storing an RDMA PUT failed");
                 RdmaOutcome::Rejected(Fault::from(e).after_transfer())
             }

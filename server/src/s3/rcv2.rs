@@ -333,10 +333,25 @@ fn etag_condition(headers: &HeaderMap, name: &str) -> S3Result<Option<ETagCondit
         .transpose()
 }
 
-fn checksum_algorithm(headers: &HeaderMap) -> Option<ChecksumAlgorithm> {
-    header_str(headers, "x-amz-sdk-checksum-algorithm")
-        .or_else(|| header_str(headers, "x-amz-checksum-algorithm"))
-        .map(|a| ChecksumAlgorithm::from(a.to_string()))
+/// The PREPARE's `x-amz-checksum-*` values (of the moved bytes) and checksum algorithm
+/// (`x-amz-sdk-checksum-algorithm`, else `x-amz-checksum-algorithm`), read once, on a
+/// PutObject or UploadPart input builder (the two have the same setters).
+macro_rules! with_checksums {
+    ($builder:expr, $headers:expr) => {{
+        let headers: &HeaderMap = $headers;
+        let checksum =
+            |alg: &str| header_str(headers, &format!("x-amz-checksum-{alg}")).map(String::from);
+        let algorithm = header_str(headers, "x-amz-sdk-checksum-algorithm")
+            .or_else(|| header_str(headers, "x-amz-checksum-algorithm"))
+            .map(|a| ChecksumAlgorithm::from(a.to_string()));
+        $builder
+            .checksum_crc32(checksum("crc32"))
+            .checksum_crc32c(checksum("crc32c"))
+            .checksum_sha1(checksum("sha1"))
+            .checksum_sha256(checksum("sha256"))
+            .checksum_crc64nvme(checksum("crc64nvme"))
+            .checksum_algorithm(algorithm)
+    }};
 }
 
 /// A PutObject of `bucket/key` with what the PREPARE says about the object: `x-amz-meta-*`,
@@ -349,21 +364,14 @@ fn put_input(bucket: &str, key: &str, headers: &HeaderMap) -> S3Result<PutObject
             Some((name.to_string(), v.to_str().ok()?.to_string()))
         })
         .collect();
-    let checksum =
-        |alg: &str| header_str(headers, &format!("x-amz-checksum-{alg}")).map(String::from);
-    PutObjectInput::builder()
+    let builder = PutObjectInput::builder()
         .bucket(bucket.to_string())
         .key(key.to_string())
         .metadata((!metadata.is_empty()).then_some(metadata))
         .tagging(header_str(headers, "x-amz-tagging").map(String::from))
         .if_match(etag_condition(headers, "if-match")?)
-        .if_none_match(etag_condition(headers, "if-none-match")?)
-        .checksum_crc32(checksum("crc32"))
-        .checksum_crc32c(checksum("crc32c"))
-        .checksum_sha1(checksum("sha1"))
-        .checksum_sha256(checksum("sha256"))
-        .checksum_crc64nvme(checksum("crc64nvme"))
-        .checksum_algorithm(checksum_algorithm(headers))
+        .if_none_match(etag_condition(headers, "if-none-match")?);
+    with_checksums!(builder, headers)
         .build()
         .map_err(|e| refused(Fault::BadRequest(e.to_string().into())))
 }
@@ -376,19 +384,12 @@ fn part_input(
     number: i32,
     headers: &HeaderMap,
 ) -> S3Result<UploadPartInput> {
-    let checksum =
-        |alg: &str| header_str(headers, &format!("x-amz-checksum-{alg}")).map(String::from);
-    UploadPartInput::builder()
+    let builder = UploadPartInput::builder()
         .bucket(bucket.to_string())
         .key(key.to_string())
         .upload_id(upload_id.to_string())
-        .part_number(number)
-        .checksum_crc32(checksum("crc32"))
-        .checksum_crc32c(checksum("crc32c"))
-        .checksum_sha1(checksum("sha1"))
-        .checksum_sha256(checksum("sha256"))
-        .checksum_crc64nvme(checksum("crc64nvme"))
-        .checksum_algorithm(checksum_algorithm(headers))
+        .part_number(number);
+    with_checksums!(builder, headers)
         .build()
         .map_err(|e| refused(Fault::BadRequest(e.to_string().into())))
 }
@@ -790,6 +791,30 @@ mod tests {
         let text = String::from_utf8_lossy(&body);
         assert!(text.contains("<Code>NotImplemented</Code>"), "{text}");
         assert!(h.stats.to_json().contains("\"replies_412\":1"));
+    }
+
+    /// The PREPARE's `x-amz-checksum-*` describes the moved bytes: a wrong CRC32 is READY
+    /// 400 `BadDigest` and stores nothing (as a PutObject's body would be refused).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_put_checksum_in_the_prepare_is_checked() {
+        let h = harness(true);
+        bucket(&h, TEST_SIGNER, "bkt").await;
+        let data = sigv4_pattern(3000);
+        let mut headers = prepare_req(Op::Put, "bkt", "sum", 3000).headers();
+        headers.push(("x-amz-checksum-crc32", "AAAAAA==".into()));
+        let (status, answer_headers, body) = send(&h, post(rcv2::PREPARE_PATH, headers)).await;
+        assert_eq!(status, 200, "{body:?}");
+        let answer = PrepareAnswer::from_headers(get(&answer_headers)).expect("answer");
+        let (_, rkey) = answer.staging.expect("PUT staging advertised");
+        h.port
+            .client_write_with_imm(answer.server.qp_num, rkey, 0, &data, COOKIE)
+            .expect("client write");
+        let (status, _, body) = send(&h, post(rcv2::READY_PATH, ready_req(&answer, COOKIE))).await;
+        assert_eq!(status, 400);
+        let text = String::from_utf8_lossy(&body);
+        assert!(text.contains("<Code>BadDigest</Code>"), "{text}");
+        assert!(text.contains("CRC32"), "{text}");
+        assert!(h.storage.head_object("bkt", "sum").is_err());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

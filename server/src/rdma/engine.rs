@@ -812,6 +812,70 @@ mod tests {
         assert_eq!(&f.port.region(RKEY)[..10], &data[4990..]);
     }
 
+    /// Revision 5, rule 1: a refusal that starts nothing (404) leaves the pairing as it was,
+    /// and the next GET on it moves its bytes; a 500 answered before any RDMA (the store failed
+    /// reading the object) leaves no pairing behind, since the client replaces its QP on a 500.
+    #[test]
+    fn a_404_keeps_the_pairing_and_a_500_before_any_rdma_drops_it() {
+        let f = fixture();
+        let data = pattern(100);
+        object(&f, "k", &data);
+        object(&f, "broken", b"x");
+        f.port.add_region(RKEY, BASE, vec![0; 100]);
+        let server = pair(&f, 1, 100, "k");
+        let paired = token(1, 100, server.lid);
+        assert_eq!(
+            get(&f, paired, "nope", None),
+            RdmaOutcome::Rejected(Fault::NoSuchKey)
+        );
+        assert!(matches!(
+            get(&f, paired, "k", None),
+            RdmaOutcome::Fetched { bytes: 100, .. }
+        ));
+        assert_eq!(f.port.region(RKEY), data);
+        // The object's file replaced by a directory: reading it fails (EISDIR), before any RDMA.
+        let file = data_file(&f, "broken");
+        std::fs::remove_file(&file).expect("remove");
+        std::fs::create_dir(&file).expect("mkdir");
+        let posted = f.port.posted().len();
+        match get(&f, paired, "broken", None) {
+            RdmaOutcome::Rejected(fault) => assert_eq!(fault.status(), 500, "{fault:?}"),
+            other => panic!("expected 500, got {other:?}"),
+        }
+        assert_eq!(f.port.posted().len(), posted, "no work request posted");
+        assert_eq!(f.stats.pairings_created.load(Ordering::Relaxed), 1);
+        assert_eq!(f.stats.pairings_failed.load(Ordering::Relaxed), 1);
+        assert_eq!(f.stats.pairings_live.load(Ordering::Relaxed), 0);
+        // That pairing id is gone: the next request pairs again.
+        assert!(matches!(
+            get(&f, paired, "k", None),
+            RdmaOutcome::PairingNeeded { .. }
+        ));
+    }
+
+    /// The data file of `key` in bucket `b` of the fixture's store: the one file directly in
+    /// the bucket's directory whose name contains the key (sidecars live under `.meta`).
+    fn data_file(f: &Fixture, key: &str) -> std::path::PathBuf {
+        let bucket = std::fs::read_dir(f.dir.path())
+            .expect("store")
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.is_dir() && p.file_name().is_some_and(|n| n == "b"))
+            .expect("bucket b");
+        let mut files: Vec<_> = std::fs::read_dir(&bucket)
+            .expect("bucket dir")
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.is_file()
+                    && p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().contains(key))
+            })
+            .collect();
+        assert_eq!(files.len(), 1, "{files:?}");
+        files.remove(0)
+    }
+
     #[test]
     fn checks_that_fail_before_pairing() {
         let f = fixture();

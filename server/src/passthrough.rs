@@ -13,7 +13,7 @@ use s3s::{Body, HttpResponse};
 use tracing::{debug, warn};
 
 use crate::backend::s3proxy::Endpoint;
-use crate::error::{RDMA_TOKEN, RETRY_AFTER_SECS};
+use crate::error::{self, Fault, RDMA_TOKEN};
 use crate::tls::{error_chain, no_roots_config, TlsError};
 
 /// Headers that belong to one hop, never forwarded (RFC 9110 7.6.1), plus `Expect`: the
@@ -61,25 +61,10 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// 503 ServiceUnavailable with an S3 error body: the store could not be reached.
+/// 503 ServiceUnavailable with `Retry-After`: the store could not be reached (revision 5,
+/// rule 2), in the one error model.
 fn unavailable(why: &str) -> HttpResponse {
-    let body = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>ServiceUnavailable</Code>\
-         <Message>backend store unavailable: {}</Message></Error>",
-        why.replace('&', "&amp;").replace('<', "&lt;")
-    );
-    let mut resp = http::Response::new(Body::from(body));
-    *resp.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
-    let h = resp.headers_mut();
-    h.insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/xml"),
-    );
-    h.insert(
-        http::header::RETRY_AFTER,
-        http::HeaderValue::from_static(RETRY_AFTER_SECS),
-    );
-    resp
+    error::http_response(Fault::Unavailable(why.to_string()).into())
 }
 
 impl Passthrough {
@@ -162,10 +147,22 @@ mod tests {
         assert!(h.get("authorization").is_some());
     }
 
-    #[test]
-    fn unavailable_is_a_503_with_retry_after() {
+    #[tokio::test]
+    async fn unavailable_is_a_503_with_retry_after_and_the_reason() {
         let r = unavailable("connection refused <x>");
         assert_eq!(r.status(), 503);
-        assert_eq!(r.headers()[http::header::RETRY_AFTER], RETRY_AFTER_SECS);
+        assert_eq!(
+            r.headers()[http::header::RETRY_AFTER],
+            crate::error::RETRY_AFTER_SECS
+        );
+        assert_eq!(r.headers()[http::header::CONTENT_TYPE], "application/xml");
+        let mut body = r.into_body();
+        let body = body.store_all_limited(1 << 16).await.expect("body");
+        let text = String::from_utf8_lossy(&body);
+        assert!(text.contains("<Code>ServiceUnavailable</Code>"), "{text}");
+        assert!(
+            text.contains("backend store unavailable: connection refused &lt;x"),
+            "{text}"
+        );
     }
 }

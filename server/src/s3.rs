@@ -29,12 +29,12 @@ use tracing::debug;
 
 use crate::access;
 use crate::backend::{Backend, ObjectInfo, StorageError};
-use crate::error::{self, RDMA_BYTES, RDMA_REPLY, RDMA_TOKEN};
+use crate::error::{self, Fault, RDMA_BYTES, RDMA_REPLY, RDMA_TOKEN};
 use crate::identity::Identity;
 use crate::ownership;
 use crate::rdma::token_header::parse_token_header;
 use crate::rdma::worker::RdmaWorkers;
-use crate::rdma::{JobKind, RdmaJob, RdmaOutcome, RejectCode};
+use crate::rdma::{JobKind, RdmaJob, RdmaOutcome};
 use crate::stats::Stats;
 
 #[derive(Clone)]
@@ -120,20 +120,14 @@ impl HipobjS3 {
             Ok(t) => t,
             Err(why) => {
                 debug!(why = why.0, "malformed x-amz-rdma-token");
-                return Some(Err(error::rejected(RejectCode::BadRequest, &self.stats)));
+                return Some(Err(error::rejected(Fault::BAD_TOKEN, &self.stats)));
             }
         };
         if token.transport != Transport::Rc {
-            return Some(Err(error::rejected(
-                RejectCode::NotImplemented,
-                &self.stats,
-            )));
+            return Some(Err(error::rejected(Fault::NO_RDMA, &self.stats)));
         }
         let Some(rdma) = &self.rdma else {
-            return Some(Err(error::rejected(
-                RejectCode::NotImplemented,
-                &self.stats,
-            )));
+            return Some(Err(error::rejected(Fault::NO_RDMA, &self.stats)));
         };
         let requester = match access::requester(extensions) {
             Ok(r) => r.clone(),
@@ -501,6 +495,7 @@ mod tests {
     use hipobj::token::Token;
     use s3s::service::{S3Service, S3ServiceBuilder};
     use s3s::Body;
+    use std::sync::atomic::Ordering;
 
     const RKEY: u32 = 0x31;
     const BASE: u64 = 0x5000_0000;
@@ -520,13 +515,45 @@ mod tests {
             stats,
             storage,
         } = test_fixture::fixture_with(DoublePort::new(), &test_fixture::front_settings());
+        front(dir, port, engine, storage, stats)
+    }
+
+    /// A gateway (the S3 proxy backend, anonymous) whose store is at `store_url`, with the
+    /// in-memory RDMA double behind real worker threads.
+    fn gateway_harness(store_url: &str) -> Harness {
+        use crate::backend::s3proxy::{Endpoint, Keyring};
+        let endpoint = Endpoint::parse(store_url).expect("endpoint");
+        let storage: Arc<dyn Backend> = Arc::new(
+            crate::backend::S3ProxyBackend::new(endpoint, "us-east-1", Keyring::Anonymous)
+                .expect("proxy"),
+        );
+        let stats = Arc::new(Stats::default());
+        let port = DoublePort::new();
+        let engine = crate::rdma::engine::Engine::new(
+            port.clone(),
+            &test_fixture::front_settings(),
+            Arc::clone(&storage),
+            Arc::clone(&stats),
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        front(dir, port, engine, storage, stats)
+    }
+
+    /// The S3 front over `storage` with `engine` behind real worker threads, anonymous, as
+    /// `--anonymous` serves (the access hook still runs).
+    fn front(
+        dir: tempfile::TempDir,
+        port: DoublePort,
+        engine: crate::rdma::engine::Engine<DoublePort>,
+        storage: Arc<dyn Backend>,
+        stats: Arc<Stats>,
+    ) -> Harness {
         let workers = test_fixture::start_workers(engine, &stats);
         let mut builder = S3ServiceBuilder::new(HipobjS3::new(
             Arc::clone(&storage),
             Some(workers),
             Arc::clone(&stats),
         ));
-        // Anonymous, as `--anonymous` serves (the access hook still runs).
         builder.set_auth(crate::credentials::CredentialsTable::default());
         builder.set_access(crate::access::AccessPolicy::new(
             storage,
@@ -534,10 +561,9 @@ mod tests {
             true,
             true,
         ));
-        let service = builder.build();
         Harness {
             _dir: dir,
-            service,
+            service: builder.build(),
             port,
             stats,
         }
@@ -684,6 +710,118 @@ mod tests {
         let start = text.find(&open).expect(tag) + open.len();
         let end = text[start..].find(&format!("</{tag}>")).expect(tag) + start;
         text[start..end].to_string()
+    }
+
+    /// Issue 36: a missing bucket is `NoSuchBucket` and a missing key `NoSuchKey` (404 both),
+    /// over plain HTTP and over v1 token requests alike (unpaired and paired, GET and PUT); and
+    /// (revision 5) the 404s start nothing: the pairing stays and the next GET on the same
+    /// connection moves its bytes with no new pairing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn missing_bucket_and_missing_key_have_their_own_codes_on_every_route() {
+        let h = harness();
+        assert_eq!(call(&h, "PUT", "/bkt", &[], b"").await.0, 200);
+        assert_eq!(call(&h, "PUT", "/bkt/obj", &[], b"0123456789").await.0, 200);
+        h.port.add_region(RKEY, BASE, vec![0; 64]);
+        let code = |uri: &'static str, method: &'static str, token: Option<String>| {
+            let h = &h;
+            async move {
+                let headers: Vec<(&str, &str)> = token
+                    .as_deref()
+                    .map(|t| vec![("x-amz-rdma-token", t)])
+                    .unwrap_or_default();
+                let (status, headers, body) = call(h, method, uri, &headers, b"").await;
+                if token.is_some() {
+                    assert_eq!(reply(&headers), Reply::Code(i32::from(status)), "{uri}");
+                }
+                (status, xml_value(&body, "Code"))
+            }
+        };
+        let unpaired = Some(token(64, 0));
+        let bucket = (404, "NoSuchBucket".to_string());
+        let key = (404, "NoSuchKey".to_string());
+        // Plain HTTP, then v1 tokens of an unpaired connection (refused before any pairing).
+        let cases = [
+            ("/nob/obj", "GET", None, &bucket),
+            ("/bkt/missing", "GET", None, &key),
+            ("/nob/obj", "GET", unpaired.clone(), &bucket),
+            ("/bkt/missing", "GET", unpaired.clone(), &key),
+            ("/nob/obj", "PUT", unpaired, &bucket),
+        ];
+        for (uri, method, t, want) in cases {
+            assert_eq!(&code(uri, method, t).await, want, "{method} {uri}");
+        }
+        assert_eq!(h.stats.pairings_created.load(Ordering::Relaxed), 0);
+        // Pair, then the same refusals on the paired connection.
+        let paired = paired_token(&h, "/bkt/obj", 64).await;
+        for (uri, want) in [("/nob/obj", &bucket), ("/bkt/missing", &key)] {
+            assert_eq!(&code(uri, "GET", Some(paired.clone())).await, want, "{uri}");
+        }
+        let (status, headers, _) =
+            call(&h, "GET", "/bkt/obj", &[("x-amz-rdma-token", &paired)], b"").await;
+        assert_eq!(status, 200);
+        assert!(matches!(reply(&headers), Reply::Done(_)));
+        assert_eq!(&h.port.region(RKEY)[..10], b"0123456789");
+        let json = h.stats.to_json();
+        for want in [
+            "\"pairings_created\":1",
+            "\"pairings_live\":1",
+            "\"pairings_failed\":0",
+            "\"replies_428\":1",
+            "\"replies_404\":5",
+        ] {
+            assert!(json.contains(want), "{want} in {json}");
+        }
+    }
+
+    /// Revision 5, rule 2: a gateway whose store refuses the connection answers token requests
+    /// 503 + `Retry-After` + `ServiceUnavailable` naming the store's failure, before any
+    /// pairing (never 500); nothing is created on the RDMA side.
+    ///
+    /// A plain test: the store's blocking HTTP client is made and dropped outside the runtime.
+    #[test]
+    fn a_gateway_with_its_store_down_answers_503_with_retry_after() {
+        // A port nobody listens on: bound, then released.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let h = gateway_harness(&format!("http://127.0.0.1:{closed}"));
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        for method in ["GET", "PUT"] {
+            let t = token(64, 0);
+            let (status, headers, body) = runtime.block_on(call(
+                &h,
+                method,
+                "/bkt/obj",
+                &[("x-amz-rdma-token", &t)],
+                b"",
+            ));
+            assert_eq!(status, 503, "{method}: {}", String::from_utf8_lossy(&body));
+            assert_eq!(reply(&headers), Reply::Code(503));
+            assert_eq!(
+                headers.get(http::header::RETRY_AFTER).map(|v| v.as_bytes()),
+                Some(crate::error::RETRY_AFTER_SECS.as_bytes())
+            );
+            assert_eq!(xml_value(&body, "Code"), "ServiceUnavailable");
+            let message = xml_value(&body, "Message");
+            assert!(
+                message.starts_with("backend store unavailable: unreachable"),
+                "{message}"
+            );
+        }
+        let json = h.stats.to_json();
+        for want in [
+            "\"replies_503\":2",
+            "\"replies_500\":0",
+            "\"pairings_created\":0",
+        ] {
+            assert!(json.contains(want), "{want} in {json}");
+        }
+        assert!(h.port.log().is_empty(), "{:?}", h.port.log());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -37,7 +37,9 @@ counters! {
     pairings_expired,
     /// Pairings evicted because the table was full.
     pairings_evicted,
-    /// Pairings destroyed after a failed transfer.
+    /// Pairings destroyed after a failed transfer, or with any other answer that makes the
+    /// client replace its QP (500, 507: protocol revision 5). Refusals that start nothing (400,
+    /// 403, 404, 409, 412, 416, 501, 503) never count here.
     pairings_failed,
     /// Pairings alive now (a gauge).
     pairings_live,
@@ -94,6 +96,7 @@ counters! {
     replies_507,
     replies_408,
     replies_409,
+    replies_412,
     replies_413,
     /// hipobj-rc-v2: sessions prepared (PREPARE answered 200).
     v2_prepared,
@@ -124,7 +127,8 @@ impl Stats {
         counter.fetch_sub(n, Ordering::Relaxed);
     }
 
-    /// Count a non-success reply code (400, 404, 416, 500, 501, 503, 507).
+    /// Count a non-success reply code (400, 403, 404, 408, 409, 412, 413, 416, 428, 500, 501,
+    /// 503, 507).
     pub fn count_reply(&self, code: u16) {
         let counter = match code {
             400 => &self.replies_400,
@@ -132,6 +136,7 @@ impl Stats {
             404 => &self.replies_404,
             408 => &self.replies_408,
             409 => &self.replies_409,
+            412 => &self.replies_412,
             413 => &self.replies_413,
             416 => &self.replies_416,
             428 => &self.replies_428,

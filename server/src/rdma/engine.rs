@@ -18,8 +18,9 @@ use super::transfer::{
     ChunkSink, Deadlines, Direction, Plan, Remote, Shape, Transfer, TransferError,
 };
 use super::v2::Prepared;
-use super::{JobKind, RdmaJob, RdmaOutcome, RejectCode};
+use super::{JobKind, RdmaJob, RdmaOutcome};
 use crate::backend::{self, Backend, ObjectReader, ObjectWriter, StorageError};
+use crate::error::Fault;
 use crate::identity::Requester;
 use crate::stats::Stats;
 
@@ -170,10 +171,45 @@ impl<P: RdmaPort> Engine<P> {
         self.table.expire(now) + self.v2_expire(now)
     }
 
-    /// Handle one token request.
+    /// Handle one token request. A refusal that does not start nothing (500, 507: the client
+    /// replaces its QP) leaves no pairing behind for the token's client QP (revision 5, rule 1);
+    /// every other refusal leaves the pairing as it was.
     pub fn run(&self, job: RdmaJob) -> RdmaOutcome {
+        let key = PairingKey {
+            requester: job.requester.clone(),
+            client: Peer {
+                gid: job.token.gid,
+                qp_num: job.token.qp_num,
+            },
+        };
+        let outcome = self.run_job(job);
+        if let RdmaOutcome::Rejected(fault) = &outcome {
+            if !fault.starts_nothing() {
+                self.drop_pairing(&key, fault);
+            }
+        }
+        outcome
+    }
+
+    /// Drop `key`'s pairing after `fault` (a transfer that failed has dropped it already).
+    fn drop_pairing(&self, key: &PairingKey, fault: &Fault) {
+        let Some(mut lease) = self.table.lease_existing(key) else {
+            return;
+        };
+        if lease.pairing().is_some() {
+            debug!(
+                client_qpn = key.client.qp_num,
+                status = fault.status(),
+                "pairing dropped with the answer"
+            );
+            lease.destroy_pairing("answered with a reply that replaces the QP");
+            Stats::bump(&self.stats.pairings_failed);
+        }
+    }
+
+    fn run_job(&self, job: RdmaJob) -> RdmaOutcome {
         if job.token.transport != Transport::Rc {
-            return RdmaOutcome::Rejected(RejectCode::NotImplemented);
+            return RdmaOutcome::Rejected(Fault::NO_RDMA);
         }
         let who = &job.requester;
         // The store as the requester reaches it (gateway mode: requests signed as that identity).
@@ -217,20 +253,20 @@ impl<P: RdmaPort> Engine<P> {
     ) -> RdmaOutcome {
         let mut object = match storage.open_read(bucket, key, None) {
             Ok(o) => o,
-            Err(e) => return reject_storage(e),
+            Err(e) => return RdmaOutcome::Rejected(e.into()),
         };
         let size = object.info.size;
         let selected = match select_bytes(range.as_ref(), size, token.length) {
             Ok(sel) => sel,
             Err(SelectionError::NotSatisfiable) => {
-                return RdmaOutcome::Rejected(RejectCode::RangeNotSatisfiable)
+                return RdmaOutcome::Rejected(Fault::RANGE_OUTSIDE)
             }
             Err(SelectionError::BufferTooSmall { selected, buffer }) => {
                 debug!(
                     len = selected,
                     buffer, "client buffer smaller than the selected bytes"
                 );
-                return RdmaOutcome::Rejected(RejectCode::BadRequest);
+                return RdmaOutcome::Rejected(Fault::BUFFER_TOO_SMALL);
             }
         };
         let len = selected.end - selected.start;
@@ -278,7 +314,7 @@ impl<P: RdmaPort> Engine<P> {
     ) -> RdmaOutcome {
         let mut writer = match created {
             Ok(w) => w,
-            Err(e) => return reject_storage(e),
+            Err(e) => return RdmaOutcome::Rejected(e.into()),
         };
         let mut lease = match self.lease_pairing(token, who) {
             Ok(lease) => lease,
@@ -318,14 +354,11 @@ impl<P: RdmaPort> Engine<P> {
                 RdmaOutcome::Stored { server, info }
             }
             Err(e) => {
-                // A checksum the client sent that does not match: 400; a full disk: 507; both
-                // stored nothing and leave the pairing as it is.
-                if !matches!(&e, StorageError::Io(io) if io.kind() != io::ErrorKind::StorageFull) {
-                    return reject_storage(e);
-                }
+                // The RDMA READs completed and nothing was stored: a digest the client sent
+                // that does not match stays 400 (the pairing stays), a full disk 507; anything
+                // else is a failed transfer (500). `run` drops the pairing after a 507 or 500.
                 warn!(error = %e, "storing an RDMA PUT failed");
-                lease.destroy_pairing("object not stored");
-                RdmaOutcome::Rejected(RejectCode::Failed)
+                RdmaOutcome::Rejected(Fault::from(e).after_transfer())
             }
         }
     }
@@ -352,9 +385,9 @@ impl<P: RdmaPort> Engine<P> {
                 // One client connection never has two requests in flight: refuse at once.
                 debug!(client_qpn = peer.qp_num, "pairing key busy; 503");
                 Stats::bump(&self.stats.busy_key_rejections);
-                return Err(Unpaired::Rejected(RejectCode::Busy));
+                return Err(Unpaired::Rejected(Fault::BUSY));
             }
-            Err(CheckoutError::TableFull) => return Err(Unpaired::Rejected(RejectCode::Busy)),
+            Err(CheckoutError::TableFull) => return Err(Unpaired::Rejected(Fault::BUSY)),
         };
         let old_id = lease.pairing().map(|p| p.id);
         if token.lid != 0 && old_id == Some(token.lid) {
@@ -382,7 +415,7 @@ impl<P: RdmaPort> Engine<P> {
             Ok(qp) => qp,
             Err(e) => {
                 warn!(error = %e, client_qpn = peer.qp_num, "creating a server QP failed");
-                return Err(Unpaired::Rejected(RejectCode::Failed));
+                return Err(Unpaired::Rejected(Fault::RDMA_FAILED));
             }
         };
         let server = self.server_token(qp.qp_num(), start_psn, id);
@@ -398,15 +431,12 @@ impl<P: RdmaPort> Engine<P> {
     }
 
     /// A staging buffer from the pool; without one the pairing goes (500).
-    fn staging(
-        &self,
-        lease: &mut KeyLease<'_, P::Qp>,
-    ) -> Result<Staged<'_, P::Buffer>, RejectCode> {
+    fn staging(&self, lease: &mut KeyLease<'_, P::Qp>) -> Result<Staged<'_, P::Buffer>, Fault> {
         self.staging.acquire(&self.port).map_err(|e| {
             warn!(error = %e, "no staging buffer");
             lease.destroy_pairing("no staging buffer");
             Stats::bump(&self.stats.pairings_failed);
-            RejectCode::Failed
+            Fault::RDMA_FAILED
         })
     }
 
@@ -458,12 +488,12 @@ impl<P: RdmaPort> Engine<P> {
         memory: &P::Buffer,
         len: u64,
         token: &Token,
-    ) -> Result<Token, RejectCode> {
+    ) -> Result<Token, Fault> {
         let shape = match dir {
             Direction::Write(_) | Direction::Registered => self.write_shape,
             Direction::Read(_) => self.read_shape,
         };
-        let pairing = lease.pairing_mut().ok_or(RejectCode::Failed)?;
+        let pairing = lease.pairing_mut().ok_or(Fault::RDMA_FAILED)?;
         if self.take_injected_failure() {
             warn!(
                 client_qpn = token.qp_num,
@@ -497,9 +527,9 @@ impl<P: RdmaPort> Engine<P> {
                 Stats::bump(&self.stats.pairings_failed);
                 Err(match e {
                     TransferError::LocalIo(io) if io.kind() == io::ErrorKind::StorageFull => {
-                        RejectCode::StorageFull
+                        Fault::StorageFull
                     }
-                    _ => RejectCode::Failed,
+                    _ => Fault::RDMA_FAILED,
                 })
             }
         }
@@ -530,7 +560,7 @@ fn remote_inv_of(token: &Token) -> Option<u32> {
 enum Unpaired {
     /// A new pairing was created (428) and carries this server token.
     PairingCreated(Token),
-    Rejected(RejectCode),
+    Rejected(Fault),
 }
 
 impl From<Unpaired> for RdmaOutcome {
@@ -546,31 +576,6 @@ impl ChunkSink for ObjectWriter {
     fn drain(&mut self, data: &[u8]) -> std::io::Result<()> {
         self.append(data)
     }
-}
-
-pub(super) fn reject_storage(e: StorageError) -> RdmaOutcome {
-    RdmaOutcome::Rejected(match e {
-        StorageError::NoSuchBucket | StorageError::NoSuchKey => RejectCode::NotFound,
-        StorageError::NoSuchUpload => RejectCode::NoSuchUpload,
-        StorageError::InvalidRange => RejectCode::RangeNotSatisfiable,
-        StorageError::AccessDenied => RejectCode::Forbidden,
-        StorageError::InvalidKey
-        | StorageError::InvalidBucketName
-        | StorageError::InvalidPart
-        | StorageError::InvalidPartOrder
-        | StorageError::EntityTooSmall => RejectCode::BadRequest,
-        StorageError::BadDigest => RejectCode::BadDigest(None),
-        StorageError::ChecksumMismatch(algo) => RejectCode::BadDigest(Some(algo)),
-        StorageError::InvalidDigest => RejectCode::InvalidDigest,
-        StorageError::Io(io) if io.kind() == io::ErrorKind::StorageFull => {
-            warn!(error = %io, "storage full; nothing stored");
-            RejectCode::StorageFull
-        }
-        other => {
-            warn!(error = %other, "storage failed");
-            RejectCode::Failed
-        }
-    })
 }
 
 #[cfg(test)]
@@ -807,6 +812,70 @@ mod tests {
         assert_eq!(&f.port.region(RKEY)[..10], &data[4990..]);
     }
 
+    /// Revision 5, rule 1: a refusal that starts nothing (404) leaves the pairing as it was,
+    /// and the next GET on it moves its bytes; a 500 answered before any RDMA (the store failed
+    /// reading the object) leaves no pairing behind, since the client replaces its QP on a 500.
+    #[test]
+    fn a_404_keeps_the_pairing_and_a_500_before_any_rdma_drops_it() {
+        let f = fixture();
+        let data = pattern(100);
+        object(&f, "k", &data);
+        object(&f, "broken", b"x");
+        f.port.add_region(RKEY, BASE, vec![0; 100]);
+        let server = pair(&f, 1, 100, "k");
+        let paired = token(1, 100, server.lid);
+        assert_eq!(
+            get(&f, paired, "nope", None),
+            RdmaOutcome::Rejected(Fault::NoSuchKey)
+        );
+        assert!(matches!(
+            get(&f, paired, "k", None),
+            RdmaOutcome::Fetched { bytes: 100, .. }
+        ));
+        assert_eq!(f.port.region(RKEY), data);
+        // The object's file replaced by a directory: reading it fails (EISDIR), before any RDMA.
+        let file = data_file(&f, "broken");
+        std::fs::remove_file(&file).expect("remove");
+        std::fs::create_dir(&file).expect("mkdir");
+        let posted = f.port.posted().len();
+        match get(&f, paired, "broken", None) {
+            RdmaOutcome::Rejected(fault) => assert_eq!(fault.status(), 500, "{fault:?}"),
+            other => panic!("expected 500, got {other:?}"),
+        }
+        assert_eq!(f.port.posted().len(), posted, "no work request posted");
+        assert_eq!(f.stats.pairings_created.load(Ordering::Relaxed), 1);
+        assert_eq!(f.stats.pairings_failed.load(Ordering::Relaxed), 1);
+        assert_eq!(f.stats.pairings_live.load(Ordering::Relaxed), 0);
+        // That pairing id is gone: the next request pairs again.
+        assert!(matches!(
+            get(&f, paired, "k", None),
+            RdmaOutcome::PairingNeeded { .. }
+        ));
+    }
+
+    /// The data file of `key` in bucket `b` of the fixture's store: the one file directly in
+    /// the bucket's directory whose name contains the key (sidecars live under `.meta`).
+    fn data_file(f: &Fixture, key: &str) -> std::path::PathBuf {
+        let bucket = std::fs::read_dir(f.dir.path())
+            .expect("store")
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.is_dir() && p.file_name().is_some_and(|n| n == "b"))
+            .expect("bucket b");
+        let mut files: Vec<_> = std::fs::read_dir(&bucket)
+            .expect("bucket dir")
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.is_file()
+                    && p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().contains(key))
+            })
+            .collect();
+        assert_eq!(files.len(), 1, "{files:?}");
+        files.remove(0)
+    }
+
     #[test]
     fn checks_that_fail_before_pairing() {
         let f = fixture();
@@ -814,12 +883,12 @@ mod tests {
         // Buffer too small for the object: 400, and no pairing was created.
         assert_eq!(
             get(&f, token(1, 4999, 0), "k", None),
-            RdmaOutcome::Rejected(RejectCode::BadRequest)
+            RdmaOutcome::Rejected(Fault::BUFFER_TOO_SMALL)
         );
         // Missing object or bucket: 404.
         assert_eq!(
             get(&f, token(1, 9999, 0), "nope", None),
-            RdmaOutcome::Rejected(RejectCode::NotFound)
+            RdmaOutcome::Rejected(Fault::NoSuchKey)
         );
         let job = RdmaJob {
             token: token(1, 10, 0),
@@ -832,7 +901,7 @@ mod tests {
         };
         assert_eq!(
             f.engine.run(job),
-            RdmaOutcome::Rejected(RejectCode::NotFound)
+            RdmaOutcome::Rejected(Fault::NoSuchBucket)
         );
         // Range beyond the end: 416.
         let r = s3s::dto::Range::Int {
@@ -841,14 +910,14 @@ mod tests {
         };
         assert_eq!(
             get(&f, token(1, 9999, 0), "k", Some(r)),
-            RdmaOutcome::Rejected(RejectCode::RangeNotSatisfiable)
+            RdmaOutcome::Rejected(Fault::RANGE_OUTSIDE)
         );
         // DC token: 501.
         let mut dc = token(1, 9999, 0);
         dc.transport = Transport::Dc;
         assert_eq!(
             get(&f, dc, "k", None),
-            RdmaOutcome::Rejected(RejectCode::NotImplemented)
+            RdmaOutcome::Rejected(Fault::NO_RDMA)
         );
         assert_eq!(f.stats.pairings_created.load(Ordering::Relaxed), 0);
         assert!(f.port.log().is_empty());
@@ -926,7 +995,7 @@ mod tests {
         let server = pair(&f, 3, 3000, "k");
         assert_eq!(
             get(&f, token(3, 3000, server.lid), "k", None),
-            RdmaOutcome::Rejected(RejectCode::Failed)
+            RdmaOutcome::Rejected(Fault::RDMA_FAILED)
         );
         assert!(f.port.log().contains(&QpLog::Destroyed(server.qp_num)));
         assert_eq!(f.stats.pairings_failed.load(Ordering::Relaxed), 1);
@@ -948,7 +1017,7 @@ mod tests {
         let server = pair(&f, 3, 3000, "k");
         assert_eq!(
             get(&f, token(3, 3000, server.lid), "k", None),
-            RdmaOutcome::Rejected(RejectCode::Failed)
+            RdmaOutcome::Rejected(Fault::RDMA_FAILED)
         );
         assert_eq!(f.stats.watchdog_fired.load(Ordering::Relaxed), 1);
         let log = f.port.log();
@@ -973,7 +1042,7 @@ mod tests {
         let server = pair(&f, 3, 3000, "k");
         assert_eq!(
             get(&f, token(3, 3000, server.lid), "k", None),
-            RdmaOutcome::Rejected(RejectCode::Failed)
+            RdmaOutcome::Rejected(Fault::RDMA_FAILED)
         );
         assert_eq!(f.stats.injected_failures.load(Ordering::Relaxed), 1);
         assert_eq!(f.stats.pairings_failed.load(Ordering::Relaxed), 1);
@@ -997,7 +1066,7 @@ mod tests {
         };
         assert_eq!(
             put(&f, token(4, 3000, server.lid), "p"),
-            RdmaOutcome::Rejected(RejectCode::Failed)
+            RdmaOutcome::Rejected(Fault::RDMA_FAILED)
         );
         assert!(matches!(
             f.storage.head_object("b", "p"),
@@ -1012,7 +1081,7 @@ mod tests {
         f.port.set_fail_connect(true);
         assert_eq!(
             get(&f, token(1, 10, 0), "k", None),
-            RdmaOutcome::Rejected(RejectCode::Failed)
+            RdmaOutcome::Rejected(Fault::RDMA_FAILED)
         );
         assert_eq!(f.stats.pairings_live.load(Ordering::Relaxed), 0);
     }
@@ -1055,7 +1124,7 @@ mod tests {
         let _busy = hold(&f, 1);
         assert_eq!(
             get(&f, token(2, 10, 0), "k", None),
-            RdmaOutcome::Rejected(RejectCode::Busy)
+            RdmaOutcome::Rejected(Fault::BUSY)
         );
     }
 
@@ -1080,7 +1149,7 @@ mod tests {
         let held = hold(&f, 1);
         assert_eq!(
             get(&f, token(1, 10, server.lid), "k", None),
-            RdmaOutcome::Rejected(RejectCode::Busy)
+            RdmaOutcome::Rejected(Fault::BUSY)
         );
         assert_eq!(f.stats.busy_key_rejections.load(Ordering::Relaxed), 1);
         drop(held);
@@ -1134,7 +1203,7 @@ mod tests {
         };
         assert_eq!(
             pool.submit(job(server.lid)).await,
-            RdmaOutcome::Rejected(RejectCode::Failed)
+            RdmaOutcome::Rejected(Fault::RDMA_FAILED)
         );
         assert_eq!(stats.worker_panics.load(Ordering::Relaxed), 1);
         assert_eq!(stats.pairings_live.load(Ordering::Relaxed), 0);
@@ -1178,7 +1247,7 @@ mod tests {
         // An unknown upload: 404 NoSuchUpload before any pairing.
         assert_eq!(
             part(&f, token(7, 3500, 0), "00ff", 1),
-            RdmaOutcome::Rejected(RejectCode::NoSuchUpload)
+            RdmaOutcome::Rejected(Fault::NoSuchUpload)
         );
         assert_eq!(f.stats.pairings_created.load(Ordering::Relaxed), 0);
         let server = match part(&f, token(7, 3500, 0), &id, 1) {
@@ -1206,7 +1275,7 @@ mod tests {
         };
         assert_eq!(
             part(&f, token(8, 3500, other.lid), &id, 2),
-            RdmaOutcome::Rejected(RejectCode::Failed)
+            RdmaOutcome::Rejected(Fault::RDMA_FAILED)
         );
         let parts = f.storage.list_parts("b", "mp", &id).expect("parts");
         assert_eq!(parts.iter().map(|p| p.part_number).collect::<Vec<_>>(), [1]);
@@ -1330,10 +1399,10 @@ mod tests {
             rkey: RKEY + 1,
             ..token(0x77, 500, server.lid).with_remote_inv(true)
         };
-        assert!(matches!(
+        assert_eq!(
             get(&f, unknown, "empty", None),
-            RdmaOutcome::Rejected(RejectCode::Failed)
-        ));
+            RdmaOutcome::Rejected(Fault::RDMA_FAILED)
+        );
         assert!(f
             .port
             .log()

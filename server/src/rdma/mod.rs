@@ -33,6 +33,7 @@ pub mod test_fixture;
 use hipobj::token::Token;
 
 use crate::backend::{ObjectInfo, WriteOptions};
+use crate::error::Fault;
 use crate::identity::Requester;
 
 /// A token request for one object.
@@ -64,57 +65,11 @@ pub enum JobKind {
     },
 }
 
-/// Codes answered without a server token (the reply header is the bare code).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RejectCode {
-    /// Malformed token, suffix mismatch, or buffer too small for the selected bytes.
-    BadRequest,
-    /// Token not covered by the signature, client GID not the peer, or a bucket of another
-    /// identity (docs/protocol.md section 9).
-    Forbidden,
-    /// No such bucket or object.
-    NotFound,
-    /// No such multipart upload (an `UploadPart` naming an unknown or finished upload id).
-    NoSuchUpload,
-    /// The Range selects nothing of the object.
-    RangeNotSatisfiable,
-    /// RDMA operation failed; the pairing was destroyed.
-    Failed,
-    /// No RDMA here, or a DC token.
-    NotImplemented,
-    /// Too many transfers at once (or a pairing table full of pairings in use).
-    Busy,
-    /// A digest the client sent does not match the moved bytes (docs/protocol.md rule 4.9): the
-    /// algorithm's, or `None` for `Content-MD5`. Nothing was stored.
-    BadDigest(Option<crate::backend::ChecksumAlgo>),
-    /// A digest the client sent is malformed. Nothing was stored.
-    InvalidDigest,
-    /// The server's storage is full (ENOSPC). Nothing was stored.
-    StorageFull,
-}
-
-impl RejectCode {
-    pub fn http_code(self) -> u16 {
-        match self {
-            RejectCode::BadRequest | RejectCode::BadDigest(_) | RejectCode::InvalidDigest => 400,
-            RejectCode::Forbidden => 403,
-            RejectCode::NotFound | RejectCode::NoSuchUpload => 404,
-            RejectCode::RangeNotSatisfiable => 416,
-            RejectCode::Failed => 500,
-            RejectCode::NotImplemented => 501,
-            RejectCode::Busy => 503,
-            RejectCode::StorageFull => 507,
-        }
-    }
-}
-
 /// How a token request ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum RdmaOutcome {
     /// 428: a new pairing was created; no data moved.
-    PairingNeeded {
-        server: Token,
-    },
+    PairingNeeded { server: Token },
     /// 200/206: the selected bytes are in the client's memory.
     Fetched {
         server: Token,
@@ -123,9 +78,7 @@ pub enum RdmaOutcome {
         range: Option<std::ops::Range<u64>>,
     },
     /// 200: the object (or part) was read from the client and stored.
-    Stored {
-        server: Token,
-        info: ObjectInfo,
-    },
-    Rejected(RejectCode),
+    Stored { server: Token, info: ObjectInfo },
+    /// Refused or failed: the fault's status is the reply's bare code (no server token).
+    Rejected(Fault),
 }

@@ -168,6 +168,25 @@ impl<Q: RdmaQp> PairingTable<Q> {
         }
     }
 
+    /// Exclusive hold of `key` when it is in the table and no request holds it; never adds a
+    /// key or makes room (used to drop a pairing after an answer that replaces the client's QP).
+    pub fn lease_existing(&self, key: &PairingKey) -> Option<KeyLease<'_, Q>> {
+        let slot = self.slots.lock().get(key).map(Arc::clone)?;
+        let mut state = slot.state.lock();
+        if state.retired || state.busy {
+            return None;
+        }
+        state.busy = true;
+        let pairing = state.pairing.take();
+        drop(state);
+        Some(KeyLease {
+            table: self,
+            key: key.clone(),
+            slot,
+            pairing,
+        })
+    }
+
     /// Room for one more key of `requester`: `Ok(pairings to silence)`, or `Err(pairings to
     /// silence)` when no room can be made (everything evictable is in use).
     fn make_room_locked(

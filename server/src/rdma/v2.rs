@@ -21,12 +21,12 @@ use std::time::{Duration, Instant};
 use hipobj::token::{Token, Transport};
 use tracing::{debug, warn};
 
-use super::engine::{reject_storage, Engine};
+use super::engine::Engine;
 use super::port::{Peer, RdmaPort, RdmaQp, StagingBuffer, Window, WC_RECV_RDMA_WITH_IMM};
 use super::session::{ClaimError, NewSession, SessionId};
 use super::transfer::{Direction, Plan, Remote, Transfer, TransferError};
-use super::{RdmaOutcome, RejectCode};
 use crate::backend::{self, ObjectInfo, ObjectReader, ObjectWriter, WriteOptions};
+use crate::error::Fault;
 use crate::identity::Requester;
 use crate::stats::Stats;
 
@@ -98,75 +98,33 @@ pub enum V2Outcome {
         stored: Option<Box<ObjectInfo>>,
         etag: String,
     },
-    Rejected(V2Reject),
+    Rejected(Fault),
 }
 
-/// A refusal: the HTTP status and a message for the answer's body and the log.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct V2Reject {
-    pub status: u16,
-    pub why: &'static str,
-}
+/// hipobj-rc-v2's own refusals, in the one error model ([`Fault`]).
+pub mod reject {
+    use std::borrow::Cow::Borrowed;
 
-impl V2Reject {
-    pub const BUSY: V2Reject = V2Reject {
-        status: 503,
-        why: "too many hipobj-rc-v2 sessions or staging bytes",
-    };
-    pub const FAILED: V2Reject = V2Reject {
-        status: 500,
-        why: "the RDMA side of the session failed",
-    };
-    pub const UNKNOWN_SESSION: V2Reject = V2Reject {
-        status: 404,
-        why: "no such session",
-    };
-    pub const COOKIE: V2Reject = V2Reject {
-        status: 403,
-        why: "the cookie is not the session's",
-    };
-    pub const OTHER_QP: V2Reject = V2Reject {
-        status: 400,
-        why: "x-amz-rdma-qpn is not the QP of the PREPARE token",
-    };
-    pub const WRONG_STATE: V2Reject = V2Reject {
-        status: 409,
-        why: "the session has moved its transfer or is moving it",
-    };
-    pub const DATA_TIMEOUT: V2Reject = V2Reject {
-        status: 408,
-        why: "the data phase did not finish in time",
-    };
-    pub const BAD_DATA: V2Reject = V2Reject {
-        status: 400,
-        why: "the client's WRITE_WITH_IMM did not match the session (opcode, cookie or size)",
-    };
-    pub const NOT_SATISFIABLE: V2Reject = V2Reject {
-        status: 416,
-        why: "the offset is at or past the object's end",
-    };
-}
+    use crate::error::Fault;
 
-impl From<RejectCode> for V2Reject {
-    fn from(code: RejectCode) -> Self {
-        let why = match code {
-            RejectCode::BadRequest => "bad request",
-            RejectCode::Forbidden => "access denied",
-            RejectCode::NotFound => "no such bucket or key",
-            RejectCode::NoSuchUpload => "no such upload",
-            RejectCode::RangeNotSatisfiable => "range not satisfiable",
-            RejectCode::Failed => "internal error",
-            RejectCode::NotImplemented => "not implemented",
-            RejectCode::Busy => "busy",
-            RejectCode::BadDigest(_) => "a digest does not match the moved bytes",
-            RejectCode::InvalidDigest => "a digest is malformed",
-            RejectCode::StorageFull => "the server's storage is full",
-        };
-        V2Reject {
-            status: code.http_code(),
-            why,
-        }
-    }
+    pub const BUSY: Fault =
+        Fault::Busy(Borrowed("too many hipobj-rc-v2 sessions or staging bytes"));
+    pub const FAILED: Fault = Fault::Failed(Borrowed("the RDMA side of the session failed"));
+    pub const UNKNOWN_SESSION: Fault = Fault::NoSuchSession;
+    pub const COOKIE: Fault = Fault::Forbidden(Borrowed("the cookie is not the session's"));
+    pub const OTHER_QP: Fault = Fault::BadRequest(Borrowed(
+        "x-amz-rdma-qpn is not the QP of the PREPARE token",
+    ));
+    pub const WRONG_STATE: Fault = Fault::Conflict(Borrowed(
+        "the session has moved its transfer or is moving it",
+    ));
+    pub const DATA_TIMEOUT: Fault =
+        Fault::Timeout(Borrowed("the data phase did not finish in time"));
+    pub const BAD_DATA: Fault = Fault::BadRequest(Borrowed(
+        "the client's WRITE_WITH_IMM did not match the session (opcode, cookie or size)",
+    ));
+    pub const NOT_SATISFIABLE: Fault =
+        Fault::RangeNotSatisfiable(Borrowed("the offset is at or past the object's end"));
 }
 
 /// What a waiting session holds.
@@ -243,7 +201,7 @@ impl<P: RdmaPort> Engine<P> {
             .reserve(if put { u64::from(size32) } else { 0 })
         {
             Ok(room) => room,
-            Err(_) => return V2Outcome::Rejected(V2Reject::BUSY),
+            Err(_) => return V2Outcome::Rejected(reject::BUSY),
         };
         let storage = backend::acting_for(&self.storage, &requester.identity);
         let size = u64::from(size32);
@@ -251,7 +209,7 @@ impl<P: RdmaPort> Engine<P> {
             V2Kind::Get { offset } => match storage.open_read(&bucket, &key, None) {
                 Ok(mut object) => {
                     if offset >= object.info.size {
-                        return V2Outcome::Rejected(V2Reject::NOT_SATISFIABLE);
+                        return V2Outcome::Rejected(reject::NOT_SATISFIABLE);
                     }
                     object.narrow(offset..offset.saturating_add(size));
                     Source::Get(Box::new(object))
@@ -283,7 +241,7 @@ impl<P: RdmaPort> Engine<P> {
             Err(e) => {
                 warn!(error = %e, client_qpn = client.qp_num, "preparing a v2 session failed");
                 Stats::bump(&self.stats.v2_failed);
-                return V2Outcome::Rejected(V2Reject::FAILED);
+                return V2Outcome::Rejected(reject::FAILED);
             }
         };
         let server = self.v2_server_token(prepared.qp.qp_num());
@@ -392,18 +350,18 @@ impl<P: RdmaPort> Engine<P> {
             now,
         ) {
             Ok(p) => p,
-            Err(ClaimError::Unknown) => return V2Outcome::Rejected(V2Reject::UNKNOWN_SESSION),
+            Err(ClaimError::Unknown) => return V2Outcome::Rejected(reject::UNKNOWN_SESSION),
             Err(ClaimError::Expired(p)) => {
                 // Past T_prep: reclaimed now (as the janitor would have), and answered as the
                 // unknown session it is from now on (docs/protocol.md section 14).
                 self.v2_reclaim(*p);
                 Stats::bump(&self.stats.v2_expired);
                 Stats::sub(&self.stats.v2_sessions_live, 1);
-                return V2Outcome::Rejected(V2Reject::UNKNOWN_SESSION);
+                return V2Outcome::Rejected(reject::UNKNOWN_SESSION);
             }
-            Err(ClaimError::Cookie) => return V2Outcome::Rejected(V2Reject::COOKIE),
-            Err(ClaimError::OtherQp) => return V2Outcome::Rejected(V2Reject::OTHER_QP),
-            Err(ClaimError::WrongState) => return V2Outcome::Rejected(V2Reject::WRONG_STATE),
+            Err(ClaimError::Cookie) => return V2Outcome::Rejected(reject::COOKIE),
+            Err(ClaimError::OtherQp) => return V2Outcome::Rejected(reject::OTHER_QP),
+            Err(ClaimError::WrongState) => return V2Outcome::Rejected(reject::WRONG_STATE),
         };
         let _claimed = Claimed {
             engine: self,
@@ -430,17 +388,17 @@ impl<P: RdmaPort> Engine<P> {
             work: Work::Get { mut object },
         } = p
         else {
-            return V2Outcome::Rejected(V2Reject::FAILED);
+            return V2Outcome::Rejected(reject::FAILED);
         };
         if let Err(e) = qp.connect(&client, client_psn, server_psn) {
             warn!(error = %e, client_qpn = client.qp_num, "connecting a v2 QP failed");
-            return V2Outcome::Rejected(V2Reject::FAILED);
+            return V2Outcome::Rejected(reject::FAILED);
         }
         let staging = match self.staging.acquire(&self.port) {
             Ok(s) => s,
             Err(e) => {
                 warn!(error = %e, "no staging buffer");
-                return V2Outcome::Rejected(V2Reject::FAILED);
+                return V2Outcome::Rejected(reject::FAILED);
             }
         };
         let len = object.len();
@@ -468,8 +426,8 @@ impl<P: RdmaPort> Engine<P> {
             Err(e) => {
                 warn!(error = %e, client_qpn = client.qp_num, len, "v2 GET failed");
                 V2Outcome::Rejected(match e {
-                    TransferError::Watchdog | TransferError::Deadline(_) => V2Reject::DATA_TIMEOUT,
-                    _ => V2Reject::FAILED,
+                    TransferError::Watchdog | TransferError::Deadline(_) => reject::DATA_TIMEOUT,
+                    _ => reject::FAILED,
                 })
             }
         }
@@ -488,7 +446,7 @@ impl<P: RdmaPort> Engine<P> {
             ..
         } = p
         else {
-            return V2Outcome::Rejected(V2Reject::FAILED);
+            return V2Outcome::Rejected(reject::FAILED);
         };
         let received = wait_receive(&mut qp, self.v2_data_timeout);
         let checked = match received {
@@ -503,7 +461,7 @@ impl<P: RdmaPort> Engine<P> {
                         ?wc,
                         cookie, size, "v2 PUT: the client's write does not match"
                     );
-                    Err(V2Reject::BAD_DATA)
+                    Err(reject::BAD_DATA)
                 }
             }
             Ok(wc) => {
@@ -512,7 +470,7 @@ impl<P: RdmaPort> Engine<P> {
                     client_qpn = client.qp_num,
                     "v2 PUT receive failed"
                 );
-                Err(V2Reject::FAILED)
+                Err(reject::FAILED)
             }
             Err(reject) => Err(reject),
         };
@@ -524,7 +482,7 @@ impl<P: RdmaPort> Engine<P> {
         drop(qp);
         let Some(buf) = staging.take() else {
             writer.abort();
-            return V2Outcome::Rejected(V2Reject::FAILED);
+            return V2Outcome::Rejected(reject::FAILED);
         };
         let outcome = match checked {
             Ok(()) => self.v2_store(&buf, size, writer),
@@ -543,12 +501,12 @@ impl<P: RdmaPort> Engine<P> {
         // `v2_put`), so nothing writes them any more, and no other reference to them exists.
         let Some(bytes) = (unsafe { buf.memory().slot_mut(0, size as usize) }) else {
             writer.abort();
-            return V2Outcome::Rejected(V2Reject::FAILED);
+            return V2Outcome::Rejected(reject::FAILED);
         };
         if let Err(e) = writer.append(bytes) {
             warn!(error = %e, "v2 PUT: writing the object failed");
             writer.abort();
-            return V2Outcome::Rejected(V2Reject::FAILED);
+            return V2Outcome::Rejected(reject::FAILED);
         }
         match writer.commit() {
             Ok(info) => {
@@ -653,17 +611,14 @@ impl Source {
 }
 
 fn rejected(e: crate::backend::StorageError) -> V2Outcome {
-    match reject_storage(e) {
-        RdmaOutcome::Rejected(code) => V2Outcome::Rejected(code.into()),
-        _ => V2Outcome::Rejected(V2Reject::FAILED),
-    }
+    V2Outcome::Rejected(e.into())
 }
 
 /// Wait up to `limit` for the PUT session's receive completion.
 fn wait_receive<Q: RdmaQp>(
     qp: &mut Q,
     limit: Duration,
-) -> Result<super::port::WorkCompletion, V2Reject> {
+) -> Result<super::port::WorkCompletion, Fault> {
     let started = Instant::now();
     let mut polled = Vec::new();
     let mut empty = 0u32;
@@ -671,13 +626,13 @@ fn wait_receive<Q: RdmaQp>(
         polled.clear();
         if let Err(e) = qp.poll(&mut polled) {
             warn!(error = %e, "polling a v2 QP failed");
-            return Err(V2Reject::FAILED);
+            return Err(reject::FAILED);
         }
         if let Some(wc) = polled.iter().find(|wc| wc.wr_id == RECV_WR) {
             return Ok(*wc);
         }
         if started.elapsed() >= limit {
-            return Err(V2Reject::DATA_TIMEOUT);
+            return Err(reject::DATA_TIMEOUT);
         }
         empty = empty.saturating_add(1);
         if empty < 64 {
@@ -791,7 +746,7 @@ mod tests {
 
     fn rejected(o: V2Outcome) -> u16 {
         match o {
-            V2Outcome::Rejected(r) => r.status,
+            V2Outcome::Rejected(r) => r.status(),
             other => panic!("expected a refusal, got {other:?}"),
         }
     }

@@ -22,8 +22,9 @@ use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, error, warn};
 
 use super::session::SessionId;
-use super::v2::{V2Job, V2Outcome, V2Reject};
-use super::{RdmaJob, RdmaOutcome, RejectCode};
+use super::v2::{reject, V2Job, V2Outcome};
+use super::{RdmaJob, RdmaOutcome};
+use crate::error::Fault;
 use crate::identity::Requester;
 use crate::stats::Stats;
 
@@ -214,9 +215,9 @@ impl RdmaWorkers {
 
     /// Run `job` on a worker; 503 when no place freed up within the queue wait.
     pub async fn submit(&self, job: RdmaJob) -> RdmaOutcome {
-        let failed = RdmaOutcome::Rejected(RejectCode::Failed);
+        let failed = RdmaOutcome::Rejected(Fault::RDMA_FAILED);
         match self.place().await {
-            None => RdmaOutcome::Rejected(RejectCode::Busy),
+            None => RdmaOutcome::Rejected(Fault::BUSY),
             Some(permit) => {
                 let (tx, rx) = oneshot::channel();
                 if !self.hand_over(Work::Token(job, tx), permit) {
@@ -229,9 +230,9 @@ impl RdmaWorkers {
 
     /// Run a hipobj-rc-v2 PREPARE or READY on a worker, under the same admission (503).
     pub async fn submit_v2(&self, job: V2Job) -> V2Outcome {
-        let failed = V2Outcome::Rejected(V2Reject::FAILED);
+        let failed = V2Outcome::Rejected(reject::FAILED);
         match self.place().await {
-            None => V2Outcome::Rejected(V2Reject::BUSY),
+            None => V2Outcome::Rejected(reject::BUSY),
             Some(permit) => {
                 let (tx, rx) = oneshot::channel();
                 if !self.hand_over(Work::V2(job, tx), permit) {
@@ -292,14 +293,14 @@ fn worker_loop(runner: &dyn JobRunner, jobs: Receiver<Job>, stats: &Stats) {
         match work {
             Work::Token(job, answer) => {
                 let what = format!("{:?} {}/{}", job.kind, job.bucket, job.key);
-                let failed = RdmaOutcome::Rejected(RejectCode::Failed);
+                let failed = RdmaOutcome::Rejected(Fault::RDMA_FAILED);
                 let outcome = contained(&what, || runner.run(job), failed, stats);
                 drop(permit);
                 let _ = answer.send(outcome);
             }
             Work::V2(job, answer) => {
                 let what = format!("{job:?}");
-                let failed = V2Outcome::Rejected(V2Reject::FAILED);
+                let failed = V2Outcome::Rejected(reject::FAILED);
                 let outcome = contained(&what, || runner.run_v2(job), failed, stats);
                 drop(permit);
                 let _ = answer.send(outcome);
@@ -418,11 +419,11 @@ mod tests {
                 panic!("scripted panic in a job");
             }
             let _ = self.open.lock().map(|rx| rx.recv());
-            RdmaOutcome::Rejected(RejectCode::NotFound)
+            RdmaOutcome::Rejected(Fault::NoSuchKey)
         }
         fn run_v2(&self, _job: V2Job) -> V2Outcome {
             let _ = self.open.lock().map(|rx| rx.recv());
-            V2Outcome::Rejected(V2Reject::UNKNOWN_SESSION)
+            V2Outcome::Rejected(reject::UNKNOWN_SESSION)
         }
         fn cancel_v2(&self, _requester: &Requester, _session: &SessionId) {}
         fn expire(&self, _now: Instant) -> usize {
@@ -483,24 +484,24 @@ mod tests {
         }
         assert_eq!(
             pool.submit(job("k")).await,
-            RdmaOutcome::Rejected(RejectCode::Busy)
+            RdmaOutcome::Rejected(Fault::BUSY)
         );
         assert_eq!(stats.transfers_queued.load(Ordering::Relaxed), 1);
         open_tx.send(()).expect("open");
         open_tx.send(()).expect("open");
         assert_eq!(
             first.await.expect("join"),
-            RdmaOutcome::Rejected(RejectCode::NotFound)
+            RdmaOutcome::Rejected(Fault::NoSuchKey)
         );
         assert_eq!(
             second.await.expect("join"),
-            RdmaOutcome::Rejected(RejectCode::NotFound)
+            RdmaOutcome::Rejected(Fault::NoSuchKey)
         );
         // Places are free again.
         open_tx.send(()).expect("open");
         assert_eq!(
             pool.submit(job("k")).await,
-            RdmaOutcome::Rejected(RejectCode::NotFound)
+            RdmaOutcome::Rejected(Fault::NoSuchKey)
         );
     }
 
@@ -520,7 +521,7 @@ mod tests {
         for _ in 0..400 {
             assert_eq!(
                 pool.submit(job("k")).await,
-                RdmaOutcome::Rejected(RejectCode::NotFound)
+                RdmaOutcome::Rejected(Fault::NoSuchKey)
             );
         }
     }
@@ -536,14 +537,14 @@ mod tests {
         let pool = RdmaWorkers::start(runner, &s, Arc::clone(&stats)).expect("start");
         assert_eq!(
             pool.submit(job("panic")).await,
-            RdmaOutcome::Rejected(RejectCode::Failed)
+            RdmaOutcome::Rejected(Fault::RDMA_FAILED)
         );
         assert_eq!(stats.worker_panics.load(Ordering::Relaxed), 1);
         // The one worker still serves.
         open_tx.send(()).expect("open");
         assert_eq!(
             pool.submit(job("k")).await,
-            RdmaOutcome::Rejected(RejectCode::NotFound)
+            RdmaOutcome::Rejected(Fault::NoSuchKey)
         );
         assert_eq!(pool.running(), 0);
     }

@@ -28,11 +28,11 @@ use tracing::debug;
 
 use super::HipobjS3;
 use crate::access::{self, AccessPolicy};
-use crate::error::RETRY_AFTER_SECS;
+use crate::error::{Fault, Why};
 use crate::identity::{Identity, Requester};
 use crate::rdma::port::Peer;
 use crate::rdma::transfer::Remote;
-use crate::rdma::v2::{PrepareJob, ReadyJob, V2Job, V2Kind, V2Outcome, V2Reject};
+use crate::rdma::v2::{reject, PrepareJob, ReadyJob, V2Job, V2Kind, V2Outcome};
 use crate::stats::Stats;
 
 /// The control paths' first segment, which s3s parses as a bucket name before routing.
@@ -51,71 +51,42 @@ pub struct ControlRoute {
     check_gid_peer: bool,
 }
 
-/// One answer: status, headers, and a short S3-style error body for refusals.
+/// A successful answer: status and headers, no body. Refusals are [`S3Error`]s (from the one
+/// error model, [`Fault`], or the S3 operation's own), whose body s3s renders.
 struct Answer {
     status: u16,
     headers: Vec<(&'static str, String)>,
-    body: String,
 }
 
 impl Answer {
     fn ok(status: u16, headers: Vec<(&'static str, String)>) -> Answer {
-        Answer {
-            status,
-            headers,
-            body: String::new(),
-        }
+        Answer { status, headers }
     }
+}
 
-    fn refused(status: u16, why: &str) -> Answer {
-        let code = match status {
-            400 => "InvalidRequest",
-            403 => "AccessDenied",
-            404 => "NoSuchKey",
-            408 => "RequestTimeout",
-            409 => "Conflict",
-            413 => "EntityTooLarge",
-            416 => "InvalidRange",
-            501 => "NotImplemented",
-            503 => "SlowDown",
-            _ => "InternalError",
-        };
-        let why = why.replace('&', "&amp;").replace('<', "&lt;");
-        Answer {
-            status,
-            headers: Vec::new(),
-            body: format!(
-                "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{code}</Code>\
-                 <Message>{why}</Message></Error>"
-            ),
-        }
-    }
+/// A refusal of a control request.
+fn refused(fault: Fault) -> S3Error {
+    fault.into()
+}
 
-    /// 501 with the marker: "this server does not speak hipobj-rc-v2 here".
-    fn unsupported(why: &str) -> Answer {
-        let mut a = Answer::refused(501, why);
-        a.headers
-            .push((header::PROTOCOL_STATUS, rcv2::UNSUPPORTED.to_string()));
-        a
-    }
+/// 501 with the marker: "this server does not speak hipobj-rc-v2 here".
+fn unsupported(why: impl Into<Why>) -> S3Error {
+    let mut err = refused(Fault::NotImplemented(why.into()));
+    let mut headers = err.headers().cloned().unwrap_or_default();
+    headers.insert(
+        header::PROTOCOL_STATUS,
+        HeaderValue::from_static(rcv2::UNSUPPORTED),
+    );
+    err.set_headers(headers);
+    err
+}
 
-    fn from_wire(e: WireError) -> Answer {
-        if e.status == 501 {
-            return Answer::unsupported(&e.message);
-        }
-        Answer::refused(e.status, &e.message)
-    }
-
-    fn from_s3(e: &S3Error) -> Answer {
-        let status = e
-            .status_code()
-            .or_else(|| e.code().status_code())
-            .map_or(500, |s| s.as_u16());
-        Answer::refused(status, e.message().unwrap_or(e.code().as_str()))
-    }
-
-    fn from_reject(r: V2Reject) -> Answer {
-        Answer::refused(r.status, r.why)
+/// A header the codec refused: its status (400, 413; 501 for the protocol) and message.
+fn from_wire(e: WireError) -> S3Error {
+    match e.status {
+        501 => unsupported(e.message),
+        413 => refused(Fault::TooLarge(e.message.into())),
+        _ => refused(Fault::BadRequest(e.message.into())),
     }
 }
 
@@ -133,62 +104,64 @@ impl ControlRoute {
         &self.s3.stats
     }
 
-    async fn answer(&self, req: &S3Request<Body>) -> Answer {
+    async fn answer(&self, req: &S3Request<Body>) -> S3Result<Answer> {
         let protocol = req
             .headers
             .get(header::PROTOCOL)
             .and_then(|v| v.to_str().ok());
         if !protocol.is_some_and(|p| p.trim().eq_ignore_ascii_case(rcv2::PROTOCOL)) {
-            return Answer::unsupported("x-amz-rdma-protocol must be hipobj-rc-v2");
+            return Err(unsupported("x-amz-rdma-protocol must be hipobj-rc-v2"));
         }
         if self.s3.rdma.is_none() {
-            return Answer::unsupported("RDMA is disabled on this server");
+            return Err(unsupported("RDMA is disabled on this server"));
         }
-        let identity = match self.access.identity(req.credentials.as_ref()) {
-            Ok(i) => i,
-            Err(e) => return Answer::from_s3(&e),
-        };
-        let peer = match access::http_peer(&req.extensions) {
-            Ok(p) => p,
-            Err(e) => return Answer::from_s3(&e),
-        };
+        let identity = self.access.identity(req.credentials.as_ref())?;
+        let peer = access::http_peer(&req.extensions)?;
         if !self.anonymous {
             if let Some(name) = unsigned_rdma_header(&req.headers, &req.uri) {
                 debug!(%peer, name, "v2 control header not in SignedHeaders: 403");
-                return Answer::refused(403, "every x-amz-rdma-* header must be signed");
+                return Err(refused(Fault::Forbidden(
+                    "every x-amz-rdma-* header must be signed".into(),
+                )));
             }
         }
         let requester = Requester::new(peer, identity);
         let get = |name: &str| req.headers.get(name).and_then(|v| v.to_str().ok());
         match req.uri.path() {
-            p if p == rcv2::PREPARE_PATH => match PrepareRequest::from_headers(get) {
-                Ok(p) => self.prepare(p, requester, &req.headers).await,
-                Err(e) => Answer::from_wire(e),
-            },
-            p if p == rcv2::READY_PATH => match ReadyRequest::from_headers(get) {
-                Ok(r) => self.ready(r, requester).await,
-                Err(e) => Answer::from_wire(e),
-            },
-            _ => match CancelRequest::from_headers(get) {
-                Ok(c) => self.cancel(c, requester).await,
-                Err(e) => Answer::from_wire(e),
-            },
+            p if p == rcv2::PREPARE_PATH => {
+                let p = PrepareRequest::from_headers(get).map_err(from_wire)?;
+                self.prepare(p, requester, &req.headers).await
+            }
+            p if p == rcv2::READY_PATH => {
+                let r = ReadyRequest::from_headers(get).map_err(from_wire)?;
+                self.ready(r, requester).await
+            }
+            _ => {
+                let c = CancelRequest::from_headers(get).map_err(from_wire)?;
+                Ok(self.cancel(c, requester).await)
+            }
         }
     }
 
-    async fn prepare(&self, p: PrepareRequest, who: Requester, headers: &HeaderMap) -> Answer {
+    async fn prepare(
+        &self,
+        p: PrepareRequest,
+        who: Requester,
+        headers: &HeaderMap,
+    ) -> S3Result<Answer> {
         let token = p.token;
         if token.transport != Transport::Rc || token.gid == [0; 16] {
-            return Answer::refused(400, "the token must name an RC QP with a non-zero GID");
+            return Err(refused(Fault::BadRequest(
+                "the token must name an RC QP with a non-zero GID".into(),
+            )));
         }
         if self.check_gid_peer {
             if let Some(gid_ip) = access::ipv4_of_gid(&token.gid) {
                 if std::net::IpAddr::V4(gid_ip) != who.peer_ip {
                     debug!(peer = %who.peer_ip, %gid_ip, "v2 token GID is not the HTTP peer: 403");
-                    return Answer::refused(
-                        403,
-                        "the token's client GID is not the address this request came from",
-                    );
+                    return Err(refused(Fault::Forbidden(
+                        "the token's client GID is not the address this request came from".into(),
+                    )));
                 }
             }
         }
@@ -201,20 +174,15 @@ impl ControlRoute {
             Op::Get => "GetObject",
             Op::Put => "PutObject",
         };
-        if let Err(e) = self
-            .access
+        self.access
             .check_bucket(&path, op_name, &who.identity)
-            .await
-        {
-            return Answer::from_s3(&e);
-        }
+            .await?;
         let Ok(size) = u32::try_from(p.size) else {
-            return Answer::refused(413, "x-amz-rdma-size is above 2^31-1");
+            return Err(refused(Fault::TooLarge(
+                "x-amz-rdma-size is above 2^31-1".into(),
+            )));
         };
-        let kind = match self.kind(&p, &who.identity, headers).await {
-            Ok(k) => k,
-            Err(a) => return a,
-        };
+        let kind = self.kind(&p, &who.identity, headers).await?;
         let job = PrepareJob {
             requester: who,
             client: Peer {
@@ -236,7 +204,7 @@ impl ControlRoute {
                 staging,
             } => {
                 let Ok(psn) = Psn::new(server_psn) else {
-                    return Answer::refused(500, "server PSN out of range");
+                    return Err(refused(Fault::Failed("server PSN out of range".into())));
                 };
                 let answer = PrepareAnswer {
                     server,
@@ -244,10 +212,10 @@ impl ControlRoute {
                     psn,
                     staging: staging.map(|w| (w.addr, w.rkey)),
                 };
-                Answer::ok(200, answer.headers())
+                Ok(Answer::ok(200, answer.headers()))
             }
-            V2Outcome::Rejected(r) => Answer::from_reject(r),
-            V2Outcome::Moved { .. } => Answer::refused(500, "unexpected outcome"),
+            V2Outcome::Rejected(fault) => Err(refused(fault)),
+            V2Outcome::Moved { .. } => Err(refused(Fault::Failed("unexpected outcome".into()))),
         }
     }
 
@@ -259,18 +227,14 @@ impl ControlRoute {
         p: &PrepareRequest,
         who: &Identity,
         headers: &HeaderMap,
-    ) -> Result<V2Kind, Answer> {
+    ) -> S3Result<V2Kind> {
         let t = &p.target;
         let query = |name: &str| t.query.iter().find(|(k, _)| k == name).map(|(_, v)| v);
         match p.op {
             Op::Get if t.query.is_empty() => Ok(V2Kind::Get { offset: p.offset }),
             Op::Put if t.query.is_empty() => {
                 let input = put_input(&t.bucket, &t.key, headers)?;
-                let options = self
-                    .s3
-                    .put_write(&input, Some(who))
-                    .await
-                    .map_err(|e| Answer::from_s3(&e))?;
+                let options = self.s3.put_write(&input, Some(who)).await?;
                 Ok(V2Kind::Put {
                     options: Box::new(options),
                 })
@@ -278,28 +242,30 @@ impl ControlRoute {
             Op::Put if t.query.len() == 2 => {
                 let (Some(number), Some(upload_id)) = (query("partNumber"), query("uploadId"))
                 else {
-                    return Err(Answer::refused(400, "unsupported target query"));
+                    return Err(refused(Fault::BadRequest(
+                        "unsupported target query".into(),
+                    )));
                 };
                 let Ok(number) = number.parse::<i32>() else {
-                    return Err(Answer::refused(400, "partNumber is not a number"));
+                    return Err(refused(Fault::BadRequest(
+                        "partNumber is not a number".into(),
+                    )));
                 };
                 let input = part_input(&t.bucket, &t.key, upload_id, number, headers)?;
-                let (part_number, options) = self
-                    .s3
-                    .part_write(&input, Some(who))
-                    .await
-                    .map_err(|e| Answer::from_s3(&e))?;
+                let (part_number, options) = self.s3.part_write(&input, Some(who)).await?;
                 Ok(V2Kind::Part {
                     upload_id: upload_id.clone(),
                     part_number,
                     options: Box::new(options),
                 })
             }
-            _ => Err(Answer::refused(400, "unsupported target query")),
+            _ => Err(refused(Fault::BadRequest(
+                "unsupported target query".into(),
+            ))),
         }
     }
 
-    async fn ready(&self, r: ReadyRequest, who: Requester) -> Answer {
+    async fn ready(&self, r: ReadyRequest, who: Requester) -> S3Result<Answer> {
         let cookie = r.cookie;
         let job = ReadyJob {
             requester: who,
@@ -320,10 +286,10 @@ impl ControlRoute {
                     version_id: None,
                     checksum: None,
                 };
-                Answer::ok(200, answer.headers())
+                Ok(Answer::ok(200, answer.headers()))
             }
-            V2Outcome::Rejected(r) => Answer::from_reject(r),
-            V2Outcome::Prepared { .. } => Answer::refused(500, "unexpected outcome"),
+            V2Outcome::Rejected(fault) => Err(refused(fault)),
+            V2Outcome::Prepared { .. } => Err(refused(Fault::Failed("unexpected outcome".into()))),
         }
     }
 
@@ -337,7 +303,7 @@ impl ControlRoute {
     async fn submit(&self, job: V2Job) -> V2Outcome {
         match &self.s3.rdma {
             Some(rdma) => rdma.submit_v2(job).await,
-            None => V2Outcome::Rejected(V2Reject::FAILED),
+            None => V2Outcome::Rejected(reject::FAILED),
         }
     }
 }
@@ -354,25 +320,43 @@ fn header_str<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-fn etag_condition(headers: &HeaderMap, name: &str) -> Result<Option<ETagCondition>, Answer> {
+fn etag_condition(headers: &HeaderMap, name: &str) -> S3Result<Option<ETagCondition>> {
     headers
         .get(name)
         .map(|v| {
-            ETagCondition::parse_http_header(v.as_bytes())
-                .map_err(|_| Answer::refused(400, "malformed If-Match / If-None-Match"))
+            ETagCondition::parse_http_header(v.as_bytes()).map_err(|_| {
+                refused(Fault::BadRequest(
+                    "malformed If-Match / If-None-Match".into(),
+                ))
+            })
         })
         .transpose()
 }
 
-fn checksum_algorithm(headers: &HeaderMap) -> Option<ChecksumAlgorithm> {
-    header_str(headers, "x-amz-sdk-checksum-algorithm")
-        .or_else(|| header_str(headers, "x-amz-checksum-algorithm"))
-        .map(|a| ChecksumAlgorithm::from(a.to_string()))
+/// The PREPARE's `x-amz-checksum-*` values (of the moved bytes) and checksum algorithm
+/// (`x-amz-sdk-checksum-algorithm`, else `x-amz-checksum-algorithm`), read once, on a
+/// PutObject or UploadPart input builder (the two have the same setters).
+macro_rules! with_checksums {
+    ($builder:expr, $headers:expr) => {{
+        let headers: &HeaderMap = $headers;
+        let checksum =
+            |alg: &str| header_str(headers, &format!("x-amz-checksum-{alg}")).map(String::from);
+        let algorithm = header_str(headers, "x-amz-sdk-checksum-algorithm")
+            .or_else(|| header_str(headers, "x-amz-checksum-algorithm"))
+            .map(|a| ChecksumAlgorithm::from(a.to_string()));
+        $builder
+            .checksum_crc32(checksum("crc32"))
+            .checksum_crc32c(checksum("crc32c"))
+            .checksum_sha1(checksum("sha1"))
+            .checksum_sha256(checksum("sha256"))
+            .checksum_crc64nvme(checksum("crc64nvme"))
+            .checksum_algorithm(algorithm)
+    }};
 }
 
 /// A PutObject of `bucket/key` with what the PREPARE says about the object: `x-amz-meta-*`,
 /// `x-amz-tagging`, `If-Match` / `If-None-Match`, `x-amz-checksum-*` (of the object bytes).
-fn put_input(bucket: &str, key: &str, headers: &HeaderMap) -> Result<PutObjectInput, Answer> {
+fn put_input(bucket: &str, key: &str, headers: &HeaderMap) -> S3Result<PutObjectInput> {
     let metadata: s3s::dto::Metadata = headers
         .iter()
         .filter_map(|(n, v)| {
@@ -380,23 +364,16 @@ fn put_input(bucket: &str, key: &str, headers: &HeaderMap) -> Result<PutObjectIn
             Some((name.to_string(), v.to_str().ok()?.to_string()))
         })
         .collect();
-    let checksum =
-        |alg: &str| header_str(headers, &format!("x-amz-checksum-{alg}")).map(String::from);
-    PutObjectInput::builder()
+    let builder = PutObjectInput::builder()
         .bucket(bucket.to_string())
         .key(key.to_string())
         .metadata((!metadata.is_empty()).then_some(metadata))
         .tagging(header_str(headers, "x-amz-tagging").map(String::from))
         .if_match(etag_condition(headers, "if-match")?)
-        .if_none_match(etag_condition(headers, "if-none-match")?)
-        .checksum_crc32(checksum("crc32"))
-        .checksum_crc32c(checksum("crc32c"))
-        .checksum_sha1(checksum("sha1"))
-        .checksum_sha256(checksum("sha256"))
-        .checksum_crc64nvme(checksum("crc64nvme"))
-        .checksum_algorithm(checksum_algorithm(headers))
+        .if_none_match(etag_condition(headers, "if-none-match")?);
+    with_checksums!(builder, headers)
         .build()
-        .map_err(|e| Answer::refused(400, &e.to_string()))
+        .map_err(|e| refused(Fault::BadRequest(e.to_string().into())))
 }
 
 /// An UploadPart of part `number` of `upload_id`, with the PREPARE's `x-amz-checksum-*`.
@@ -406,22 +383,15 @@ fn part_input(
     upload_id: &str,
     number: i32,
     headers: &HeaderMap,
-) -> Result<UploadPartInput, Answer> {
-    let checksum =
-        |alg: &str| header_str(headers, &format!("x-amz-checksum-{alg}")).map(String::from);
-    UploadPartInput::builder()
+) -> S3Result<UploadPartInput> {
+    let builder = UploadPartInput::builder()
         .bucket(bucket.to_string())
         .key(key.to_string())
         .upload_id(upload_id.to_string())
-        .part_number(number)
-        .checksum_crc32(checksum("crc32"))
-        .checksum_crc32c(checksum("crc32c"))
-        .checksum_sha1(checksum("sha1"))
-        .checksum_sha256(checksum("sha256"))
-        .checksum_crc64nvme(checksum("crc64nvme"))
-        .checksum_algorithm(checksum_algorithm(headers))
+        .part_number(number);
+    with_checksums!(builder, headers)
         .build()
-        .map_err(|e| Answer::refused(400, &e.to_string()))
+        .map_err(|e| refused(Fault::BadRequest(e.to_string().into())))
 }
 
 #[async_trait::async_trait]
@@ -442,27 +412,22 @@ impl S3Route for ControlRoute {
     }
 
     async fn call(&self, req: S3Request<Body>) -> S3Result<S3Response<Body>> {
-        let answer = self.answer(&req).await;
+        let answer = match self.answer(&req).await {
+            Ok(a) => a,
+            Err(e) => {
+                let status = e.status_code().or_else(|| e.code().status_code());
+                self.stats().count_reply(status.map_or(500, |s| s.as_u16()));
+                return Err(e);
+            }
+        };
         self.stats().count_reply(answer.status);
-        let mut resp = S3Response::new(Body::from(answer.body.clone()));
+        let mut resp = S3Response::new(Body::empty());
         resp.status =
             Some(StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR));
         for (name, value) in &answer.headers {
             if let Ok(v) = HeaderValue::from_str(value) {
                 resp.headers.insert(*name, v);
             }
-        }
-        if !answer.body.is_empty() {
-            resp.headers.insert(
-                http::header::CONTENT_TYPE,
-                HeaderValue::from_static("application/xml"),
-            );
-        }
-        if answer.status == 503 {
-            resp.headers.insert(
-                http::header::RETRY_AFTER,
-                HeaderValue::from_static(RETRY_AFTER_SECS),
-            );
         }
         Ok(resp)
     }
@@ -777,6 +742,79 @@ mod tests {
         let (status, ..) = send(&h, post(rcv2::PREPARE_PATH, headers)).await;
         assert_eq!(status, 412);
         assert_eq!(h.port.log().len(), before);
+    }
+
+    /// Issue 36: a PREPARE (GET or PUT) naming a missing bucket is 404 `NoSuchBucket`, one
+    /// naming a missing key 404 `NoSuchKey`, with the S3 code in the XML body; nothing prepared.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_missing_bucket_or_key_is_refused_with_its_own_code() {
+        let h = harness(true);
+        bucket(&h, TEST_SIGNER, "bkt").await;
+        for (op, bucket, key, code) in [
+            (Op::Get, "nob", "k", "NoSuchBucket"),
+            (Op::Put, "nob", "k", "NoSuchBucket"),
+            (Op::Get, "bkt", "missing", "NoSuchKey"),
+        ] {
+            let req = prepare_req(op, bucket, key, 10);
+            let (status, headers, body) = send(&h, post(rcv2::PREPARE_PATH, req.headers())).await;
+            assert_eq!(status, 404, "{bucket}/{key}");
+            let text = String::from_utf8_lossy(&body);
+            assert!(text.contains(&format!("<Code>{code}</Code>")), "{text}");
+            assert_eq!(
+                headers
+                    .get(http::header::CONTENT_TYPE)
+                    .map(|v| v.as_bytes()),
+                Some(&b"application/xml"[..])
+            );
+        }
+        nothing_prepared(&h);
+        assert!(h.stats.to_json().contains("\"replies_404\":3"));
+    }
+
+    /// Refusals are S3 errors of the one model: the status's code (412 is
+    /// `PreconditionFailed`, not an internal error), and 503 carries `Retry-After`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn refusals_carry_the_s3_code_of_their_status() {
+        let h = harness(true);
+        bucket(&h, TEST_SIGNER, "bkt").await;
+        object(&h, "bkt", "k", b"0123456789");
+        let mut headers = prepare_req(Op::Put, "bkt", "k", 10).headers();
+        headers.push(("if-none-match", "*".into()));
+        let (status, _, body) = send(&h, post(rcv2::PREPARE_PATH, headers)).await;
+        assert_eq!(status, 412);
+        let text = String::from_utf8_lossy(&body);
+        assert!(text.contains("<Code>PreconditionFailed</Code>"), "{text}");
+        let mut headers = prepare_req(Op::Get, "bkt", "k", 10).headers();
+        headers[0].1 = "hipobj-rc-v1".into();
+        let (status, _, body) = send(&h, post(rcv2::PREPARE_PATH, headers)).await;
+        assert_eq!(status, 501);
+        let text = String::from_utf8_lossy(&body);
+        assert!(text.contains("<Code>NotImplemented</Code>"), "{text}");
+        assert!(h.stats.to_json().contains("\"replies_412\":1"));
+    }
+
+    /// The PREPARE's `x-amz-checksum-*` describes the moved bytes: a wrong CRC32 is READY
+    /// 400 `BadDigest` and stores nothing (as a PutObject's body would be refused).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_put_checksum_in_the_prepare_is_checked() {
+        let h = harness(true);
+        bucket(&h, TEST_SIGNER, "bkt").await;
+        let data = sigv4_pattern(3000);
+        let mut headers = prepare_req(Op::Put, "bkt", "sum", 3000).headers();
+        headers.push(("x-amz-checksum-crc32", "AAAAAA==".into()));
+        let (status, answer_headers, body) = send(&h, post(rcv2::PREPARE_PATH, headers)).await;
+        assert_eq!(status, 200, "{body:?}");
+        let answer = PrepareAnswer::from_headers(get(&answer_headers)).expect("answer");
+        let (_, rkey) = answer.staging.expect("PUT staging advertised");
+        h.port
+            .client_write_with_imm(answer.server.qp_num, rkey, 0, &data, COOKIE)
+            .expect("client write");
+        let (status, _, body) = send(&h, post(rcv2::READY_PATH, ready_req(&answer, COOKIE))).await;
+        assert_eq!(status, 400);
+        let text = String::from_utf8_lossy(&body);
+        assert!(text.contains("<Code>BadDigest</Code>"), "{text}");
+        assert!(text.contains("CRC32"), "{text}");
+        assert!(h.storage.head_object("bkt", "sum").is_err());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -123,15 +123,13 @@ pub fn query_value(v: &str) -> String {
     utf8_percent_encode(v, KEY_SEGMENT).to_string()
 }
 
-/// The store could not be reached (refused, timed out, or its TLS certificate refused): the
-/// whole chain of causes, so that a refused certificate says so.
+/// The store could not be reached (refused, timed out before answering, or its TLS certificate
+/// refused): unavailable (503), with the whole chain of causes, so that a refused certificate
+/// says so.
 fn unreachable_store(url: &str, e: &reqwest::Error) -> StorageError {
     let why = error_chain(e);
     debug!(error = %why, %url, "store unreachable");
-    StorageError::Io(io::Error::new(
-        io::ErrorKind::ConnectionRefused,
-        format!("backend store unreachable: {why}"),
-    ))
+    StorageError::Unavailable(format!("unreachable: {why}"))
 }
 
 impl StoreClient {
@@ -294,6 +292,8 @@ fn storage_error_of(status: u16, code: &str) -> StorageError {
         (403, _) => StorageError::AccessDenied,
         // HEAD answers carry no body: 404 on a HEAD object means the key is missing.
         (404, "") => StorageError::NoSuchKey,
+        // The store is there but cannot serve (revision 5, rule 2: 503, never 500).
+        (500..=599, _) => StorageError::Unavailable(format!("it answered {status} {code}")),
         _ => StorageError::Io(io::Error::other(format!(
             "backend store answered {status} {code}"
         ))),
@@ -322,6 +322,14 @@ mod tests {
             storage_error_of(403, "SignatureDoesNotMatch"),
             StorageError::AccessDenied
         ));
-        assert!(matches!(storage_error_of(503, ""), StorageError::Io(_)));
+        assert!(matches!(
+            storage_error_of(503, "SlowDown"),
+            StorageError::Unavailable(why) if why == "it answered 503 SlowDown"
+        ));
+        assert!(matches!(
+            storage_error_of(500, ""),
+            StorageError::Unavailable(_)
+        ));
+        assert!(matches!(storage_error_of(405, ""), StorageError::Io(_)));
     }
 }

@@ -37,11 +37,6 @@ impl Gpu {
         Ok(Gpu { runtime, device })
     }
 
-    /// The device index.
-    pub fn device(&self) -> i32 {
-        self.device
-    }
-
     /// What this GPU is, e.g. `CUDA device 0`.
     pub fn describe(&self) -> String {
         format!("{} device {}", self.runtime.platform(), self.device)
@@ -150,14 +145,18 @@ hipobj::with_sim_gpu! {
 
         #[test]
         fn no_gpu_no_such_device_and_out_of_memory_say_so() {
-            let none = Gpu::on(SimGpu::new(0), 0).err().expect("no device");
+            let Err(none) = Gpu::on(SimGpu::new(0), 0) else {
+                panic!("a GPU on a sim without devices");
+            };
             assert_eq!(none.code(), 8);
             assert!(
                 none.to_string()
                     .contains("--gpu 0: the simulated runtime loaded but finds no GPU (hipGetDeviceCount returned 100)"),
                 "{none}"
             );
-            let beyond = Gpu::on(SimGpu::new(2), 2).err().expect("device 2 of 2");
+            let Err(beyond) = Gpu::on(SimGpu::new(2), 2) else {
+                panic!("device 2 of 2");
+            };
             assert!(
                 beyond.to_string()
                     .contains("--gpu 2: this host has 2 simulated device(s), numbered from 0"),
@@ -224,8 +223,7 @@ mod real_gpu {
         eprintln!("200 x 1 GiB allocated and freed");
         let oom = gpu
             .alloc(1 << 50)
-            .err()
-            .expect("1 PiB is more than any GPU has");
+            .expect_err("1 PiB is more than any GPU has");
         eprintln!("1 PiB: {oom}");
         assert!(oom.to_string().contains("out of memory"), "{oom}");
     }

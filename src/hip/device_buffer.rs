@@ -55,29 +55,48 @@ impl DeviceBuffer {
         self.device
     }
 
-    /// The address of `[offset, offset + len)` of this buffer, or `hipErrorInvalidValue` (from
-    /// `call`) when the range runs past its end.
-    fn range(&self, call: &'static str, offset: usize, len: usize) -> Result<usize, HipError> {
+    /// Copy `len` bytes between `[offset, offset + len)` of this buffer and host memory at
+    /// `host`, the way `direction` says, and return when it has finished. A range past the
+    /// buffer's end is refused (`hipErrorInvalidValue`) before the runtime is asked.
+    ///
+    /// # Safety
+    /// `host` must be valid for `len` bytes: readable for `HostToDevice`, writable and not
+    /// otherwise borrowed for `DeviceToHost`.
+    unsafe fn copy(
+        &self,
+        offset: usize,
+        host: usize,
+        len: usize,
+        direction: CopyDirection,
+    ) -> Result<(), HipError> {
         let inside = offset <= self.len && len <= self.len - offset;
         if !inside {
-            return Err(HipError::new(call, HIP_ERROR_INVALID_VALUE));
+            return Err(HipError::new("DeviceBuffer copy", HIP_ERROR_INVALID_VALUE));
         }
-        Ok(self.ptr + offset)
+        if len == 0 {
+            return Ok(());
+        }
+        let device = self.ptr + offset;
+        let (dst, src) = match direction {
+            CopyDirection::HostToDevice => (device, host),
+            CopyDirection::DeviceToHost => (host, device),
+        };
+        // SAFETY: the device side is `len` bytes inside this live allocation of `device`, the
+        // host side is valid by this function's contract, and device and host memory don't
+        // overlap.
+        unsafe {
+            self.runtime
+                .copy_blocking(self.device, dst, src, len, direction)
+        }
     }
 
     /// Copy `data` into the buffer at `offset` (blocking: the bytes are on the device when this
     /// returns). A range past the buffer's end is refused and copies nothing.
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), HipError> {
-        let dst = self.range("copy to device", offset, data.len())?;
-        if data.is_empty() {
-            return Ok(());
-        }
-        // SAFETY: `dst` is `data.len()` bytes inside this live allocation of `device`, and `data`
-        // is a live host slice of that length; they can't overlap (device vs host memory).
+        // SAFETY: `data` is a live host slice of that length.
         unsafe {
-            self.runtime.copy_blocking(
-                self.device,
-                dst,
+            self.copy(
+                offset,
                 data.as_ptr() as usize,
                 data.len(),
                 CopyDirection::HostToDevice,
@@ -88,17 +107,11 @@ impl DeviceBuffer {
     /// Copy `out.len()` bytes of the buffer at `offset` into `out` (blocking). A range past the
     /// buffer's end is refused and copies nothing.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), HipError> {
-        let src = self.range("copy from device", offset, out.len())?;
-        if out.is_empty() {
-            return Ok(());
-        }
-        // SAFETY: as in `write`, with the roles swapped: `out` is a live, exclusively borrowed
-        // host slice.
+        // SAFETY: `out` is a live host slice of that length, exclusively borrowed.
         unsafe {
-            self.runtime.copy_blocking(
-                self.device,
+            self.copy(
+                offset,
                 out.as_mut_ptr() as usize,
-                src,
                 out.len(),
                 CopyDirection::DeviceToHost,
             )

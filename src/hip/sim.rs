@@ -157,31 +157,17 @@ impl SimMemory {
         }
     }
 
-    /// Whether a copy of `len` bytes to `dst` from `src` has memory of the kinds `kinds`
-    /// (destination, source) on each side.
-    fn copy_fits(
-        &self,
-        dst: usize,
-        src: usize,
-        len: usize,
-        kinds: CopyKinds,
-        host: HostSide,
-    ) -> bool {
+    /// Whether `copy` has memory of the kinds it names on each side.
+    fn copy_fits(&self, copy: &SimCopy) -> bool {
+        let SimCopy { dst, src, len, .. } = *copy;
         len > 0
-            && self.side_fits(dst, len, kinds.0, host)
-            && self.side_fits(src, len, kinds.1, host)
+            && self.side_fits(dst, len, copy.kinds.0, copy.host)
+            && self.side_fits(src, len, copy.kinds.1, copy.host)
     }
 
     /// Run the copy, or fail it with `hipErrorInvalidValue` when it doesn't fit.
-    fn copy(
-        &self,
-        dst: usize,
-        src: usize,
-        len: usize,
-        kinds: CopyKinds,
-        host: HostSide,
-    ) -> CopyStatus {
-        if !self.copy_fits(dst, src, len, kinds, host) {
+    fn copy(&self, copy: &SimCopy) -> CopyStatus {
+        if !self.copy_fits(copy) {
             return CopyStatus::Failed(HIP_ERROR_INVALID_VALUE);
         }
         // SAFETY: the device side lies inside a live sim allocation, and so does the host side of
@@ -189,7 +175,9 @@ impl SimMemory {
         // neither can be freed meanwhile); the host side of a blocking copy lies outside every
         // allocation and is valid by `copy_blocking`'s contract. The two sides are in different
         // memory, so they don't overlap.
-        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, len) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(copy.src as *const u8, copy.dst as *mut u8, copy.len)
+        };
         CopyStatus::Done
     }
 }
@@ -207,11 +195,36 @@ enum HostSide {
     Any,
 }
 
-/// What each side of a copy on `device` in `direction` must be.
-fn copy_kinds(device: i32, direction: CopyDirection) -> CopyKinds {
-    match direction {
-        CopyDirection::HostToDevice => (SimMemoryKind::Device(device), SimMemoryKind::Host),
-        CopyDirection::DeviceToHost => (SimMemoryKind::Host, SimMemoryKind::Device(device)),
+/// One copy: `len` bytes to `dst` from `src`, the kinds of memory each side must be, and what the
+/// host side may be.
+#[derive(Clone, Copy, Debug)]
+struct SimCopy {
+    dst: usize,
+    src: usize,
+    len: usize,
+    kinds: CopyKinds,
+    host: HostSide,
+}
+
+impl SimCopy {
+    /// A copy on `device` in `direction`.
+    fn new(
+        device: i32,
+        (dst, src, len): (usize, usize, usize),
+        direction: CopyDirection,
+        host: HostSide,
+    ) -> SimCopy {
+        let kinds = match direction {
+            CopyDirection::HostToDevice => (SimMemoryKind::Device(device), SimMemoryKind::Host),
+            CopyDirection::DeviceToHost => (SimMemoryKind::Host, SimMemoryKind::Device(device)),
+        };
+        SimCopy {
+            dst,
+            src,
+            len,
+            kinds,
+            host,
+        }
     }
 }
 
@@ -273,10 +286,7 @@ impl HostMemoryOwner for SimShared {
 
 /// One queued copy.
 struct CopyJob {
-    dst: usize,
-    src: usize,
-    len: usize,
-    kinds: CopyKinds,
+    copy: SimCopy,
     result: Arc<Mutex<CopyStatus>>,
 }
 
@@ -306,9 +316,7 @@ impl SimShared {
         if let Some(code) = self.pass_gate() {
             return CopyStatus::Failed(code);
         }
-        self.memory
-            .lock()
-            .copy(job.dst, job.src, job.len, job.kinds, HostSide::Sim)
+        self.memory.lock().copy(&job.copy)
     }
 
     fn run_copies(self: Arc<Self>, jobs: Receiver<CopyJob>) {
@@ -625,21 +633,13 @@ impl GpuRuntime for SimGpu {
     ) -> Result<CopyInFlight, HipError> {
         bump(&self.shared.calls.start_copy);
         self.device_or_err("hipMemcpyAsync", device)?;
-        let kinds = copy_kinds(device, direction);
-        if !self
-            .shared
-            .memory
-            .lock()
-            .copy_fits(dst, src, len, kinds, HostSide::Sim)
-        {
+        let copy = SimCopy::new(device, (dst, src, len), direction, HostSide::Sim);
+        if !self.shared.memory.lock().copy_fits(&copy) {
             return Err(HipError::new("hipMemcpyAsync", HIP_ERROR_INVALID_VALUE));
         }
         let result = Arc::new(Mutex::new(CopyStatus::Pending));
         let job = CopyJob {
-            dst,
-            src,
-            len,
-            kinds,
+            copy,
             result: result.clone(),
         };
         let sent = self
@@ -692,13 +692,8 @@ impl GpuRuntime for SimGpu {
         if let Some(code) = self.shared.gate.lock().fail_next.take() {
             return Err(HipError::new("hipMemcpy", code));
         }
-        let kinds = copy_kinds(device, direction);
-        match self
-            .shared
-            .memory
-            .lock()
-            .copy(dst, src, len, kinds, HostSide::Any)
-        {
+        let copy = SimCopy::new(device, (dst, src, len), direction, HostSide::Any);
+        match self.shared.memory.lock().copy(&copy) {
             CopyStatus::Failed(code) => Err(HipError::new("hipMemcpy", code)),
             _ => Ok(()),
         }

@@ -37,6 +37,7 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy -p hipobj --features sim-gpu --all-targets -- -D warnings
+	$(CARGO) clippy -p hipobj-cli --features hipobj/sim-gpu --all-targets -- -D warnings
 
 loom:
 	loom-tests/run

@@ -17,7 +17,7 @@ pub enum Command {
     Cp(CpArgs),
     /// Sizes x concurrency x GET/PUT over RDMA, and the same over plain HTTP on the same server.
     Bench(BenchArgs),
-    /// RDMA devices, ports and GIDs (and which one hipObject uses), HIP devices and their closest NIC.
+    /// RDMA devices, ports and GIDs (and which one hipObject uses), GPUs (HIP or CUDA) and their closest NIC.
     Info(InfoArgs),
     /// Create a bucket (`mb s3://BUCKET`); succeeds if it exists already.
     Mb(MbArgs),
@@ -53,7 +53,7 @@ pub struct Endpoint {
     /// RDMA device(s) hipObject may use (its nicHint); needed without a GPU
     #[arg(long, env = "HIPOBJ_NIC")]
     pub nic: Option<String>,
-    /// Land in / send from memory of HIP device N
+    /// Land in / send from memory of GPU N (HIP or CUDA, the runtime the library loads)
     #[arg(long, value_name = "N")]
     pub gpu: Option<i32>,
     #[command(flatten)]

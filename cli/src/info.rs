@@ -1,7 +1,8 @@
 //! `hipobj info`: every RDMA device (limits, memory windows, ports, GID table with the GID
-//! hipObject would use and why), the device hipObject would open for `--nic`, and the HIP devices
-//! with the NIC closest to each. All of it from the library's own code (`hipobj::verbs::inventory`,
-//! `hipobj::runtime::nic_choice`, `hipobj::hip`), so it says what the library would do.
+//! hipObject would use and why), the device hipObject would open for `--nic`, and the GPUs of the
+//! runtime the library loads (HIP or CUDA) with the NIC closest to each. All of it from the
+//! library's own code (`hipobj::verbs::inventory`, `hipobj::runtime::nic_choice`, `hipobj::hip`),
+//! so it says what the library would do.
 
 use crate::args::InfoArgs;
 use crate::failure::Failure;
@@ -104,27 +105,30 @@ fn yes(b: bool) -> &'static str {
     }
 }
 
-fn hip_text(lib: &std::sync::Arc<verbs::Lib>, hint: Option<&str>, out: &mut String) {
-    let rt = match hipobj::hip::load() {
+/// The GPU runtime as the library sees it (`hip::load_gpu_runtime`, what `hipObjInit` and `--gpu`
+/// use: HIP when it has a device, else CUDA), its devices and the NIC closest to each.
+fn gpu_text(lib: &std::sync::Arc<verbs::Lib>, hint: Option<&str>, out: &mut String) {
+    let rt = match hipobj::hip::load_gpu_runtime() {
         Ok(rt) => rt,
         Err(e) => {
             let _ = writeln!(
                 out,
-                "HIP: no runtime ({e}); transfers use host memory (--gpu unavailable)"
+                "GPU: {e}; transfers use host memory (--gpu unavailable)"
             );
             return;
         }
     };
+    let platform = rt.platform();
     let version = rt
         .runtime_version()
         .map(|v| v.to_string())
         .unwrap_or_else(|| "?".into());
     match rt.device_count() {
         Err(e) => {
-            let _ = writeln!(out, "HIP: runtime {version}, no device ({e}); transfers use host memory (--gpu unavailable)");
+            let _ = writeln!(out, "GPU: {platform} runtime {version}, no device ({e}); transfers use host memory (--gpu unavailable)");
         }
         Ok(n) => {
-            let _ = writeln!(out, "HIP: runtime {version}, {n} device(s)");
+            let _ = writeln!(out, "GPU: {platform} runtime {version}, {n} device(s)");
             for dev in 0..n {
                 let bus = rt.pci_bus_id(dev).ok();
                 let nic = match hipobj::runtime::nic_choice(lib, hint, bus.as_deref()) {
@@ -206,7 +210,7 @@ pub fn run(args: &InfoArgs) -> Result<(), Failure> {
             );
         }
     }
-    hip_text(&lib, hint, &mut out);
+    gpu_text(&lib, hint, &mut out);
     print!("{out}");
     if let Some(url) = &args.endpoint {
         println!("{}", endpoint_text(args, url)?);

@@ -1,5 +1,5 @@
 //! `hipobj`: copy S3 objects over RDMA with hipObject (`cp`), measure it against plain HTTP on
-//! the same server (`bench`), and describe the RDMA and HIP devices (`info`).
+//! the same server (`bench`), and describe the RDMA devices and GPUs (`info`).
 
 mod args;
 mod bench;

@@ -2,16 +2,17 @@
 //! registered buffers (host memory, or GPU memory with `--gpu`).
 
 use crate::failure::Failure;
-use crate::gpu::DeviceBuffer;
+use crate::gpu::Gpu;
 use hipobj::engine::Slice;
 use hipobj::error::{Error, OpError};
+use hipobj::hip::DeviceBuffer;
 use hipobj::runtime::{self, InitConfig, MemoryKind, Runtime};
 use std::sync::Arc;
 
 /// An initialised hipObject; shut down on drop.
 pub struct Session {
     runtime: Arc<Runtime>,
-    gpu: Option<i32>,
+    gpu: Option<Arc<Gpu>>,
 }
 
 /// What a failed library call means for the user.
@@ -30,15 +31,8 @@ impl Session {
         gpu: Option<i32>,
         max_transfers: Option<usize>,
     ) -> Result<Session, Failure> {
-        if let Some(g) = gpu {
-            // the library checks too; this says why in the user's terms
-            let count = crate::gpu::device_count()?;
-            if g < 0 || g >= count {
-                return Err(Failure::Gpu(format!(
-                    "--gpu {g}: this host has {count} HIP device(s)"
-                )));
-            }
-        }
+        // the library checks too; this says why in the user's terms
+        let device = gpu.map(Gpu::open).transpose()?.map(Arc::new);
         let mut env = hipobj::env::EnvConfig::from_env();
         if let Some(n) = max_transfers {
             env.max_transfers = n;
@@ -65,7 +59,10 @@ impl Session {
         }
         let runtime = runtime::current()
             .ok_or_else(|| Failure::Transfer("hipObject did not stay initialised".into()))?;
-        Ok(Session { runtime, gpu })
+        Ok(Session {
+            runtime,
+            gpu: device,
+        })
     }
 
     /// The initialised runtime.
@@ -85,13 +82,13 @@ impl Session {
 
     /// A registered buffer of `len` bytes (GPU memory with `--gpu`).
     pub fn buffer(&self, len: usize) -> Result<Registered, Failure> {
-        let memory = match self.gpu {
-            Some(g) => Memory::Gpu(DeviceBuffer::new(g, len)?),
+        let memory = match &self.gpu {
+            Some(gpu) => Memory::Gpu(gpu.clone(), gpu.alloc(len)?),
             None => Memory::Host(vec![0u8; len]),
         };
         let (ptr, kind) = match &memory {
             Memory::Host(v) => (v.as_ptr() as usize, MemoryKind::Host),
-            Memory::Gpu(d) => (d.as_ptr(), MemoryKind::Device),
+            Memory::Gpu(_, d) => (d.addr(), MemoryKind::Device),
         };
         self.runtime
             .register(ptr, len, kind)
@@ -115,7 +112,7 @@ impl Drop for Session {
 
 enum Memory {
     Host(Vec<u8>),
-    Gpu(DeviceBuffer),
+    Gpu(Arc<Gpu>, DeviceBuffer),
 }
 
 /// Memory registered with hipObject; deregistered on drop (before it is freed).
@@ -161,7 +158,7 @@ impl Registered {
                 dst.copy_from_slice(data);
                 Ok(())
             }
-            Memory::Gpu(d) => d.upload(data),
+            Memory::Gpu(gpu, d) => gpu.upload(d, data),
         }
     }
 
@@ -172,11 +169,7 @@ impl Registered {
                 .get(..len)
                 .map(<[u8]>::to_vec)
                 .ok_or_else(|| Failure::Transfer("read past the buffer".into())),
-            Memory::Gpu(d) => {
-                let mut out = vec![0u8; len];
-                d.download(&mut out)?;
-                Ok(out)
-            }
+            Memory::Gpu(gpu, d) => gpu.download(d, len),
         }
     }
 
@@ -184,7 +177,7 @@ impl Registered {
     pub fn host_bytes(&self, len: usize) -> Option<&[u8]> {
         match &self.memory {
             Memory::Host(v) => v.get(..len),
-            Memory::Gpu(_) => None,
+            Memory::Gpu(..) => None,
         }
     }
 
@@ -192,7 +185,7 @@ impl Registered {
     pub fn host_bytes_mut(&mut self, len: usize) -> Option<&mut [u8]> {
         match &mut self.memory {
             Memory::Host(v) => v.get_mut(..len),
-            Memory::Gpu(_) => None,
+            Memory::Gpu(..) => None,
         }
     }
 }

@@ -566,18 +566,55 @@ impl GpuRuntime for HipRuntime {
                 return Ok(copy);
             }
         }
+        // SAFETY: the caller's guarantees are passed on unchanged.
+        unsafe { self.copy_blocking(device, dst, src, len, direction) }?;
+        Ok(CopyInFlight::finished(Ok(())))
+    }
+
+    /// `hipMalloc` with `device` current.
+    fn alloc_device(&self, device: i32, len: usize) -> Result<usize, HipError> {
+        if len == 0 {
+            return Err(HipError::new("hipMalloc", HIP_ERROR_INVALID_VALUE));
+        }
+        let mut raw: *mut c_void = std::ptr::null_mut();
         self.on_device(device, || {
-            // SAFETY: the caller guarantees both ranges are valid for `len` bytes.
-            let status = unsafe {
+            // SAFETY: `hipMalloc(void**, size_t)` writes the allocation to our local.
+            check("hipMalloc", unsafe { (self.lib.malloc)(&mut raw, len) })
+        })?;
+        if raw.is_null() {
+            return Err(HipError::new("hipMalloc", HIP_ERROR_OUT_OF_MEMORY));
+        }
+        Ok(raw as usize)
+    }
+
+    /// `hipFree` with `device` current.
+    unsafe fn free_device(&self, device: i32, ptr: usize) -> Result<(), HipError> {
+        self.on_device(device, || {
+            // SAFETY: the caller guarantees a `hipMalloc` allocation of ours that nothing uses.
+            check("hipFree", unsafe { (self.lib.free)(ptr as *mut c_void) })
+        })
+    }
+
+    /// `hipMemcpy` with `device` current, which returns once the copy has finished.
+    unsafe fn copy_blocking(
+        &self,
+        device: i32,
+        dst: usize,
+        src: usize,
+        len: usize,
+        direction: CopyDirection,
+    ) -> Result<(), HipError> {
+        self.on_device(device, || {
+            // SAFETY: the caller guarantees both ranges are valid for `len` bytes of the kinds
+            // `direction` names.
+            check("hipMemcpy", unsafe {
                 (self.lib.memcpy)(
                     dst as *mut c_void,
                     src as *const c_void,
                     len,
                     direction.hip_kind(),
                 )
-            };
-            check("hipMemcpy", status)?;
-            Ok(CopyInFlight::finished(Ok(())))
+            })
         })
     }
 

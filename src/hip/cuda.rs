@@ -240,58 +240,6 @@ impl CudaRuntime {
             .into_owned()
     }
 
-    /// Allocate `len` bytes of device memory on `device` (`cuMemAlloc`), freed on drop. The
-    /// library never allocates device memory itself; this is for tests and tools that need a real
-    /// device buffer without a CUDA toolkit.
-    pub fn alloc_device(&self, device: i32, len: usize) -> Result<DeviceMemory, HipError> {
-        let ctx = self.context(device)?;
-        let mut ptr: CuDevicePtr = 0;
-        {
-            let _current = ctx.enter()?;
-            // SAFETY: `cuMemAlloc(CUdeviceptr*, size_t)` writes the allocation to our local.
-            check("cuMemAlloc", unsafe { (self.lib.mem_alloc)(&mut ptr, len) })?;
-        }
-        Ok(DeviceMemory { ptr, len, ctx })
-    }
-
-    /// Copy `bytes` into device memory at `dst` (`cuMemcpyHtoD`, blocking).
-    ///
-    /// # Safety
-    /// `[dst, dst + bytes.len())` must be device memory of `device` that nothing else uses now.
-    pub unsafe fn write_device(
-        &self,
-        device: i32,
-        dst: usize,
-        bytes: &[u8],
-    ) -> Result<(), HipError> {
-        self.on_device(device, || {
-            // SAFETY: the caller vouches for the device range; `bytes` is a live host slice.
-            check("cuMemcpyHtoD", unsafe {
-                (self.lib.memcpy_htod)(dst as CuDevicePtr, bytes.as_ptr().cast(), bytes.len())
-            })
-        })
-    }
-
-    /// Read `len` bytes of device memory at `src` (`cuMemcpyDtoH`, blocking).
-    ///
-    /// # Safety
-    /// `[src, src + len)` must be device memory of `device` that nothing writes now.
-    pub unsafe fn read_device(
-        &self,
-        device: i32,
-        src: usize,
-        len: usize,
-    ) -> Result<Vec<u8>, HipError> {
-        let mut out = vec![0u8; len];
-        self.on_device(device, || {
-            // SAFETY: the caller vouches for the device range; `out` has `len` bytes.
-            check("cuMemcpyDtoH", unsafe {
-                (self.lib.memcpy_dtoh)(out.as_mut_ptr().cast(), src as CuDevicePtr, len)
-            })
-        })?;
-        Ok(out)
-    }
-
     /// `cuInit`'s failure, if it failed (every device query reports it).
     fn initialized(&self) -> Result<(), HipError> {
         check("cuInit", self.init_status)
@@ -450,42 +398,6 @@ impl VisibilityMethod {
             VisibilityMethod::FlushRdmaWrites => 1,
             VisibilityMethod::StreamMarker => 2,
             VisibilityMethod::ContextSynchronize => 3,
-        }
-    }
-}
-
-/// Device memory from [`CudaRuntime::alloc_device`], freed (`cuMemFree`) on drop.
-pub struct DeviceMemory {
-    ptr: CuDevicePtr,
-    len: usize,
-    ctx: Arc<PrimaryContext>,
-}
-
-impl DeviceMemory {
-    /// The device address.
-    pub fn addr(&self) -> usize {
-        self.ptr as usize
-    }
-
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-impl Drop for DeviceMemory {
-    fn drop(&mut self) {
-        let Ok(_current) = self.ctx.enter() else {
-            tracing::warn!("cuMemFree skipped: the context could not be made current");
-            return;
-        };
-        // SAFETY: an allocation of this context that only this value owns.
-        let status = unsafe { (self.ctx.lib.mem_free)(self.ptr) };
-        if status != sys::CUDA_SUCCESS {
-            tracing::warn!(code = status, "cuMemFree failed");
         }
     }
 }
@@ -810,6 +722,52 @@ impl GpuRuntime for CudaRuntime {
                 return Ok(CopyInFlight::finished(Ok(())));
             }
             Ok(CopyInFlight::running(Box::new(CudaCopyProbe { event })))
+        })
+    }
+
+    /// `cuMemAlloc` in `device`'s primary context.
+    fn alloc_device(&self, device: i32, len: usize) -> Result<usize, HipError> {
+        if len == 0 {
+            return Err(HipError::new("cuMemAlloc", sys::CUDA_ERROR_INVALID_VALUE));
+        }
+        let mut ptr: CuDevicePtr = 0;
+        self.on_device(device, || {
+            // SAFETY: `cuMemAlloc(CUdeviceptr*, size_t)` writes the allocation to our local.
+            check("cuMemAlloc", unsafe { (self.lib.mem_alloc)(&mut ptr, len) })
+        })?;
+        Ok(ptr as usize)
+    }
+
+    /// `cuMemFree` in `device`'s primary context, where `cuMemAlloc` made it.
+    unsafe fn free_device(&self, device: i32, ptr: usize) -> Result<(), HipError> {
+        self.on_device(device, || {
+            // SAFETY: the caller guarantees an allocation of this context that nothing uses.
+            check("cuMemFree", unsafe {
+                (self.lib.mem_free)(ptr as CuDevicePtr)
+            })
+        })
+    }
+
+    /// Queued on our own stream, then `cuStreamSynchronize`: unlike `cuMemcpyHtoD` from pageable
+    /// memory, which may return before the DMA reached the device, this returns only once the
+    /// bytes are there (a NIC may read them next), and it waits for nothing of the application's.
+    unsafe fn copy_blocking(
+        &self,
+        device: i32,
+        dst: usize,
+        src: usize,
+        len: usize,
+        direction: CopyDirection,
+    ) -> Result<(), HipError> {
+        self.on_device(device, || {
+            let stream = self.stream_for(device)?;
+            // SAFETY: the caller's guarantees are passed on; the copy has finished when the
+            // synchronisation below returns, before the caller's memory can go away.
+            unsafe { self.queue_copy(&stream, dst, src, len, direction) }?;
+            // SAFETY: a live stream of ours.
+            check("cuStreamSynchronize", unsafe {
+                (self.lib.stream_synchronize)(stream.raw)
+            })
         })
     }
 

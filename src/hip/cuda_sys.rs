@@ -87,8 +87,6 @@ pub type FnMemGetHandleForAddressRange =
 pub type FnMemHostAlloc = unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> CuResult;
 pub type FnMemAlloc = unsafe extern "C" fn(*mut CuDevicePtr, usize) -> CuResult;
 pub type FnMemFree = unsafe extern "C" fn(CuDevicePtr) -> CuResult;
-pub type FnMemcpyHtoD = unsafe extern "C" fn(CuDevicePtr, *const c_void, usize) -> CuResult;
-pub type FnMemcpyDtoH = unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize) -> CuResult;
 pub type FnMemcpyHtoDAsync =
     unsafe extern "C" fn(CuDevicePtr, *const c_void, usize, RawStream) -> CuResult;
 pub type FnMemcpyDtoHAsync =
@@ -123,8 +121,6 @@ pub struct CudaLib {
     pub mem_free_host: FnPtrIn,
     pub mem_alloc: FnMemAlloc,
     pub mem_free: FnMemFree,
-    pub memcpy_htod: FnMemcpyHtoD,
-    pub memcpy_dtoh: FnMemcpyDtoH,
     pub memcpy_htod_async: FnMemcpyHtoDAsync,
     pub memcpy_dtoh_async: FnMemcpyDtoHAsync,
     pub stream_create: FnCreateWithFlags,
@@ -178,8 +174,6 @@ impl CudaLib {
                 mem_free_host: required(lib, soname, "cuMemFreeHost")?,
                 mem_alloc: required(lib, soname, "cuMemAlloc_v2")?,
                 mem_free: required(lib, soname, "cuMemFree_v2")?,
-                memcpy_htod: required(lib, soname, "cuMemcpyHtoD_v2")?,
-                memcpy_dtoh: required(lib, soname, "cuMemcpyDtoH_v2")?,
                 memcpy_htod_async: required(lib, soname, "cuMemcpyHtoDAsync_v2")?,
                 memcpy_dtoh_async: required(lib, soname, "cuMemcpyDtoHAsync_v2")?,
                 stream_create: required(lib, soname, "cuStreamCreate")?,

@@ -65,11 +65,7 @@ impl fmt::Display for HipLoadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             HipLoadError::LibraryNotFound { tried, reason } => {
-                write!(
-                    f,
-                    "no HIP runtime library could be loaded (tried {}): {reason}",
-                    tried.join(", ")
-                )
+                write!(f, "none of {} could be loaded: {reason}", tried.join(", "))
             }
             HipLoadError::MissingSymbol { library, symbol } => {
                 write!(f, "{library} has no {symbol}")

@@ -10,13 +10,14 @@
 //! Layout: `sys` (raw HIP/HSA types and the function-pointer table), `amd` (the HIP runtime),
 //! `cuda_sys` and `cuda` (the same two for CUDA), `platform` (which runtime `hipObjInit` uses),
 //! `memory_type` (the ROCm 5/6 `hipMemoryType` tables), `select` (`hipObjInit`'s `gpuDevice`
-//! rules), `host_buffer` and `copy` (the RAII types the trait hands out), `error`, and `sim` (the
-//! test double).
+//! rules), `host_buffer`, `device_buffer` and `copy` (the RAII types over what the trait hands
+//! out), `error`, and `sim` (the test double).
 
 mod amd;
 mod copy;
 mod cuda;
 mod cuda_sys;
+mod device_buffer;
 mod dl;
 mod error;
 mod host_buffer;
@@ -31,17 +32,34 @@ use std::os::fd::OwnedFd;
 
 pub use amd::{load, HipRuntime, HIP_LIBRARY_NAMES};
 pub use copy::{CopyDirection, CopyInFlight, CopyProbe, CopyStatus};
-pub use cuda::{load_cuda, CudaRuntime, DeviceMemory, VisibilityMethod, CUDA_LIBRARY_NAMES};
+pub use cuda::{load_cuda, CudaRuntime, VisibilityMethod, CUDA_LIBRARY_NAMES};
+pub use device_buffer::DeviceBuffer;
 pub use error::{
     HipError, HipLoadError, HIP_ERROR_INVALID_DEVICE, HIP_ERROR_INVALID_VALUE, HIP_ERROR_NOT_READY,
     HIP_ERROR_NOT_SUPPORTED, HIP_ERROR_NO_DEVICE, HIP_ERROR_OUT_OF_MEMORY, HIP_SUCCESS,
 };
 pub use host_buffer::{HostBuffer, HostMemoryOwner};
 pub use memory_type::MemoryTypeTable;
-pub use platform::{choose_runtime, load_gpu_runtime, GpuPlatform};
+pub use platform::{choose_runtime, load_gpu_runtime, GpuPlatform, NoGpuRuntime};
 pub use select::{select_gpu, GpuSelectError, GpuSelection};
 #[cfg(feature = "sim-gpu")]
 pub use sim::{SimCalls, SimGpu};
+
+/// Expands to the items it is given when this build of hipobj has the simulated GPU (crate feature
+/// `sim-gpu`), to nothing otherwise: how a dependent crate's tests use [`SimGpu`] whenever
+/// `--features hipobj/sim-gpu` is on (as in `make test`) without a feature of their own.
+#[cfg(feature = "sim-gpu")]
+#[macro_export]
+macro_rules! with_sim_gpu {
+    ($($item:item)*) => { $($item)* };
+}
+
+/// Without the feature `sim-gpu`: nothing (see the other definition).
+#[cfg(not(feature = "sim-gpu"))]
+#[macro_export]
+macro_rules! with_sim_gpu {
+    ($($item:item)*) => {};
+}
 
 /// What memory a pointer points into, as far as hipObject cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,6 +171,33 @@ pub trait GpuRuntime: Send + Sync {
         direction: CopyDirection,
     ) -> Result<CopyInFlight, HipError>;
 
+    /// Allocate `len` (> 0) bytes of device memory on `device` (`hipMalloc`, `cuMemAlloc`) and
+    /// return its address. Out of memory is `hipErrorOutOfMemory` (2, the same in CUDA). Use
+    /// [`DeviceBuffer::new`], which frees the memory when dropped.
+    fn alloc_device(&self, device: i32, len: usize) -> Result<usize, HipError>;
+
+    /// Free device memory from [`GpuRuntime::alloc_device`] (`hipFree`, `cuMemFree`).
+    ///
+    /// # Safety
+    /// `ptr` must be an allocation of this runtime on `device` that nothing uses any more.
+    unsafe fn free_device(&self, device: i32, ptr: usize) -> Result<(), HipError>;
+
+    /// Copy `len` bytes from `src` to `dst` on `device` and return when the copy has finished
+    /// (`hipMemcpy`, `cuMemcpyHtoD`/`cuMemcpyDtoH`). [`DeviceBuffer::write`] and
+    /// [`DeviceBuffer::read`] are its bounds-checked forms.
+    ///
+    /// # Safety
+    /// `src` and `dst` must be valid for `len` bytes of the kinds `direction` names (device
+    /// memory of `device` on the device side) and must not overlap.
+    unsafe fn copy_blocking(
+        &self,
+        device: i32,
+        dst: usize,
+        src: usize,
+        len: usize,
+        direction: CopyDirection,
+    ) -> Result<(), HipError>;
+
     /// Make data that the NIC wrote by RDMA into directly registered (dmabuf) memory of `device`
     /// visible to GPU work that the application starts next. Called after a GET's completion.
     /// The real runtime uses the narrowest sync there is, a marker on hipObject's own stream,
@@ -185,6 +230,7 @@ mod tests {
         fn assert_send_sync<T: Send + Sync + ?Sized>() {}
         assert_send_sync::<dyn GpuRuntime>();
         assert_send_sync::<HostBuffer>();
+        assert_send_sync::<DeviceBuffer>();
         fn assert_send<T: Send>() {}
         assert_send::<CopyInFlight>();
     }

@@ -30,32 +30,56 @@ impl fmt::Display for GpuPlatform {
 /// A way to load one runtime.
 pub type RuntimeLoader<'a> = &'a dyn Fn() -> Result<Arc<dyn GpuRuntime>, HipLoadError>;
 
+/// No GPU runtime loaded: why each one that was tried did not, in the order tried.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NoGpuRuntime {
+    pub errors: Vec<HipLoadError>,
+}
+
+impl fmt::Display for NoGpuRuntime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("no GPU runtime (HIP or CUDA) could be loaded")?;
+        for (i, err) in self.errors.iter().enumerate() {
+            f.write_str(if i == 0 { ": " } else { "; " })?;
+            write!(f, "{err}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for NoGpuRuntime {}
+
 /// The first runtime of `loaders` that loads and has a device; loaders after it are not called.
 /// When none has a device, the first one that loaded (so `hipObjInit` reports that runtime's "no
-/// GPU" error, e.g. HIP's on an AMD-less host), or `None` when none loaded.
-pub fn choose_runtime(loaders: &[RuntimeLoader<'_>]) -> Option<Arc<dyn GpuRuntime>> {
+/// GPU" error, e.g. HIP's on an AMD-less host), or why none loaded.
+pub fn choose_runtime(loaders: &[RuntimeLoader<'_>]) -> Result<Arc<dyn GpuRuntime>, NoGpuRuntime> {
     let mut first_loaded: Option<Arc<dyn GpuRuntime>> = None;
+    let mut errors = Vec::new();
     for load in loaders {
         match load() {
             Ok(runtime) => match runtime.device_count() {
                 Ok(count) if count > 0 => {
                     tracing::info!(platform = %runtime.platform(), count, "GPU runtime chosen");
-                    return Some(runtime);
+                    return Ok(runtime);
                 }
                 answer => {
                     tracing::debug!(platform = %runtime.platform(), ?answer, "GPU runtime has no device");
                     first_loaded.get_or_insert(runtime);
                 }
             },
-            Err(err) => tracing::debug!(%err, "GPU runtime did not load"),
+            Err(err) => {
+                tracing::debug!(%err, "GPU runtime did not load");
+                errors.push(err);
+            }
         }
     }
-    first_loaded
+    first_loaded.ok_or(NoGpuRuntime { errors })
 }
 
 /// The runtime `hipObjInit` uses: HIP ([`super::load`]) when it has a device, else CUDA
-/// ([`super::load_cuda`]) when it has one, else whichever loaded (HIP first).
-pub fn load_gpu_runtime() -> Option<Arc<dyn GpuRuntime>> {
+/// ([`super::load_cuda`]) when it has one, else whichever loaded (HIP first). Both loads are
+/// cached, so every caller (the library, `hipobj cp --gpu`) gets the same runtime.
+pub fn load_gpu_runtime() -> Result<Arc<dyn GpuRuntime>, NoGpuRuntime> {
     let hip = || super::load();
     let cuda = || super::load_cuda().map(|runtime| runtime as Arc<dyn GpuRuntime>);
     choose_runtime(&[&hip, &cuda])
@@ -111,6 +135,22 @@ mod tests {
         fn alloc_host(&self, _: usize) -> Result<HostBuffer, HipError> {
             unsupported("alloc")
         }
+        fn alloc_device(&self, _: i32, _: usize) -> Result<usize, HipError> {
+            unsupported("malloc")
+        }
+        unsafe fn free_device(&self, _: i32, _: usize) -> Result<(), HipError> {
+            unsupported("free")
+        }
+        unsafe fn copy_blocking(
+            &self,
+            _: i32,
+            _: usize,
+            _: usize,
+            _: usize,
+            _: CopyDirection,
+        ) -> Result<(), HipError> {
+            unsupported("memcpy")
+        }
         unsafe fn start_copy(
             &self,
             _: i32,
@@ -138,7 +178,7 @@ mod tests {
     }
 
     fn chosen(loaders: &[RuntimeLoader<'_>]) -> Option<GpuPlatform> {
-        choose_runtime(loaders).map(|r| r.platform())
+        choose_runtime(loaders).ok().map(|r| r.platform())
     }
 
     #[test]
@@ -171,6 +211,36 @@ mod tests {
         assert_eq!(chosen(&[&absent, &cuda]), Some(GpuPlatform::Cuda));
         assert_eq!(chosen(&[&absent, &absent]), None);
         assert_eq!(chosen(&[]), None);
+    }
+
+    #[test]
+    fn when_none_loads_each_reason_is_kept_in_order() {
+        let absent = || Err(not_found());
+        let missing = || {
+            Err(HipLoadError::MissingSymbol {
+                library: "libcuda.so.1".into(),
+                symbol: "cuInit",
+            })
+        };
+        let Err(none) = choose_runtime(&[&absent, &missing]) else {
+            panic!("a runtime was chosen");
+        };
+        assert_eq!(
+            none.errors,
+            vec![
+                not_found(),
+                HipLoadError::MissingSymbol {
+                    library: "libcuda.so.1".into(),
+                    symbol: "cuInit",
+                }
+            ]
+        );
+        let text = none.to_string();
+        assert!(text.starts_with("no GPU runtime (HIP or CUDA) could be loaded: "));
+        assert!(
+            text.contains("none of x could be loaded: absent; libcuda.so.1 has no cuInit"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -165,6 +165,22 @@ mod tests {
         fn alloc_host(&self, _: usize) -> Result<HostBuffer, HipError> {
             Err(HipError::new("hipHostMalloc", HIP_ERROR_NOT_SUPPORTED))
         }
+        fn alloc_device(&self, _: i32, _: usize) -> Result<usize, HipError> {
+            Err(HipError::new("hipMalloc", HIP_ERROR_NOT_SUPPORTED))
+        }
+        unsafe fn free_device(&self, _: i32, _: usize) -> Result<(), HipError> {
+            Err(HipError::new("hipFree", HIP_ERROR_NOT_SUPPORTED))
+        }
+        unsafe fn copy_blocking(
+            &self,
+            _: i32,
+            _: usize,
+            _: usize,
+            _: usize,
+            _: CopyDirection,
+        ) -> Result<(), HipError> {
+            Err(HipError::new("hipMemcpy", HIP_ERROR_NOT_SUPPORTED))
+        }
         unsafe fn start_copy(
             &self,
             _: i32,

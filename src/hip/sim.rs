@@ -8,10 +8,12 @@
 //! host-staging path; copies run on a background thread of the sim and can be delayed
 //! ([`SimGpu::set_copy_delay`]), held back until the test lets them go
 //! ([`SimGpu::stall_copies`] / [`SimGpu::release_copies`]) or made to fail
-//! ([`SimGpu::fail_next_copy`]), which is how the staging-timeout path is tested; every trait call
-//! is counted ([`SimGpu::calls`]).
+//! ([`SimGpu::fail_next_copy`]), which is how the staging-timeout path is tested; blocking copies
+//! ([`GpuRuntime::copy_blocking`]) run at once on the caller's thread (only `fail_next_copy` applies
+//! to them) and take any host memory outside the sim's allocations on the host side, as
+//! `hipMemcpy` takes pageable memory; every trait call is counted ([`SimGpu::calls`]).
 //!
-//! Differences from HIP, on purpose: copies are only allowed between memory the sim allocated
+//! Differences from HIP, on purpose: staging copies are only allowed between memory the sim allocated
 //! (device memory of the named device on one side, sim host memory on the other), and a copy whose
 //! memory was freed before it ran fails with `hipErrorInvalidValue` instead of touching freed
 //! memory. Without devices, `device_count` fails with `hipErrorNoDevice` (100) and
@@ -56,6 +58,9 @@ pub struct SimCalls {
     pub classify_pointer: u64,
     pub address_range: u64,
     pub export_dmabuf: u64,
+    pub alloc_device: u64,
+    pub free_device: u64,
+    pub copy_blocking: u64,
     pub alloc_host: u64,
     pub free_host: u64,
     pub start_copy: u64,
@@ -84,11 +89,12 @@ unsafe impl Send for SimAllocation {}
 
 impl SimAllocation {
     fn new(len: usize, kind: SimMemoryKind) -> Result<SimAllocation, HipError> {
-        let layout = Layout::from_size_align(len, SIM_ALIGN)
-            .map_err(|_| HipError::new("hipMalloc", HIP_ERROR_INVALID_VALUE))?;
         if len == 0 {
             return Err(HipError::new("hipMalloc", HIP_ERROR_INVALID_VALUE));
         }
+        // A size no allocation can have is out of memory, as HIP answers it.
+        let layout = Layout::from_size_align(len, SIM_ALIGN)
+            .map_err(|_| HipError::new("hipMalloc", HIP_ERROR_OUT_OF_MEMORY))?;
         // SAFETY: the layout has a non-zero size.
         let raw = unsafe { std::alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(raw).ok_or(HipError::new("hipMalloc", HIP_ERROR_OUT_OF_MEMORY))?;
@@ -128,6 +134,98 @@ impl SimMemory {
         .contains(ptr, len.max(1))
         .then_some(allocation)
     }
+
+    /// Whether `[ptr, ptr + len)` touches any allocation.
+    fn overlaps(&self, ptr: usize, len: usize) -> bool {
+        let Some(end) = ptr.checked_add(len) else {
+            return true;
+        };
+        self.allocations
+            .range(..end)
+            .next_back()
+            .is_some_and(|(_, a)| a.base() + a.len() > ptr)
+    }
+
+    /// Whether one side of a copy is memory of `kind`: inside one allocation of that kind, or,
+    /// for the host side with `host` = [`HostSide::Any`], outside every sim allocation.
+    fn side_fits(&self, ptr: usize, len: usize, kind: SimMemoryKind, host: HostSide) -> bool {
+        match self.find(ptr, len) {
+            Some(allocation) => allocation.kind == kind,
+            None => {
+                kind == SimMemoryKind::Host && host == HostSide::Any && !self.overlaps(ptr, len)
+            }
+        }
+    }
+
+    /// Whether `copy` has memory of the kinds it names on each side.
+    fn copy_fits(&self, copy: &SimCopy) -> bool {
+        let SimCopy { dst, src, len, .. } = *copy;
+        len > 0
+            && self.side_fits(dst, len, copy.kinds.0, copy.host)
+            && self.side_fits(src, len, copy.kinds.1, copy.host)
+    }
+
+    /// Run the copy, or fail it with `hipErrorInvalidValue` when it doesn't fit.
+    fn copy(&self, copy: &SimCopy) -> CopyStatus {
+        if !self.copy_fits(copy) {
+            return CopyStatus::Failed(HIP_ERROR_INVALID_VALUE);
+        }
+        // SAFETY: the device side lies inside a live sim allocation, and so does the host side of
+        // a staging copy (checked under the memory lock, which the caller holds for the copy, so
+        // neither can be freed meanwhile); the host side of a blocking copy lies outside every
+        // allocation and is valid by `copy_blocking`'s contract. The two sides are in different
+        // memory, so they don't overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(copy.src as *const u8, copy.dst as *mut u8, copy.len)
+        };
+        CopyStatus::Done
+    }
+}
+
+/// The memory kinds of a copy's (destination, source).
+type CopyKinds = (SimMemoryKind, SimMemoryKind);
+
+/// What the host side of a copy may be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum HostSide {
+    /// Sim host memory only (`alloc_host`): staging copies.
+    Sim,
+    /// Any host memory outside the sim's allocations too: blocking copies, whose caller passes
+    /// its own buffers (as `hipMemcpy` takes pageable memory).
+    Any,
+}
+
+/// One copy: `len` bytes to `dst` from `src`, the kinds of memory each side must be, and what the
+/// host side may be.
+#[derive(Clone, Copy, Debug)]
+struct SimCopy {
+    dst: usize,
+    src: usize,
+    len: usize,
+    kinds: CopyKinds,
+    host: HostSide,
+}
+
+impl SimCopy {
+    /// A copy on `device` in `direction`.
+    fn new(
+        device: i32,
+        (dst, src, len): (usize, usize, usize),
+        direction: CopyDirection,
+        host: HostSide,
+    ) -> SimCopy {
+        let kinds = match direction {
+            CopyDirection::HostToDevice => (SimMemoryKind::Device(device), SimMemoryKind::Host),
+            CopyDirection::DeviceToHost => (SimMemoryKind::Host, SimMemoryKind::Device(device)),
+        };
+        SimCopy {
+            dst,
+            src,
+            len,
+            kinds,
+            host,
+        }
+    }
 }
 
 /// What the copy thread waits on.
@@ -146,6 +244,9 @@ struct Counters {
     classify_pointer: AtomicU64,
     address_range: AtomicU64,
     export_dmabuf: AtomicU64,
+    alloc_device: AtomicU64,
+    free_device: AtomicU64,
+    copy_blocking: AtomicU64,
     alloc_host: AtomicU64,
     free_host: AtomicU64,
     start_copy: AtomicU64,
@@ -185,11 +286,7 @@ impl HostMemoryOwner for SimShared {
 
 /// One queued copy.
 struct CopyJob {
-    dst: usize,
-    src: usize,
-    len: usize,
-    dst_kind: SimMemoryKind,
-    src_kind: SimMemoryKind,
+    copy: SimCopy,
     result: Arc<Mutex<CopyStatus>>,
 }
 
@@ -219,21 +316,7 @@ impl SimShared {
         if let Some(code) = self.pass_gate() {
             return CopyStatus::Failed(code);
         }
-        let memory = self.memory.lock();
-        let dst_ok = memory
-            .find(job.dst, job.len)
-            .is_some_and(|a| a.kind == job.dst_kind);
-        let src_ok = memory
-            .find(job.src, job.len)
-            .is_some_and(|a| a.kind == job.src_kind);
-        if !dst_ok || !src_ok {
-            return CopyStatus::Failed(HIP_ERROR_INVALID_VALUE);
-        }
-        // SAFETY: both ranges lie inside live sim allocations (checked under the memory lock,
-        // which is held for the copy, so neither can be freed meanwhile); device and host
-        // allocations are distinct, so the ranges don't overlap.
-        unsafe { std::ptr::copy_nonoverlapping(job.src as *const u8, job.dst as *mut u8, job.len) };
-        CopyStatus::Done
+        self.memory.lock().copy(&job.copy)
     }
 
     fn run_copies(self: Arc<Self>, jobs: Receiver<CopyJob>) {
@@ -313,6 +396,7 @@ impl SimGpu {
 
     /// Allocate `len` bytes of simulated device memory on `device` (the sim's `hipMalloc`).
     pub fn alloc_device(&self, device: i32, len: usize) -> Result<usize, HipError> {
+        bump(&self.shared.calls.alloc_device);
         if !self.device_valid(device) {
             return Err(HipError::new("hipMalloc", HIP_ERROR_INVALID_DEVICE));
         }
@@ -328,6 +412,7 @@ impl SimGpu {
 
     /// Free simulated device memory (the sim's `hipFree`); `ptr` must be an allocation's base.
     pub fn free_device(&self, ptr: usize) -> Result<(), HipError> {
+        bump(&self.shared.calls.free_device);
         let mut memory = self.shared.memory.lock();
         match memory.allocations.get(&ptr).map(|a| a.kind) {
             Some(SimMemoryKind::Device(_)) => {
@@ -401,6 +486,9 @@ impl SimGpu {
             classify_pointer: get(&c.classify_pointer),
             address_range: get(&c.address_range),
             export_dmabuf: get(&c.export_dmabuf),
+            alloc_device: get(&c.alloc_device),
+            free_device: get(&c.free_device),
+            copy_blocking: get(&c.copy_blocking),
             alloc_host: get(&c.alloc_host),
             free_host: get(&c.free_host),
             start_copy: get(&c.start_copy),
@@ -545,25 +633,13 @@ impl GpuRuntime for SimGpu {
     ) -> Result<CopyInFlight, HipError> {
         bump(&self.shared.calls.start_copy);
         self.device_or_err("hipMemcpyAsync", device)?;
-        let (dst_kind, src_kind) = match direction {
-            CopyDirection::HostToDevice => (SimMemoryKind::Device(device), SimMemoryKind::Host),
-            CopyDirection::DeviceToHost => (SimMemoryKind::Host, SimMemoryKind::Device(device)),
-        };
-        {
-            let memory = self.shared.memory.lock();
-            let dst_ok = memory.find(dst, len).is_some_and(|a| a.kind == dst_kind);
-            let src_ok = memory.find(src, len).is_some_and(|a| a.kind == src_kind);
-            if len == 0 || !dst_ok || !src_ok {
-                return Err(HipError::new("hipMemcpyAsync", HIP_ERROR_INVALID_VALUE));
-            }
+        let copy = SimCopy::new(device, (dst, src, len), direction, HostSide::Sim);
+        if !self.shared.memory.lock().copy_fits(&copy) {
+            return Err(HipError::new("hipMemcpyAsync", HIP_ERROR_INVALID_VALUE));
         }
         let result = Arc::new(Mutex::new(CopyStatus::Pending));
         let job = CopyJob {
-            dst,
-            src,
-            len,
-            dst_kind,
-            src_kind,
+            copy,
             result: result.clone(),
         };
         let sent = self
@@ -577,6 +653,50 @@ impl GpuRuntime for SimGpu {
             result,
             shared: self.shared.clone(),
         })))
+    }
+
+    /// [`SimGpu::alloc_device`].
+    fn alloc_device(&self, device: i32, len: usize) -> Result<usize, HipError> {
+        SimGpu::alloc_device(self, device, len)
+    }
+
+    /// [`SimGpu::free_device`], for an allocation of `device` only.
+    unsafe fn free_device(&self, device: i32, ptr: usize) -> Result<(), HipError> {
+        let kind = self
+            .shared
+            .memory
+            .lock()
+            .allocations
+            .get(&ptr)
+            .map(|a| a.kind);
+        if kind != Some(SimMemoryKind::Device(device)) {
+            bump(&self.shared.calls.free_device);
+            return Err(HipError::new("hipFree", HIP_ERROR_INVALID_VALUE));
+        }
+        SimGpu::free_device(self, ptr)
+    }
+
+    /// At once, on the caller's thread, with the checks of `start_copy` but any host memory outside
+    /// the sim's allocations allowed on the host side; a failure armed with
+    /// [`SimGpu::fail_next_copy`] is returned instead of copying.
+    unsafe fn copy_blocking(
+        &self,
+        device: i32,
+        dst: usize,
+        src: usize,
+        len: usize,
+        direction: CopyDirection,
+    ) -> Result<(), HipError> {
+        bump(&self.shared.calls.copy_blocking);
+        self.device_or_err("hipMemcpy", device)?;
+        if let Some(code) = self.shared.gate.lock().fail_next.take() {
+            return Err(HipError::new("hipMemcpy", code));
+        }
+        let copy = SimCopy::new(device, (dst, src, len), direction, HostSide::Any);
+        match self.shared.memory.lock().copy(&copy) {
+            CopyStatus::Failed(code) => Err(HipError::new("hipMemcpy", code)),
+            _ => Ok(()),
+        }
     }
 
     fn make_visible_after_rdma_write(&self, device: i32) -> Result<(), HipError> {

@@ -73,6 +73,7 @@ pub type FnPointerGetAttributes =
     unsafe extern "C" fn(*mut PointerAttributes, *const c_void) -> HipStatus;
 pub type FnMemGetAddressRange =
     unsafe extern "C" fn(*mut *mut c_void, *mut usize, *mut c_void) -> HipStatus;
+pub type FnMalloc = unsafe extern "C" fn(*mut *mut c_void, usize) -> HipStatus;
 pub type FnHostMalloc = unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> HipStatus;
 pub type FnPtrIn = unsafe extern "C" fn(*mut c_void) -> HipStatus;
 pub type FnMemcpy = unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int) -> HipStatus;
@@ -97,6 +98,8 @@ pub struct HipLib {
     pub device_get_pci_bus_id: FnPciBusId,
     pub pointer_get_attributes: FnPointerGetAttributes,
     pub mem_get_address_range: FnMemGetAddressRange,
+    pub malloc: FnMalloc,
+    pub free: FnPtrIn,
     pub host_malloc: FnHostMalloc,
     pub host_free: FnPtrIn,
     pub memcpy: FnMemcpy,
@@ -142,6 +145,8 @@ impl HipLib {
                 device_get_pci_bus_id: required(lib, soname, "hipDeviceGetPCIBusId")?,
                 pointer_get_attributes: required(lib, soname, "hipPointerGetAttributes")?,
                 mem_get_address_range: required(lib, soname, "hipMemGetAddressRange")?,
+                malloc: required(lib, soname, "hipMalloc")?,
+                free: required(lib, soname, "hipFree")?,
                 host_malloc: required(lib, soname, "hipHostMalloc")?,
                 host_free: required(lib, soname, "hipHostFree")?,
                 memcpy: required(lib, soname, "hipMemcpy")?,

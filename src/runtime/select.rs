@@ -34,7 +34,7 @@ pub fn names_one_nic(hint: Option<&str>) -> bool {
 pub(super) fn resolve_gpu(cfg: &InitConfig, source: GpuSource) -> Result<Option<Gpu>> {
     let runtime = match source {
         GpuSource::Given(r) => Some(r),
-        GpuSource::System => hip::load_gpu_runtime(),
+        GpuSource::System => hip::load_gpu_runtime().ok(),
         GpuSource::Without => None,
     };
     match hip::select_gpu(runtime.as_deref(), cfg.gpu_device).map_err(|e| e.into_error())? {

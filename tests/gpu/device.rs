@@ -1,7 +1,7 @@
 //! The GPU under test: the real CUDA one or the simulated one, with what the tests need beyond the
-//! `GpuRuntime` trait (device allocations and reading and writing device memory).
+//! `GpuRuntime` trait's own calls.
 
-use hipobj::hip::{CudaRuntime, DeviceMemory, GpuRuntime, SimGpu};
+use hipobj::hip::{CudaRuntime, DeviceBuffer, GpuRuntime, SimGpu};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,29 +14,6 @@ enum Backend {
 /// The GPU under test (device 0 of its runtime).
 pub struct TestGpu {
     backend: Backend,
-}
-
-/// A device allocation, freed on drop.
-pub enum DeviceBuf {
-    Sim { sim: Arc<SimGpu>, ptr: usize },
-    Cuda(DeviceMemory),
-}
-
-impl DeviceBuf {
-    pub fn addr(&self) -> usize {
-        match self {
-            DeviceBuf::Sim { ptr, .. } => *ptr,
-            DeviceBuf::Cuda(memory) => memory.addr(),
-        }
-    }
-}
-
-impl Drop for DeviceBuf {
-    fn drop(&mut self) {
-        if let DeviceBuf::Sim { sim, ptr } = self {
-            sim.free_device(*ptr).expect("sim free");
-        }
-    }
 }
 
 /// The device the tests use.
@@ -95,39 +72,21 @@ impl TestGpu {
         }
     }
 
-    pub fn alloc(&self, len: usize) -> DeviceBuf {
-        match &self.backend {
-            Backend::Sim(sim) => DeviceBuf::Sim {
-                sim: sim.clone(),
-                ptr: sim.alloc_device(DEVICE, len).expect("sim alloc"),
-            },
-            Backend::Cuda(cuda) => {
-                DeviceBuf::Cuda(cuda.alloc_device(DEVICE, len).expect("cuMemAlloc"))
-            }
-        }
+    /// `len` bytes of device memory on [`DEVICE`] ([`GpuRuntime::alloc_device`]).
+    pub fn alloc(&self, len: usize) -> DeviceBuffer {
+        DeviceBuffer::new(self.runtime(), DEVICE, len).expect("device allocation")
     }
 
-    /// Write `bytes` into device memory at `ptr` (blocking).
-    pub fn write(&self, ptr: usize, bytes: &[u8]) {
-        match &self.backend {
-            Backend::Sim(sim) => sim.write(ptr, bytes).expect("sim write"),
-            Backend::Cuda(cuda) => {
-                // SAFETY: the tests only pass ranges of their own live device allocations, with
-                // no copy running on them.
-                unsafe { cuda.write_device(DEVICE, ptr, bytes) }.expect("cuMemcpyHtoD")
-            }
-        }
+    /// Write `bytes` into the start of `device` (blocking, [`GpuRuntime::copy_blocking`]).
+    pub fn write(&self, device: &DeviceBuffer, bytes: &[u8]) {
+        device.write(0, bytes).expect("copy to the device");
     }
 
-    /// Read `len` bytes of device memory at `ptr` (blocking).
-    pub fn read(&self, ptr: usize, len: usize) -> Vec<u8> {
-        match &self.backend {
-            Backend::Sim(sim) => sim.read(ptr, len).expect("sim read"),
-            Backend::Cuda(cuda) => {
-                // SAFETY: as in `write`.
-                unsafe { cuda.read_device(DEVICE, ptr, len) }.expect("cuMemcpyDtoH")
-            }
-        }
+    /// Read the first `len` bytes of `device` (blocking).
+    pub fn read(&self, device: &DeviceBuffer, len: usize) -> Vec<u8> {
+        let mut out = vec![0u8; len];
+        device.read(0, &mut out).expect("copy from the device");
+        out
     }
 
     /// A copy size that takes the GPU far longer than [`TINY_TIMEOUT`]: 4 GiB over PCIe on the real

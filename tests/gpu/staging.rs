@@ -2,9 +2,9 @@
 //! timeout (InternalError, then Busy until it ends, then usable again), and staging memory that
 //! outlives the stager's shutdown while such a copy runs.
 
-use crate::device::{pattern, DeviceBuf, TestGpu, DEVICE, TINY_TIMEOUT};
+use crate::device::{pattern, TestGpu, DEVICE, TINY_TIMEOUT};
 use hipobj::error::OpError;
-use hipobj::hip::{CopyDirection, HostBuffer};
+use hipobj::hip::{CopyDirection, DeviceBuffer, HostBuffer};
 use hipobj::registry::start_use;
 use hipobj::stager::{Staged, StagerHandle};
 use hipobj_actors::registry::Entry;
@@ -63,7 +63,7 @@ impl Drop for StagedBuf {
 
 struct Setup {
     gpu: TestGpu,
-    device: DeviceBuf,
+    device: DeviceBuffer,
     entry: Arc<Entry<StagedBuf>>,
     stager: StagerHandle<StagedBuf>,
     len: usize,
@@ -126,7 +126,7 @@ fn staged_copies_each_way_are_byte_exact() {
     let s = setup((8 << 20) + 123);
     let len = s.len;
     let down = pattern(len, 1);
-    s.gpu.write(s.device.addr(), &down);
+    s.gpu.write(&s.device, &down);
     s.copy(CopyDirection::DeviceToHost, 0, len, LONG)
         .expect("device -> host");
     assert!(
@@ -138,10 +138,7 @@ fn staged_copies_each_way_are_byte_exact() {
     s.entry.payload().fill_staging(&up);
     s.copy(CopyDirection::HostToDevice, 0, len, LONG)
         .expect("host -> device");
-    assert!(
-        s.gpu.read(s.device.addr(), len) == up,
-        "device differs after H2D"
-    );
+    assert!(s.gpu.read(&s.device, len) == up, "device differs after H2D");
 
     // Part of the buffer at an offset: only those bytes change.
     let (offset, part) = ((1 << 20) + 7, 65_536 + 3);
@@ -153,7 +150,7 @@ fn staged_copies_each_way_are_byte_exact() {
     let mut expected = up.clone();
     expected[offset..offset + part].copy_from_slice(&staged[offset..offset + part]);
     assert!(
-        s.gpu.read(s.device.addr(), len) == expected,
+        s.gpu.read(&s.device, len) == expected,
         "partial H2D wrote outside its range"
     );
     assert_eq!(s.entry.uses(), 0);
@@ -166,7 +163,7 @@ fn copy_past_its_timeout_is_internal_error_then_busy_then_usable() {
     drop(gpu);
     let s = setup(len);
     let data = pattern(len, 4);
-    s.gpu.write(s.device.addr(), &data);
+    s.gpu.write(&s.device, &data);
     s.gpu.make_copies_slow();
 
     let started = Instant::now();
@@ -204,7 +201,7 @@ fn copy_past_its_timeout_is_internal_error_then_busy_then_usable() {
     s.entry.payload().fill_staging(&again);
     s.copy(CopyDirection::HostToDevice, 0, again.len(), LONG)
         .expect("a copy after the timed-out one");
-    assert!(s.gpu.read(s.device.addr(), again.len()) == again);
+    assert!(s.gpu.read(&s.device, again.len()) == again);
 }
 
 #[test]
@@ -215,7 +212,7 @@ fn staging_memory_outlives_shutdown_while_a_copy_runs() {
     let rt = gpu.runtime();
     let device = gpu.alloc(len);
     let data = Arc::new(pattern(len, 6));
-    gpu.write(device.addr(), &data);
+    gpu.write(&device, &data);
     let report: DropSlot = Arc::new(Mutex::new(None));
     let buf = StagedBuf {
         device_ptr: device.addr(),

@@ -37,7 +37,7 @@ pub enum Failure {
     NotFound(String),
     /// Any other HTTP status, or the server could not be reached.
     Http(String),
-    /// `--gpu N` cannot be used (no HIP runtime, no such device).
+    /// `--gpu N` cannot be used (no HIP or CUDA runtime, no GPU, no such device, out of memory).
     Gpu(String),
     /// A local file could not be read or written.
     Io(String),

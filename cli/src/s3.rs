@@ -372,10 +372,30 @@ impl S3 {
     /// HEAD of an object (retried): its size.
     pub fn object_size(&self, obj: &ObjectPath) -> Result<u64, Failure> {
         let url = self.url(&obj.bucket, Some(&obj.key));
-        let r = self.call_retried("HEAD", &url, &|| format!("HEAD {obj}"))?;
+        let what = || format!("HEAD {obj}");
+        let r = self
+            .call_retried("HEAD", &url, &what)
+            .map_err(|f| self.explain_head(&url, &what(), f))?;
         r.header("content-length")
             .and_then(|v| v.parse().ok())
             .ok_or_else(|| Failure::Http(format!("HEAD {obj}: no Content-Length")))
+    }
+
+    /// A HEAD's answer has no body, so a refused HEAD names no S3 error: ask the same object with
+    /// a one-byte GET, whose refusal does (`NoSuchBucket` or `NoSuchKey`, a signature refused).
+    /// Only on the failure path; the HEAD's failure stands if the GET tells no more.
+    fn explain_head(&self, url: &str, what: &str, failure: Failure) -> Failure {
+        if !matches!(failure, Failure::NotFound(_) | Failure::AuthRefused(_)) {
+            return failure;
+        }
+        let range = [("range", "bytes=0-0".to_owned())];
+        match self.request("GET", url, &range, Vec::new(), None) {
+            Ok(r) if !(200..300).contains(&r.status) => match r.error() {
+                Some(e) if e.code.is_some() => Failure::of_reply(&e, what),
+                _ => failure,
+            },
+            _ => failure,
+        }
     }
 
     /// Create a bucket unless it exists (and is ours).
@@ -625,6 +645,30 @@ mod tests {
         assert_eq!(s3.object_size(&obj).expect("retried"), 42);
         let waited = started.elapsed();
         assert!(waited >= std::time::Duration::from_secs(2), "{waited:?}");
+        assert_eq!(server.join().expect("server"), 2);
+    }
+
+    /// A refused HEAD has no body: the message is the one-byte GET's S3 error.
+    #[test]
+    fn a_refused_head_is_explained_by_the_servers_error() {
+        let (url, server) = scripted(vec![
+            "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            "HTTP/1.1 404 Not Found\r\nContent-Length: 94\r\nConnection: close\r\n\r\n\
+             <Error><Code>NoSuchBucket</Code><Message>The specified bucket does not exist</Message></Error>",
+        ]);
+        let creds = Credentials {
+            keys: None,
+            region: "us-east-1".into(),
+            ca_bundle: None,
+        };
+        let s3 = S3::new(&url, creds).expect("endpoint");
+        let obj = ObjectPath::parse("s3://b/k").unwrap().unwrap();
+        let f = s3.object_size(&obj).expect_err("404");
+        assert_eq!(f.code(), 6);
+        assert_eq!(
+            f.to_string(),
+            "not found: HEAD s3://b/k: NoSuchBucket: The specified bucket does not exist (404)"
+        );
         assert_eq!(server.join().expect("server"), 2);
     }
 

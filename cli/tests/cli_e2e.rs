@@ -203,6 +203,13 @@ fn every_failure_has_its_exit_status() {
         "the server's code and message: {}",
         text(&missing)
     );
+    let no_bucket = hipobj(&server, &["cp", "-q", "s3://nosuchbucket/k", s(&out)]);
+    assert_eq!(exit_code(&no_bucket), 6, "404: {}", text(&no_bucket));
+    assert!(
+        String::from_utf8_lossy(&no_bucket.stderr).contains("NoSuchBucket"),
+        "the server's code: {}",
+        text(&no_bucket)
+    );
     // the server names the reason a bucket cannot be made
     let short = hipobj(&server, &["mb", "s3://ab"]);
     assert_eq!(exit_code(&short), 7, "400: {}", text(&short));

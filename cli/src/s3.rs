@@ -605,19 +605,24 @@ mod tests {
         (url, server)
     }
 
+    /// An anonymous client of `url`, and the object `s3://b/k`.
+    fn anonymous(url: &str) -> (S3, ObjectPath) {
+        let creds = Credentials {
+            keys: None,
+            region: "us-east-1".into(),
+            ca_bundle: None,
+        };
+        let s3 = S3::new(url, creds).expect("endpoint");
+        (s3, ObjectPath::parse("s3://b/k").unwrap().unwrap())
+    }
+
     #[test]
     fn a_head_answered_503_is_retried() {
         let (url, server) = scripted(vec![
             "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
             "HTTP/1.1 200 OK\r\nContent-Length: 42\r\nConnection: close\r\n\r\n",
         ]);
-        let creds = Credentials {
-            keys: None,
-            region: "us-east-1".into(),
-            ca_bundle: None,
-        };
-        let s3 = S3::new(&url, creds).expect("endpoint");
-        let obj = ObjectPath::parse("s3://b/k").unwrap().unwrap();
+        let (s3, obj) = anonymous(&url);
         assert_eq!(s3.object_size(&obj).expect("retried"), 42);
         assert_eq!(
             server.join().expect("server"),
@@ -634,13 +639,7 @@ mod tests {
             "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 2\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
             "HTTP/1.1 200 OK\r\nContent-Length: 42\r\nConnection: close\r\n\r\n",
         ]);
-        let creds = Credentials {
-            keys: None,
-            region: "us-east-1".into(),
-            ca_bundle: None,
-        };
-        let s3 = S3::new(&url, creds).expect("endpoint");
-        let obj = ObjectPath::parse("s3://b/k").unwrap().unwrap();
+        let (s3, obj) = anonymous(&url);
         let started = std::time::Instant::now();
         assert_eq!(s3.object_size(&obj).expect("retried"), 42);
         let waited = started.elapsed();
@@ -656,13 +655,7 @@ mod tests {
             "HTTP/1.1 404 Not Found\r\nContent-Length: 94\r\nConnection: close\r\n\r\n\
              <Error><Code>NoSuchBucket</Code><Message>The specified bucket does not exist</Message></Error>",
         ]);
-        let creds = Credentials {
-            keys: None,
-            region: "us-east-1".into(),
-            ca_bundle: None,
-        };
-        let s3 = S3::new(&url, creds).expect("endpoint");
-        let obj = ObjectPath::parse("s3://b/k").unwrap().unwrap();
+        let (s3, obj) = anonymous(&url);
         let f = s3.object_size(&obj).expect_err("404");
         assert_eq!(f.code(), 6);
         assert_eq!(

@@ -1,5 +1,6 @@
 //! The one error type of the core. Only `ffi` turns it into a C `hipObjError_t`.
 
+use crate::s3error::S3ErrorReply;
 use std::borrow::Cow;
 use std::fmt;
 
@@ -58,21 +59,25 @@ pub struct Error {
     pub code: OpError,
     pub hip_error: i32,
     pub detail: Cow<'static, str>,
+    /// The S3 error the server answered, where the caller's HTTP side saw one.
+    pub server: Option<Box<S3ErrorReply>>,
+    /// Revision 5 (docs/protocol.md rule 12.3): the server refused the request with a
+    /// status that starts nothing, on the connection's current pairing, so the connection goes
+    /// back to the pool with its QP and pairing unchanged.
+    pub pairing_kept: bool,
 }
 
 impl Error {
     pub fn new(code: OpError, detail: impl Into<Cow<'static, str>>) -> Error {
-        Error {
-            code,
-            hip_error: 0,
-            detail: detail.into(),
-        }
+        Error::with_hip(code, 0, detail)
     }
     pub fn with_hip(code: OpError, hip_error: i32, detail: impl Into<Cow<'static, str>>) -> Error {
         Error {
             code,
             hip_error,
             detail: detail.into(),
+            server: None,
+            pairing_kept: false,
         }
     }
     pub fn invalid(detail: impl Into<Cow<'static, str>>) -> Error {
@@ -92,6 +97,12 @@ impl Error {
     }
     pub fn internal(detail: impl Into<Cow<'static, str>>) -> Error {
         Error::new(OpError::InternalError, detail)
+    }
+    /// This error with the S3 error the server answered (its text is added to the detail).
+    pub fn with_server(mut self, reply: S3ErrorReply) -> Error {
+        self.detail = format!("{}: {reply}", self.detail).into();
+        self.server = Some(Box::new(reply));
+        self
     }
 }
 

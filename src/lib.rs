@@ -16,6 +16,7 @@ pub mod registry;
 pub mod remote_inv;
 pub mod reply;
 pub mod runtime;
+pub mod s3error;
 pub mod stager;
 pub mod token;
 pub mod verbs;

@@ -8,6 +8,17 @@ use std::fmt;
 /// Size of the buffer a transfer gives `recvReply` (`*replyLen` = this on entry).
 pub const REPLY_BUFFER_LEN: usize = 512;
 
+/// Revision 5 (docs/protocol.md rule 12.1): the statuses a server answers a token
+/// request with only before it posted any work request for it, leaving the pairing as it was.
+/// The one place the client decides which replies start nothing: the pool keeps the QP and its
+/// pairing after them (rule 3), and a retry after `503` reuses it (rule 4).
+pub const STARTS_NOTHING: [i32; 8] = [400, 403, 404, 409, 412, 416, 501, 503];
+
+/// Whether a reply with status `code` started nothing at the server ([`STARTS_NOTHING`]).
+pub fn starts_nothing(code: i32) -> bool {
+    STARTS_NOTHING.contains(&code)
+}
+
 /// A parsed reply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reply {
@@ -251,6 +262,16 @@ mod tests {
                 "input {:?}",
                 String::from_utf8_lossy(&input)
             );
+        }
+    }
+
+    #[test]
+    fn only_refusals_before_any_work_start_nothing() {
+        for code in [400, 403, 404, 409, 412, 416, 501, 503] {
+            assert!(starts_nothing(code), "{code}");
+        }
+        for code in [-1, 200, 206, 428, 500, 502, 504, 507, 401, 429] {
+            assert!(!starts_nothing(code), "{code}");
         }
     }
 

@@ -333,6 +333,65 @@ fn server_restart_means_re_pairing() {
     rt().deregister(dst.as_mut_ptr() as usize).unwrap();
 }
 
+/// Revision 5 (docs/protocol.md section 12): a GET of a missing key is refused before anything
+/// starts, so the connection keeps its QP and pairing: the next GET takes one request on the same
+/// QP, and the server made no new pairing.
+#[test]
+#[ignore = "needs an RDMA device: runs in the lane (make e2e), fails there without one"]
+fn a_refusal_that_starts_nothing_keeps_the_pairing() {
+    let env = Env::new(1, &[]);
+    let size = 4096;
+    let src = pattern(size, 6);
+    let mut dst = vec![0u8; size];
+    rt().register(src.as_ptr() as usize, size, MemoryKind::Host)
+        .unwrap();
+    rt().register(dst.as_mut_ptr() as usize, size, MemoryKind::Host)
+        .unwrap();
+    put(&env.s3, "present", &src, 0, size).0.unwrap();
+    let pairings = env.server.counter("pairings_created");
+    let mut missing = RdmaRequest::get(&env.s3, "bkt", "missing");
+    let e = rt()
+        .transfer(
+            TransferKind::Get,
+            dst.as_mut_ptr() as usize,
+            size,
+            0,
+            &mut missing,
+        )
+        .unwrap_err();
+    assert_eq!(e.code, OpError::S3Error);
+    assert!(e.pairing_kept, "{e}");
+    assert_eq!(missing.replies, ["404"]);
+    let mut present = RdmaRequest::get(&env.s3, "bkt", "present");
+    rt().transfer(
+        TransferKind::Get,
+        dst.as_mut_ptr() as usize,
+        size,
+        0,
+        &mut present,
+    )
+    .unwrap();
+    assert_eq!(dst, src);
+    assert_eq!(
+        present.requests, 1,
+        "the kept pairing takes one request ({:?})",
+        present.replies
+    );
+    let (before, after) = (decode(&missing.tokens[0]), decode(&present.tokens[0]));
+    assert_eq!(
+        (after.qp_num, after.lid),
+        (before.qp_num, before.lid),
+        "same QP, same pairing"
+    );
+    assert_eq!(
+        env.server.counter("pairings_created"),
+        pairings,
+        "the server made no new pairing"
+    );
+    rt().deregister(src.as_ptr() as usize).unwrap();
+    rt().deregister(dst.as_mut_ptr() as usize).unwrap();
+}
+
 #[test]
 #[ignore = "needs an RDMA device: runs in the lane (make e2e), fails there without one"]
 fn callback_failure_is_s3_error_and_resets_the_connection() {

@@ -527,21 +527,6 @@ fn the_store_decides_for_the_requesters_identity() {
     all_connections_free();
 }
 
-/// A gateway's counter `name` from its `/_hipobj/stats`.
-fn counter(gateway: &Server, name: &str) -> u64 {
-    let stats = gateway.stats();
-    let at = stats
-        .find(&format!("\"{name}\""))
-        .unwrap_or_else(|| panic!("no {name} in {stats}"));
-    stats[at + name.len() + 2..]
-        .trim_start_matches([':', ' '])
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect::<String>()
-        .parse()
-        .unwrap_or_else(|_| panic!("{name} in {stats}"))
-}
-
 #[test]
 #[ignore = "needs an RDMA device: runs in the lane (make e2e), fails there without one"]
 fn two_gateways_share_the_store_and_one_dies() {
@@ -571,8 +556,8 @@ fn two_gateways_share_the_store_and_one_dies() {
         }
     });
     let (pa, pb) = (
-        counter(&gw.gateway, "pairings_created"),
-        counter(&second, "pairings_created"),
+        gw.gateway.counter("pairings_created"),
+        second.counter("pairings_created"),
     );
     eprintln!("pairings: {pa} at the first gateway, {pb} at the second");
     assert!(pa > 0 && pb > 0, "both gateways paired");

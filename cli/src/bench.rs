@@ -224,6 +224,7 @@ fn rdma_transfer(
             let mut req = RdmaRequest::new(path.s3, kind, obj, None);
             buf.transfer(0, buf.len(), &mut req).map_err(|e| Retryable {
                 class: req.class(&e),
+                retry_after: req.retry_after(),
                 failure: req.failure(&e),
             })
         })

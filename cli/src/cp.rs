@@ -440,10 +440,7 @@ fn upload(
             .s3
             .put_plain(store.object, Vec::new())
             .map_err(|failure| EngineError::Store {
-                error: Retryable {
-                    failure,
-                    class: engine::ErrorClass::Fatal,
-                },
+                error: Retryable::new(failure, engine::ErrorClass::Fatal),
                 retries: 0,
             })?;
         return Ok(Report::default());
@@ -460,10 +457,7 @@ fn upload(
 /// query would have kept only one part, or none).
 fn check_size(store: &ObjectStoreCli<'_>, len: u64) -> Result<(), EngineError<Retryable>> {
     let fatal = |failure| EngineError::Store {
-        error: Retryable {
-            failure,
-            class: engine::ErrorClass::Fatal,
-        },
+        error: Retryable::new(failure, engine::ErrorClass::Fatal),
         retries: 0,
     };
     let size = store.s3.object_size(store.object).map_err(fatal)?;

@@ -1,18 +1,46 @@
 //! Every way a command can fail, each with its own exit status and a message that says what to do.
 
 use hipobj::engine::{Classify, ErrorClass};
+use hipobj::s3error::S3ErrorReply;
 use std::fmt;
+use std::time::Duration;
 
 /// A failure of one S3 request, and whether sending it again may help (AWS SDK standard mode).
 #[derive(Debug)]
 pub struct Retryable {
     pub failure: Failure,
     pub class: ErrorClass,
+    /// The server's `Retry-After` (a retry waits at least that).
+    pub retry_after: Option<Duration>,
+}
+
+impl Retryable {
+    /// A failure of `class` without a `Retry-After`.
+    pub fn new(failure: Failure, class: ErrorClass) -> Retryable {
+        Retryable {
+            failure,
+            class,
+            retry_after: None,
+        }
+    }
+
+    /// The failure the server's error answer stands for, with its class and `Retry-After`.
+    pub fn of_reply(reply: &S3ErrorReply, what: &str) -> Retryable {
+        Retryable {
+            failure: Failure::of_reply(reply, what),
+            class: reply.class(),
+            retry_after: reply.retry_after,
+        }
+    }
 }
 
 impl Classify for Retryable {
     fn class(&self) -> ErrorClass {
         self.class
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
     }
 }
 
@@ -60,20 +88,27 @@ impl Failure {
         }
     }
 
-    /// The failure an HTTP status stands for (`what` names the request), `None` for 2xx.
-    pub fn from_status(status: u16, what: &str) -> Option<Failure> {
-        match status {
-            200..=299 => None,
-            403 => Some(Failure::AuthRefused(format!(
-                "{what}: access denied (403): check the access key, secret key and region"
-            ))),
-            404 => Some(Failure::NotFound(format!(
-                "{what}: no such bucket or object (404)"
-            ))),
-            501 => Some(Failure::RdmaDeclined(format!(
-                "{what}: the server declines RDMA (501); --http-fallback copies over plain HTTP instead"
-            ))),
-            s => Some(Failure::Http(format!("{what}: HTTP {s}"))),
+    /// The failure the server's error answer stands for (`what` names the request): the exit
+    /// status by its HTTP status, the message with the server's code and message.
+    pub fn of_reply(reply: &S3ErrorReply, what: &str) -> Failure {
+        let said = |otherwise: &str| match &reply.code {
+            Some(_) => reply.to_string(),
+            None => otherwise.to_owned(),
+        };
+        match reply.status {
+            403 => Failure::AuthRefused(format!(
+                "{what}: {}: check the access key, secret key and region",
+                said("access denied (403)")
+            )),
+            404 => Failure::NotFound(format!(
+                "{what}: {}",
+                said("no such bucket or object (404)")
+            )),
+            501 => Failure::RdmaDeclined(format!(
+                "{what}: {}; --http-fallback copies over plain HTTP instead",
+                said("the server declines RDMA (501)")
+            )),
+            _ => Failure::Http(format!("{what}: {reply}")),
         }
     }
 }
@@ -105,13 +140,41 @@ impl fmt::Display for Failure {
 mod tests {
     use super::*;
 
+    fn answer(status: u16, body: &str) -> S3ErrorReply {
+        S3ErrorReply::parse(status, |_| None, body.as_bytes()).expect("an error answer")
+    }
+
     #[test]
     fn statuses_map_to_distinct_codes() {
         let codes: Vec<u8> = [403, 404, 501, 500]
             .iter()
-            .map(|&s| Failure::from_status(s, "x").map(|f| f.code()).unwrap_or(0))
+            .map(|&s| Failure::of_reply(&answer(s, ""), "x").code())
             .collect();
         assert_eq!(codes, vec![5, 6, 4, 7]);
-        assert!(Failure::from_status(206, "x").is_none());
+        assert!(S3ErrorReply::parse(206, |_| None, b"").is_none());
+    }
+
+    #[test]
+    fn the_message_is_the_servers() {
+        let body = "<Error><Code>NoSuchBucket</Code>\
+                    <Message>The specified bucket does not exist</Message></Error>";
+        let f = Failure::of_reply(&answer(404, body), "GET s3://b/k");
+        assert_eq!(f.code(), 6);
+        assert_eq!(
+            f.to_string(),
+            "not found: GET s3://b/k: NoSuchBucket: The specified bucket does not exist (404)"
+        );
+        let body = "<Error><Code>InvalidBucketName</Code>\
+                    <Message>The specified bucket is not valid.</Message></Error>";
+        let f = Failure::of_reply(&answer(400, body), "create bucket b");
+        assert_eq!(
+            f.to_string(),
+            "HTTP: create bucket b: InvalidBucketName: The specified bucket is not valid. (400)"
+        );
+        let f = Failure::of_reply(&answer(404, ""), "GET s3://b/k");
+        assert_eq!(
+            f.to_string(),
+            "not found: GET s3://b/k: no such bucket or object (404)"
+        );
     }
 }

@@ -16,6 +16,7 @@ use hipobj::rcv2::{
     READY_PATH,
 };
 use hipobj::runtime::{Runtime, S3Ops, TransferKind};
+use hipobj::s3error::S3ErrorReply;
 use hipobj::token::Token;
 use std::net::IpAddr;
 use std::thread::JoinHandle;
@@ -183,12 +184,23 @@ impl<'a> RdmaRequest<'a> {
         if self.failure.is_some() {
             return ErrorClass::Transient;
         }
-        match &self.last {
-            Some(r) if r.status >= 300 => {
-                ErrorClass::of_status(r.status, r.error_code().as_deref())
-            }
-            _ => ErrorClass::of_library(e),
+        match self.server_error() {
+            Some(reply) => reply.class(),
+            None => ErrorClass::of_library(e),
         }
+    }
+
+    /// The server's `Retry-After` on its last answer (a retry waits at least that).
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        self.server_error().and_then(|reply| reply.retry_after)
+    }
+
+    /// The S3 error of the last answer, if it was a refusal (status 300 and above).
+    fn server_error(&self) -> Option<S3ErrorReply> {
+        self.last
+            .as_ref()
+            .filter(|r| r.status >= 300)
+            .and_then(Response::error)
     }
 
     /// `x-amz-rdma-bytes-transferred` of the last response.
@@ -224,8 +236,8 @@ impl<'a> RdmaRequest<'a> {
                     "{what}: the server's RDMA operation failed (500); its pairing was dropped, a retry pairs again"
                 ));
             }
-            if let Some(f) = Failure::from_status(r.status, &what) {
-                return f;
+            if let Some(reply) = self.server_error() {
+                return Failure::of_reply(&reply, &what);
             }
             return Failure::Transfer(format!("{what}: {e} (HTTP {}, reply '{reply}')", r.status));
         }

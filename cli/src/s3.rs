@@ -12,6 +12,7 @@ use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
 use hipobj::engine::{CompletedPart, ErrorClass, Retrier, RetryPolicy};
 use hipobj::rcv2::negotiate::{Choice, Negotiation};
+use hipobj::s3error::{xml_unescape, S3ErrorReply};
 use reqwest::blocking::{Client, RequestBuilder};
 use reqwest::Certificate;
 use std::collections::HashMap;
@@ -63,11 +64,17 @@ impl Response {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
-    /// The S3 error code (`<Code>` of an error body), if any.
-    pub fn error_code(&self) -> Option<String> {
-        xml_values(&String::from_utf8_lossy(&self.body), "Code")
-            .into_iter()
-            .next()
+    /// The S3 error this answer is (a non-2xx, or a 2xx with an error document), if it is one.
+    pub fn error(&self) -> Option<S3ErrorReply> {
+        S3ErrorReply::parse(self.status, |n| self.header(n), &self.body)
+    }
+
+    /// `Ok` for a 2xx, else the failure the server's answer stands for (`what` names it).
+    pub fn check(&self, what: &str) -> Result<(), Failure> {
+        match self.error() {
+            Some(e) if !(200..300).contains(&self.status) => Err(Failure::of_reply(&e, what)),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -83,16 +90,6 @@ pub fn xml_values(xml: &str, tag: &str) -> Vec<String> {
         rest = &rest[end + close.len()..];
     }
     out
-}
-
-fn xml_unescape(s: &str) -> String {
-    s.replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&apos;", "'")
-        .replace("&#34;", "\"")
-        .replace("&#39;", "'")
-        .replace("&amp;", "&")
 }
 
 fn xml_escape(s: &str) -> String {
@@ -375,10 +372,30 @@ impl S3 {
     /// HEAD of an object (retried): its size.
     pub fn object_size(&self, obj: &ObjectPath) -> Result<u64, Failure> {
         let url = self.url(&obj.bucket, Some(&obj.key));
-        let r = self.call_retried("HEAD", &url, &|| format!("HEAD {obj}"))?;
+        let what = || format!("HEAD {obj}");
+        let r = self
+            .call_retried("HEAD", &url, &what)
+            .map_err(|f| self.explain_head(&url, &what(), f))?;
         r.header("content-length")
             .and_then(|v| v.parse().ok())
             .ok_or_else(|| Failure::Http(format!("HEAD {obj}: no Content-Length")))
+    }
+
+    /// A HEAD's answer has no body, so a refused HEAD names no S3 error: ask the same object with
+    /// a one-byte GET, whose refusal does (`NoSuchBucket` or `NoSuchKey`, a signature refused).
+    /// Only on the failure path; the HEAD's failure stands if the GET tells no more.
+    fn explain_head(&self, url: &str, what: &str, failure: Failure) -> Failure {
+        if !matches!(failure, Failure::NotFound(_) | Failure::AuthRefused(_)) {
+            return failure;
+        }
+        let range = [("range", "bytes=0-0".to_owned())];
+        match self.request("GET", url, &range, Vec::new(), None) {
+            Ok(r) if !(200..300).contains(&r.status) => match r.error() {
+                Some(e) if e.code.is_some() => Failure::of_reply(&e, what),
+                _ => failure,
+            },
+            _ => failure,
+        }
     }
 
     /// Create a bucket unless it exists (and is ours).
@@ -389,10 +406,7 @@ impl S3 {
             return Ok(());
         }
         let r = self.request("PUT", &url, &[], Vec::new(), None)?;
-        match Failure::from_status(r.status, &format!("create bucket {bucket}")) {
-            None => Ok(()),
-            Some(f) => Err(f),
-        }
+        r.check(&format!("create bucket {bucket}"))
     }
 
     /// Plain-HTTP GET (optionally a byte range `first..=last`): the body.
@@ -406,10 +420,8 @@ impl S3 {
             .map(|(a, b)| vec![("range", format!("bytes={a}-{b}"))])
             .unwrap_or_default();
         let r = self.request("GET", &url, &headers, Vec::new(), None)?;
-        match Failure::from_status(r.status, &format!("GET {obj}")) {
-            None => Ok(r.body),
-            Some(f) => Err(f),
-        }
+        r.check(&format!("GET {obj}"))?;
+        Ok(r.body)
     }
 
     /// [`S3::call`] without a body, retried by this command's policy (a server restarting, a
@@ -436,16 +448,10 @@ impl S3 {
     ) -> Result<Response, Retryable> {
         let r = self
             .request(method, url, &[], body, None)
-            .map_err(|failure| Retryable {
-                failure,
-                class: ErrorClass::Transient,
-            })?;
-        match Failure::from_status(r.status, &what()) {
-            None => Ok(r),
-            Some(failure) => Err(Retryable {
-                class: ErrorClass::of_status(r.status, r.error_code().as_deref()),
-                failure,
-            }),
+            .map_err(|failure| Retryable::new(failure, ErrorClass::Transient))?;
+        match r.error() {
+            Some(e) if !(200..300).contains(&r.status) => Err(Retryable::of_reply(&e, &what())),
+            _ => Ok(r),
         }
     }
 
@@ -457,9 +463,11 @@ impl S3 {
         xml_values(&String::from_utf8_lossy(&r.body), "UploadId")
             .into_iter()
             .next()
-            .ok_or_else(|| Retryable {
-                failure: Failure::Http(format!("{}: no UploadId in the answer", what())),
-                class: ErrorClass::Fatal,
+            .ok_or_else(|| {
+                Retryable::new(
+                    Failure::Http(format!("{}: no UploadId in the answer", what())),
+                    ErrorClass::Fatal,
+                )
             })
     }
 
@@ -487,10 +495,11 @@ impl S3 {
         let what = || format!("CompleteMultipartUpload {obj}");
         let r = self.call("POST", &url, xml.into_bytes(), &what)?;
         // S3 may answer 200 with an error document.
-        match r.error_code() {
-            Some(code) => Err(Retryable {
-                class: ErrorClass::of_status(500, Some(&code)),
-                failure: Failure::Http(format!("{}: {code}", what())),
+        match r.error() {
+            Some(e) => Err(Retryable {
+                class: ErrorClass::of_status(500, e.code.as_deref()),
+                failure: Failure::Http(format!("{}: {e}", what())),
+                retry_after: e.retry_after,
             }),
             None => Ok(()),
         }
@@ -545,10 +554,7 @@ impl S3 {
         let url = self.url(&obj.bucket, Some(&obj.key));
         let headers = [("content-type", "application/octet-stream".to_owned())];
         let r = self.request("PUT", &url, &headers, body, None)?;
-        match Failure::from_status(r.status, &format!("PUT {obj}")) {
-            None => Ok(()),
-            Some(f) => Err(f),
-        }
+        r.check(&format!("PUT {obj}"))
     }
 }
 
@@ -599,25 +605,64 @@ mod tests {
         (url, server)
     }
 
+    /// An anonymous client of `url`, and the object `s3://b/k`.
+    fn anonymous(url: &str) -> (S3, ObjectPath) {
+        let creds = Credentials {
+            keys: None,
+            region: "us-east-1".into(),
+            ca_bundle: None,
+        };
+        let s3 = S3::new(url, creds).expect("endpoint");
+        (s3, ObjectPath::parse("s3://b/k").unwrap().unwrap())
+    }
+
     #[test]
     fn a_head_answered_503_is_retried() {
         let (url, server) = scripted(vec![
             "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
             "HTTP/1.1 200 OK\r\nContent-Length: 42\r\nConnection: close\r\n\r\n",
         ]);
-        let creds = Credentials {
-            keys: None,
-            region: "us-east-1".into(),
-            ca_bundle: None,
-        };
-        let s3 = S3::new(&url, creds).expect("endpoint");
-        let obj = ObjectPath::parse("s3://b/k").unwrap().unwrap();
+        let (s3, obj) = anonymous(&url);
         assert_eq!(s3.object_size(&obj).expect("retried"), 42);
         assert_eq!(
             server.join().expect("server"),
             2,
             "two requests: the 503 and its retry"
         );
+    }
+
+    /// Revision 5, rule 4: the retry after a 503 waits at least its Retry-After (2 s here; the
+    /// first retry's backoff alone is under 1 s).
+    #[test]
+    fn a_retry_after_503_waits_at_least_retry_after() {
+        let (url, server) = scripted(vec![
+            "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 2\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Length: 42\r\nConnection: close\r\n\r\n",
+        ]);
+        let (s3, obj) = anonymous(&url);
+        let started = std::time::Instant::now();
+        assert_eq!(s3.object_size(&obj).expect("retried"), 42);
+        let waited = started.elapsed();
+        assert!(waited >= std::time::Duration::from_secs(2), "{waited:?}");
+        assert_eq!(server.join().expect("server"), 2);
+    }
+
+    /// A refused HEAD has no body: the message is the one-byte GET's S3 error.
+    #[test]
+    fn a_refused_head_is_explained_by_the_servers_error() {
+        let (url, server) = scripted(vec![
+            "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            "HTTP/1.1 404 Not Found\r\nContent-Length: 94\r\nConnection: close\r\n\r\n\
+             <Error><Code>NoSuchBucket</Code><Message>The specified bucket does not exist</Message></Error>",
+        ]);
+        let (s3, obj) = anonymous(&url);
+        let f = s3.object_size(&obj).expect_err("404");
+        assert_eq!(f.code(), 6);
+        assert_eq!(
+            f.to_string(),
+            "not found: HEAD s3://b/k: NoSuchBucket: The specified bucket does not exist (404)"
+        );
+        assert_eq!(server.join().expect("server"), 2);
     }
 
     #[test]

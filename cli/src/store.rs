@@ -24,6 +24,7 @@ impl ObjectStoreCli<'_> {
     fn rdma(&self, slice: Slice, req: &mut RdmaRequest<'_>) -> std::result::Result<(), Retryable> {
         rdma::transfer(self.runtime, slice, req).map_err(|e| Retryable {
             class: req.class(&e),
+            retry_after: req.retry_after(),
             failure: req.failure(&e),
         })
     }

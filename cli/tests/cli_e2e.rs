@@ -199,9 +199,24 @@ fn every_failure_has_its_exit_status() {
     let missing = hipobj(&server, &["cp", "-q", "s3://codes/nosuch", s(&out)]);
     assert_eq!(exit_code(&missing), 6, "404: {}", text(&missing));
     assert!(
-        String::from_utf8_lossy(&missing.stderr).contains("404"),
-        "{}",
+        String::from_utf8_lossy(&missing.stderr).contains("NoSuchKey"),
+        "the server's code and message: {}",
         text(&missing)
+    );
+    let no_bucket = hipobj(&server, &["cp", "-q", "s3://nosuchbucket/k", s(&out)]);
+    assert_eq!(exit_code(&no_bucket), 6, "404: {}", text(&no_bucket));
+    assert!(
+        String::from_utf8_lossy(&no_bucket.stderr).contains("NoSuchBucket"),
+        "the server's code: {}",
+        text(&no_bucket)
+    );
+    // the server names the reason a bucket cannot be made
+    let short = hipobj(&server, &["mb", "s3://ab"]);
+    assert_eq!(exit_code(&short), 7, "400: {}", text(&short));
+    assert!(
+        String::from_utf8_lossy(&short.stderr).contains("InvalidBucketName"),
+        "the server's reason: {}",
+        text(&short)
     );
 
     let denied = hipobj(
@@ -457,16 +472,6 @@ fn retries_in(out: &str) -> u64 {
         .unwrap_or_else(|| panic!("no retry count in {out}"))
 }
 
-/// The server's counter `name`, from its `/_hipobj/stats`.
-fn counter(server: &Server, name: &str) -> u64 {
-    let stats = server.stats();
-    let parsed: serde_json::Value = serde_json::from_str(&stats)
-        .unwrap_or_else(|e| panic!("/_hipobj/stats is not JSON ({e}): {stats}"));
-    parsed[name]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no counter {name} in {stats}"))
-}
-
 /// Wait until the server's counter `name` reaches `at_least` while the copy `child` still runs;
 /// fails the test after 120 s, or when the copy ended first (then nothing would be tested).
 fn wait_for_counter(
@@ -477,7 +482,7 @@ fn wait_for_counter(
     what: &str,
 ) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while counter(server, name) < at_least {
+    while server.counter(name) < at_least {
         assert!(
             std::time::Instant::now() < deadline,
             "the {what} moved no part within 120 s: {}",
@@ -682,7 +687,7 @@ fn engine_copy_survives_a_server_restart() {
         // show parts moved after the restart. Whether the restart also costs a retry depends on
         // where it lands: between requests, hyper's fresh connection and a 428 re-pairing absorb
         // it (seen: 0 retries on a quiet host, 2 and 9 at load ~15).
-        let after = counter(&server, part_counter);
+        let after = server.counter(part_counter);
         println!(
             "{what} across a server restart: {stdout} ({} retries; {after} {part_counter} after the restart)",
             retries_in(&stdout)

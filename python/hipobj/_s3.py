@@ -46,11 +46,11 @@ class TokenResent(Exception):
 @contextmanager
 def token_on_thread(token: str) -> Iterator[None]:
     """This thread's next botocore request carries `token`, once."""
-    _outgoing.token, _outgoing.signed, _outgoing.first = token, False, None
+    _outgoing.token, _outgoing.signed, _outgoing.first, _outgoing.body = token, False, None, b""
     try:
         yield
     finally:
-        _outgoing.token, _outgoing.signed, _outgoing.first = None, False, None
+        _outgoing.token, _outgoing.signed, _outgoing.first, _outgoing.body = None, False, None, b""
 
 
 def _add_token(request: Any, **_: Any) -> None:
@@ -72,7 +72,8 @@ def _add_token(request: Any, **_: Any) -> None:
 
 def _note_answer(response: Any = None, caught_exception: Any = None, operation: Any = None, **_: Any) -> None:
     """botocore ``needs-retry``: keep what this thread's token request got, as the error to
-    report if botocore then retries it (TokenResent). Never asks for a retry itself."""
+    report if botocore then retries it (TokenResent), and the answer's body (the library reads
+    the S3 error of it). Never asks for a retry itself."""
     if getattr(_outgoing, "token", None) is None:
         return None
     if caught_exception is not None:
@@ -80,6 +81,8 @@ def _note_answer(response: Any = None, caught_exception: Any = None, operation: 
     elif response is not None:
         name = getattr(operation, "name", "request")
         _outgoing.first = ClientError(response[1], name)
+        if getattr(response[0], "status_code", 200) >= 300:  # a 2xx's body is not read here
+            _outgoing.body = response[0].content or b""
     return None
 
 
@@ -149,14 +152,20 @@ class S3Call:
         self.status: Optional[int] = None
         self.reply: Optional[str] = None
         self.error: Optional[ClientError] = None
+        # The body of the last answer when it was an error (the library reads its S3 error).
+        self.body: bytes = b""
         # What the last send raised (a connection error, a timeout, a ClientError without reply).
         self.exception: Optional[BaseException] = None
 
     def send(self, token: str) -> Optional[str]:
         self.exception = None
+        self.body = b""
         try:
             with token_on_thread(token):
-                response = self._call_once()
+                try:
+                    response = self._call_once()
+                finally:
+                    self.body = _outgoing.body
             meta = response["ResponseMetadata"]
             self._drain(response.get("Body"), meta.get("HTTPHeaders", {}))
             self.error = None
@@ -183,6 +192,13 @@ class S3Call:
             return self.operation(**self.params)
         except TokenResent as resent:
             raise resent.first from None
+
+    def error_response(self) -> Optional[Dict[str, Any]]:
+        """The S3 error of the last answer as the library reads it (botocore's
+        ``ClientError.response`` shape), or None when it was none."""
+        if self.status is None:
+            return None
+        return _core.error_response(self.status, self.headers, self.body)
 
     def etag(self) -> Optional[str]:
         """The ETag of the last answer (hipobj-rc-v2: FINAL's ``x-amz-rdma-etag``)."""
@@ -218,7 +234,7 @@ class S3Call:
             raise
         answer = {k.lower(): v for k, v in response.headers.items()}
         if keep:
-            self.status, self.headers = response.status_code, answer
+            self.status, self.headers, self.body = response.status_code, answer, response.content or b""
         return response.status_code, answer
 
     @staticmethod

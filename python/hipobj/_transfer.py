@@ -17,16 +17,10 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
+from . import _core
 from ._s3 import S3Call, get_params
 
 MB = 1024 * 1024
-
-_THROTTLING = {
-    "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
-    "TooManyRequestsException", "ProvisionedThroughputExceededException",
-    "TransactionInProgressException", "RequestLimitExceeded", "SlowDown",
-}
-_TRANSIENT_CODES = {"RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete", "InternalError"}
 
 
 @dataclass
@@ -52,7 +46,9 @@ class CopyResult:
 
 def retry_class(status: Optional[int], code: Optional[str], exc: Optional[BaseException]) -> Optional[str]:
     """The AWS SDKs' standard-mode class of a failure: "transient", "throttling", "timeout",
-    "fatal", or None when nothing reached the server (the library's error decides)."""
+    "fatal", or None when nothing reached the server (the library's error decides). Python maps
+    botocore's exceptions; the classes of statuses and S3 error codes are the library's
+    (``_core.retry_class``)."""
     if isinstance(exc, (ReadTimeoutError, ConnectTimeoutError)):
         return "timeout"
     if isinstance(exc, (EndpointConnectionError, ConnectionClosedError, BotoConnectionError, ConnectionError)):
@@ -62,11 +58,8 @@ def retry_class(status: Optional[int], code: Optional[str], exc: Optional[BaseEx
         code = exc.response.get("Error", {}).get("Code", code)
     if status is None:
         return None if exc is None else "fatal"
-    if code in _THROTTLING or status == 429:
-        return "throttling"
-    if code in _TRANSIENT_CODES or status in (500, 502, 503, 504):
-        return "transient"
-    return "fatal" if status >= 300 else None
+    answer = _core.retry_class(status, code)
+    return None if answer == "fatal" and status < 300 else answer
 
 
 class Store:
@@ -125,8 +118,7 @@ class Store:
         if call is not None:
             status = call.status
             exc = exc or call.exception
-            if call.error is not None:
-                code = call.error.response.get("Error", {}).get("Code")
+            code = (call.error_response() or {}).get("Error", {}).get("Code")
         return retry_class(status, code, exc)
 
 

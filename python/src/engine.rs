@@ -18,16 +18,23 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A failed store request: the exception to raise, and whether to retry.
 pub struct StoreError {
     err: PyErr,
     class: ErrorClass,
+    /// The server's `Retry-After` (a retry waits at least that).
+    retry_after: Option<Duration>,
 }
 
 impl Classify for StoreError {
     fn class(&self) -> ErrorClass {
         self.class
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
     }
 }
 
@@ -77,6 +84,7 @@ impl PyStore {
                 .map_err(|err| StoreError {
                     class: class_of(py, &self.store, None, Some(&err), ErrorClass::Fatal),
                     err,
+                    retry_after: None,
                 })
         })
     }
@@ -92,13 +100,18 @@ impl PyStore {
         Python::with_gil(|py| {
             let library = ErrorClass::of_library(&f.error);
             let class = class_of(py, &self.store, Some(call), f.raised.as_ref(), library);
+            let retry_after = f.error.server.as_ref().and_then(|s| s.retry_after);
             let err = f.into_py(py);
             for (from, to) in [("status", "http_status"), ("reply", "reply")] {
                 if let Ok(v) = call.getattr(py, from) {
                     let _ = err.value(py).setattr(to, v);
                 }
             }
-            StoreError { err, class }
+            StoreError {
+                err,
+                class,
+                retry_after,
+            }
         })
     }
 
@@ -141,6 +154,7 @@ impl ObjectStore for PyStore {
         Python::with_gil(|py| id.extract::<String>(py)).map_err(|err| StoreError {
             err,
             class: ErrorClass::Fatal,
+            retry_after: None,
         })
     }
 

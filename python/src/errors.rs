@@ -1,10 +1,14 @@
 //! One Python exception class per `hipObjOpError_t` code, all under `hipobj.HipObjError`, and the
 //! one mapping from the core's `Error` to them.
 
+use hipobj::engine::ErrorClass;
 use hipobj::error::{Error, OpError};
+use hipobj::s3error::S3ErrorReply;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use pyo3::{create_exception, PyTypeInfo};
+use std::collections::HashMap;
 
 create_exception!(
     hipobj,
@@ -105,15 +109,77 @@ pub fn class_of(py: Python<'_>, code: OpError) -> Bound<'_, pyo3::types::PyType>
     }
 }
 
-/// The Python exception for a core error: its code's class, the core's message.
+/// The Python exception for a core error: its code's class, the core's message. An error the
+/// server answered also carries what botocore's `ClientError` does: `response` (`["Error"]
+/// ["Code"]`, `["Error"]["Message"]`, `["ResponseMetadata"]["HTTPStatusCode"]` and
+/// `["RequestId"]`), and as attributes `error_code`, `error_message`, `http_status` and
+/// `request_id` (`code` stays the class's `hipObjOpError_t` value).
 pub fn to_py(err: Error) -> PyErr {
     Python::with_gil(|py| {
         let mut msg = err.detail.into_owned();
         if err.hip_error != 0 {
             msg.push_str(&format!(" (hipError {})", err.hip_error));
         }
-        PyErr::from_type(class_of(py, err.code), msg)
+        let exc = PyErr::from_type(class_of(py, err.code), msg);
+        if let Some(reply) = err.server {
+            if let Err(e) = describe_server_error(py, &exc, &reply) {
+                tracing::warn!("cannot attach the server's S3 error to the exception: {e}");
+            }
+        }
+        exc
     })
+}
+
+fn describe_server_error(py: Python<'_>, exc: &PyErr, reply: &S3ErrorReply) -> PyResult<()> {
+    let value = exc.value(py);
+    value.setattr("response", response_of(py, reply)?)?;
+    value.setattr("error_code", reply.code.as_deref())?;
+    value.setattr("error_message", reply.message.as_deref())?;
+    value.setattr("http_status", reply.status)?;
+    value.setattr("request_id", reply.request_id.as_deref())
+}
+
+/// botocore's `ClientError.response` of a server's S3 error (keys only for what it said).
+fn response_of<'py>(py: Python<'py>, reply: &S3ErrorReply) -> PyResult<Bound<'py, PyDict>> {
+    let error = PyDict::new(py);
+    if let Some(code) = &reply.code {
+        error.set_item("Code", code)?;
+    }
+    if let Some(message) = &reply.message {
+        error.set_item("Message", message)?;
+    }
+    let meta = PyDict::new(py);
+    meta.set_item("HTTPStatusCode", reply.status)?;
+    if let Some(id) = &reply.request_id {
+        meta.set_item("RequestId", id)?;
+    }
+    let response = PyDict::new(py);
+    response.set_item("Error", error)?;
+    response.set_item("ResponseMetadata", meta)?;
+    Ok(response)
+}
+
+/// `hipobj._core.error_response(status, headers, body)`: the S3 error of an answer (headers by
+/// lowercase name) in botocore's `ClientError.response` shape, or None when it is no error.
+#[pyfunction]
+pub fn error_response<'py>(
+    py: Python<'py>,
+    status: u16,
+    headers: HashMap<String, String>,
+    body: &[u8],
+) -> PyResult<Option<Bound<'py, PyDict>>> {
+    match S3ErrorReply::parse(status, |n| headers.get(n).map(String::as_str), body) {
+        Some(reply) => response_of(py, &reply).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// `hipobj._core.retry_class(status, code)`: the AWS SDKs' standard-mode class of an answer
+/// ("transient", "throttling", "fatal"), the library's one table (`hipobj::engine::ErrorClass`).
+#[pyfunction]
+#[pyo3(signature = (status, code=None))]
+pub fn retry_class(status: u16, code: Option<&str>) -> &'static str {
+    ErrorClass::of_status(status, code).as_str()
 }
 
 /// `InvalidValueError(msg)`.

@@ -124,6 +124,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(max_transfers, m)?)?;
     m.add_function(wrap_pyfunction!(token_client_nic, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(errors::error_response, m)?)?;
+    m.add_function(wrap_pyfunction!(errors::retry_class, m)?)?;
     m.add_function(wrap_pyfunction!(registration::register_buffer, m)?)?;
     m.add_function(wrap_pyfunction!(registration::register_pointer, m)?)?;
     m.add_function(wrap_pyfunction!(transfer::transfer, m)?)?;

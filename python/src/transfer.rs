@@ -16,6 +16,7 @@ use hipobj::rcv2::{
     READY_PATH,
 };
 use hipobj::runtime::{Runtime, S3Ops, TransferKind};
+use hipobj::s3error::S3ErrorReply;
 use pyo3::prelude::*;
 use std::collections::HashMap;
 use std::thread::JoinHandle;
@@ -183,6 +184,22 @@ impl Route {
         })
     }
 
+    /// The S3 error of the call's last answer, if it was a refusal (status 300 and above): its
+    /// status, headers and body (`S3Call.status`, `.headers`, `.body`) read by the library.
+    fn server_error(&self) -> Option<S3ErrorReply> {
+        Python::with_gil(|py| {
+            let c = self.call.bind(py);
+            let status: u16 = c.getattr("status").and_then(|v| v.extract()).ok()?;
+            let headers: HashMap<String, String> =
+                c.getattr("headers").and_then(|v| v.extract()).ok()?;
+            let body: Vec<u8> = c.getattr("body").and_then(|v| v.extract()).ok()?;
+            let get = |n: &str| headers.get(n).map(String::as_str);
+            (status >= 300)
+                .then(|| S3ErrorReply::parse(status, get, &body))
+                .flatten()
+        })
+    }
+
     /// The v2 target of the call's object (`S3Call.v2_target()`).
     fn v2_target(&self) -> PyResult<V2Target> {
         Python::with_gil(|py| {
@@ -212,14 +229,29 @@ pub fn rdma_transfer(
         raised: Some(e),
         requests: 0,
     })?;
+    negotiated(rt, kind, slice, &route).map_err(|mut f| {
+        if let Some(reply) = route.server_error() {
+            f.error = f.error.with_server(reply);
+        }
+        f
+    })
+}
+
+/// [`rdma_transfer`] over its route.
+fn negotiated(
+    rt: &Runtime,
+    kind: TransferKind,
+    slice: Slice,
+    route: &Route,
+) -> Result<usize, Failed> {
     let Some(negotiation) = route.negotiation.as_ref() else {
-        return transfer_v1(rt, kind, slice, &route);
+        return transfer_v1(rt, kind, slice, route);
     };
     let negotiation = &negotiation.get().0;
     let endpoint = route.endpoint.as_str();
     let mut requests = 0;
     if negotiation.first(endpoint) == Protocol::V1 {
-        let outcome = transfer_v1(rt, kind, slice, &route);
+        let outcome = transfer_v1(rt, kind, slice, route);
         let (status, unsupported) = route.answer();
         let next = negotiation.answered(endpoint, Protocol::V1, status, unsupported);
         match (next, outcome) {

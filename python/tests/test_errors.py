@@ -115,6 +115,11 @@ def test_missing_object_is_s3_error_404(open_session, client, bucket):
     with pytest.raises(hipobj.S3Error, match="404") as info:
         open_session.get_object(client, bucket, "no-such-key", into=dst)
     assert info.value.reply == "404"
+    # the server's S3 error, as botocore's ClientError carries it
+    assert info.value.response["Error"]["Code"] == "NoSuchKey", info.value.response
+    assert info.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    assert info.value.error_code == "NoSuchKey" and info.value.http_status == 404
+    assert "NoSuchKey" in str(info.value)
     assert dst == bytearray(b"\x11" * 1000)
 
 

@@ -220,3 +220,78 @@ def test_negotiation_choice_and_limits():
     assert hipobj._core.Negotiation("v1").max_transfer("http://x") is None
     with pytest.raises(hipobj.InvalidValueError):
         hipobj._core.Negotiation("v3")
+
+
+NO_SUCH_KEY = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>NoSuchKey</Code>'
+    b"<Message>The specified key does not exist.</Message><Key>k</Key>"
+    b"<RequestId>body-id</RequestId></Error>"
+)
+
+
+class Refusing(http.server.BaseHTTPRequestHandler):
+    """Answers every GET as the server answers a token GET of a missing key."""
+
+    def do_GET(self):
+        self.send_response(404)
+        self.send_header("x-amz-rdma-reply", "404")
+        self.send_header("x-amz-request-id", "req-1")
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(NO_SUCH_KEY)))
+        self.end_headers()
+        self.wfile.write(NO_SUCH_KEY)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_refused_token_request_keeps_the_servers_s3_error():
+    """The answer's body reaches the library, which reads the S3 error of it (botocore's
+    ClientError shape: what a boto3 user's `except ClientError` reads)."""
+    srv = http.server.HTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        client = make_client(f"http://127.0.0.1:{srv.server_address[1]}", "a", "b")
+        prepare_client(client, None)
+        call = S3Call(client, "get_object", {"Bucket": "b", "Key": "k"})
+        assert call.send("ef" * 44) == "404"
+        assert call.error_response() == {
+            "Error": {"Code": "NoSuchKey", "Message": "The specified key does not exist."},
+            "ResponseMetadata": {"HTTPStatusCode": 404, "RequestId": "req-1"},
+        }
+    finally:
+        srv.shutdown()
+
+
+def test_s3_error_answers_are_read_by_the_library():
+    body = (
+        b"<Error><Code>NoSuchBucket</Code><Message>The specified bucket does not exist</Message>"
+        b"<RequestId>body-id</RequestId></Error>"
+    )
+    assert hipobj._core.error_response(404, {}, body) == {
+        "Error": {"Code": "NoSuchBucket", "Message": "The specified bucket does not exist"},
+        "ResponseMetadata": {"HTTPStatusCode": 404, "RequestId": "body-id"},
+    }
+    assert hipobj._core.error_response(503, {"retry-after": "2"}, b"")["ResponseMetadata"] == {
+        "HTTPStatusCode": 503
+    }
+    assert hipobj._core.error_response(200, {}, b"<R/>") is None
+
+
+def test_retry_classes_are_the_librarys():
+    """Python keeps only botocore's exception mapping; the classes of statuses and codes are the
+    library's (src/engine/retry.rs), e.g. revision 5's 503 as throttling."""
+    from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
+
+    from hipobj import _transfer
+
+    assert not [n for n in vars(_transfer) if n.startswith(("_THROTTLING", "_TRANSIENT"))]
+    assert _transfer.retry_class(503, None, None) == "throttling"
+    assert _transfer.retry_class(400, "SlowDown", None) == "throttling"
+    assert _transfer.retry_class(400, "RequestTimeout", None) == "transient"
+    assert _transfer.retry_class(404, "NoSuchKey", None) == "fatal"
+    assert _transfer.retry_class(200, None, None) is None
+    for status in range(300, 600):
+        assert _transfer.retry_class(status, None, None) == hipobj._core.retry_class(status, None)
+    assert _transfer.retry_class(None, None, ReadTimeoutError(endpoint_url="x")) == "timeout"
+    assert _transfer.retry_class(None, None, EndpointConnectionError(endpoint_url="x")) == "transient"

@@ -1,8 +1,13 @@
 //! Retries as the AWS SDKs' standard mode does them: at most 3 attempts, exponential backoff
-//! with full jitter (`rand * min(1 s * 2^(retry-1), 20 s)`), on transient errors (500, 502, 503,
-//! 504, connection errors), throttling (429, `SlowDown`, ...) and timeouts, limited by a retry
+//! with full jitter (`rand * min(1 s * 2^(retry-1), 20 s)`), on transient errors (500, 502, 504,
+//! connection errors), throttling (429, 503, `SlowDown`, ...) and timeouts, limited by a retry
 //! quota (500 tokens; a retry costs 5, after a timeout 10; a success after retries gives its
-//! cost back).
+//! cost back). After a `503` with `Retry-After` the wait is at least that (revision 5, rule 4:
+//! docs/protocol.md section 12; the retry reuses the connection's pairing, which a `503` left as
+//! it was).
+//!
+//! This is the one classification of the project: the Python package asks it through the
+//! extension (`hipobj._core.retry_class`) and keeps only botocore's exception mapping.
 
 use super::pace::Pace;
 use crate::error::{Error, OpError};
@@ -13,9 +18,9 @@ use std::time::Duration;
 /// What a failure means for a retry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorClass {
-    /// 500/502/503/504, a connection that failed or dropped, an RDMA operation that failed.
+    /// 500/502/504, a connection that failed or dropped, an RDMA operation that failed.
     Transient,
-    /// The server asked to slow down (429, 503 SlowDown, a Throttling code).
+    /// The server asked to slow down (429, 503, a Throttling code such as SlowDown).
     Throttling,
     /// The request timed out.
     Timeout,
@@ -26,29 +31,44 @@ pub enum ErrorClass {
 impl ErrorClass {
     /// The SDKs' classification of an HTTP answer: its status and its S3 error code (if known).
     pub fn of_status(status: u16, code: Option<&str>) -> ErrorClass {
-        const THROTTLING: [&str; 9] = [
-            "Throttling",
-            "ThrottlingException",
-            "ThrottledException",
-            "RequestThrottledException",
-            "TooManyRequestsException",
-            "ProvisionedThroughputExceededException",
-            "TransactionInProgressException",
-            "RequestLimitExceeded",
-            "SlowDown",
-        ];
-        const TRANSIENT_CODES: [&str; 4] = [
-            "RequestTimeout",
-            "RequestTimeoutException",
-            "PriorRequestNotComplete",
-            "InternalError",
-        ];
         match (status, code) {
-            (_, Some(c)) if THROTTLING.contains(&c) => ErrorClass::Throttling,
-            (429, _) => ErrorClass::Throttling,
-            (_, Some(c)) if TRANSIENT_CODES.contains(&c) => ErrorClass::Transient,
-            (500 | 502 | 503 | 504, _) => ErrorClass::Transient,
+            (_, Some(c)) if Self::THROTTLING_CODES.contains(&c) => ErrorClass::Throttling,
+            (429 | 503, _) => ErrorClass::Throttling,
+            (_, Some(c)) if Self::TRANSIENT_CODES.contains(&c) => ErrorClass::Transient,
+            (500 | 502 | 504, _) => ErrorClass::Transient,
             _ => ErrorClass::Fatal,
+        }
+    }
+
+    /// The S3 error codes that mean "slow down" whatever the status.
+    pub const THROTTLING_CODES: [&'static str; 9] = [
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "ProvisionedThroughputExceededException",
+        "TransactionInProgressException",
+        "RequestLimitExceeded",
+        "SlowDown",
+    ];
+
+    /// The S3 error codes that are worth another try whatever the status.
+    pub const TRANSIENT_CODES: [&'static str; 4] = [
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "PriorRequestNotComplete",
+        "InternalError",
+    ];
+
+    /// The class's name as the Python package spells it ("transient", "throttling", "timeout",
+    /// "fatal").
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::Transient => "transient",
+            ErrorClass::Throttling => "throttling",
+            ErrorClass::Timeout => "timeout",
+            ErrorClass::Fatal => "fatal",
         }
     }
 
@@ -70,6 +90,10 @@ impl ErrorClass {
 /// How an error of the caller's store is classified.
 pub trait Classify {
     fn class(&self) -> ErrorClass;
+    /// The server's `Retry-After`, if it sent one: the retry waits at least that.
+    fn retry_after(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// The standard mode's settings.
@@ -109,6 +133,17 @@ impl RetryPolicy {
             .base
             .saturating_mul(1u32 << retry.saturating_sub(1).min(16));
         exp.min(self.max_backoff).mul_f64(jitter())
+    }
+
+    /// The wait before retry number `retry` after an answer with `retry_after`: the backoff,
+    /// and at least `Retry-After` plus up to half of it again (jitter, so that the clients a
+    /// busy server turned away do not all come back at once).
+    pub fn wait(&self, retry: u32, retry_after: Option<Duration>) -> Duration {
+        let backoff = self.backoff(retry);
+        match retry_after {
+            Some(at_least) => backoff.max(at_least.mul_f64(1.0 + jitter() / 2.0)),
+            None => backoff,
+        }
     }
 }
 
@@ -221,7 +256,7 @@ impl<'a> Retrier<'a> {
                 return Err(err);
             };
             spent += cost;
-            let wait = self.policy.backoff(attempt);
+            let wait = self.policy.wait(attempt, err.retry_after());
             tracing::info!(
                 attempt,
                 wait_ms = wait.as_millis() as u64,
@@ -268,6 +303,12 @@ mod tests {
             ErrorClass::of_status(503, Some("SlowDown")),
             ErrorClass::Throttling
         );
+        // Revision 5, rule 4: a 503 is throttling whatever its code.
+        assert_eq!(ErrorClass::of_status(503, None), ErrorClass::Throttling);
+        assert_eq!(
+            ErrorClass::of_status(503, Some("ServiceUnavailable")),
+            ErrorClass::Throttling
+        );
         assert_eq!(ErrorClass::of_status(429, None), ErrorClass::Throttling);
         assert_eq!(
             ErrorClass::of_status(400, Some("RequestTimeout")),
@@ -291,6 +332,18 @@ mod tests {
         }
         let waits: Vec<Duration> = (0..20).map(|_| p.backoff(3)).collect();
         assert!(waits.iter().any(|w| *w != waits[0]), "jitter varies");
+    }
+
+    #[test]
+    fn a_retry_after_503_waits_at_least_retry_after_with_jitter() {
+        let p = fast();
+        let at_least = Duration::from_millis(200);
+        let waits: Vec<Duration> = (0..20).map(|_| p.wait(1, Some(at_least))).collect();
+        for w in &waits {
+            assert!(*w >= at_least && *w <= at_least.mul_f64(1.5), "{w:?}");
+        }
+        assert!(waits.iter().any(|w| *w != waits[0]), "jitter varies");
+        assert!(p.wait(1, None) < Duration::from_millis(1));
     }
 
     #[test]

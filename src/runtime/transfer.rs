@@ -48,8 +48,8 @@ impl Runtime {
     ///
     /// A staged PUT is staged before a connection is leased (the lease is not held across the
     /// device -> host copy). The lease moves the connection to the caller's thread, where the
-    /// exchange uses it directly; after a failure, or a window whose invalidation was not
-    /// confirmed, the lease goes to the connection's worker, which replaces the QP before the
+    /// exchange uses it directly; after a failure (other than a refusal that started nothing on
+    /// the current pairing), or a window whose invalidation was not confirmed, the lease goes to the connection's worker, which replaces the QP before the
     /// connection rejoins the pool, and the caller returns at once.
     pub fn transfer(
         &self,
@@ -196,12 +196,19 @@ impl<'a> TransferParts<dyn S3Ops + 'a> for Runtime {
     }
 
     /// A connection that failed, or whose window invalidation was not confirmed (fenced), goes
-    /// to its worker, which replaces the QP before the lease returns it to the pool.
+    /// to its worker, which replaces the QP before the lease returns it to the pool. A refusal
+    /// that started nothing on the current pairing (revision 5) is no failure of the connection:
+    /// it goes back as it is (unless it was fenced).
     fn release(&self, lease: Lease, outcome: &Result<()>) {
-        if let Err(e) = outcome {
-            tracing::debug!(role = ?lease.role(), "transfer failed ({e}); replacing its QP");
-        }
-        self.connections.release(lease, outcome.is_ok());
+        let usable = match outcome {
+            Ok(()) => true,
+            Err(e) if e.pairing_kept => true,
+            Err(e) => {
+                tracing::debug!(role = ?lease.role(), "transfer failed ({e}); replacing its QP");
+                false
+            }
+        };
+        self.connections.release(lease, usable);
     }
 }
 
@@ -354,6 +361,8 @@ fn exchange(conn: &mut Connection, grant: &Grant<'_>, ops: &mut dyn S3Ops) -> Re
             Some(rkey) => (rkey, std::str::from_utf8(&text).unwrap_or_default()),
             None => (0, token_text(conn, grant, 0, &mut text)),
         };
+        // Whether this request's token names the connection's current pairing.
+        let on_pairing = conn.is_paired();
         let reply = round_trip(token, ops, &mut reply_buf);
         grant.end(conn, rkey, &reply)?;
         match reply? {
@@ -377,7 +386,11 @@ fn exchange(conn: &mut Connection, grant: &Grant<'_>, ops: &mut dyn S3Ops) -> Re
                 };
             }
             Reply::Code(200 | 204 | 206) => return Ok(()),
-            Reply::Code(code) => return Err(Error::s3(format!("the server answered {code}"))),
+            Reply::Code(code) => {
+                let mut e = Error::s3(format!("the server answered {code}"));
+                e.pairing_kept = on_pairing && crate::reply::starts_nothing(code);
+                return Err(e);
+            }
         }
     }
     Err(Error::rdma("no transfer after three requests"))

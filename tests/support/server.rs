@@ -185,6 +185,21 @@ impl Server {
             .map(|r| String::from_utf8_lossy(&r.body).into_owned())
             .unwrap_or_default()
     }
+
+    /// The counter `name` of [`Server::stats`].
+    pub fn counter(&self, name: &str) -> u64 {
+        let stats = self.stats();
+        let at = stats
+            .find(&format!("\"{name}\""))
+            .unwrap_or_else(|| panic!("no {name} in {stats}"));
+        stats[at + name.len() + 2..]
+            .trim_start_matches([':', ' '])
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name} in {stats}"))
+    }
 }
 
 impl Drop for Server {

@@ -207,6 +207,94 @@ pub trait GpuRuntime: Send + Sync {
 }
 
 #[cfg(test)]
+pub(crate) use scripted::ScriptedGpu;
+
+#[cfg(test)]
+mod scripted {
+    use super::*;
+
+    /// A GPU runtime for unit tests (the runtime choice, the GPU selection): `platform` and the
+    /// device queries answer from the script; every other call is `hipErrorNotSupported`.
+    pub(crate) struct ScriptedGpu {
+        pub(crate) platform: GpuPlatform,
+        pub(crate) current: Result<i32, i32>,
+        pub(crate) count: Result<i32, i32>,
+        pub(crate) bus_id: Result<&'static str, i32>,
+    }
+
+    fn hip(call: &'static str, result: Result<i32, i32>) -> Result<i32, HipError> {
+        result.map_err(|code| HipError::new(call, code))
+    }
+
+    impl GpuRuntime for ScriptedGpu {
+        fn platform(&self) -> GpuPlatform {
+            self.platform
+        }
+        fn runtime_version(&self) -> Option<i32> {
+            None
+        }
+        fn device_count(&self) -> Result<i32, HipError> {
+            hip("hipGetDeviceCount", self.count)
+        }
+        fn current_device(&self) -> Result<i32, HipError> {
+            hip("hipGetDevice", self.current)
+        }
+        fn set_device(&self, _: i32) -> Result<(), HipError> {
+            Err(HipError::new("hipSetDevice", HIP_ERROR_NOT_SUPPORTED))
+        }
+        fn pci_bus_id(&self, _: i32) -> Result<String, HipError> {
+            self.bus_id
+                .map(str::to_owned)
+                .map_err(|code| HipError::new("hipDeviceGetPCIBusId", code))
+        }
+        fn classify_pointer(&self, _: usize) -> PointerKind {
+            PointerKind::Unknown
+        }
+        fn address_range(&self, _: usize) -> Result<AddressRange, HipError> {
+            Err(HipError::new(
+                "hipMemGetAddressRange",
+                HIP_ERROR_NOT_SUPPORTED,
+            ))
+        }
+        fn export_dmabuf(&self, _: usize, _: usize) -> Result<DmabufExport, HipError> {
+            Err(HipError::new("export", HIP_ERROR_NOT_SUPPORTED))
+        }
+        fn alloc_host(&self, _: usize) -> Result<HostBuffer, HipError> {
+            Err(HipError::new("hipHostMalloc", HIP_ERROR_NOT_SUPPORTED))
+        }
+        fn alloc_device(&self, _: i32, _: usize) -> Result<usize, HipError> {
+            Err(HipError::new("hipMalloc", HIP_ERROR_NOT_SUPPORTED))
+        }
+        unsafe fn free_device(&self, _: i32, _: usize) -> Result<(), HipError> {
+            Err(HipError::new("hipFree", HIP_ERROR_NOT_SUPPORTED))
+        }
+        unsafe fn copy_blocking(
+            &self,
+            _: i32,
+            _: usize,
+            _: usize,
+            _: usize,
+            _: CopyDirection,
+        ) -> Result<(), HipError> {
+            Err(HipError::new("hipMemcpy", HIP_ERROR_NOT_SUPPORTED))
+        }
+        unsafe fn start_copy(
+            &self,
+            _: i32,
+            _: usize,
+            _: usize,
+            _: usize,
+            _: CopyDirection,
+        ) -> Result<CopyInFlight, HipError> {
+            Err(HipError::new("hipMemcpyAsync", HIP_ERROR_NOT_SUPPORTED))
+        }
+        fn make_visible_after_rdma_write(&self, _: i32) -> Result<(), HipError> {
+            Err(HipError::new("sync", HIP_ERROR_NOT_SUPPORTED))
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -88,86 +88,16 @@ pub fn load_gpu_runtime() -> Result<Arc<dyn GpuRuntime>, NoGpuRuntime> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hip::{
-        AddressRange, CopyDirection, CopyInFlight, DmabufExport, HipError, HostBuffer, PointerKind,
-        HIP_ERROR_NOT_SUPPORTED, HIP_ERROR_NO_DEVICE,
-    };
+    use crate::hip::{ScriptedGpu, HIP_ERROR_NOT_SUPPORTED, HIP_ERROR_NO_DEVICE};
     use std::cell::Cell;
 
-    /// A runtime that only answers `device_count` and `platform`.
-    struct Counted {
-        platform: GpuPlatform,
-        count: Result<i32, i32>,
-    }
-
-    fn unsupported<T>(call: &'static str) -> Result<T, HipError> {
-        Err(HipError::new(call, HIP_ERROR_NOT_SUPPORTED))
-    }
-
-    impl GpuRuntime for Counted {
-        fn platform(&self) -> GpuPlatform {
-            self.platform
-        }
-        fn runtime_version(&self) -> Option<i32> {
-            None
-        }
-        fn device_count(&self) -> Result<i32, HipError> {
-            self.count.map_err(|code| HipError::new("count", code))
-        }
-        fn current_device(&self) -> Result<i32, HipError> {
-            unsupported("current")
-        }
-        fn set_device(&self, _: i32) -> Result<(), HipError> {
-            unsupported("set")
-        }
-        fn pci_bus_id(&self, _: i32) -> Result<String, HipError> {
-            unsupported("bus")
-        }
-        fn classify_pointer(&self, _: usize) -> PointerKind {
-            PointerKind::Unknown
-        }
-        fn address_range(&self, _: usize) -> Result<AddressRange, HipError> {
-            unsupported("range")
-        }
-        fn export_dmabuf(&self, _: usize, _: usize) -> Result<DmabufExport, HipError> {
-            unsupported("export")
-        }
-        fn alloc_host(&self, _: usize) -> Result<HostBuffer, HipError> {
-            unsupported("alloc")
-        }
-        fn alloc_device(&self, _: i32, _: usize) -> Result<usize, HipError> {
-            unsupported("malloc")
-        }
-        unsafe fn free_device(&self, _: i32, _: usize) -> Result<(), HipError> {
-            unsupported("free")
-        }
-        unsafe fn copy_blocking(
-            &self,
-            _: i32,
-            _: usize,
-            _: usize,
-            _: usize,
-            _: CopyDirection,
-        ) -> Result<(), HipError> {
-            unsupported("memcpy")
-        }
-        unsafe fn start_copy(
-            &self,
-            _: i32,
-            _: usize,
-            _: usize,
-            _: usize,
-            _: CopyDirection,
-        ) -> Result<CopyInFlight, HipError> {
-            unsupported("copy")
-        }
-        fn make_visible_after_rdma_write(&self, _: i32) -> Result<(), HipError> {
-            unsupported("visible")
-        }
-    }
-
     fn runtime(platform: GpuPlatform, count: Result<i32, i32>) -> Arc<dyn GpuRuntime> {
-        Arc::new(Counted { platform, count })
+        Arc::new(ScriptedGpu {
+            platform,
+            current: Err(HIP_ERROR_NOT_SUPPORTED),
+            count,
+            bus_id: Err(HIP_ERROR_NOT_SUPPORTED),
+        })
     }
 
     fn not_found() -> HipLoadError {

@@ -113,91 +113,11 @@ fn host_has_no_gpu(gpu: &dyn GpuRuntime) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hip::{
-        AddressRange, CopyDirection, CopyInFlight, DmabufExport, HostBuffer, PointerKind,
-        HIP_ERROR_INVALID_DEVICE, HIP_ERROR_NOT_SUPPORTED,
-    };
-
-    /// Answers device queries from a script; everything else is unsupported.
-    struct ScriptedGpu {
-        current: Result<i32, i32>,
-        count: Result<i32, i32>,
-        bus_id: Result<&'static str, i32>,
-    }
-
-    fn hip(call: &'static str, result: Result<i32, i32>) -> Result<i32, HipError> {
-        result.map_err(|code| HipError::new(call, code))
-    }
-
-    impl GpuRuntime for ScriptedGpu {
-        fn platform(&self) -> crate::hip::GpuPlatform {
-            crate::hip::GpuPlatform::Hip
-        }
-        fn runtime_version(&self) -> Option<i32> {
-            None
-        }
-        fn device_count(&self) -> Result<i32, HipError> {
-            hip("hipGetDeviceCount", self.count)
-        }
-        fn current_device(&self) -> Result<i32, HipError> {
-            hip("hipGetDevice", self.current)
-        }
-        fn set_device(&self, _: i32) -> Result<(), HipError> {
-            Err(HipError::new("hipSetDevice", HIP_ERROR_NOT_SUPPORTED))
-        }
-        fn pci_bus_id(&self, _: i32) -> Result<String, HipError> {
-            self.bus_id
-                .map(str::to_owned)
-                .map_err(|code| HipError::new("hipDeviceGetPCIBusId", code))
-        }
-        fn classify_pointer(&self, _: usize) -> PointerKind {
-            PointerKind::Unknown
-        }
-        fn address_range(&self, _: usize) -> Result<AddressRange, HipError> {
-            Err(HipError::new(
-                "hipMemGetAddressRange",
-                HIP_ERROR_NOT_SUPPORTED,
-            ))
-        }
-        fn export_dmabuf(&self, _: usize, _: usize) -> Result<DmabufExport, HipError> {
-            Err(HipError::new("export", HIP_ERROR_NOT_SUPPORTED))
-        }
-        fn alloc_host(&self, _: usize) -> Result<HostBuffer, HipError> {
-            Err(HipError::new("hipHostMalloc", HIP_ERROR_NOT_SUPPORTED))
-        }
-        fn alloc_device(&self, _: i32, _: usize) -> Result<usize, HipError> {
-            Err(HipError::new("hipMalloc", HIP_ERROR_NOT_SUPPORTED))
-        }
-        unsafe fn free_device(&self, _: i32, _: usize) -> Result<(), HipError> {
-            Err(HipError::new("hipFree", HIP_ERROR_NOT_SUPPORTED))
-        }
-        unsafe fn copy_blocking(
-            &self,
-            _: i32,
-            _: usize,
-            _: usize,
-            _: usize,
-            _: CopyDirection,
-        ) -> Result<(), HipError> {
-            Err(HipError::new("hipMemcpy", HIP_ERROR_NOT_SUPPORTED))
-        }
-        unsafe fn start_copy(
-            &self,
-            _: i32,
-            _: usize,
-            _: usize,
-            _: usize,
-            _: CopyDirection,
-        ) -> Result<CopyInFlight, HipError> {
-            Err(HipError::new("hipMemcpyAsync", HIP_ERROR_NOT_SUPPORTED))
-        }
-        fn make_visible_after_rdma_write(&self, _: i32) -> Result<(), HipError> {
-            Err(HipError::new("sync", HIP_ERROR_NOT_SUPPORTED))
-        }
-    }
+    use crate::hip::{GpuPlatform, ScriptedGpu, HIP_ERROR_INVALID_DEVICE};
 
     /// What Debian's ROCm 5.2 answered on this GPU-less machine.
     const ROCM52_NO_GPU: ScriptedGpu = ScriptedGpu {
+        platform: GpuPlatform::Hip,
         current: Err(HIP_ERROR_INVALID_DEVICE),
         count: Err(HIP_ERROR_NO_DEVICE),
         bus_id: Err(101),
@@ -205,6 +125,7 @@ mod tests {
 
     fn two_gpus() -> ScriptedGpu {
         ScriptedGpu {
+            platform: GpuPlatform::Hip,
             current: Ok(1),
             count: Ok(2),
             bus_id: Ok("0000:42:00.0"),
@@ -224,6 +145,7 @@ mod tests {
     #[test]
     fn no_device_from_hip_get_device_is_no_gpu() {
         let gpu = ScriptedGpu {
+            platform: GpuPlatform::Hip,
             current: Err(HIP_ERROR_NO_DEVICE),
             count: Err(999),
             bus_id: Err(1),
@@ -239,6 +161,7 @@ mod tests {
     #[test]
     fn other_hip_get_device_failures_are_hip_errors() {
         let gpu = ScriptedGpu {
+            platform: GpuPlatform::Hip,
             current: Err(999),
             count: Ok(2),
             bus_id: Ok("x"),
@@ -284,6 +207,7 @@ mod tests {
             })
         );
         let broken = ScriptedGpu {
+            platform: GpuPlatform::Hip,
             current: Ok(0),
             count: Err(3),
             bus_id: Ok("x"),
@@ -330,6 +254,7 @@ mod tests {
     #[test]
     fn a_missing_bus_id_means_no_topology() {
         let gpu = ScriptedGpu {
+            platform: GpuPlatform::Hip,
             current: Ok(0),
             count: Ok(1),
             bus_id: Err(1),

@@ -298,6 +298,7 @@ fn store_killed_and_restarted_mid_run() {
     let stop = AtomicBool::new(false);
     let (ok, failed) = (AtomicUsize::new(0), AtomicUsize::new(0));
     let store = &mut gw.store;
+    let gateway = &gw.gateway;
     std::thread::scope(|sc| {
         for t in 0..THREADS {
             let (stop, ok, failed) = (&stop, &ok, &failed);
@@ -331,17 +332,42 @@ fn store_killed_and_restarted_mid_run() {
             ok.load(Ordering::Relaxed) >= THREADS
         });
         let before = ok.load(Ordering::Relaxed);
+        let (r500, r503) = (
+            gateway.counter("replies_500"),
+            gateway.counter("replies_503"),
+        );
         store.kill();
         wait_until(Duration::from_secs(60), || {
             failed.load(Ordering::Relaxed) >= THREADS
         });
         let failed_down = failed.load(Ordering::Relaxed);
+        // Revision 5 (docs/protocol.md section 12): a down store is 503, which starts nothing.
+        // A transfer whose bytes were moving when the store died may fail with 500: at most
+        // one per thread.
+        let d500 = gateway.counter("replies_500") - r500;
+        let d503 = gateway.counter("replies_503") - r503;
+        eprintln!("store down: {d503} answered 503, {d500} answered 500");
+        assert!(d503 > 0, "no request answered 503 while the store was down");
+        assert!(
+            d500 <= THREADS as u64,
+            "{d500} transfers answered 500 while the store was down"
+        );
         store.restart();
         let restarted = ok.load(Ordering::Relaxed);
         wait_until(Duration::from_secs(180), || {
             ok.load(Ordering::Relaxed) >= restarted + THREADS
         });
         stop.store(true, Ordering::Relaxed);
+        // The retries after the 503s reused their pairings: once the store is back, each of the
+        // THREADS connections has been paired once, plus once per transfer that failed with 500
+        // (its QP is replaced). A client that replaced its QP after each 503 pairs again here.
+        let d500 = gateway.counter("replies_500") - r500;
+        let paired = gateway.counter("pairings_created");
+        eprintln!("store back: {paired} pairings made in all, {d500} transfers answered 500");
+        assert!(
+            paired <= THREADS as u64 + d500,
+            "{paired} pairings for {THREADS} connections and {d500} failed transfers: the retries after 503 paired again"
+        );
         eprintln!(
             "store kill/restart: {before} ok before the kill, {failed_down} failed while down, {} ok in all",
             ok.load(Ordering::Relaxed)

@@ -166,6 +166,11 @@ impl<Q: WindowQp> Window<Q> {
         matches!(self.state, State::Bound { .. })
     }
 
+    /// Whether this window is for binding on `qp`.
+    pub fn is_on(&self, qp: &Q) -> bool {
+        qp.owns(&self.fence)
+    }
+
     /// Whether this window's QP was fenced (by this window or any other way).
     pub fn is_fenced(&self) -> bool {
         self.state == State::Fenced || self.fence.is_fenced()

@@ -1186,3 +1186,56 @@ fn multipart_upload_with_rdma_parts_from_several_threads() {
     assert_eq!(stat(&stats, "replies_500"), 0, "{stats}");
     assert!(server.stop().success());
 }
+
+/// hipobj-rc-v2 PUT windows go through `hipobj::verbs::Window`: a bind the NIC confirms is
+/// invalidated and fences nothing; a bind it refuses (a file's registration has no MW_BIND)
+/// fences the session's QP at once (ERR), and nothing more is done with its window.
+#[test]
+#[ignore = "needs an RDMA device: set HIPOBJ_TEST_RDMA_DEVICE (e.g. rxe0) and pass --ignored"]
+fn a_v2_window_bind_the_nic_refuses_fences_the_server_qp() {
+    use hipobj_server::rdma::port::{Peer, RdmaPort, RdmaQp};
+    use hipobj_server::rdma::verbs_port::VerbsPort;
+    const LEN: u32 = 4096;
+    let wait = std::time::Duration::from_secs(2);
+    let name = std::env::var("HIPOBJ_TEST_RDMA_DEVICE").expect("HIPOBJ_TEST_RDMA_DEVICE");
+    let port = VerbsPort::open(&name).expect("open the device");
+    // Binds are local operations: each QP is aimed at itself, which never answers.
+    let connected = || {
+        let mut qp = port.create_qp(4).expect("create_qp");
+        let peer = Peer {
+            gid: port.info().gid,
+            qp_num: qp.qp_num(),
+        };
+        qp.connect(&peer, 0x10, 0x20).expect("connect");
+        qp
+    };
+    let staging = port.alloc_staging(LEN as usize).expect("staging");
+    let mut qp = connected();
+    let window = qp.bind_window(&staging, LEN, wait).expect("bind");
+    assert_ne!(window.rkey, 0);
+    qp.invalidate_window(wait).expect("invalidate");
+    assert!(
+        !qp.is_fenced(),
+        "a confirmed bind and invalidation fence nothing"
+    );
+
+    let path = std::env::temp_dir().join(format!("hipobj-window-{}", std::process::id()));
+    std::fs::write(&path, vec![7u8; LEN as usize]).expect("write the file");
+    let file = std::fs::File::open(&path).expect("open the file");
+    let mapped = port
+        .register_file(&file, 0, LEN as usize)
+        .expect("register the file");
+    let mut qp = connected();
+    assert!(
+        qp.bind_window(&mapped, LEN, wait).is_err(),
+        "the NIC refuses a bind over a registration without MW_BIND"
+    );
+    assert!(qp.is_fenced(), "the unconfirmed bind fenced the server QP");
+    assert!(
+        qp.invalidate_window(wait).is_err(),
+        "a window of a fenced QP is never invalidated as if it could be"
+    );
+    drop(qp);
+    drop(mapped);
+    let _ = std::fs::remove_file(&path);
+}

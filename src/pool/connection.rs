@@ -397,3 +397,101 @@ impl PostedBind {
         self.rkey
     }
 }
+
+/// The window policy as the pool's connections meet it, over real verbs (the lane's rxe): a bind
+/// the NIC refuses fences the QP, which is replaced before it is used again.
+#[cfg(test)]
+mod lane_tests {
+    use super::*;
+    use crate::pool::AppConnection;
+    use crate::verbs::test_device::{self, TestMemory};
+
+    /// A server token naming a QP of the same device (binds are local: it need not answer).
+    fn server_token(device: &Device, qp_num: u32) -> Token {
+        Token {
+            transport: Transport::Rc,
+            qp_num,
+            gid: device.port().gid,
+            rkey: 0x1234,
+            remote_addr: 0,
+            length: 0,
+            port: device.port().port,
+            lid: 7,
+        }
+    }
+
+    fn range(mem: &TestMemory) -> BindRange<'_> {
+        BindRange {
+            mr: &mem.mr,
+            addr: mem.mr.addr() as u64,
+            len: 4096,
+            access: Access::REMOTE_WRITE,
+        }
+    }
+
+    #[test]
+    #[ignore = "needs an RDMA device: runs in the lane (make e2e), fails there without one"]
+    fn a_pool_connection_whose_bind_is_not_confirmed_is_fenced_then_replaced() {
+        let device = test_device::open();
+        let role = Role::Pool {
+            slot: 0,
+            remote_inv: false,
+        };
+        let mut conn = Connection::fresh(&device, Protection::Windows, role).expect("fresh");
+        let peer = conn.state().qp_num;
+        conn.pair(&server_token(&device, peer)).expect("pair");
+        let good = TestMemory::new(&device, 4096, Access::LOCAL_WRITE | Access::MW_BIND);
+        let posted = conn.post_bind(&range(&good)).expect("post bind");
+        let rkey = conn.confirm_bind(posted).expect("bind confirmed");
+        conn.end_window(rkey, WindowEnd::Settled)
+            .expect("invalidated");
+        assert!(!conn.is_fenced(), "confirmed bind and invalidation");
+
+        let no_bind = TestMemory::new(&device, 4096, Access::LOCAL_WRITE);
+        let posted = conn.post_bind(&range(&no_bind)).expect("post bind");
+        assert!(
+            conn.confirm_bind(posted).is_err(),
+            "the NIC refuses the bind"
+        );
+        assert!(
+            conn.is_fenced(),
+            "an unconfirmed bind fences the connection's QP"
+        );
+        assert!(
+            conn.post_bind(&range(&good)).is_err(),
+            "a fenced QP binds nothing"
+        );
+        let old_qp = conn.state().qp_num;
+        conn.renew().expect("the worker replaces the QP");
+        assert!(!conn.is_fenced() && !conn.is_paired());
+        assert_ne!(conn.state().qp_num, old_qp);
+    }
+
+    #[test]
+    #[ignore = "needs an RDMA device: runs in the lane (make e2e), fails there without one"]
+    fn an_application_window_whose_bind_is_not_confirmed_fences_the_qp() {
+        let device = test_device::open();
+        let app = AppConnection::new(&device, Protection::Windows).expect("app connection");
+        let good = TestMemory::new(&device, 4096, Access::LOCAL_WRITE | Access::MW_BIND);
+        let unpaired = app.mint(&range(&good), 0).expect("unpaired token");
+        assert_eq!(unpaired.rkey, 0);
+        app.pair(&server_token(&device, unpaired.qp_num))
+            .expect("pair");
+        let token = app.mint(&range(&good), 0).expect("token");
+        assert_ne!(token.rkey, 0);
+        assert_eq!(token.qp_num, unpaired.qp_num);
+        app.release(&token);
+        assert_eq!(app.open_windows(), 0);
+
+        let no_bind = TestMemory::new(&device, 4096, Access::LOCAL_WRITE);
+        assert!(
+            app.mint(&range(&no_bind), 0).is_err(),
+            "the NIC refuses the bind"
+        );
+        assert_eq!(app.open_windows(), 0);
+        // The fenced QP is replaced before the next token: a fresh, unpaired one.
+        let next = app.mint(&range(&good), 0).expect("token of a fresh QP");
+        assert_ne!(next.qp_num, unpaired.qp_num, "the fenced QP was replaced");
+        assert_eq!(next.rkey, 0, "the fresh QP is not paired yet");
+    }
+}

@@ -331,3 +331,51 @@ fn wait_until(qp: &mut RcQp, wr_id: u64, deadline: Instant) -> Result<Completion
         }
     }
 }
+
+/// The window policy as a v2 transfer meets it, over real verbs (the lane's rxe): a GET whose
+/// window bind the NIC refuses fences the transfer's QP.
+#[cfg(test)]
+mod lane_tests {
+    use super::*;
+    use crate::registry::BufferKind;
+    use crate::verbs::test_device;
+
+    const LEN: usize = 4096;
+
+    /// A GET's path over a host buffer registered with `access`, connected to itself (binds are
+    /// local operations: the peer need not answer).
+    fn armed(device: &Arc<Device>, bytes: &[u8], access: Access) -> (Result<(u64, u32)>, bool) {
+        // SAFETY: `bytes` outlives the registration: the Buffer holding it is dropped at the end
+        // of this function, before the caller's memory.
+        let mr =
+            unsafe { device.register(bytes.as_ptr() as usize, LEN, access) }.expect("register");
+        let buffer = Buffer::new(BufferKind::Host, bytes.as_ptr() as usize, mr, None, None);
+        let mut path =
+            QpPath::open(device, Protection::Windows, Op::Get, &buffer, 0, LEN).expect("open");
+        let own = path.token();
+        path.connect(&own, Psn::random(), Psn::random())
+            .expect("connect");
+        let armed = path.arm();
+        let fenced = path.qp.is_fenced();
+        path.close(armed.is_err());
+        (armed, fenced)
+    }
+
+    #[test]
+    #[ignore = "needs an RDMA device: runs in the lane (make e2e), fails there without one"]
+    fn a_v2_get_whose_window_bind_is_not_confirmed_fences_its_qp() {
+        let device = test_device::open();
+        let bytes = vec![0u8; LEN];
+        let (ok, fenced) = armed(&device, &bytes, Access::LOCAL_WRITE | Access::MW_BIND);
+        let (addr, rkey) = ok.expect("a bind the NIC confirms");
+        assert_eq!(addr, bytes.as_ptr() as u64);
+        assert_ne!(rkey, 0);
+        assert!(!fenced);
+        let (refused, fenced) = armed(&device, &bytes, Access::LOCAL_WRITE);
+        assert!(
+            refused.is_err(),
+            "the NIC refuses a bind over an MR without MW_BIND"
+        );
+        assert!(fenced, "the unconfirmed bind fenced the v2 QP");
+    }
+}

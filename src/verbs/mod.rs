@@ -27,6 +27,8 @@ mod window;
 
 #[cfg(test)]
 mod layout_tests;
+#[cfg(test)]
+pub(crate) mod test_device;
 
 pub use device::{list_devices, Device, DeviceCaps, DeviceInfo, Mtu, PortInfo};
 pub use error::VerbsError;

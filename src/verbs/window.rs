@@ -622,3 +622,65 @@ mod tests {
         w.invalidate(&mut qp, 2, LIMIT).expect("invalidate");
     }
 }
+
+/// The same policy over real verbs (the lane's rxe): a bind the NIC refuses fences the QP.
+#[cfg(test)]
+mod lane_tests {
+    use super::*;
+    use crate::verbs::test_device::{self, TestMemory};
+    use crate::verbs::{Access, QpCaps};
+
+    const LIMIT: Duration = Duration::from_secs(2);
+
+    fn rts_qp(device: &std::sync::Arc<crate::verbs::Device>) -> RcQp {
+        let mut qp = device
+            .create_rc_qp(QpCaps {
+                max_send_wr: 4,
+                max_recv_wr: 1,
+                cq_depth: 8,
+            })
+            .expect("create_rc_qp");
+        qp.to_init(Access::REMOTE_WRITE).expect("to INIT");
+        let own = qp.qp_num();
+        test_device::to_rts(&mut qp, device, own);
+        qp
+    }
+
+    #[test]
+    #[ignore = "needs an RDMA device: runs in the lane (make e2e), fails there without one"]
+    fn a_bind_the_nic_refuses_fences_the_qp_and_a_confirmed_one_does_not() {
+        let device = test_device::open();
+        let good = TestMemory::new(&device, 4096, Access::LOCAL_WRITE | Access::MW_BIND);
+        let mut qp = rts_qp(&device);
+        let mut w = Window::alloc(&qp).expect("alloc_mw");
+        let range = |mr| BindRange {
+            mr,
+            addr: good.mr.addr() as u64,
+            len: 4096,
+            access: Access::REMOTE_WRITE,
+        };
+        let (rkey, _) = w.bind(&mut qp, 1, &range(&good.mr), LIMIT).expect("bind");
+        assert_eq!(w.rkey(), Some(rkey));
+        w.invalidate(&mut qp, 2, LIMIT).expect("invalidate");
+        assert!(
+            !qp.is_fenced(),
+            "a confirmed bind and invalidation fence nothing"
+        );
+        drop(w);
+        assert!(!qp.is_fenced());
+
+        // An MR without MW_BIND: the NIC completes the bind with an error (C10-75).
+        let no_bind = TestMemory::new(&device, 4096, Access::LOCAL_WRITE);
+        let mut qp = rts_qp(&device);
+        let mut w = Window::alloc(&qp).expect("alloc_mw");
+        let bad = BindRange {
+            mr: &no_bind.mr,
+            addr: no_bind.mr.addr() as u64,
+            len: 4096,
+            access: Access::REMOTE_WRITE,
+        };
+        assert!(w.bind(&mut qp, 1, &bad, LIMIT).is_err());
+        assert!(qp.is_fenced(), "the unconfirmed bind fenced its QP");
+        assert!(w.is_fenced() && w.rkey().is_none());
+    }
+}

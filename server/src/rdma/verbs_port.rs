@@ -83,6 +83,12 @@ impl VerbsQp {
             max_rd_atomic,
         }
     }
+
+    /// Whether the QP was fenced (a window bind or invalidation on it was not confirmed): it is
+    /// in ERR and grants nothing any more.
+    pub fn is_fenced(&self) -> bool {
+        self.qp.is_fenced()
+    }
 }
 
 impl RdmaQp for VerbsQp {

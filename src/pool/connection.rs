@@ -401,10 +401,10 @@ impl PostedBind {
 /// The window policy as the pool's connections meet it, over real verbs (the lane's rxe): a bind
 /// the NIC refuses fences the QP, which is replaced before it is used again.
 #[cfg(test)]
-mod lane_tests {
+mod rxe_tests {
     use super::*;
     use crate::pool::AppConnection;
-    use crate::verbs::test_device::{self, TestMemory};
+    use crate::verbs::lane_tests::{self, TestMemory};
 
     /// A server token naming a QP of the same device (binds are local: it need not answer).
     fn server_token(device: &Device, qp_num: u32) -> Token {
@@ -432,7 +432,7 @@ mod lane_tests {
     #[test]
     #[ignore = "needs an RDMA device: runs in the lane (make e2e), fails there without one"]
     fn a_pool_connection_whose_bind_is_not_confirmed_is_fenced_then_replaced() {
-        let device = test_device::open();
+        let device = lane_tests::open();
         let role = Role::Pool {
             slot: 0,
             remote_inv: false,
@@ -470,7 +470,7 @@ mod lane_tests {
     #[test]
     #[ignore = "needs an RDMA device: runs in the lane (make e2e), fails there without one"]
     fn an_application_window_whose_bind_is_not_confirmed_fences_the_qp() {
-        let device = test_device::open();
+        let device = lane_tests::open();
         let app = AppConnection::new(&device, Protection::Windows).expect("app connection");
         let good = TestMemory::new(&device, 4096, Access::LOCAL_WRITE | Access::MW_BIND);
         let unpaired = app.mint(&range(&good), 0).expect("unpaired token");

@@ -335,10 +335,10 @@ fn wait_until(qp: &mut RcQp, wr_id: u64, deadline: Instant) -> Result<Completion
 /// The window policy as a v2 transfer meets it, over real verbs (the lane's rxe): a GET whose
 /// window bind the NIC refuses fences the transfer's QP.
 #[cfg(test)]
-mod lane_tests {
+mod rxe_tests {
     use super::*;
     use crate::registry::BufferKind;
-    use crate::verbs::test_device;
+    use crate::verbs::lane_tests;
 
     const LEN: usize = 4096;
 
@@ -364,7 +364,7 @@ mod lane_tests {
     #[test]
     #[ignore = "needs an RDMA device: runs in the lane (make e2e), fails there without one"]
     fn a_v2_get_whose_window_bind_is_not_confirmed_fences_its_qp() {
-        let device = test_device::open();
+        let device = lane_tests::open();
         let bytes = vec![0u8; LEN];
         let (ok, fenced) = armed(&device, &bytes, Access::LOCAL_WRITE | Access::MW_BIND);
         let (addr, rkey) = ok.expect("a bind the NIC confirms");

@@ -503,7 +503,7 @@ mod tests {
     #[test]
     #[ignore = "needs an RDMA device: runs in the lane (make e2e), fails there without one"]
     fn sysfs_gid_type_fallback_picks_the_same_gid_as_query_gid_ex() {
-        let hint = crate::verbs::test_device::rdma_device_hint()
+        let hint = crate::verbs::lane_tests::rdma_device_hint()
             .expect("no RDMA device: this test needs one (the lane)");
         let with_ex = Arc::new(Lib::load_from(&["libibverbs.so.1"]).expect("libibverbs loads"));
         assert!(with_ex.query_gid_ex.is_some());

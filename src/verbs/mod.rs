@@ -26,9 +26,9 @@ mod sys;
 mod window;
 
 #[cfg(test)]
-mod layout_tests;
+pub(crate) mod lane_tests;
 #[cfg(test)]
-pub(crate) mod test_device;
+mod layout_tests;
 
 pub use device::{list_devices, Device, DeviceCaps, DeviceInfo, Mtu, PortInfo};
 pub use error::VerbsError;

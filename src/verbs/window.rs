@@ -625,9 +625,9 @@ mod tests {
 
 /// The same policy over real verbs (the lane's rxe): a bind the NIC refuses fences the QP.
 #[cfg(test)]
-mod lane_tests {
+mod rxe_tests {
     use super::*;
-    use crate::verbs::test_device::{self, TestMemory};
+    use crate::verbs::lane_tests::{self, TestMemory};
     use crate::verbs::{Access, QpCaps};
 
     const LIMIT: Duration = Duration::from_secs(2);
@@ -642,14 +642,14 @@ mod lane_tests {
             .expect("create_rc_qp");
         qp.to_init(Access::REMOTE_WRITE).expect("to INIT");
         let own = qp.qp_num();
-        test_device::to_rts(&mut qp, device, own);
+        lane_tests::to_rts(&mut qp, device, own);
         qp
     }
 
     #[test]
     #[ignore = "needs an RDMA device: runs in the lane (make e2e), fails there without one"]
     fn a_bind_the_nic_refuses_fences_the_qp_and_a_confirmed_one_does_not() {
-        let device = test_device::open();
+        let device = lane_tests::open();
         let good = TestMemory::new(&device, 4096, Access::LOCAL_WRITE | Access::MW_BIND);
         let mut qp = rts_qp(&device);
         let mut w = Window::alloc(&qp).expect("alloc_mw");

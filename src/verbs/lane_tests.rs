@@ -1,5 +1,6 @@
-//! The lane's RDMA device for the library's own unit tests that need one (`#[ignore]`d outside
-//! the lane, see tests/verbs_rxe.rs): its hint, and the device opened.
+//! What the library's own lane tests share (unit tests that need an RDMA device, `#[ignore]`d
+//! outside the lane, see tests/verbs_rxe.rs): the device, registered memory, a QP in RTS.
+//! Compiled only under #[cfg(test)] (verbs/mod.rs); the library never reads its variables.
 
 use std::sync::Arc;
 

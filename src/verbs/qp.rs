@@ -176,13 +176,15 @@ struct QpCore {
     device: Arc<Device>,
 }
 
-// SAFETY: libibverbs lets any thread use a QP and CQ (verbs(7), thread safety), so the core may
-// move between threads and be shared: through `&QpCore` only `ibv_modify_qp` to ERR (a
-// [`QpFence`], which libibverbs serialises against posts and polls like any verb) and the plain
-// fields are reached; posting and polling take `&mut RcQp`, and a pool connection's `RcQp` moves
-// from the pool to the thread that leases it, to its recovery worker after a failure, and back.
+// SAFETY: libibverbs lets any thread use a QP and CQ (verbs(7), thread safety: every verb may be
+// called from any thread), so the core may move between threads: a pool connection's `RcQp`
+// moves from the pool to the thread that leases it, to its recovery worker after a failure, and
+// back. Posting and polling take `&mut RcQp` (one owner at a time).
 unsafe impl Send for QpCore {}
-// SAFETY: as above: what `&QpCore` reaches is thread-safe in libibverbs or atomic.
+// SAFETY: through a shared `&QpCore` only two things are reached: the plain fields (never written
+// after creation) and the atomic flag, and `ibv_modify_qp` to ERR (a [`QpFence`]), a verb that
+// libibverbs lets any thread call on a QP while another posts or polls on it (verbs(7)). In
+// practice a window and its QP have the same owner, so the fence runs on that owner's thread.
 unsafe impl Sync for QpCore {}
 
 impl QpCore {

@@ -77,6 +77,17 @@ pub enum EtagAlgo {
     Crc64nvme,
 }
 
+/// The checksum the store computes and keeps for an object whose writer named none (`--default-checksum`).
+/// S3's rule since 2025: a full-object CRC64NVME of every new object, multipart included, so a
+/// reader can check what it received end to end (docs/etag.md). `None` is for a
+/// store that cannot afford the CRC (it runs at memory speed with carry-less multiplication).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum DefaultChecksum {
+    #[default]
+    Crc64nvme,
+    None,
+}
+
 /// Base64 checksum values, one optional slot per algorithm.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checksums {

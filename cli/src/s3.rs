@@ -10,6 +10,7 @@ use aws_sigv4::http_request::{
 };
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
+use hipobj::checksum::{ObjectChecksum, Unchecked};
 use hipobj::engine::{CompletedPart, ErrorClass, Retrier, RetryPolicy};
 use hipobj::rcv2::negotiate::{Choice, Negotiation};
 use hipobj::s3error::{xml_unescape, S3ErrorReply};
@@ -52,6 +53,9 @@ impl std::fmt::Display for ObjectPath {
 }
 
 /// One HTTP response.
+/// The full-object CRC of an object a download is checked against, or why there is none.
+pub type StoredChecksum = Result<ObjectChecksum, Unchecked>;
+
 #[derive(Debug)]
 pub struct Response {
     pub status: u16,
@@ -371,14 +375,25 @@ impl S3 {
 
     /// HEAD of an object (retried): its size.
     pub fn object_size(&self, obj: &ObjectPath) -> Result<u64, Failure> {
+        self.object_head(obj).map(|(size, _)| size)
+    }
+
+    /// HEAD of an object with its checksums asked for (`x-amz-checksum-mode: ENABLED`,
+    /// retried): its size, and the full-object CRC a download is checked against (or why there
+    /// is none).
+    pub fn object_head(&self, obj: &ObjectPath) -> Result<(u64, StoredChecksum), Failure> {
         let url = self.url(&obj.bucket, Some(&obj.key));
         let what = || format!("HEAD {obj}");
+        let mode = [("x-amz-checksum-mode", "ENABLED".to_owned())];
         let r = self
-            .call_retried("HEAD", &url, &what)
+            .call_retried("HEAD", &url, &mode, &what)
             .map_err(|f| self.explain_head(&url, &what(), f))?;
-        r.header("content-length")
+        let size = r
+            .header("content-length")
             .and_then(|v| v.parse().ok())
-            .ok_or_else(|| Failure::Http(format!("HEAD {obj}: no Content-Length")))
+            .ok_or_else(|| Failure::Http(format!("HEAD {obj}: no Content-Length")))?;
+        let checksum = ObjectChecksum::from_headers(|n| r.header(n).map(str::to_owned));
+        Ok((size, checksum))
     }
 
     /// A HEAD's answer has no body, so a refused HEAD names no S3 error: ask the same object with
@@ -430,11 +445,12 @@ impl S3 {
         &self,
         method: &str,
         url: &str,
+        headers: &[(&str, String)],
         what: &dyn Fn() -> String,
     ) -> Result<Response, Failure> {
         let never = std::sync::atomic::AtomicBool::new(false);
         Retrier::with_policy(&self.retry, &never)
-            .run(what, || self.call(method, url, Vec::new(), what))
+            .run(what, || self.call(method, url, headers, Vec::new(), what))
             .map_err(|r| r.failure)
     }
 
@@ -443,11 +459,12 @@ impl S3 {
         &self,
         method: &str,
         url: &str,
+        headers: &[(&str, String)],
         body: Vec<u8>,
         what: &dyn Fn() -> String,
     ) -> Result<Response, Retryable> {
         let r = self
-            .request(method, url, &[], body, None)
+            .request(method, url, headers, body, None)
             .map_err(|failure| Retryable::new(failure, ErrorClass::Transient))?;
         match r.error() {
             Some(e) if !(200..300).contains(&r.status) => Err(Retryable::of_reply(&e, &what())),
@@ -459,7 +476,7 @@ impl S3 {
     pub fn create_upload(&self, obj: &ObjectPath) -> Result<String, Retryable> {
         let url = format!("{}?uploads", self.url(&obj.bucket, Some(&obj.key)));
         let what = || format!("CreateMultipartUpload {obj}");
-        let r = self.call("POST", &url, Vec::new(), &what)?;
+        let r = self.call("POST", &url, &[], Vec::new(), &what)?;
         xml_values(&String::from_utf8_lossy(&r.body), "UploadId")
             .into_iter()
             .next()
@@ -493,7 +510,7 @@ impl S3 {
         }
         xml.push_str("</CompleteMultipartUpload>");
         let what = || format!("CompleteMultipartUpload {obj}");
-        let r = self.call("POST", &url, xml.into_bytes(), &what)?;
+        let r = self.call("POST", &url, &[], xml.into_bytes(), &what)?;
         // S3 may answer 200 with an error document.
         match r.error() {
             Some(e) => Err(Retryable {
@@ -512,7 +529,7 @@ impl S3 {
             self.url(&obj.bucket, Some(&obj.key)),
             encode_query(upload_id)
         );
-        self.call("DELETE", &url, Vec::new(), &|| {
+        self.call("DELETE", &url, &[], Vec::new(), &|| {
             format!("AbortMultipartUpload {obj}")
         })
         .map(drop)
@@ -531,7 +548,7 @@ impl S3 {
             if let Some(t) = &token {
                 url.push_str(&format!("&continuation-token={}", encode_query(t)));
             }
-            let r = self.call_retried("GET", &url, &|| {
+            let r = self.call_retried("GET", &url, &[], &|| {
                 format!("ListObjectsV2 s3://{bucket}/{prefix}")
             })?;
             let xml = String::from_utf8_lossy(&r.body);

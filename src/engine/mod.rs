@@ -22,6 +22,7 @@ mod plan;
 mod retry;
 mod ring;
 mod run;
+mod verify;
 
 pub use io::{FileSink, FileSource, Sink, Source};
 pub use plan::{Part, Plan, MAX_PARTS, MAX_PART_SIZE, MIN_PART_SIZE};
@@ -29,6 +30,7 @@ pub use retry::{Classify, ErrorClass, Retrier, RetryPolicy};
 pub use ring::{Buffers, HostBuffers, HostSlot, Slot};
 pub use run::{download, download_into, upload};
 
+use crate::checksum::{Mismatch, ObjectChecksum, Unchecked, Verdict};
 use std::fmt;
 use std::sync::atomic::AtomicBool;
 
@@ -45,6 +47,10 @@ pub struct Settings {
     /// Uploads larger than this go as a multipart upload; smaller ones as one PUT.
     pub multipart_threshold: u64,
     pub retry: RetryPolicy,
+    /// A download's end-to-end check (docs/protocol.md section 15): `None`, none asked for;
+    /// `Some(Ok(stored))`, the bytes that land must have the object's stored checksum;
+    /// `Some(Err(why))`, asked for but impossible (the report says why).
+    pub checksum: Option<Result<ObjectChecksum, Unchecked>>,
 }
 
 impl Settings {
@@ -56,6 +62,7 @@ impl Settings {
             concurrency: concurrency.max(1),
             multipart_threshold: DEFAULT_PART_SIZE,
             retry: RetryPolicy::standard(),
+            checksum: None,
         }
     }
 }
@@ -121,6 +128,10 @@ pub struct Report {
     pub multipart: bool,
     /// Times a failure cut the parts in flight (`pace`: halved, then grown back by successes).
     pub cuts: u64,
+    /// What the end-to-end check of a download found.
+    pub checksum: Verdict,
+    /// Downloads run again because what landed did not have the stored checksum (at most 1).
+    pub checksum_retries: u64,
 }
 
 /// Why a copy failed. Nothing of a failed upload remains on the server (its multipart upload was
@@ -137,6 +148,9 @@ pub enum EngineError<E> {
     Short { first: u64, want: u64, got: u64 },
     /// `Job::cancel` was set.
     Cancelled { retries: u64 },
+    /// What landed did not have the object's stored checksum, twice (the download was run again
+    /// once, with fresh tokens).
+    Checksum(Mismatch),
 }
 
 impl<E: fmt::Display> fmt::Display for EngineError<E> {
@@ -150,6 +164,7 @@ impl<E: fmt::Display> fmt::Display for EngineError<E> {
                 "the server wrote {got} bytes for the {want} bytes at {first} (did the object change?)"
             ),
             EngineError::Cancelled { .. } => f.write_str("cancelled"),
+            EngineError::Checksum(m) => write!(f, "{m} (read twice)"),
         }
     }
 }

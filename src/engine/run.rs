@@ -7,7 +7,9 @@ use super::pace::Pace;
 use super::plan::{Part, Plan};
 use super::retry::Retrier;
 use super::ring::{Buffers, Slot};
+use super::verify::CheckingSink;
 use super::{CompletedPart, EngineError, Job, ObjectStore, PutTarget, Report, Sink, Slice, Source};
+use crate::checksum::Verdict;
 use crate::error::Error;
 use crate::runtime::MAX_REGISTRATION;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -213,6 +215,7 @@ fn report<T, E>(
             retries,
             multipart: false,
             cuts: retrier.cuts(),
+            ..Report::default()
         }),
         Err(EngineError::Cancelled { .. }) => Err(EngineError::Cancelled { retries }),
         Err(e) => Err(e),
@@ -220,8 +223,46 @@ fn report<T, E>(
 }
 
 /// Object bytes `start .. start + len` into `sink` at offsets `0 .. len`: ranged GETs through
-/// the ring, written where they belong as they arrive.
+/// the ring, written where they belong as they arrive. With `settings.checksum` the bytes are
+/// checked against the object's stored checksum as they land; a mismatch runs the download again
+/// once (fresh tokens), a second one fails with [`EngineError::Checksum`].
 pub fn download<S: ObjectStore>(
+    store: &S,
+    start: u64,
+    len: u64,
+    sink: &dyn Sink,
+    buffers: &dyn Buffers,
+    job: &Job<'_>,
+) -> Outcome<Report, S::Error> {
+    let stored = match &job.settings.checksum {
+        None => return download_once(store, start, len, sink, buffers, job),
+        Some(Err(why)) => {
+            let mut report = download_once(store, start, len, sink, buffers, job)?;
+            report.checksum = Verdict::Unchecked(*why);
+            return Ok(report);
+        }
+        Some(Ok(stored)) => *stored,
+    };
+    let mut retries = 0;
+    loop {
+        let checking = CheckingSink::new(sink, stored);
+        let mut report = download_once(store, start, len, &checking, buffers, job)?;
+        match checking.check(len) {
+            Ok(()) => {
+                report.checksum = Verdict::Verified(stored.algo);
+                report.checksum_retries = retries;
+                return Ok(report);
+            }
+            Err(mismatch) if retries == 0 => {
+                tracing::warn!("{mismatch}: reading the object again");
+                retries += 1;
+            }
+            Err(mismatch) => return Err(EngineError::Checksum(mismatch)),
+        }
+    }
+}
+
+fn download_once<S: ObjectStore>(
     store: &S,
     start: u64,
     len: u64,
@@ -326,6 +367,7 @@ fn upload_single<S: ObjectStore>(
         retries: retrier.retries(),
         multipart: false,
         cuts: retrier.cuts(),
+        ..Report::default()
     })
 }
 
@@ -376,6 +418,7 @@ fn upload_multipart<S: ObjectStore>(
             retries: retrier.retries(),
             multipart: true,
             cuts: retrier.cuts(),
+            ..Report::default()
         }),
         Err(e) => {
             abort(store, &id, &job.settings.retry);

@@ -37,6 +37,9 @@ struct Store {
     /// When set, UploadPart 1 waits (up to 5 s) for it to be set and notes whether it was.
     part_1_waits_for: Option<std::sync::Arc<AtomicBool>>,
     part_1_saw_it: AtomicBool,
+    /// GETs from these object offsets land with their first byte flipped, this many times (a bit
+    /// flipped on the server's disk, in its staging, or on the wire).
+    corrupt_at: Mutex<BTreeMap<u64, usize>>,
 }
 
 impl Store {
@@ -84,6 +87,13 @@ impl ObjectStore for Store {
         // SAFETY: the engine hands out slices of live buffers it owns for this call; the test's
         // buffers are Vecs at least `slice.offset + slice.len` long.
         unsafe { std::ptr::copy_nonoverlapping(object[first..].as_ptr(), Self::memory(slice), n) };
+        if let Some(times) = self.corrupt_at.lock().unwrap().get_mut(&(first as u64)) {
+            if *times > 0 && n > 0 {
+                *times -= 1;
+                // SAFETY: as above; the slice's first byte was just written.
+                unsafe { *Self::memory(slice) ^= 0x01 };
+            }
+        }
         Ok(n as u64)
     }
 
@@ -195,6 +205,7 @@ fn settings(part: u64, concurrency: usize) -> Settings {
             base: Duration::from_millis(1),
             ..RetryPolicy::standard()
         },
+        checksum: None,
     }
 }
 
@@ -644,4 +655,114 @@ fn without_the_pace_the_overloaded_store_fails_the_copy() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// The stored CRC64NVME of `object`, as a GET with checksums enabled would report it.
+fn stored(object: &[u8]) -> crate::checksum::ObjectChecksum {
+    use crate::checksum::{CrcAlgo, ObjectChecksum};
+    ObjectChecksum {
+        algo: CrcAlgo::Crc64Nvme,
+        value: CrcAlgo::Crc64Nvme.of(object),
+    }
+}
+
+fn checked(part: u64, concurrency: usize, object: &[u8]) -> Settings {
+    Settings {
+        checksum: Some(Ok(stored(object))),
+        ..settings(part, concurrency)
+    }
+}
+
+#[test]
+fn a_download_is_checked_against_the_stored_checksum_as_its_parts_land() {
+    use crate::checksum::{CrcAlgo, Verdict};
+    let object = data(1_000_003);
+    let store = Store::with(object.clone());
+    let sink = Bytes(Mutex::new(vec![0; object.len()]));
+    let (report, _) = run_job(checked(64 << 10, 4, &object), |job| {
+        download(
+            &store,
+            0,
+            object.len() as u64,
+            &sink,
+            &Memory::default(),
+            job,
+        )
+    });
+    let report = report.unwrap();
+    assert_eq!(report.checksum, Verdict::Verified(CrcAlgo::Crc64Nvme));
+    assert_eq!(report.checksum_retries, 0);
+    assert_eq!(*sink.0.lock().unwrap(), object);
+}
+
+#[test]
+fn a_part_that_lands_changed_is_read_again_once_then_the_download_fails() {
+    use crate::checksum::{CrcAlgo, Verdict};
+    let object = data(500_000);
+    // Once: the second read is right, and the report says the object was read twice.
+    let store = Store::with(object.clone());
+    store.corrupt_at.lock().unwrap().insert(3 * (64 << 10), 1);
+    let sink = Bytes(Mutex::new(vec![0; object.len()]));
+    let (report, _) = run_job(checked(64 << 10, 4, &object), |job| {
+        download(
+            &store,
+            0,
+            object.len() as u64,
+            &sink,
+            &Memory::default(),
+            job,
+        )
+    });
+    let report = report.unwrap();
+    assert_eq!(report.checksum, Verdict::Verified(CrcAlgo::Crc64Nvme));
+    assert_eq!(report.checksum_retries, 1);
+    assert_eq!(*sink.0.lock().unwrap(), object);
+    // Every time: the download fails, naming the algorithm and both values.
+    let store = Store::with(object.clone());
+    store.corrupt_at.lock().unwrap().insert(0, usize::MAX);
+    let (result, _) = run_job(checked(64 << 10, 4, &object), |job| {
+        download(
+            &store,
+            0,
+            object.len() as u64,
+            &sink,
+            &Memory::default(),
+            job,
+        )
+    });
+    match result {
+        Err(EngineError::Checksum(m)) => {
+            assert_eq!(m.algo, CrcAlgo::Crc64Nvme);
+            assert_eq!(m.expected, stored(&object).encoded());
+            let mut flipped = object.clone();
+            flipped[0] ^= 1;
+            assert_eq!(
+                m.got,
+                CrcAlgo::Crc64Nvme.encode(CrcAlgo::Crc64Nvme.of(&flipped))
+            );
+        }
+        other => panic!(
+            "expected a checksum failure, got {:?}",
+            other.map(|r| r.bytes)
+        ),
+    }
+}
+
+#[test]
+fn a_download_that_cannot_be_checked_says_why() {
+    use crate::checksum::{Unchecked, Verdict};
+    let object = data(100_000);
+    let store = Store::with(object.clone());
+    let sink = Bytes(Mutex::new(vec![0; 50_000]));
+    let s = Settings {
+        checksum: Some(Err(Unchecked::Range)),
+        ..settings(64 << 10, 2)
+    };
+    let (report, _) = run_job(s, |job| {
+        download(&store, 10, 50_000, &sink, &Memory::default(), job)
+    });
+    assert_eq!(
+        report.unwrap().checksum,
+        Verdict::Unchecked(Unchecked::Range)
+    );
 }

@@ -23,7 +23,7 @@ use std::time::SystemTime;
 
 use md5::{Digest, Md5};
 
-use super::checksum::{ChecksumComputer, Crc64Chunks, DefaultChecksum, EtagAlgo};
+use super::checksum::{ChecksumComputer, DefaultChecksum, EtagAlgo};
 use super::keys::{decode_key, encode_key};
 use super::meta::{md5_of, Sidecar};
 use super::reaper::Reaper;
@@ -32,6 +32,7 @@ use super::{
     ObjectWrite, ObjectWriter, PartInfo, StorageError, StorageResult, UploadInfo, UploadOptions,
     WriteOptions,
 };
+use hipobj::checksum::{CrcAlgo, CrcPieces};
 
 pub(super) const META_DIR: &str = ".meta";
 pub(super) const UPLOADS_DIR: &str = ".uploads";
@@ -182,7 +183,7 @@ impl FsBackend {
             etag: self.etag,
             crc64: self
                 .crc64_chunks_needed(&checksums)
-                .then(Crc64Chunks::default),
+                .then(|| CrcPieces::new(CrcAlgo::Crc64Nvme)),
             checksums,
             hashed_upto: 0,
             in_order: true,
@@ -551,7 +552,7 @@ struct FsWriter {
     md5: Option<Md5>,
     etag: EtagAlgo,
     /// The CRC64NVME ETag's pieces (`None` unless [`FsBackend::crc64_chunks_needed`]).
-    crc64: Option<Crc64Chunks>,
+    crc64: Option<CrcPieces>,
     /// The client's checksums (in order).
     checksums: ChecksumComputer,
     /// Bytes `[0, hashed_upto)` went through the in-order hashers (MD5, the client's checksums).
@@ -594,7 +595,7 @@ impl FsWriter {
                 Some(crc) => crc,
                 None => self.crc64_of_file()?,
             };
-            checksums.crc64nvme = Some(Crc64Chunks::base64(crc));
+            checksums.crc64nvme = Some(CrcAlgo::Crc64Nvme.encode(crc));
         }
         let etag = match md5 {
             Some(md5) if self.etag == EtagAlgo::Md5 => hex::encode(md5),
@@ -624,7 +625,7 @@ impl FsWriter {
 
     /// The CRC64NVME of the file (its pieces overlapped or left a hole).
     fn crc64_of_file(&self) -> io::Result<u64> {
-        let mut pieces = Crc64Chunks::default();
+        let mut pieces = CrcPieces::new(CrcAlgo::Crc64Nvme);
         let read = self.read_file(|pos, bytes| pieces.add(pos, bytes))?;
         pieces
             .value(read)

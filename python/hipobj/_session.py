@@ -264,10 +264,18 @@ class Session:
         AWS SDKs' standard mode does (each time with a fresh token); ``retries`` says how many."""
         self._check_open()
         config = config or TransferConfig()
-        size = client.head_object(Bucket=bucket, Key=key)["ContentLength"]
+        size, headers = _head_with_checksums(client, bucket, key)
         store = self._store(client, bucket, key)
         done = _core.engine_download(
-            store, str(filename), 0, size, self._range_size(client, config), self._concurrency(config), callback
+            store,
+            str(filename),
+            0,
+            size,
+            self._range_size(client, config),
+            self._concurrency(config),
+            callback,
+            config.checksum_mode,
+            headers,
         )
         return CopyResult(*done)
 
@@ -284,12 +292,20 @@ class Session:
         any order with seek + write; in order, one at a time, when it cannot seek)."""
         self._check_open()
         config = config or TransferConfig()
-        size = client.head_object(Bucket=bucket, Key=key)["ContentLength"]
+        size, headers = _head_with_checksums(client, bucket, key)
         writer = FileObjectWriter(fileobj)
         concurrency = self._concurrency(config) if writer.seekable else 1
         store = self._store(client, bucket, key)
         done = _core.engine_download_to(
-            store, writer.write_at, 0, size, self._range_size(client, config), concurrency, callback
+            store,
+            writer.write_at,
+            0,
+            size,
+            self._range_size(client, config),
+            concurrency,
+            callback,
+            config.checksum_mode,
+            headers,
         )
         return CopyResult(*done)
 
@@ -432,3 +448,12 @@ class Session:
         log.warning("hipobj: %s/%s: the server has no RDMA (501); written over HTTP", bucket, key)
         headers = response["ResponseMetadata"].get("HTTPHeaders", {})
         return TransferResult("http", size, 2, headers.get("etag"), headers)
+
+
+def _head_with_checksums(client: Any, bucket: str, key: str) -> Tuple[int, Dict[str, str]]:
+    """HEAD of `bucket/key` with its checksums asked for: the size, and the reply's headers
+    (lowercase names), from which the core reads the stored checksum a download is checked
+    against."""
+    head = client.head_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED")
+    headers = head.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+    return head["ContentLength"], {str(k).lower(): str(v) for k, v in headers.items()}

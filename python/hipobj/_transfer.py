@@ -32,16 +32,23 @@ class TransferConfig:
     multipart_threshold: int = 8 * MB
     multipart_chunksize: int = 8 * MB
     max_concurrency: Optional[int] = None
+    # botocore's response_checksum_validation: "when_supported" (its default) checks every
+    # download against the object's stored full-object CRC as the bytes land (CRC64NVME, CRC32C
+    # or CRC32; a mismatch reads the object again once, then raises ChecksumMismatchError and
+    # leaves the file as it was); "when_required" and "off" check nothing.
+    checksum_mode: str = "when_supported"
 
 
 @dataclass
 class CopyResult:
-    """What a file copy did: bytes moved, RDMA transfers, retries used, multipart or not."""
+    """What a file copy did: bytes moved, RDMA transfers, retries used, multipart or not, and
+    what the end-to-end check of a download found ("CRC64NVME verified", "unchecked: <why>")."""
 
     size: int
     parts: int
     retries: int
     multipart: bool = False
+    checksum: str = "not checked"
 
 
 def retry_class(status: Optional[int], code: Optional[str], exc: Optional[BaseException]) -> Optional[str]:

@@ -6,6 +6,7 @@
 use crate::errors::{self, to_py};
 use crate::registration::Registration;
 use crate::transfer::{rdma_transfer, Failed};
+use hipobj::checksum::{ObjectChecksum, Unchecked};
 use hipobj::engine::{
     self, Classify, CompletedPart, EngineError, ErrorClass, FileSink, FileSource, HostBuffers, Job,
     ObjectStore, PutTarget, Report, Settings, Sink, Slice,
@@ -14,6 +15,7 @@ use hipobj::runtime::{Runtime, TransferKind};
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -182,11 +184,38 @@ impl Sink for PySink {
     }
 }
 
-/// (bytes, parts, retries, multipart) of a finished copy.
-type Done = (u64, usize, u64, bool);
+/// (bytes, parts, retries, multipart, checksum) of a finished copy: `checksum` says what the
+/// end-to-end check of a download found ("CRC64NVME verified", "unchecked: ...", "not checked").
+type Done = (u64, usize, u64, bool, String);
 
 fn done(r: Report) -> Done {
-    (r.bytes, r.parts, r.retries, r.multipart)
+    (
+        r.bytes,
+        r.parts,
+        r.retries + r.checksum_retries,
+        r.multipart,
+        r.checksum.to_string(),
+    )
+}
+
+/// A download's check (docs/protocol.md section 15) from the caller's `checksum_mode` (the AWS
+/// SDKs' `response_checksum_validation` values) and the HEAD reply's headers (lowercase names).
+fn checksum_check(
+    mode: &str,
+    headers: Option<HashMap<String, String>>,
+) -> PyResult<Result<ObjectChecksum, Unchecked>> {
+    match mode {
+        "when_supported" => {
+            let headers = headers.unwrap_or_default();
+            Ok(ObjectChecksum::from_headers(|name| {
+                headers.get(name).cloned()
+            }))
+        }
+        "when_required" | "off" => Ok(Err(Unchecked::Off)),
+        other => Err(errors::invalid(format!(
+            "checksum_mode {other:?}: expected \"when_supported\", \"when_required\" or \"off\""
+        ))),
+    }
 }
 
 /// The exception of a failed copy; `retries` is set on it.
@@ -245,9 +274,11 @@ fn store(store: PyObject) -> PyResult<PyStore> {
 }
 
 /// Object bytes `first .. first + length` into the file `path` (written beside it, renamed
-/// when complete), `concurrency` ranged GETs of `part_size` at once.
+/// when complete), `concurrency` ranged GETs of `part_size` at once, checked against the stored
+/// checksum the HEAD reply's `headers` name (`checksum_mode` "when_supported"; the file is left
+/// as it was on a mismatch).
 #[pyfunction]
-#[pyo3(signature = (store_, path, first, length, part_size, concurrency, progress=None))]
+#[pyo3(signature = (store_, path, first, length, part_size, concurrency, progress=None, checksum_mode="when_required", headers=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn engine_download(
     py: Python<'_>,
@@ -258,25 +289,27 @@ pub fn engine_download(
     part_size: u64,
     concurrency: usize,
     progress: Option<PyObject>,
+    checksum_mode: &str,
+    headers: Option<HashMap<String, String>>,
 ) -> PyResult<Done> {
+    let mut settings = settings(part_size, part_size, concurrency);
+    settings.checksum = Some(checksum_check(checksum_mode, headers)?);
     let store = store(store_)?;
     let sink = FileSink::create(&path, length)
         .map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
     let buffers = HostBuffers(store.rt.clone());
-    let report = with_job(
-        py,
-        settings(part_size, part_size, concurrency),
-        progress,
-        |job| engine::download(&store, first, length, &sink, &buffers, job),
-    )?;
+    let report = with_job(py, settings, progress, |job| {
+        engine::download(&store, first, length, &sink, &buffers, job)
+    })?;
     sink.finish()
         .map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
     Ok(done(report))
 }
 
-/// As `engine_download`, the bytes handed to `write_at(pos, data)` instead of a file.
+/// As `engine_download`, the bytes handed to `write_at(pos, data)` instead of a file (a
+/// mismatch is raised after the bytes were written: the caller's object holds them).
 #[pyfunction]
-#[pyo3(signature = (store_, write_at, first, length, part_size, concurrency, progress=None))]
+#[pyo3(signature = (store_, write_at, first, length, part_size, concurrency, progress=None, checksum_mode="when_required", headers=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn engine_download_to(
     py: Python<'_>,
@@ -287,16 +320,17 @@ pub fn engine_download_to(
     part_size: u64,
     concurrency: usize,
     progress: Option<PyObject>,
+    checksum_mode: &str,
+    headers: Option<HashMap<String, String>>,
 ) -> PyResult<Done> {
+    let mut settings = settings(part_size, part_size, concurrency);
+    settings.checksum = Some(checksum_check(checksum_mode, headers)?);
     let store = store(store_)?;
     let sink = PySink(write_at);
     let buffers = HostBuffers(store.rt.clone());
-    with_job(
-        py,
-        settings(part_size, part_size, concurrency),
-        progress,
-        |job| engine::download(&store, first, length, &sink, &buffers, job),
-    )
+    with_job(py, settings, progress, |job| {
+        engine::download(&store, first, length, &sink, &buffers, job)
+    })
     .map(done)
 }
 

@@ -245,6 +245,8 @@ pub enum Unchecked {
     Malformed(&'static str),
     /// Part of the object was asked for (a range): the server's checksum is of the whole.
     Range,
+    /// The bytes landed in device memory, which the check does not read.
+    DeviceMemory,
 }
 
 impl fmt::Display for Unchecked {
@@ -261,6 +263,7 @@ impl fmt::Display for Unchecked {
             }
             Unchecked::Malformed(a) => write!(f, "the server's {a} value is malformed"),
             Unchecked::Range => f.write_str("a range of the object (its checksum is of the whole)"),
+            Unchecked::DeviceMemory => f.write_str("the bytes are in device memory"),
         }
     }
 }

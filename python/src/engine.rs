@@ -226,7 +226,10 @@ fn raise(py: Python<'_>, e: EngineError<StoreError>) -> PyErr {
         EngineError::Library(e) => (to_py(e), 0),
         e @ EngineError::Short { .. } => (errors::S3Error::new_err(e.to_string()), 0),
         EngineError::Cancelled { retries } => (errors::S3Error::new_err("cancelled"), retries),
-        EngineError::Checksum(m) => (errors::checksum_mismatch(py, "download", &m), 0),
+        EngineError::Checksum(m) => (
+            errors::checksum_mismatch(py, "download (read twice)", &m),
+            0,
+        ),
     };
     let _ = err.value(py).setattr("retries", retries);
     err

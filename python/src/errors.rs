@@ -92,13 +92,13 @@ create_exception!(
     hipobj,
     ChecksumMismatchError,
     S3Error,
-    "What a download landed does not have the object's stored checksum, read twice (docs/protocol.md section 15): `algorithm`, `expected` (the server's value) and `actual` (what landed), base64 as S3 writes them. The destination file is left as it was."
+    "What a download landed does not have the object's stored checksum (docs/protocol.md section 15; the object was read twice): `algorithm`, `expected` (the server's value) and `actual` (what landed), base64 as S3 writes them. The destination file is left as it was."
 );
 create_exception!(hipobj, BusyError, HipObjError, "hipObjBusy: every RDMA connection is in use and the caller may not wait (inside a transfer's callback), or a timed-out staging copy still holds the buffer.");
 
 /// A download's checksum mismatch as [`ChecksumMismatchError`], its values as attributes.
 pub fn checksum_mismatch(py: Python<'_>, what: &str, m: &hipobj::checksum::Mismatch) -> PyErr {
-    let err = ChecksumMismatchError::new_err(format!("{what}: {m} (read twice)"));
+    let err = ChecksumMismatchError::new_err(format!("{what}: {m}"));
     let value = err.value(py);
     for (name, v) in [
         ("algorithm", m.algo.as_str()),

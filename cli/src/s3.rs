@@ -10,7 +10,7 @@ use aws_sigv4::http_request::{
 };
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
-use hipobj::checksum::{ObjectChecksum, Unchecked};
+use hipobj::checksum::{CrcAlgo, ObjectChecksum, Unchecked};
 use hipobj::engine::{CompletedPart, ErrorClass, Retrier, RetryPolicy};
 use hipobj::rcv2::negotiate::{Choice, Negotiation};
 use hipobj::s3error::{xml_unescape, S3ErrorReply};
@@ -472,11 +472,23 @@ impl S3 {
         }
     }
 
-    /// CreateMultipartUpload: the upload id.
-    pub fn create_upload(&self, obj: &ObjectPath) -> Result<String, Retryable> {
+    /// CreateMultipartUpload, with `checksum` as the upload's FULL_OBJECT algorithm: the upload
+    /// id.
+    pub fn create_upload(
+        &self,
+        obj: &ObjectPath,
+        checksum: Option<CrcAlgo>,
+    ) -> Result<String, Retryable> {
         let url = format!("{}?uploads", self.url(&obj.bucket, Some(&obj.key)));
         let what = || format!("CreateMultipartUpload {obj}");
-        let r = self.call("POST", &url, &[], Vec::new(), &what)?;
+        let headers: Vec<(&str, String)> = match checksum {
+            Some(algo) => vec![
+                ("x-amz-checksum-algorithm", algo.as_str().to_owned()),
+                ("x-amz-checksum-type", "FULL_OBJECT".to_owned()),
+            ],
+            None => Vec::new(),
+        };
+        let r = self.call("POST", &url, &headers, Vec::new(), &what)?;
         xml_values(&String::from_utf8_lossy(&r.body), "UploadId")
             .into_iter()
             .next()
@@ -488,12 +500,14 @@ impl S3 {
             })
     }
 
-    /// CompleteMultipartUpload with the parts' numbers and ETags.
+    /// CompleteMultipartUpload with the parts' numbers and ETags, and the whole object's checksum
+    /// when known (the server compares it with what it assembled).
     pub fn complete_upload(
         &self,
         obj: &ObjectPath,
         upload_id: &str,
         parts: &[CompletedPart],
+        checksum: Option<ObjectChecksum>,
     ) -> Result<(), Retryable> {
         let url = format!(
             "{}?uploadId={}",
@@ -510,7 +524,11 @@ impl S3 {
         }
         xml.push_str("</CompleteMultipartUpload>");
         let what = || format!("CompleteMultipartUpload {obj}");
-        let r = self.call("POST", &url, &[], xml.into_bytes(), &what)?;
+        let headers: Vec<(&str, String)> = checksum
+            .map(|c| (c.algo.header(), c.encoded()))
+            .into_iter()
+            .collect();
+        let r = self.call("POST", &url, &headers, xml.into_bytes(), &what)?;
         // S3 may answer 200 with an error document.
         match r.error() {
             Some(e) => Err(Retryable {

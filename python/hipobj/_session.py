@@ -353,8 +353,10 @@ class Session:
             return CopyResult(0, 0, 0)
         store = self._store(client, bucket, key, extra_args)
         chunk, threshold = self._upload_sizes(client, bucket, config)
+        # The core sends the CRC64NVME of what each PUT moves, unless the caller chose a checksum.
+        own_checksum = any(k.startswith("Checksum") for k in (extra_args or {}))
         done = _core.engine_upload(
-            store, str(filename), size, chunk, threshold, self._concurrency(config), callback
+            store, str(filename), size, chunk, threshold, self._concurrency(config), callback, not own_checksum
         )
         result = CopyResult(*done)
         if result.multipart:

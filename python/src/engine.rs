@@ -6,7 +6,7 @@
 use crate::errors::{self, to_py};
 use crate::registration::Registration;
 use crate::transfer::{rdma_transfer, Failed};
-use hipobj::checksum::{ObjectChecksum, Unchecked};
+use hipobj::checksum::{CrcAlgo, ObjectChecksum, Unchecked};
 use hipobj::engine::{
     self, Classify, CompletedPart, EngineError, ErrorClass, FileSink, FileSource, HostBuffers, Job,
     ObjectStore, PutTarget, Report, Settings, Sink, Slice,
@@ -141,18 +141,27 @@ impl ObjectStore for PyStore {
             .unwrap_or(slice.len as u64))
     }
 
-    fn put(&self, slice: Slice, target: PutTarget<'_>) -> Result<Option<String>, StoreError> {
+    fn put(
+        &self,
+        slice: Slice,
+        target: PutTarget<'_>,
+        checksum: Option<ObjectChecksum>,
+    ) -> Result<Option<String>, StoreError> {
         let (id, number) = match target {
             PutTarget::Object => (None, None),
             PutTarget::Part { upload_id, number } => (Some(upload_id.to_owned()), Some(number)),
         };
-        let call = self.call("request", ("put", None::<u64>, None::<u64>, id, number))?;
+        let checksum = checksum.map(|c| (c.algo.as_str(), c.encoded()));
+        let call = self.call(
+            "request",
+            ("put", None::<u64>, None::<u64>, id, number, checksum),
+        )?;
         self.rdma(TransferKind::Put, slice, &call)?;
         Ok(Self::header(&call, "etag").or_else(|| Self::header(&call, "x-amz-rdma-etag")))
     }
 
-    fn create_upload(&self) -> Result<String, StoreError> {
-        let id = self.call("create_upload", ())?;
+    fn create_upload(&self, checksum: Option<CrcAlgo>) -> Result<String, StoreError> {
+        let id = self.call("create_upload", (checksum.map(CrcAlgo::as_str),))?;
         Python::with_gil(|py| id.extract::<String>(py)).map_err(|err| StoreError {
             err,
             class: ErrorClass::Fatal,
@@ -160,9 +169,16 @@ impl ObjectStore for PyStore {
         })
     }
 
-    fn complete_upload(&self, upload_id: &str, parts: &[CompletedPart]) -> Result<(), StoreError> {
+    fn complete_upload(
+        &self,
+        upload_id: &str,
+        parts: &[CompletedPart],
+        checksum: Option<ObjectChecksum>,
+    ) -> Result<(), StoreError> {
         let parts: Vec<(u32, String)> = parts.iter().map(|p| (p.number, p.etag.clone())).collect();
-        self.call("complete_upload", (upload_id, parts)).map(drop)
+        let checksum = checksum.map(|c| (c.algo.as_str(), c.encoded()));
+        self.call("complete_upload", (upload_id, parts, checksum))
+            .map(drop)
     }
 
     fn abort_upload(&self, upload_id: &str) -> Result<(), StoreError> {
@@ -387,9 +403,10 @@ pub fn engine_download_into(
 }
 
 /// The file `path` (its first `length` bytes) as the object: one PUT up to `threshold`, else a
-/// multipart upload in parts of `part_size`, `concurrency` at once.
+/// multipart upload in parts of `part_size`, `concurrency` at once. With `send_checksum` (unless
+/// the caller named a checksum of its own) each PUT carries the CRC64NVME of the bytes it moves.
 #[pyfunction]
-#[pyo3(signature = (store_, path, length, part_size, threshold, concurrency, progress=None))]
+#[pyo3(signature = (store_, path, length, part_size, threshold, concurrency, progress=None, send_checksum=true))]
 #[allow(clippy::too_many_arguments)]
 pub fn engine_upload(
     py: Python<'_>,
@@ -400,16 +417,18 @@ pub fn engine_upload(
     threshold: u64,
     concurrency: usize,
     progress: Option<PyObject>,
+    send_checksum: bool,
 ) -> PyResult<Done> {
+    let mut settings = settings(part_size, threshold, concurrency);
+    if !send_checksum {
+        settings.upload_checksum = None;
+    }
     let store = store(store_)?;
     let source = FileSource::open(&path, 0)
         .map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
     let buffers = HostBuffers(store.rt.clone());
-    with_job(
-        py,
-        settings(part_size, threshold, concurrency),
-        progress,
-        |job| engine::upload(&store, &source, length, &buffers, job),
-    )
+    with_job(py, settings, progress, |job| {
+        engine::upload(&store, &source, length, &buffers, job)
+    })
     .map(done)
 }

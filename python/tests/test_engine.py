@@ -66,8 +66,13 @@ def test_upload_file_and_download_file(session, client, bucket, workdir):
     assert sum(moved) == SIZE
     assert client.head_object(Bucket=bucket, Key="engine/big")["ContentLength"] == SIZE
     assert not client.list_multipart_uploads(Bucket=bucket).get("Uploads"), "nothing left behind"
+    # The core sent each part's CRC64NVME and the whole object's (docs/protocol.md section 15):
+    # the server stored the FULL_OBJECT value, and the download is checked against it.
+    head = client.head_object(Bucket=bucket, Key="engine/big", ChecksumMode="ENABLED")
+    assert head.get("ChecksumType") == "FULL_OBJECT" and head.get("ChecksumCRC64NVME"), head
     down = session.download_file(client, bucket, "engine/big", back, config=config)
     assert down.size == SIZE and down.parts == up.parts
+    assert down.checksum == "CRC64NVME verified", down.checksum
     assert same_files(src, back)
     print(f"upload_file/download_file {SIZE} bytes: {up.parts} parts, retries {up.retries}+{down.retries}")
 

@@ -30,7 +30,7 @@ pub use retry::{Classify, ErrorClass, Retrier, RetryPolicy};
 pub use ring::{Buffers, HostBuffers, HostSlot, Slot};
 pub use run::{download, download_into, upload};
 
-use crate::checksum::{Mismatch, ObjectChecksum, Unchecked, Verdict};
+use crate::checksum::{CrcAlgo, Mismatch, ObjectChecksum, Unchecked, Verdict};
 use std::fmt;
 use std::sync::atomic::AtomicBool;
 
@@ -51,6 +51,11 @@ pub struct Settings {
     /// `Some(Ok(stored))`, the bytes that land must have the object's stored checksum;
     /// `Some(Err(why))`, asked for but impossible (the report says why).
     pub checksum: Option<Result<ObjectChecksum, Unchecked>>,
+    /// An upload's checksum (docs/protocol.md rule 4.9 and section 15): each PUT or UploadPart
+    /// carries this CRC of the bytes it moves (the server refuses a mismatch with BadDigest and
+    /// stores nothing), a multipart upload is created with it as its FULL_OBJECT algorithm and
+    /// completed with the whole object's value. `None`: none sent.
+    pub upload_checksum: Option<CrcAlgo>,
 }
 
 impl Settings {
@@ -63,6 +68,7 @@ impl Settings {
             multipart_threshold: DEFAULT_PART_SIZE,
             retry: RetryPolicy::standard(),
             checksum: None,
+            upload_checksum: Some(CrcAlgo::Crc64Nvme),
         }
     }
 }
@@ -107,11 +113,24 @@ pub trait ObjectStore: Sync {
     /// RDMA GET of object bytes `first ..= first + slice.len - 1` into `slice`: the number of
     /// bytes the server wrote.
     fn get(&self, slice: Slice, first: u64) -> Result<u64, Self::Error>;
-    /// RDMA PUT (or UploadPart) of `slice`: the ETag the server answered, if any.
-    fn put(&self, slice: Slice, target: PutTarget<'_>) -> Result<Option<String>, Self::Error>;
-    /// CreateMultipartUpload: the upload id.
-    fn create_upload(&self) -> Result<String, Self::Error>;
-    fn complete_upload(&self, upload_id: &str, parts: &[CompletedPart]) -> Result<(), Self::Error>;
+    /// RDMA PUT (or UploadPart) of `slice`, with the checksum of its bytes to send
+    /// (`x-amz-checksum-<algorithm>`): the ETag the server answered, if any.
+    fn put(
+        &self,
+        slice: Slice,
+        target: PutTarget<'_>,
+        checksum: Option<ObjectChecksum>,
+    ) -> Result<Option<String>, Self::Error>;
+    /// CreateMultipartUpload, naming `checksum` as the upload's FULL_OBJECT algorithm: the
+    /// upload id.
+    fn create_upload(&self, checksum: Option<CrcAlgo>) -> Result<String, Self::Error>;
+    /// CompleteMultipartUpload, with the whole object's checksum when known.
+    fn complete_upload(
+        &self,
+        upload_id: &str,
+        parts: &[CompletedPart],
+        checksum: Option<ObjectChecksum>,
+    ) -> Result<(), Self::Error>;
     fn abort_upload(&self, upload_id: &str) -> Result<(), Self::Error>;
 }
 

@@ -7,7 +7,7 @@ use super::pace::Pace;
 use super::plan::{Part, Plan};
 use super::retry::Retrier;
 use super::ring::{Buffers, Slot};
-use super::verify::CheckingSink;
+use super::verify::{CheckingSink, CheckingSource};
 use super::{CompletedPart, EngineError, Job, ObjectStore, PutTarget, Report, Sink, Slice, Source};
 use crate::checksum::Verdict;
 use crate::error::Error;
@@ -357,9 +357,21 @@ fn upload_single<S: ObjectStore>(
         .first_mut()
         .ok_or_else(|| EngineError::Library(Error::internal("no ring buffer")))?;
     let n = len as usize;
-    slot.load(source, 0, n).map_err(EngineError::Io)?;
+    let checksum = match job.settings.upload_checksum {
+        Some(algo) => {
+            let checking = CheckingSource::new(source, algo);
+            slot.load(&checking, 0, n).map_err(EngineError::Io)?;
+            checking.part(0)
+        }
+        None => {
+            slot.load(source, 0, n).map_err(EngineError::Io)?;
+            None
+        }
+    };
     let slice = slot.slice(n);
-    retrier.store(&|| "PUT".into(), || store.put(slice, PutTarget::Object))?;
+    retrier.store(&|| "PUT".into(), || {
+        store.put(slice, PutTarget::Object, checksum)
+    })?;
     (job.progress)(len);
     Ok(Report {
         bytes: len,
@@ -380,7 +392,15 @@ fn upload_multipart<S: ObjectStore>(
 ) -> Outcome<Report, S::Error> {
     let plan = Plan::multipart(len, job.settings.part_size).map_err(EngineError::Library)?;
     let retrier = Retrier::new(job);
-    let id = retrier.store(&|| "CreateMultipartUpload".into(), || store.create_upload())?;
+    let algo = job.settings.upload_checksum;
+    let checking = algo.map(|a| CheckingSource::new(source, a));
+    let source: &dyn Source = match &checking {
+        Some(c) => c,
+        None => source,
+    };
+    let id = retrier.store(&|| "CreateMultipartUpload".into(), || {
+        store.create_upload(algo)
+    })?;
     let uploaded = with_disks(
         FileSide::Source(source),
         buffers,
@@ -394,8 +414,9 @@ fn upload_multipart<S: ObjectStore>(
                 upload_id: &id,
                 number,
             };
+            let checksum = checking.as_ref().and_then(|c| c.part(part.pos));
             let answer = retrier.store(&|| format!("UploadPart {number}"), || {
-                store.put(slice, target)
+                store.put(slice, target, checksum)
             });
             disk.give_back(slot);
             let etag = answer?.ok_or_else(|| {
@@ -405,9 +426,10 @@ fn upload_multipart<S: ObjectStore>(
             Ok(CompletedPart { number, etag })
         },
     );
+    let whole = checking.as_ref().and_then(|c| c.whole(len));
     let result = uploaded.and_then(|parts| {
         retrier.store(&|| "CompleteMultipartUpload".into(), || {
-            store.complete_upload(&id, &parts)
+            store.complete_upload(&id, &parts, whole)
         })?;
         Ok(parts.len())
     });

@@ -1,9 +1,13 @@
-//! A download's end-to-end check (docs/protocol.md section 15): each part's CRC is computed on the
-//! disk thread while its bytes are still in the registered buffer, just before they are written
-//! out, and the parts' values are combined into the object's as they arrive, in any order.
+//! End-to-end checksums in the engine (docs/protocol.md section 15). A download: each part's CRC
+//! is computed on the disk thread while its bytes are still in the registered buffer, just before
+//! they are written out, and the parts' values are combined into the object's as they arrive, in
+//! any order. An upload: each part's CRC is computed as it is read into the registered buffer, and
+//! sent with the part.
 
-use super::io::Sink;
-use crate::checksum::{CrcPieces, Mismatch, ObjectChecksum};
+use super::io::{Sink, Source};
+use crate::checksum::{CrcAlgo, CrcPieces, Mismatch, ObjectChecksum};
+use crc_fast::Digest;
+use std::collections::BTreeMap;
 use std::io;
 use std::sync::Mutex;
 
@@ -40,5 +44,62 @@ impl Sink for CheckingSink<'_> {
             .unwrap_or_else(|p| p.into_inner())
             .add_digest(pos, piece);
         self.inner.write_at(data, pos)
+    }
+}
+
+/// A source that checksums each part it reads, as the bytes land in the registered buffer that
+/// the RDMA READ of the PUT will move (docs/protocol.md rule 4.9: checksums describe the moved
+/// bytes). The parts' values go with their PUTs; combined, the whole object's goes with the
+/// multipart upload's completion.
+pub(super) struct CheckingSource<'a> {
+    inner: &'a dyn Source,
+    algo: CrcAlgo,
+    /// The digest of each part read, by its offset in the copy.
+    parts: Mutex<BTreeMap<u64, Digest>>,
+}
+
+impl<'a> CheckingSource<'a> {
+    pub(super) fn new(inner: &'a dyn Source, algo: CrcAlgo) -> CheckingSource<'a> {
+        CheckingSource {
+            inner,
+            algo,
+            parts: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn parts(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Digest>> {
+        self.parts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The checksum of the part read at `pos`.
+    pub(super) fn part(&self, pos: u64) -> Option<ObjectChecksum> {
+        let value = self.parts().get(&pos)?.finalize();
+        Some(ObjectChecksum {
+            algo: self.algo,
+            value,
+        })
+    }
+
+    /// The checksum of bytes `[0, len)` from the parts read, if they cover them once each.
+    pub(super) fn whole(&self, len: u64) -> Option<ObjectChecksum> {
+        let mut pieces = CrcPieces::new(self.algo);
+        for (pos, digest) in self.parts().iter() {
+            pieces.add_digest(*pos, *digest);
+        }
+        let value = pieces.value(len)?;
+        Some(ObjectChecksum {
+            algo: self.algo,
+            value,
+        })
+    }
+}
+
+impl Source for CheckingSource<'_> {
+    fn read_at(&self, buf: &mut [u8], pos: u64) -> io::Result<()> {
+        self.inner.read_at(buf, pos)?;
+        let mut digest = self.algo.digest();
+        digest.update(buf);
+        self.parts().insert(pos, digest);
+        Ok(())
     }
 }

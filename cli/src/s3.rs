@@ -230,7 +230,11 @@ impl S3 {
 
     /// The URL of a bucket (`key` None) or object.
     pub fn url(&self, bucket: &str, key: Option<&str>) -> String {
-        format!("{}{}", self.endpoint, object_path(bucket, key.unwrap_or("")))
+        format!(
+            "{}{}",
+            self.endpoint,
+            object_path(bucket, key.unwrap_or(""))
+        )
     }
 
     /// One signed request from `local` (None: the system's choice). Any status is returned; only

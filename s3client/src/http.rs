@@ -11,12 +11,10 @@ use crate::sign::{sign, Payload, Placement, Request, SignError, Signer};
 
 /// A request body.
 pub enum Body {
+    /// Sent with `content-length: 0` (S3 refuses a PUT without a length: 411).
     Empty,
     /// In memory; `hashed`: its SHA-256 is signed, else `UNSIGNED-PAYLOAD`.
-    Bytes {
-        data: Vec<u8>,
-        hashed: bool,
-    },
+    Bytes { data: Vec<u8>, hashed: bool },
     /// Streamed, exactly `len` bytes (the signed `content-length`), `UNSIGNED-PAYLOAD`.
     Stream {
         len: u64,
@@ -89,7 +87,7 @@ pub fn build(
         builder = builder.header(n, v);
     }
     Ok(match body {
-        Body::Empty => builder,
+        Body::Empty => builder.body(Vec::new()),
         Body::Bytes { data, .. } => builder.body(data),
         Body::Stream { len, reader } => builder.body(reqwest::blocking::Body::sized(reader, len)),
     })

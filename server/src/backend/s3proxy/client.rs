@@ -43,15 +43,6 @@ impl std::fmt::Debug for StoreKeys {
     }
 }
 
-/// One request to the store.
-pub struct StoreRequest<'a> {
-    pub method: &'a str,
-    /// The encoded path with an optional query (`/b/k?uploads`).
-    pub target: &'a str,
-    pub headers: &'a [(String, String)],
-    pub body: Body,
-}
-
 pub struct StoreClient {
     endpoint: Endpoint,
     region: String,
@@ -67,7 +58,8 @@ pub struct StoreSession {
 }
 
 impl StoreSession {
-    /// One request: `target` is the encoded path with an optional query (`/b/k?uploads`).
+    /// One request: `target` is the encoded path with an optional query (`/b/k?uploads`); a
+    /// non-2xx answer becomes the `StorageError` its S3 error code names.
     pub fn send(
         &self,
         method: &str,
@@ -75,13 +67,35 @@ impl StoreSession {
         headers: &[(String, String)],
         body: Body,
     ) -> Result<Response, StorageError> {
-        let req = StoreRequest {
+        let url = format!("{}{}", self.client.endpoint.base_url(), target);
+        let authority = self.client.endpoint.authority().to_string();
+        let mut all: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        all.push(("host", &authority));
+        let signer = self.keys.as_ref().map(|k| Signer {
+            access_key: &k.access_key,
+            secret_key: &k.secret_key,
+            session_token: None,
+            region: &self.client.region,
+        });
+        let out = Outgoing {
             method,
-            target,
-            headers,
+            url: &url,
+            headers: &all,
             body,
         };
-        self.client.send(self.keys.as_ref(), req)
+        let builder = build(&self.client.http, signer.as_ref(), out).map_err(|e| {
+            StorageError::Io(io::Error::other(format!("cannot sign for the store: {e}")))
+        })?;
+        let resp = builder.send().map_err(|e| unreachable_store(&url, &e))?;
+        let status = resp.status().as_u16();
+        if (200..300).contains(&status) {
+            Ok(resp)
+        } else {
+            Err(status_error(method, status, resp))
+        }
     }
 }
 
@@ -115,49 +129,6 @@ impl StoreClient {
 
     pub fn endpoint(&self) -> &Endpoint {
         &self.endpoint
-    }
-
-    /// Send one request; a non-2xx answer becomes the `StorageError` its S3 error code names.
-    pub fn send(
-        &self,
-        keys: Option<&StoreKeys>,
-        req: StoreRequest<'_>,
-    ) -> Result<Response, StorageError> {
-        let StoreRequest {
-            method,
-            target,
-            headers,
-            body,
-        } = req;
-        let url = format!("{}{}", self.endpoint.base_url(), target);
-        let authority = self.endpoint.authority().to_string();
-        let mut all: Vec<(&str, &str)> = headers
-            .iter()
-            .map(|(n, v)| (n.as_str(), v.as_str()))
-            .collect();
-        all.push(("host", &authority));
-        let signer = keys.map(|k| Signer {
-            access_key: &k.access_key,
-            secret_key: &k.secret_key,
-            session_token: None,
-            region: &self.region,
-        });
-        let out = Outgoing {
-            method,
-            url: &url,
-            headers: &all,
-            body,
-        };
-        let builder = build(&self.http, signer.as_ref(), out).map_err(|e| {
-            StorageError::Io(io::Error::other(format!("cannot sign for the store: {e}")))
-        })?;
-        let resp = builder.send().map_err(|e| unreachable_store(&url, &e))?;
-        let status = resp.status().as_u16();
-        if (200..300).contains(&status) {
-            Ok(resp)
-        } else {
-            Err(status_error(method, status, resp))
-        }
     }
 }
 

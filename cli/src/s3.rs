@@ -5,6 +5,7 @@
 
 use crate::credentials::Credentials;
 use crate::failure::{Failure, Retryable};
+use hipobj::checksum::{CrcAlgo, ObjectChecksum, Unchecked};
 use hipobj::engine::{CompletedPart, ErrorClass, Retrier, RetryPolicy};
 use hipobj::rcv2::negotiate::{Choice, Negotiation};
 use hipobj::s3error::{xml_unescape, S3ErrorReply};
@@ -50,6 +51,9 @@ impl std::fmt::Display for ObjectPath {
 }
 
 /// One HTTP response.
+/// The full-object CRC of an object a download is checked against, or why there is none.
+pub type StoredChecksum = Result<ObjectChecksum, Unchecked>;
+
 #[derive(Debug)]
 pub struct Response {
     pub status: u16,
@@ -288,14 +292,25 @@ impl S3 {
 
     /// HEAD of an object (retried): its size.
     pub fn object_size(&self, obj: &ObjectPath) -> Result<u64, Failure> {
+        self.object_head(obj).map(|(size, _)| size)
+    }
+
+    /// HEAD of an object with its checksums asked for (`x-amz-checksum-mode: ENABLED`,
+    /// retried): its size, and the full-object CRC a download is checked against (or why there
+    /// is none).
+    pub fn object_head(&self, obj: &ObjectPath) -> Result<(u64, StoredChecksum), Failure> {
         let url = self.url(&obj.bucket, Some(&obj.key));
         let what = || format!("HEAD {obj}");
+        let mode = [("x-amz-checksum-mode", "ENABLED".to_owned())];
         let r = self
-            .call_retried("HEAD", &url, &what)
+            .call_retried("HEAD", &url, &mode, &what)
             .map_err(|f| self.explain_head(&url, &what(), f))?;
-        r.header("content-length")
+        let size = r
+            .header("content-length")
             .and_then(|v| v.parse().ok())
-            .ok_or_else(|| Failure::Http(format!("HEAD {obj}: no Content-Length")))
+            .ok_or_else(|| Failure::Http(format!("HEAD {obj}: no Content-Length")))?;
+        let checksum = ObjectChecksum::from_headers(|n| r.header(n).map(str::to_owned));
+        Ok((size, checksum))
     }
 
     /// A HEAD's answer has no body, so a refused HEAD names no S3 error: ask the same object with
@@ -347,11 +362,12 @@ impl S3 {
         &self,
         method: &str,
         url: &str,
+        headers: &[(&str, String)],
         what: &dyn Fn() -> String,
     ) -> Result<Response, Failure> {
         let never = std::sync::atomic::AtomicBool::new(false);
         Retrier::with_policy(&self.retry, &never)
-            .run(what, || self.call(method, url, Vec::new(), what))
+            .run(what, || self.call(method, url, headers, Vec::new(), what))
             .map_err(|r| r.failure)
     }
 
@@ -360,11 +376,12 @@ impl S3 {
         &self,
         method: &str,
         url: &str,
+        headers: &[(&str, String)],
         body: Vec<u8>,
         what: &dyn Fn() -> String,
     ) -> Result<Response, Retryable> {
         let r = self
-            .request(method, url, &[], body, None)
+            .request(method, url, headers, body, None)
             .map_err(|failure| Retryable::new(failure, ErrorClass::Transient))?;
         match r.error() {
             Some(e) if !(200..300).contains(&r.status) => Err(Retryable::of_reply(&e, &what())),
@@ -372,11 +389,23 @@ impl S3 {
         }
     }
 
-    /// CreateMultipartUpload: the upload id.
-    pub fn create_upload(&self, obj: &ObjectPath) -> Result<String, Retryable> {
+    /// CreateMultipartUpload, with `checksum` as the upload's FULL_OBJECT algorithm: the upload
+    /// id.
+    pub fn create_upload(
+        &self,
+        obj: &ObjectPath,
+        checksum: Option<CrcAlgo>,
+    ) -> Result<String, Retryable> {
         let url = format!("{}?uploads", self.url(&obj.bucket, Some(&obj.key)));
         let what = || format!("CreateMultipartUpload {obj}");
-        let r = self.call("POST", &url, Vec::new(), &what)?;
+        let headers: Vec<(&str, String)> = match checksum {
+            Some(algo) => vec![
+                ("x-amz-checksum-algorithm", algo.as_str().to_owned()),
+                ("x-amz-checksum-type", "FULL_OBJECT".to_owned()),
+            ],
+            None => Vec::new(),
+        };
+        let r = self.call("POST", &url, &headers, Vec::new(), &what)?;
         xml_values(&String::from_utf8_lossy(&r.body), "UploadId")
             .into_iter()
             .next()
@@ -388,12 +417,14 @@ impl S3 {
             })
     }
 
-    /// CompleteMultipartUpload with the parts' numbers and ETags.
+    /// CompleteMultipartUpload with the parts' numbers and ETags, and the whole object's checksum
+    /// when known (the server compares it with what it assembled).
     pub fn complete_upload(
         &self,
         obj: &ObjectPath,
         upload_id: &str,
         parts: &[CompletedPart],
+        checksum: Option<ObjectChecksum>,
     ) -> Result<(), Retryable> {
         let url = format!(
             "{}?uploadId={}",
@@ -410,7 +441,11 @@ impl S3 {
         }
         xml.push_str("</CompleteMultipartUpload>");
         let what = || format!("CompleteMultipartUpload {obj}");
-        let r = self.call("POST", &url, xml.into_bytes(), &what)?;
+        let headers: Vec<(&str, String)> = checksum
+            .map(|c| (c.algo.header(), c.encoded()))
+            .into_iter()
+            .collect();
+        let r = self.call("POST", &url, &headers, xml.into_bytes(), &what)?;
         // S3 may answer 200 with an error document.
         match r.error() {
             Some(e) => Err(Retryable {
@@ -429,7 +464,7 @@ impl S3 {
             self.url(&obj.bucket, Some(&obj.key)),
             query_value(upload_id)
         );
-        self.call("DELETE", &url, Vec::new(), &|| {
+        self.call("DELETE", &url, &[], Vec::new(), &|| {
             format!("AbortMultipartUpload {obj}")
         })
         .map(drop)
@@ -448,7 +483,7 @@ impl S3 {
             if let Some(t) = &token {
                 url.push_str(&format!("&continuation-token={}", query_value(t)));
             }
-            let r = self.call_retried("GET", &url, &|| {
+            let r = self.call_retried("GET", &url, &[], &|| {
                 format!("ListObjectsV2 s3://{bucket}/{prefix}")
             })?;
             let xml = String::from_utf8_lossy(&r.body);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::backend::s3proxy::{Endpoint, EndpointError};
-use crate::backend::EtagAlgo;
+use crate::backend::{DefaultChecksum, EtagAlgo};
 use crate::credentials::{CredentialsError, CredentialsTable};
 use crate::tls::{self, TlsError};
 
@@ -32,6 +32,9 @@ pub struct Config {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// `--etag md5|crc64nvme`: what the embedded store's new objects' ETags are (docs/etag.md).
     pub etag: EtagAlgo,
+    /// `--default-checksum crc64nvme|none`: the checksum the embedded store keeps for new objects
+    /// whose writer named none.
+    pub default_checksum: DefaultChecksum,
 }
 
 /// The embedded fs store, or gateway mode in front of another S3 store (docs/gateway.md).
@@ -208,6 +211,12 @@ pub struct Cli {
     /// path unless the client sends Content-MD5). See docs/etag.md.
     #[arg(long, value_enum, default_value_t = EtagAlgo::Md5)]
     etag: EtagAlgo,
+    /// The checksum the embedded store computes and keeps for a new object (multipart included)
+    /// whose writer sent none: crc64nvme (S3's default: a full-object CRC64NVME, returned on GET
+    /// and HEAD with `x-amz-checksum-mode: ENABLED`, so readers check what they received) or
+    /// none. A checksum the writer sends is kept instead, as S3 does.
+    #[arg(long, value_enum, default_value_t = DefaultChecksum::Crc64nvme)]
+    default_checksum: DefaultChecksum,
     /// Token requests handled at once; more get 503.
     #[arg(long, value_name = "N", default_value_t = RdmaSettings::default().max_transfers, value_parser = positive)]
     max_rdma_transfers: usize,
@@ -371,6 +380,7 @@ impl Config {
             auth,
             check_gid_peer: !cli.allow_gid_peer_mismatch,
             etag: cli.etag,
+            default_checksum: cli.default_checksum,
             rdma: RdmaSettings {
                 max_transfers: cli.max_rdma_transfers,
                 workers: cli.rdma_workers,

@@ -407,7 +407,7 @@ mod tests {
     use super::*;
     use crate::credentials::Credentials;
     use hipobj::rcv2::negotiate::Choice;
-    use reqwest::header::{HeaderMap, HeaderValue};
+    use hipobj_s3client::reqwest::header::{HeaderMap, HeaderValue};
 
     fn s3(choice: Choice) -> S3 {
         let creds = Credentials {

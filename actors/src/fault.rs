@@ -20,10 +20,12 @@
 //! - `give-back-wakes-a-waiter`: a connection given back wakes a transfer waiting for one
 //!   ([`crate::pool`]);
 //! - `recovery-returns-only-fresh`: a connection handed to its recovery worker goes back to the
-//!   pool only once renewed ([`crate::recovery`]).
+//!   pool only once renewed ([`crate::recovery`]);
+//! - `slot-take-removes`: a slot handed out leaves the free list ([`crate::slots`]);
+//! - `slot-drop-returns`: a dropped slot ticket puts its slot back for reuse.
 
 /// The guards `HIPOBJ_BREAK_GUARD` may name.
-pub const GUARDS: [&str; 12] = [
+pub const GUARDS: [&str; 14] = [
     "retire-checks-users",
     "use-checks-pending",
     "pending-before-use-ends",
@@ -36,6 +38,8 @@ pub const GUARDS: [&str; 12] = [
     "callback-never-waits",
     "give-back-wakes-a-waiter",
     "recovery-returns-only-fresh",
+    "slot-take-removes",
+    "slot-drop-returns",
 ];
 
 /// Whether `guard` was removed for this loom run.

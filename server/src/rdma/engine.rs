@@ -449,7 +449,7 @@ impl<P: RdmaPort> Engine<P> {
     }
 
     /// A staging buffer from the pool; without one the pairing goes (500).
-    fn staging(&self, lease: &mut KeyLease<'_, P::Qp>) -> Result<Staged<'_, P::Buffer>, Fault> {
+    fn staging(&self, lease: &mut KeyLease<'_, P::Qp>) -> Result<Staged<P::Buffer>, Fault> {
         self.staging.acquire(&self.port).map_err(|e| {
             warn!(error = %e, "no staging buffer");
             lease.destroy_pairing("no staging buffer");

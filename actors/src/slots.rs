@@ -7,7 +7,7 @@
 //! a slot number is never held by two tickets at once, and a returned slot is reused.
 
 use crate::fault;
-use crate::sync::Mutex;
+use crate::sync::{Arc, Mutex};
 
 /// The free slots of one cut memory.
 #[derive(Debug)]
@@ -30,16 +30,16 @@ impl SlotLedger {
         self.count
     }
 
-    /// A free slot, now held by the returned ticket; `None` while every slot is held.
-    pub fn take(&self) -> Option<SlotTicket<'_>> {
-        let mut free = self.free.lock();
+    /// A free slot of `ledger`, now held by the returned ticket; `None` while every slot is held.
+    pub fn take(ledger: &Arc<SlotLedger>) -> Option<SlotTicket> {
+        let mut free = ledger.free.lock();
         let index = if fault::broken("slot-take-removes") {
             free.last().copied()
         } else {
             free.pop()
         }?;
         Some(SlotTicket {
-            ledger: self,
+            ledger: Arc::clone(ledger),
             index,
         })
     }
@@ -52,19 +52,19 @@ impl SlotLedger {
 
 /// Sole hold of one slot of a [`SlotLedger`]; dropping it frees the slot.
 #[derive(Debug)]
-pub struct SlotTicket<'l> {
-    ledger: &'l SlotLedger,
+pub struct SlotTicket {
+    ledger: Arc<SlotLedger>,
     index: usize,
 }
 
-impl SlotTicket<'_> {
+impl SlotTicket {
     /// The slot's number (`0..count`).
     pub fn index(&self) -> usize {
         self.index
     }
 }
 
-impl Drop for SlotTicket<'_> {
+impl Drop for SlotTicket {
     fn drop(&mut self) {
         if fault::broken("slot-drop-returns") {
             return;
@@ -79,16 +79,19 @@ mod tests {
 
     #[test]
     fn a_slot_is_held_once_and_reused_after_its_ticket_drops() {
-        let ledger = SlotLedger::new(2);
-        let a = ledger.take().expect("a");
-        let b = ledger.take().expect("b");
+        let ledger = Arc::new(SlotLedger::new(2));
+        let a = SlotLedger::take(&ledger).expect("a");
+        let b = SlotLedger::take(&ledger).expect("b");
         assert_ne!(a.index(), b.index());
-        assert!(ledger.take().is_none(), "both held");
+        assert!(SlotLedger::take(&ledger).is_none(), "both held");
         let freed = a.index();
         drop(a);
         assert_eq!(ledger.free(), 1);
-        let c = std::thread::scope(|s| s.spawn(|| ledger.take().map(|t| t.index())).join())
-            .expect("thread");
+        let c = std::thread::scope(|s| {
+            s.spawn(|| SlotLedger::take(&ledger).map(|t| t.index()))
+                .join()
+        })
+        .expect("thread");
         assert_eq!(c, Some(freed), "the returned slot is reused");
         assert_eq!(
             ledger.free(),

@@ -161,7 +161,7 @@ impl StagingMemory {
         Some(SlotPool {
             memory: self,
             slot_len,
-            ledger: SlotLedger::new(count),
+            ledger: Arc::new(SlotLedger::new(count)),
         })
     }
 }
@@ -170,13 +170,13 @@ impl StagingMemory {
 pub struct SlotPool<'m> {
     memory: &'m StagingMemory,
     slot_len: usize,
-    ledger: SlotLedger,
+    ledger: Arc<SlotLedger>,
 }
 
 impl SlotPool<'_> {
     /// A free slot, now the caller's; `None` while every slot is held.
     pub fn take(&self) -> Option<Slot<'_>> {
-        let ticket = self.ledger.take()?;
+        let ticket = SlotLedger::take(&self.ledger)?;
         let offset = ticket.index() * self.slot_len;
         // SAFETY: `offset + slot_len <= len` (checked when cut): inside the memory, so in bounds
         // of its allocation and not null.
@@ -208,8 +208,9 @@ impl Drop for SlotPool<'_> {
 }
 
 /// Sole hold of one slot's bytes: `Send`, not `Clone`; the slot is free again when dropped.
+/// It borrows its pool (`'p`), so the pool, and the memory under it, outlive it.
 pub struct Slot<'p> {
-    ticket: SlotTicket<'p>,
+    ticket: SlotTicket,
     ptr: NonNull<u8>,
     offset: usize,
     len: usize,

@@ -22,10 +22,13 @@
 //! - `recovery-returns-only-fresh`: a connection handed to its recovery worker goes back to the
 //!   pool only once renewed ([`crate::recovery`]);
 //! - `slot-take-removes`: a slot handed out leaves the free list ([`crate::slots`]);
-//! - `slot-drop-returns`: a dropped slot ticket puts its slot back for reuse.
+//! - `slot-drop-returns`: a dropped slot ticket puts its slot back for reuse;
+//! - `checkout-refuses-busy`: a key held by a lease is not leased again ([`crate::keyed`]);
+//! - `checkout-skips-retired`: a checkout that reached an entry retired meanwhile looks the key
+//!   up again.
 
 /// The guards `HIPOBJ_BREAK_GUARD` may name.
-pub const GUARDS: [&str; 14] = [
+pub const GUARDS: [&str; 16] = [
     "retire-checks-users",
     "use-checks-pending",
     "pending-before-use-ends",
@@ -40,6 +43,8 @@ pub const GUARDS: [&str; 14] = [
     "recovery-returns-only-fresh",
     "slot-take-removes",
     "slot-drop-returns",
+    "checkout-refuses-busy",
+    "checkout-skips-retired",
 ];
 
 /// Whether `guard` was removed for this loom run.

@@ -9,6 +9,7 @@
 //! - [`registry`]: the snapshot of registered buffers and each buffer's use/pending/retired word.
 //! - [`staging`]: the ticket shared by a staging copy and the call that waits for it.
 //! - [`slots`]: numbered slots held by one ticket at a time (hipobj-server's staging slots).
+//! - [`keyed`]: keys held by one lease at a time (hipobj-server's pairing table).
 //! - [`callback`]: the per-thread "inside a callback" depth.
 //! - [`answer`]: one-shot answers to actor requests.
 //! - [`transfer`]: the composition of one transfer (buffer use, staging, lease, exchange, recovery).
@@ -18,6 +19,7 @@
 pub mod answer;
 pub mod callback;
 pub mod fault;
+pub mod keyed;
 pub mod pool;
 pub mod recovery;
 pub mod registry;

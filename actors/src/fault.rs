@@ -25,10 +25,12 @@
 //! - `slot-drop-returns`: a dropped slot ticket puts its slot back for reuse;
 //! - `checkout-refuses-busy`: a key held by a lease is not leased again ([`crate::keyed`]);
 //! - `checkout-skips-retired`: a checkout that reached an entry retired meanwhile looks the key
-//!   up again.
+//!   up again;
+//! - `place-freed-before-answer`: a worker frees a job's admission place before it answers
+//!   ([`crate::handoff`]).
 
 /// The guards `HIPOBJ_BREAK_GUARD` may name.
-pub const GUARDS: [&str; 16] = [
+pub const GUARDS: [&str; 17] = [
     "retire-checks-users",
     "use-checks-pending",
     "pending-before-use-ends",
@@ -45,6 +47,7 @@ pub const GUARDS: [&str; 16] = [
     "slot-drop-returns",
     "checkout-refuses-busy",
     "checkout-skips-retired",
+    "place-freed-before-answer",
 ];
 
 /// Whether `guard` was removed for this loom run.

@@ -783,7 +783,8 @@ fn engine_copy_survives_a_server_restart() {
 /// server moves the paired QP to ERR before its first transfer's first work request, a real verbs
 /// failure answered 500, the pairing destroyed): each copy retries with a fresh token and a new
 /// pairing, finishes byte-exact and says that it used a retry. The restart between the two copies
-/// arms the injection again (and drops every pairing, which costs a 428, not a retry).
+/// arms the injection again (and drops every pairing, which costs a 428, not a retry). Needs a
+/// server built with the feature `fault-injection` (46-cli-engine: target/e2e/hipobj-server-faults).
 #[test]
 #[ignore = "lane: tests/vm/e2e.d/46-cli-engine"]
 fn engine_copy_survives_a_failed_rdma_operation() {

@@ -234,10 +234,19 @@ pub fn download<S: ObjectStore>(
     buffers: &dyn Buffers,
     job: &Job<'_>,
 ) -> Outcome<Report, S::Error> {
+    let once = |sink: &dyn Sink| {
+        download_once(
+            store,
+            Plan::ranges(start, len, job.settings.part_size),
+            sink,
+            buffers,
+            job,
+        )
+    };
     let stored = match &job.settings.checksum {
-        None => return download_once(store, start, len, sink, buffers, job),
+        None => return once(sink),
         Some(Err(why)) => {
-            let mut report = download_once(store, start, len, sink, buffers, job)?;
+            let mut report = once(sink)?;
             report.checksum = Verdict::Unchecked(*why);
             return Ok(report);
         }
@@ -246,7 +255,7 @@ pub fn download<S: ObjectStore>(
     let mut retries = 0;
     loop {
         let checking = CheckingSink::new(sink, stored);
-        let mut report = download_once(store, start, len, &checking, buffers, job)?;
+        let mut report = once(&checking)?;
         match checking.check(len) {
             Ok(()) => {
                 report.checksum = Verdict::Verified(stored.algo);
@@ -262,15 +271,15 @@ pub fn download<S: ObjectStore>(
     }
 }
 
+/// One run of a download's `plan` (its parts, or why it has none) into `sink`.
 fn download_once<S: ObjectStore>(
     store: &S,
-    start: u64,
-    len: u64,
+    plan: crate::error::Result<Plan>,
     sink: &dyn Sink,
     buffers: &dyn Buffers,
     job: &Job<'_>,
 ) -> Outcome<Report, S::Error> {
-    let plan = Plan::ranges(start, len, job.settings.part_size).map_err(EngineError::Library)?;
+    let plan = plan.map_err(EngineError::Library)?;
     let retrier = Retrier::new(job);
     let result = with_disks(
         FileSide::Sink(sink),
@@ -286,7 +295,7 @@ fn download_once<S: ObjectStore>(
             disk.store(slot, part).map_err(EngineError::Io)
         },
     );
-    report(result, &retrier, len)
+    report(result, &retrier, plan.len)
 }
 
 /// Object bytes `start .. start + dest.len` straight into registered memory `dest` (no ring):

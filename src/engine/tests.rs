@@ -710,11 +710,22 @@ fn stored(object: &[u8]) -> ObjectChecksum {
     }
 }
 
-fn checked(part: u64, concurrency: usize, object: &[u8]) -> Settings {
-    Settings {
+/// The whole `object` from `store` into `sink` in parts of 64 KiB, 4 at once, checked against
+/// its stored CRC64NVME.
+fn download_checked(
+    store: &Store,
+    object: &[u8],
+    sink: &Bytes,
+) -> Result<Report, EngineError<Failed>> {
+    let s = Settings {
         checksum: Some(Ok(stored(object))),
-        ..settings(part, concurrency)
-    }
+        ..settings(64 << 10, 4)
+    };
+    let len = object.len() as u64;
+    run_job(s, |job| {
+        download(store, 0, len, sink, &Memory::default(), job)
+    })
+    .0
 }
 
 #[test]
@@ -723,16 +734,7 @@ fn a_download_is_checked_against_the_stored_checksum_as_its_parts_land() {
     let object = data(1_000_003);
     let store = Store::with(object.clone());
     let sink = Bytes(Mutex::new(vec![0; object.len()]));
-    let (report, _) = run_job(checked(64 << 10, 4, &object), |job| {
-        download(
-            &store,
-            0,
-            object.len() as u64,
-            &sink,
-            &Memory::default(),
-            job,
-        )
-    });
+    let report = download_checked(&store, &object, &sink);
     let report = report.unwrap();
     assert_eq!(report.checksum, Verdict::Verified(CrcAlgo::Crc64Nvme));
     assert_eq!(report.checksum_retries, 0);
@@ -747,16 +749,7 @@ fn a_part_that_lands_changed_is_read_again_once_then_the_download_fails() {
     let store = Store::with(object.clone());
     store.corrupt_at.lock().unwrap().insert(3 * (64 << 10), 1);
     let sink = Bytes(Mutex::new(vec![0; object.len()]));
-    let (report, _) = run_job(checked(64 << 10, 4, &object), |job| {
-        download(
-            &store,
-            0,
-            object.len() as u64,
-            &sink,
-            &Memory::default(),
-            job,
-        )
-    });
+    let report = download_checked(&store, &object, &sink);
     let report = report.unwrap();
     assert_eq!(report.checksum, Verdict::Verified(CrcAlgo::Crc64Nvme));
     assert_eq!(report.checksum_retries, 1);
@@ -764,16 +757,7 @@ fn a_part_that_lands_changed_is_read_again_once_then_the_download_fails() {
     // Every time: the download fails, naming the algorithm and both values.
     let store = Store::with(object.clone());
     store.corrupt_at.lock().unwrap().insert(0, usize::MAX);
-    let (result, _) = run_job(checked(64 << 10, 4, &object), |job| {
-        download(
-            &store,
-            0,
-            object.len() as u64,
-            &sink,
-            &Memory::default(),
-            job,
-        )
-    });
+    let result = download_checked(&store, &object, &sink);
     match result {
         Err(EngineError::Checksum(m)) => {
             assert_eq!(m.algo, CrcAlgo::Crc64Nvme);

@@ -472,6 +472,23 @@ mod tests {
         w.commit().expect("commit")
     }
 
+    /// CompleteMultipartUpload of `b/k` with parts 1 and 2, named by number and ETag only.
+    fn complete_both(s: &FsBackend, id: &str, p1: &ObjectInfo, p2: &ObjectInfo) -> ObjectInfo {
+        let named = |n: u32, etag: &str| CompletedPart {
+            part_number: n,
+            etag: format!("\"{etag}\""),
+            checksums: Checksums::default(),
+        };
+        s.complete_upload(
+            "b",
+            "k",
+            id,
+            &[named(1, &p1.etag), named(2, &p2.etag)],
+            &Checksums::default(),
+        )
+        .expect("complete")
+    }
+
     #[test]
     fn an_upload_without_a_checksum_gets_the_full_object_crc64nvme() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -485,20 +502,7 @@ mod tests {
             .collect();
         let p1 = part(&s, &id, 1, &big);
         let p2 = part(&s, &id, 2, b"tail");
-        let named = |n: u32, etag: &str| CompletedPart {
-            part_number: n,
-            etag: format!("\"{etag}\""),
-            checksums: Checksums::default(),
-        };
-        let info = s
-            .complete_upload(
-                "b",
-                "k",
-                &id,
-                &[named(1, &p1.etag), named(2, &p2.etag)],
-                &Checksums::default(),
-            )
-            .expect("complete");
+        let info = complete_both(&s, &id, &p1, &p2);
         let mut whole = big.clone();
         whole.extend_from_slice(b"tail");
         let mut want = ChecksumComputer::new(&Checksums::default(), Some(ChecksumAlgo::Crc64Nvme));
@@ -564,15 +568,7 @@ mod tests {
             ),
             Err(StorageError::NoSuchUpload)
         ));
-        let info = s
-            .complete_upload(
-                "b",
-                "k",
-                &id,
-                &[named(1, &p1.etag), named(2, &p2.etag)],
-                &Checksums::default(),
-            )
-            .expect("complete");
+        let info = complete_both(&s, &id, &p1, &p2);
         assert!(info.etag.ends_with("-2"), "{}", info.etag);
         assert_eq!(info.size, MIN_PART_SIZE + 5);
         let mut r = s.open_read("b", "k", None).expect("open");

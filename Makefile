@@ -22,10 +22,12 @@ build: deps
 # The gateway's host tests (server/tests/gateway_store.rs) run against s3s-fs (crates.io, cached
 # in target/s3s-fs).
 # One cargo call, so each test binary is built once: the simulated GPU (sim-gpu, a test double that
-# only adds hipobj::hip::SimGpu) is on for the whole run.
+# only adds hipobj::hip::SimGpu) is on for the whole run. Then the server's unit tests of its
+# test-only fault injection (cargo feature fault-injection, never in a shipped build).
 unit: deps
 	CARGO=$(CARGO) scripts/install-s3s-fs
 	$(CARGO) test --workspace --features hipobj/sim-gpu
+	$(CARGO) test -p hipobj-server --features fault-injection --lib -- inject
 
 ctest: build
 	tests/c/run
@@ -38,6 +40,7 @@ lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy -p hipobj --features sim-gpu --all-targets -- -D warnings
 	$(CARGO) clippy -p hipobj-cli --features hipobj/sim-gpu --all-targets -- -D warnings
+	$(CARGO) clippy -p hipobj-server --features fault-injection --all-targets -- -D warnings
 
 loom:
 	loom-tests/run

@@ -297,6 +297,30 @@ def transfer_overhead_library(log: str, run: int, threads: int = 1) -> Figure:
                   f"median whole GET {whole:.1f} us", digits=2)
 
 
+# --- benches/checksum-cost -------------------------------------------------------------------
+
+def checksum_cost(log: str, op: str, streams: int) -> Figure:
+    """benches/checksum-cost: median seconds of the engine's copies with the end-to-end check over
+    the median without it (same object, alternating rounds); spread: the per-round ratios."""
+    pat = re.compile(rf"run {op} streams {streams} round (\d+) check (true|false) seconds ([\d.]+)")
+    runs: dict = {}
+    for m in filter(None, map(pat.match, log.splitlines())):
+        runs.setdefault(int(m.group(1)), {})[m.group(2) == "true"] = float(m.group(3))
+    rounds = [r for r in runs.values() if len(r) == 2]
+    if not rounds:
+        raise ValueError(f"no {op} runs at {streams} streams in the log")
+    per_round = [r[True] / r[False] for r in rounds]
+    value = median(r[True] for r in rounds) / median(r[False] for r in rounds)
+    return Figure(value, min(per_round), max(per_round), 2 * len(rounds),
+                  f"{len(rounds)} rounds of one copy with and one without the check",
+                  "the median copy without the check, same run", digits=3)
+
+
+def checksum_cost_summary(log: str) -> list:
+    return [checksum_cost(log, op, n).line(f"{op} {n} stream(s), with check / without")
+            for op in ("GET", "PUT") for n in (1, 4)]
+
+
 # --- benches/engine (JSON) -------------------------------------------------------------------
 
 ENGINE_KEYS = {
@@ -425,6 +449,7 @@ SUMMARIES = {
     "server-datapath": lambda path: datapath_summary(text(path)),
     "engine": lambda path: engine_summary(load_json(path)),
     "cp-against": lambda path: cp_against_summary(load_json(path)),
+    "checksum-cost": lambda path: checksum_cost_summary(text(path)),
 }
 
 

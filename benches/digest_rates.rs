@@ -1,6 +1,6 @@
 //! How fast the PUT path's digests run on this machine: MD5 (the default ETag), CRC64NVME (the
 //! `--etag crc64nvme` ETag) as s3s's hasher computes it (the client's checksums, in order) and as
-//! the file writer does for the ETag ([`hipobj_server::backend::checksum::Crc64Chunks`]), with the
+//! the file writer does for the ETag ([`hipobj::checksum::CrcPieces`]), with the
 //! pieces in order and reversed (each then combined), and the implementation crc-fast picked for
 //! this CPU. In the lane the CPU is emulated (TCG): its cost
 //! per instruction is not a real CPU's, so these figures say what bounds a PUT there, not on
@@ -10,7 +10,8 @@
 
 use std::time::Instant;
 
-use hipobj_server::backend::checksum::{ChecksumAlgo, ChecksumComputer, Checksums, Crc64Chunks};
+use hipobj::checksum::{CrcAlgo, CrcPieces};
+use hipobj_server::backend::checksum::{ChecksumAlgo, ChecksumComputer, Checksums};
 use md5::{Digest as _, Md5};
 
 /// The chunk the RDMA PUT path hands the file thread (`MAX_READ_CHUNK`).
@@ -56,7 +57,7 @@ fn main() {
             chunks.reverse();
         }
         best_mb_s(len, rounds, || {
-            let mut crc = Crc64Chunks::default();
+            let mut crc = CrcPieces::new(CrcAlgo::Crc64Nvme);
             for (i, c) in &chunks {
                 crc.add((i * CHUNK) as u64, c);
             }

@@ -461,7 +461,7 @@ impl Echo {
 /// Part 4: median bind (post + wait) and invalidation (post + wait) on a paired QP of
 /// `client_dev`, `n` times each way; printed against `transfer` (the 1-thread median GET).
 fn verbs_floor(client_dev: &str, n: usize, transfer: Duration) {
-    use hipobj::verbs::{self, Access, BindRange, Device, Lib, QpCaps, RtrParams, RtsParams};
+    use hipobj::verbs::{self, Access, BindRange, Device, Lib, QpCaps};
     let lib = Lib::load().expect("libibverbs");
     let device = Device::open(&lib, client_dev).expect("open the client device");
     let caps = QpCaps {
@@ -474,25 +474,17 @@ fn verbs_floor(client_dev: &str, n: usize, transfer: Duration) {
     let mut b = device.create_rc_qp(caps).expect("QP b");
     let port = device.port().clone();
     let (qpn_a, qpn_b) = (a.qp_num(), b.qp_num());
-    for (qp, peer) in [(&mut a, qpn_b), (&mut b, qpn_a)] {
+    // Paired through the project's one RC setup, with random starting PSNs, as production pairs.
+    let (psn_a, psn_b) = (verbs::random_psn(), verbs::random_psn());
+    for (qp, peer, rq_psn, sq_psn) in [(&mut a, qpn_b, psn_b, psn_a), (&mut b, qpn_a, psn_a, psn_b)]
+    {
         qp.to_init(access).expect("INIT");
-        qp.to_rtr(&RtrParams {
-            dest_qp_num: peer,
-            dest_gid: port.gid,
-            rq_psn: 0x100,
-            path_mtu: port.active_mtu,
-            max_dest_rd_atomic: 1,
-            min_rnr_timer: 12,
-        })
-        .expect("RTR");
-        qp.to_rts(&RtsParams {
-            sq_psn: 0x100,
-            timeout: 14,
-            retry_cnt: 6,
-            rnr_retry: 6,
-            max_rd_atomic: 1,
-        })
-        .expect("RTS");
+        let peer = verbs::RcPeer {
+            qp_num: peer,
+            gid: port.gid,
+        };
+        qp.connect(&peer, rq_psn, sq_psn, 1)
+            .expect("INIT -> RTR -> RTS");
     }
     let buf = vec![0u8; SIZE];
     // SAFETY: `buf` outlives `mr` (dropped at the end of this function, after `mr`).

@@ -1,8 +1,9 @@
 //! hipObject: moves S3 objects straight between storage servers and GPU or host memory over RDMA.
 //!
 //! The crate is a safe Rust core (`token`, `reply`, `env`, `verbs`, `hip`, `registry`, `pool`,
-//! `stager`, `runtime`, and the transfer `engine` the command line and the Python package share) under a thin `extern "C"` layer (`ffi`) that implements `include/hipobj.h`.
+//! `stager`, `runtime`, `checksum`, and the transfer `engine` the command line and the Python package share) under a thin `extern "C"` layer (`ffi`) that implements `include/hipobj.h`.
 
+pub mod checksum;
 pub mod engine;
 pub mod env;
 pub mod error;

@@ -1,7 +1,9 @@
 //! The S3 error a server answered a failed request with, read once from the answer's status,
 //! headers and body (`<Error><Code>..</Code><Message>..</Message><RequestId>..</RequestId>`), for
 //! every client of the library: the command line prints it, the Python package raises it in
-//! botocore's `ClientError` shape, and the retry classes read its code.
+//! botocore's `ClientError` shape, the gateway maps a store's refusal by its code, and the retry
+//! classes read its code. (It stays here, not in `hipobj-s3client`: the library's error type
+//! carries it, and the library must not take that crate's HTTP dependencies.)
 
 use crate::engine::ErrorClass;
 use std::fmt;

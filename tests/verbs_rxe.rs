@@ -397,7 +397,7 @@ fn rts_refuses_retry_cnt_7() {
     .expect("to RTR");
     let err = a
         .to_rts(&RtsParams {
-            sq_psn: 0,
+            sq_psn: random_psn(),
             timeout: 14,
             retry_cnt: 7,
             rnr_retry: 7,

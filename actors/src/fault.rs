@@ -20,10 +20,17 @@
 //! - `give-back-wakes-a-waiter`: a connection given back wakes a transfer waiting for one
 //!   ([`crate::pool`]);
 //! - `recovery-returns-only-fresh`: a connection handed to its recovery worker goes back to the
-//!   pool only once renewed ([`crate::recovery`]).
+//!   pool only once renewed ([`crate::recovery`]);
+//! - `slot-take-removes`: a slot handed out leaves the free list ([`crate::slots`]);
+//! - `slot-drop-returns`: a dropped slot ticket puts its slot back for reuse;
+//! - `checkout-refuses-busy`: a key held by a lease is not leased again ([`crate::keyed`]);
+//! - `checkout-skips-retired`: a checkout that reached an entry retired meanwhile looks the key
+//!   up again;
+//! - `place-freed-before-answer`: a worker frees a job's admission place before it answers
+//!   ([`crate::handoff`]).
 
 /// The guards `HIPOBJ_BREAK_GUARD` may name.
-pub const GUARDS: [&str; 12] = [
+pub const GUARDS: [&str; 17] = [
     "retire-checks-users",
     "use-checks-pending",
     "pending-before-use-ends",
@@ -36,6 +43,11 @@ pub const GUARDS: [&str; 12] = [
     "callback-never-waits",
     "give-back-wakes-a-waiter",
     "recovery-returns-only-fresh",
+    "slot-take-removes",
+    "slot-drop-returns",
+    "checkout-refuses-busy",
+    "checkout-skips-retired",
+    "place-freed-before-answer",
 ];
 
 /// Whether `guard` was removed for this loom run.

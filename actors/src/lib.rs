@@ -8,6 +8,10 @@
 //! - [`recovery`]: the worker that renews a failed connection and only then returns it.
 //! - [`registry`]: the snapshot of registered buffers and each buffer's use/pending/retired word.
 //! - [`staging`]: the ticket shared by a staging copy and the call that waits for it.
+//! - [`slots`]: numbered slots held by one ticket at a time (hipobj-server's staging slots).
+//! - [`keyed`]: keys held by one lease at a time (hipobj-server's pairing table).
+//! - [`handoff`]: a worker's loop over handed-off jobs, freeing a job's place before its answer
+//!   (hipobj-server's RDMA workers).
 //! - [`callback`]: the per-thread "inside a callback" depth.
 //! - [`answer`]: one-shot answers to actor requests.
 //! - [`transfer`]: the composition of one transfer (buffer use, staging, lease, exchange, recovery).
@@ -17,9 +21,12 @@
 pub mod answer;
 pub mod callback;
 pub mod fault;
+pub mod handoff;
+pub mod keyed;
 pub mod pool;
 pub mod recovery;
 pub mod registry;
+pub mod slots;
 pub mod stages;
 pub mod staging;
 pub mod supervisor;

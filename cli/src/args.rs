@@ -99,11 +99,28 @@ pub struct CpArgs {
     /// If the server declines RDMA (501), copy over plain HTTP instead of failing
     #[arg(long)]
     pub http_fallback: bool,
+    /// Check each download end to end against the object's stored checksum (CRC64NVME, CRC32C
+    /// or CRC32, as the bytes land), as the AWS SDKs' response_checksum_validation does:
+    /// when_supported (the default) checks whenever the server stores a full-object CRC;
+    /// when_required and off check nothing
+    #[arg(long, value_enum, default_value_t = ChecksumMode::WhenSupported)]
+    pub checksum_mode: ChecksumMode,
     /// No progress bar
     #[arg(long, short)]
     pub quiet: bool,
     #[command(flatten)]
     pub endpoint: Endpoint,
+}
+
+/// `--checksum-mode`: the AWS SDKs' `response_checksum_validation` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ChecksumMode {
+    #[value(name = "when_supported")]
+    WhenSupported,
+    #[value(name = "when_required")]
+    WhenRequired,
+    #[value(name = "off")]
+    Off,
 }
 
 #[derive(Args, Debug)]

@@ -4,13 +4,14 @@
 //! moved, and a closing line with the retries used. `--recursive` copies a prefix to a directory
 //! and back. The exit status is 0 only when every byte arrived.
 
-use crate::args::CpArgs;
+use crate::args::{ChecksumMode, CpArgs};
 use crate::credentials;
 use crate::failure::{Failure, Retryable};
-use crate::s3::{ObjectPath, S3};
+use crate::s3::{ObjectPath, StoredChecksum, S3};
 use crate::session::Session;
 use crate::store::ObjectStoreCli;
 use crate::units::{mb_per_s, parse_range};
+use hipobj::checksum::{Unchecked, Verdict};
 use hipobj::engine::{
     self, EngineError, FileSink, FileSource, Job, Report, Settings, MIN_PART_SIZE,
 };
@@ -28,6 +29,9 @@ enum Copy {
         file: PathBuf,
         first: u64,
         len: u64,
+        /// What the bytes are checked against, once the object's HEAD said (`None`: not asked
+        /// yet, as for the objects of a listing).
+        stored: Option<StoredChecksum>,
     },
     /// File bytes `first .. first + len` as an object.
     Upload {
@@ -70,16 +74,57 @@ fn progress(len: u64, quiet: bool) -> ProgressBar {
     bar
 }
 
-/// The closing line of a copy (with how often failures cut the transfers in flight, if ever).
-fn closing_line(what: &str, bytes: u64, secs: f64, how: &str, retries: u64, cuts: u64) -> String {
-    let cut = match cuts {
+/// The closing line of a copy (with how often failures cut the transfers in flight, if ever,
+/// and what the end-to-end checks of its downloads found).
+fn closing_line(what: &str, bytes: u64, secs: f64, how: &str, tally: &Tally) -> String {
+    let cut = match tally.cuts {
         0 => String::new(),
         n => format!(", transfers in flight cut {n} times"),
     };
     format!(
-        "{what}: {bytes} bytes in {secs:.3} s, {:.1} MB/s, {how}, {retries} retries{cut}",
-        mb_per_s(bytes, secs)
+        "{what}: {bytes} bytes in {secs:.3} s, {:.1} MB/s, {how}, {} retries{cut}{}",
+        mb_per_s(bytes, secs),
+        tally.retries,
+        tally.checks()
     )
+}
+
+/// What the copies of one command did, summed.
+#[derive(Default)]
+struct Tally {
+    retries: u64,
+    cuts: u64,
+    /// The downloads' check verdicts.
+    verdicts: Vec<Verdict>,
+}
+
+impl Tally {
+    fn add(&mut self, report: &Report) {
+        self.retries += report.retries + report.checksum_retries;
+        self.cuts += report.cuts;
+        if report.checksum != Verdict::NotAsked {
+            self.verdicts.push(report.checksum);
+        }
+    }
+
+    /// ", CRC64NVME verified" (one download), ", 3 of 4 verified (unchecked: ...)" (several).
+    fn checks(&self) -> String {
+        match self.verdicts.as_slice() {
+            [] => String::new(),
+            [one] => format!(", {one}"),
+            all => {
+                let verified = all
+                    .iter()
+                    .filter(|v| matches!(v, Verdict::Verified(_)))
+                    .count();
+                let why = all.iter().find(|v| !matches!(v, Verdict::Verified(_)));
+                match why {
+                    None => format!(", {verified} of {} verified", all.len()),
+                    Some(v) => format!(", {verified} of {} verified ({v})", all.len()),
+                }
+            }
+        }
+    }
 }
 
 /// `s3://BUCKET/PREFIX` of --recursive (the prefix may be empty).
@@ -121,13 +166,20 @@ fn plan(args: &CpArgs, s3: &S3) -> Result<Vec<Copy>, Failure> {
     match (ObjectPath::parse(src), ObjectPath::parse(dst)) {
         (Some(obj), None) => {
             let obj = obj?;
-            let size = s3.object_size(&obj)?;
+            let (size, stored) = s3.object_head(&obj)?;
             let (first, len) = selected(args.range.as_deref(), size)?;
+            // The stored checksum is of the whole object: a range of it cannot be checked.
+            let stored = if (first, len) == (0, size) {
+                stored
+            } else {
+                Err(Unchecked::Range)
+            };
             Ok(vec![Copy::Download {
                 obj,
                 file: PathBuf::from(dst),
                 first,
                 len,
+                stored: Some(stored),
             }])
         }
         (None, Some(obj)) => {
@@ -180,6 +232,7 @@ fn list_objects(s3: &S3, prefix: &ObjectPath, dir: &Path) -> Result<Vec<Copy>, F
             file: dir.join(rel),
             first: 0,
             len: size,
+            stored: None,
         });
     }
     Ok(copies)
@@ -260,19 +313,17 @@ pub fn run(args: &CpArgs) -> Result<(), Failure> {
     let total: u64 = copies.iter().map(Copy::len).sum();
     let bar = progress(total, args.quiet);
     let t0 = Instant::now();
-    let mut retries = 0;
-    let mut cuts = 0;
+    let mut tally = Tally::default();
     let mut fell_back = false;
     let mut failures = Vec::new();
     for copy in &copies {
         match one(args, &s3, &session, copy, &bar, cancel) {
             Ok((report, plain)) => {
-                retries += report.retries;
-                cuts += report.cuts;
+                tally.add(&report);
                 fell_back |= plain;
             }
             Err((f, n)) => {
-                retries += n;
+                tally.retries += n;
                 bar.suspend(|| eprintln!("hipobj: {}: {f}", copy.name()));
                 failures.push(f);
                 if cancel.load(std::sync::atomic::Ordering::SeqCst) {
@@ -299,10 +350,10 @@ pub fn run(args: &CpArgs) -> Result<(), Failure> {
         ),
     };
     if let Some(first) = failures.into_iter().next() {
-        eprintln!("hipobj: {what}, {retries} retries");
+        eprintln!("hipobj: {what}, {} retries", tally.retries);
         return Err(first);
     }
-    println!("{}", closing_line(&what, total, secs, &how, retries, cuts));
+    println!("{}", closing_line(&what, total, secs, &how, &tally));
     Ok(())
 }
 
@@ -344,8 +395,16 @@ fn one(
         Copy::Download { obj, .. } => (obj, false),
         Copy::Upload { obj, .. } => (obj, true),
     };
+    let mut settings = settings(args, session, s3, sending);
+    if let Copy::Download { obj, stored, .. } = copy {
+        settings.checksum = Some(match (args.checksum_mode, stored) {
+            (ChecksumMode::WhenRequired | ChecksumMode::Off, _) => Err(Unchecked::Off),
+            (ChecksumMode::WhenSupported, Some(stored)) => *stored,
+            (ChecksumMode::WhenSupported, None) => s3.object_head(obj).map_err(|f| (f, 0))?.1,
+        });
+    }
     let job = Job {
-        settings: settings(args, session, s3, sending),
+        settings,
         progress: &progress,
         cancel,
     };
@@ -373,7 +432,8 @@ fn one(
             retries,
         }) if args.http_fallback => {
             bar.suspend(|| eprintln!("{m}: falling back to plain HTTP"));
-            plain(s3, copy).map_err(|f| (f, retries))?;
+            let checked = args.checksum_mode == ChecksumMode::WhenSupported;
+            plain(s3, copy, checked).map_err(|f| (f, retries))?;
             bar.inc(copy.len());
             Ok((Report::default(), true))
         }
@@ -398,7 +458,9 @@ fn engine_failure(e: EngineError<Retryable>, copy: &Copy) -> (Failure, u64) {
         }
         EngineError::Io(e) => (Failure::Io(format!("{}: {e}", copy.name())), 0),
         EngineError::Library(e) => (crate::session::library_failure(&e, &copy.name()), 0),
-        e @ EngineError::Short { .. } => (Failure::Transfer(format!("{}: {e}", copy.name())), 0),
+        e @ (EngineError::Short { .. } | EngineError::Checksum(_)) => {
+            (Failure::Transfer(format!("{}: {e}", copy.name())), 0)
+        }
         EngineError::Cancelled { retries } => (
             Failure::Transfer(format!(
                 "{}: interrupted; nothing of an unfinished upload remains",
@@ -471,15 +533,22 @@ fn check_size(store: &ObjectStoreCli<'_>, len: u64) -> Result<(), EngineError<Re
 }
 
 /// A copy over plain HTTP (the server declined RDMA and --http-fallback was given).
-fn plain(s3: &S3, copy: &Copy) -> Result<(), Failure> {
+fn plain(s3: &S3, copy: &Copy, checked: bool) -> Result<(), Failure> {
     match copy {
         Copy::Download {
             obj,
             file,
             first,
             len,
+            stored,
         } => {
             let body = s3.get_plain(obj, Some((*first, first + len - 1)))?;
+            // The same end-to-end check as over RDMA, before anything is written.
+            if let (true, Some(Ok(stored))) = (checked, stored) {
+                stored
+                    .check(Some(stored.algo.of(&body)))
+                    .map_err(|m| Failure::Transfer(format!("{}: {m}", copy.name())))?;
+            }
             std::fs::write(file, body).map_err(|e| io(file, e))
         }
         Copy::Upload {

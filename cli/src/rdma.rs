@@ -7,6 +7,7 @@
 use crate::failure::Failure;
 use crate::s3::{ObjectPath, Response, S3};
 use crate::session::Session;
+use hipobj::checksum::ObjectChecksum;
 use hipobj::engine::{ErrorClass, Slice};
 use hipobj::error::Error;
 use hipobj::rcv2::client::{FinalReplyV2, PrepareReplyV2, S3OpsV2, V2Outcome, V2Target};
@@ -82,6 +83,8 @@ pub struct RdmaRequest<'a> {
     range: Option<(u64, u64)>,
     /// `(uploadId, partNumber)` of an UploadPart.
     part: Option<(String, u32)>,
+    /// A PUT's checksum of the bytes it moves (`x-amz-checksum-<algorithm>`, rule 4.9).
+    checksum: Option<ObjectChecksum>,
     /// The last answer that counts: v1's last, or v2's PREPARE or FINAL (never a CANCEL's).
     last: Option<Response>,
     failure: Option<Failure>,
@@ -107,6 +110,7 @@ impl<'a> RdmaRequest<'a> {
             object,
             range,
             part: None,
+            checksum: None,
             last: None,
             failure: None,
             outcome: None,
@@ -165,6 +169,18 @@ impl<'a> RdmaRequest<'a> {
     pub fn part(mut self, upload_id: &str, number: u32) -> Self {
         self.part = Some((upload_id.to_owned(), number));
         self
+    }
+
+    /// A PUT that sends the checksum of the bytes it moves (the server refuses a mismatch with
+    /// BadDigest and stores nothing).
+    pub fn checksum(mut self, checksum: Option<ObjectChecksum>) -> Self {
+        self.checksum = checksum;
+        self
+    }
+
+    /// The checksum header of a PUT, if it sends one.
+    fn checksum_header(&self) -> Option<(&'static str, String)> {
+        self.checksum.map(|c| (c.algo.header(), c.encoded()))
     }
 
     /// The ETag the server answered (v2: FINAL's `x-amz-rdma-etag`).
@@ -267,6 +283,7 @@ impl S3Ops for RdmaRequest<'_> {
         if let Some((a, b)) = self.range {
             headers.push(("range", format!("bytes={a}-{b}")));
         }
+        headers.extend(self.checksum_header());
         let mut url = self.s3.url(&self.object.bucket, Some(&self.object.key));
         if let Some((id, n)) = &self.part {
             url.push_str(&crate::s3::part_query(id, *n));
@@ -318,7 +335,9 @@ impl S3OpsV2 for RdmaRequest<'_> {
     fn send_prepare(&mut self, req: &PrepareRequest) -> Result<PrepareReplyV2, i32> {
         self.requests += 1;
         self.local = nic_of(&req.token);
-        match self.control(PREPARE_PATH, &req.headers(), self.local) {
+        let mut headers = req.headers();
+        headers.extend(self.checksum_header());
+        match self.control(PREPARE_PATH, &headers, self.local) {
             Ok(r) => {
                 let reply = PrepareReplyV2::from_headers(r.status, |n| r.header(n));
                 self.last = Some(r);
@@ -388,7 +407,7 @@ mod tests {
     use super::*;
     use crate::credentials::Credentials;
     use hipobj::rcv2::negotiate::Choice;
-    use reqwest::header::{HeaderMap, HeaderValue};
+    use hipobj_s3client::reqwest::header::{HeaderMap, HeaderValue};
 
     fn s3(choice: Choice) -> S3 {
         let creds = Credentials {

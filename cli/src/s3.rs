@@ -1,24 +1,23 @@
-//! S3 requests: signed with `aws-sigv4` (SigV4, every header we add is in SignedHeaders, the RDMA
-//! token included), sent with `reqwest`'s blocking client, from a chosen local address (the RDMA
-//! NIC's, so the server sees the same address in the HTTP peer and in the token's GID).
+//! S3 requests through the project's S3 client (`hipobj-s3client`: SigV4, every header we add is
+//! in SignedHeaders, the RDMA token included; key encoding; `reqwest`'s blocking client), sent from
+//! a chosen local address (the RDMA NIC's, so the server sees the same address in the HTTP peer
+//! and in the token's GID).
 
 use crate::credentials::Credentials;
 use crate::failure::{Failure, Retryable};
-use aws_sigv4::http_request::{
-    sign, PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningSettings,
-    UriPathNormalizationMode,
-};
-use aws_sigv4::sign::v4;
-use aws_smithy_runtime_api::client::identity::Identity;
+use hipobj::checksum::{CrcAlgo, ObjectChecksum, Unchecked};
 use hipobj::engine::{CompletedPart, ErrorClass, Retrier, RetryPolicy};
 use hipobj::rcv2::negotiate::{Choice, Negotiation};
 use hipobj::s3error::{xml_unescape, S3ErrorReply};
-use reqwest::blocking::{Client, RequestBuilder};
-use reqwest::Certificate;
+use hipobj_s3client::http::{error_chain, Body, Outgoing};
+use hipobj_s3client::path::{object_path, query_value};
+use hipobj_s3client::reqwest::blocking::{Client, RequestBuilder};
+use hipobj_s3client::reqwest::{self, Certificate};
+use hipobj_s3client::sign::Signer;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 /// Longer than the server's RDMA retry window (docs/protocol.md rule 5.7), long enough for large
 /// plain-HTTP bodies on a slow lane.
@@ -52,6 +51,9 @@ impl std::fmt::Display for ObjectPath {
 }
 
 /// One HTTP response.
+/// The full-object CRC of an object a download is checked against, or why there is none.
+pub type StoredChecksum = Result<ObjectChecksum, Unchecked>;
+
 #[derive(Debug)]
 pub struct Response {
     pub status: u16,
@@ -101,20 +103,7 @@ fn xml_escape(s: &str) -> String {
 
 /// `?partNumber=N&uploadId=ID` of an UploadPart.
 pub fn part_query(upload_id: &str, number: u32) -> String {
-    format!("?partNumber={number}&uploadId={}", encode_query(upload_id))
-}
-
-/// Percent-encode a query value (unreserved characters kept).
-fn encode_query(v: &str) -> String {
-    let mut out = String::with_capacity(v.len());
-    for b in v.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    format!("?partNumber={number}&uploadId={}", query_value(upload_id))
 }
 
 /// The trust roots of an endpoint's TLS.
@@ -155,21 +144,6 @@ fn retry_policy_from_env() -> RetryPolicy {
     policy
 }
 
-/// An error and its causes (a refused certificate is named only deep in reqwest's chain).
-fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let s = c.to_string();
-        if !text.contains(&s) {
-            text.push_str(": ");
-            text.push_str(&s);
-        }
-        cause = c.source();
-    }
-    text
-}
-
 /// The certificates of a PEM bundle (at least one).
 fn ca_bundle(path: &std::path::Path) -> Result<Vec<Certificate>, Failure> {
     let text = std::fs::read(path)
@@ -183,19 +157,6 @@ fn ca_bundle(path: &std::path::Path) -> Result<Vec<Certificate>, Failure> {
         )));
     }
     Ok(certs)
-}
-
-/// Percent-encode a key for the URL path (S3 style: '/' kept, unreserved kept).
-fn encode_key(key: &str) -> String {
-    let mut out = String::with_capacity(key.len());
-    for b in key.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 impl S3 {
@@ -273,64 +234,11 @@ impl S3 {
 
     /// The URL of a bucket (`key` None) or object.
     pub fn url(&self, bucket: &str, key: Option<&str>) -> String {
-        match key {
-            Some(k) => format!("{}/{bucket}/{}", self.endpoint, encode_key(k)),
-            None => format!("{}/{bucket}", self.endpoint),
-        }
-    }
-
-    /// SigV4 headers for the request (empty when there are no keys: anonymous).
-    fn sign(
-        &self,
-        method: &str,
-        url: &str,
-        headers: &[(&str, String)],
-        body: &[u8],
-    ) -> Result<Vec<(String, String)>, Failure> {
-        let Some(keys) = &self.credentials.keys else {
-            return Ok(Vec::new());
-        };
-        let identity: Identity = aws_credential_types::Credentials::new(
-            &keys.access_key,
-            &keys.secret_key,
-            keys.session_token.clone(),
-            None,
-            "hipobj",
+        format!(
+            "{}{}",
+            self.endpoint,
+            object_path(bucket, key.unwrap_or(""))
         )
-        .into();
-        let mut settings = SigningSettings::default();
-        settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
-        settings.percent_encoding_mode = PercentEncodingMode::Single;
-        settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
-        let params = v4::SigningParams::builder()
-            .identity(&identity)
-            .region(&self.credentials.region)
-            .name("s3")
-            .time(SystemTime::now())
-            .settings(settings)
-            .build()
-            .map_err(|e| Failure::Usage(format!("signing parameters: {e}")))?
-            .into();
-        // Bodies are not hashed (large PUTs would pay for it twice): UNSIGNED-PAYLOAD.
-        let payload = if body.is_empty() {
-            SignableBody::Bytes(body)
-        } else {
-            SignableBody::UnsignedPayload
-        };
-        let signable = SignableRequest::new(
-            method,
-            url,
-            headers.iter().map(|(k, v)| (*k, v.as_str())),
-            payload,
-        )
-        .map_err(|e| Failure::Usage(format!("cannot sign {method} {url}: {e}")))?;
-        let (instructions, _) = sign(signable, &params)
-            .map_err(|e| Failure::Usage(format!("cannot sign {method} {url}: {e}")))?
-            .into_parts();
-        Ok(instructions
-            .headers()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect())
     }
 
     /// One signed request from `local` (None: the system's choice). Any status is returned; only
@@ -356,29 +264,53 @@ impl S3 {
         body: Vec<u8>,
         local: Option<IpAddr>,
     ) -> Result<RequestBuilder, Failure> {
-        let signed = self.sign(method, url, headers, &body)?;
-        let m = reqwest::Method::from_bytes(method.as_bytes())
-            .map_err(|e| Failure::Usage(format!("method {method}: {e}")))?;
-        let mut req = self.client(local)?.request(m, url);
-        for (k, v) in headers {
-            req = req.header(*k, v);
-        }
-        for (k, v) in &signed {
-            req = req.header(k, v);
-        }
-        Ok(req.body(body))
+        let signer = self.credentials.keys.as_ref().map(|k| Signer {
+            access_key: &k.access_key,
+            secret_key: &k.secret_key,
+            session_token: k.session_token.as_deref(),
+            region: &self.credentials.region,
+        });
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        // Bodies are not hashed (large PUTs would pay for it twice): UNSIGNED-PAYLOAD.
+        let body = if body.is_empty() {
+            Body::Empty
+        } else {
+            Body::Bytes {
+                data: body,
+                hashed: false,
+            }
+        };
+        let req = Outgoing {
+            method,
+            url,
+            headers: &headers,
+            body,
+        };
+        hipobj_s3client::http::build(&self.client(local)?, signer.as_ref(), req)
+            .map_err(|e| Failure::Usage(e.to_string()))
     }
 
     /// HEAD of an object (retried): its size.
     pub fn object_size(&self, obj: &ObjectPath) -> Result<u64, Failure> {
+        self.object_head(obj).map(|(size, _)| size)
+    }
+
+    /// HEAD of an object with its checksums asked for (`x-amz-checksum-mode: ENABLED`,
+    /// retried): its size, and the full-object CRC a download is checked against (or why there
+    /// is none).
+    pub fn object_head(&self, obj: &ObjectPath) -> Result<(u64, StoredChecksum), Failure> {
         let url = self.url(&obj.bucket, Some(&obj.key));
         let what = || format!("HEAD {obj}");
+        let mode = [("x-amz-checksum-mode", "ENABLED".to_owned())];
         let r = self
-            .call_retried("HEAD", &url, &what)
+            .call_retried("HEAD", &url, &mode, &what)
             .map_err(|f| self.explain_head(&url, &what(), f))?;
-        r.header("content-length")
+        let size = r
+            .header("content-length")
             .and_then(|v| v.parse().ok())
-            .ok_or_else(|| Failure::Http(format!("HEAD {obj}: no Content-Length")))
+            .ok_or_else(|| Failure::Http(format!("HEAD {obj}: no Content-Length")))?;
+        let checksum = ObjectChecksum::from_headers(|n| r.header(n).map(str::to_owned));
+        Ok((size, checksum))
     }
 
     /// A HEAD's answer has no body, so a refused HEAD names no S3 error: ask the same object with
@@ -430,11 +362,12 @@ impl S3 {
         &self,
         method: &str,
         url: &str,
+        headers: &[(&str, String)],
         what: &dyn Fn() -> String,
     ) -> Result<Response, Failure> {
         let never = std::sync::atomic::AtomicBool::new(false);
         Retrier::with_policy(&self.retry, &never)
-            .run(what, || self.call(method, url, Vec::new(), what))
+            .run(what, || self.call(method, url, headers, Vec::new(), what))
             .map_err(|r| r.failure)
     }
 
@@ -443,11 +376,12 @@ impl S3 {
         &self,
         method: &str,
         url: &str,
+        headers: &[(&str, String)],
         body: Vec<u8>,
         what: &dyn Fn() -> String,
     ) -> Result<Response, Retryable> {
         let r = self
-            .request(method, url, &[], body, None)
+            .request(method, url, headers, body, None)
             .map_err(|failure| Retryable::new(failure, ErrorClass::Transient))?;
         match r.error() {
             Some(e) if !(200..300).contains(&r.status) => Err(Retryable::of_reply(&e, &what())),
@@ -455,11 +389,23 @@ impl S3 {
         }
     }
 
-    /// CreateMultipartUpload: the upload id.
-    pub fn create_upload(&self, obj: &ObjectPath) -> Result<String, Retryable> {
+    /// CreateMultipartUpload, with `checksum` as the upload's FULL_OBJECT algorithm: the upload
+    /// id.
+    pub fn create_upload(
+        &self,
+        obj: &ObjectPath,
+        checksum: Option<CrcAlgo>,
+    ) -> Result<String, Retryable> {
         let url = format!("{}?uploads", self.url(&obj.bucket, Some(&obj.key)));
         let what = || format!("CreateMultipartUpload {obj}");
-        let r = self.call("POST", &url, Vec::new(), &what)?;
+        let headers: Vec<(&str, String)> = match checksum {
+            Some(algo) => vec![
+                ("x-amz-checksum-algorithm", algo.as_str().to_owned()),
+                ("x-amz-checksum-type", "FULL_OBJECT".to_owned()),
+            ],
+            None => Vec::new(),
+        };
+        let r = self.call("POST", &url, &headers, Vec::new(), &what)?;
         xml_values(&String::from_utf8_lossy(&r.body), "UploadId")
             .into_iter()
             .next()
@@ -471,17 +417,19 @@ impl S3 {
             })
     }
 
-    /// CompleteMultipartUpload with the parts' numbers and ETags.
+    /// CompleteMultipartUpload with the parts' numbers and ETags, and the whole object's checksum
+    /// when known (the server compares it with what it assembled).
     pub fn complete_upload(
         &self,
         obj: &ObjectPath,
         upload_id: &str,
         parts: &[CompletedPart],
+        checksum: Option<ObjectChecksum>,
     ) -> Result<(), Retryable> {
         let url = format!(
             "{}?uploadId={}",
             self.url(&obj.bucket, Some(&obj.key)),
-            encode_query(upload_id)
+            query_value(upload_id)
         );
         let mut xml = String::from("<CompleteMultipartUpload>");
         for p in parts {
@@ -493,7 +441,11 @@ impl S3 {
         }
         xml.push_str("</CompleteMultipartUpload>");
         let what = || format!("CompleteMultipartUpload {obj}");
-        let r = self.call("POST", &url, xml.into_bytes(), &what)?;
+        let headers: Vec<(&str, String)> = checksum
+            .map(|c| (c.algo.header(), c.encoded()))
+            .into_iter()
+            .collect();
+        let r = self.call("POST", &url, &headers, xml.into_bytes(), &what)?;
         // S3 may answer 200 with an error document.
         match r.error() {
             Some(e) => Err(Retryable {
@@ -510,9 +462,9 @@ impl S3 {
         let url = format!(
             "{}?uploadId={}",
             self.url(&obj.bucket, Some(&obj.key)),
-            encode_query(upload_id)
+            query_value(upload_id)
         );
-        self.call("DELETE", &url, Vec::new(), &|| {
+        self.call("DELETE", &url, &[], Vec::new(), &|| {
             format!("AbortMultipartUpload {obj}")
         })
         .map(drop)
@@ -526,12 +478,12 @@ impl S3 {
             let mut url = format!(
                 "{}?list-type=2&prefix={}",
                 self.url(bucket, None),
-                encode_query(prefix)
+                query_value(prefix)
             );
             if let Some(t) = &token {
-                url.push_str(&format!("&continuation-token={}", encode_query(t)));
+                url.push_str(&format!("&continuation-token={}", query_value(t)));
             }
-            let r = self.call_retried("GET", &url, &|| {
+            let r = self.call_retried("GET", &url, &[], &|| {
                 format!("ListObjectsV2 s3://{bucket}/{prefix}")
             })?;
             let xml = String::from_utf8_lossy(&r.body);
@@ -567,7 +519,7 @@ pub fn send(
 ) -> Result<Response, Failure> {
     let resp = req.send().map_err(|e| {
         let from = local.map(|a| format!(" from {a}")).unwrap_or_default();
-        Failure::Http(format!("{method} {url}{from}: {}", with_causes(&e)))
+        Failure::Http(format!("{method} {url}{from}: {}", error_chain(&e)))
     })?;
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
@@ -699,7 +651,12 @@ mod tests {
     }
 
     #[test]
-    fn keys_are_percent_encoded() {
-        assert_eq!(encode_key("a b/c+d~"), "a%20b/c%2Bd~");
+    fn object_urls_are_percent_encoded() {
+        let (s3, _) = anonymous("http://127.0.0.1:9");
+        assert_eq!(
+            s3.url("b", Some("a b/c+d~")),
+            "http://127.0.0.1:9/b/a%20b/c%2Bd~"
+        );
+        assert_eq!(s3.url("b", None), "http://127.0.0.1:9/b");
     }
 }

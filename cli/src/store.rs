@@ -6,6 +6,7 @@ use crate::failure::{Failure, Retryable};
 use crate::rdma::{self, RdmaRequest};
 use crate::s3::{ObjectPath, S3};
 use crate::session::{Registered, Session};
+use hipobj::checksum::{CrcAlgo, ObjectChecksum};
 use hipobj::engine::{Buffers, CompletedPart, ObjectStore, PutTarget, Sink, Slice, Slot, Source};
 use hipobj::error::{Error, Result};
 use hipobj::runtime::{Runtime, TransferKind};
@@ -45,8 +46,10 @@ impl ObjectStore for ObjectStoreCli<'_> {
         &self,
         slice: Slice,
         target: PutTarget<'_>,
+        checksum: Option<ObjectChecksum>,
     ) -> std::result::Result<Option<String>, Retryable> {
-        let req = RdmaRequest::new(self.s3, TransferKind::Put, self.object, None);
+        let req =
+            RdmaRequest::new(self.s3, TransferKind::Put, self.object, None).checksum(checksum);
         let mut req = match target {
             PutTarget::Object => req,
             PutTarget::Part { upload_id, number } => req.part(upload_id, number),
@@ -55,16 +58,18 @@ impl ObjectStore for ObjectStoreCli<'_> {
         Ok(req.etag())
     }
 
-    fn create_upload(&self) -> std::result::Result<String, Retryable> {
-        self.s3.create_upload(self.object)
+    fn create_upload(&self, checksum: Option<CrcAlgo>) -> std::result::Result<String, Retryable> {
+        self.s3.create_upload(self.object, checksum)
     }
 
     fn complete_upload(
         &self,
         upload_id: &str,
         parts: &[CompletedPart],
+        checksum: Option<ObjectChecksum>,
     ) -> std::result::Result<(), Retryable> {
-        self.s3.complete_upload(self.object, upload_id, parts)
+        self.s3
+            .complete_upload(self.object, upload_id, parts, checksum)
     }
 
     fn abort_upload(&self, upload_id: &str) -> std::result::Result<(), Retryable> {

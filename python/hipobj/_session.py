@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple, Union
 
 from . import _core
-from ._core import InvalidValueError, NotInitializedError, Registration, S3Error
+from ._core import ChecksumMismatchError, InvalidValueError, NotInitializedError, Registration, S3Error
 from ._errors import RdmaNotSupportedError
 from ._memory import describe, host_view
 from ._s3 import BYTES_HEADER, S3Call, endpoint_of, get_params, prepare_client
@@ -43,7 +43,8 @@ class TransferResult:
     over plain HTTP. size: bytes moved (a GET: the object's or the range's length). requests:
     S3 requests sent (2 when the connection was paired first). etag: the object's ETag when the
     server sent one. headers: the last response's headers. protocol: the RC protocol of an RDMA
-    transfer ("v1", or "v2": hipobj-rc-v2)."""
+    transfer ("v1", or "v2": hipobj-rc-v2). checksum: what a GET's end-to-end check found
+    ("CRC64NVME verified", "unchecked: <why>"; "not checked" for a PUT)."""
 
     via: str
     size: int
@@ -51,6 +52,7 @@ class TransferResult:
     etag: Optional[str] = None
     headers: Dict[str, str] = field(default_factory=dict)
     protocol: Optional[str] = None
+    checksum: str = "not checked"
 
 
 def _parse_range(rng: RangeArg) -> Optional[Tuple[int, int]]:
@@ -184,14 +186,21 @@ class Session:
         offset: int = 0,
         range: RangeArg = None,
         fallback: Optional[str] = None,
+        checksum_mode: str = "when_supported",
     ) -> TransferResult:
         """GET `bucket/key` by RDMA into `into` (a Registration, or a buffer registered for this
         call only) at byte `offset`. `range`: (first, last) inclusive or "bytes=first-last".
         The space from `offset` to the end of the buffer must hold the object (or the range).
         fallback="http": on a 501 (no RDMA at the server) GET over plain HTTP into host memory.
+        checksum_mode (botocore's response_checksum_validation): "when_supported" checks the bytes
+        that landed in host memory against the object's stored full-object CRC (docs/protocol.md
+        section 15); a mismatch GETs again once, then raises ChecksumMismatchError: the buffer's
+        bytes are then not the object's. The result's ``checksum`` says what the check found.
         The GIL is released while the bytes move."""
         self._check_open()
         self._check_fallback(fallback)
+        if checksum_mode not in _CHECKSUM_MODES:
+            raise InvalidValueError(f"checksum_mode {checksum_mode!r}: expected one of {', '.join(_CHECKSUM_MODES)}")
         reg, temporary = self._registration_for(into)
         try:
             span = _parse_range(range)
@@ -199,15 +208,29 @@ class Session:
                 raise InvalidValueError(f"offset {offset} is outside the {reg.size}-byte buffer")
             size = reg.size - offset if span is None else span[1] - span[0] + 1
             params = get_params(bucket, key, span)
-            call = S3Call(client, "get_object", params, self._negotiation)
-            try:
-                result = self._transfer("get", reg, size, offset, call)
-            except RdmaNotSupportedError:
-                if fallback != "http":
-                    raise
-                return self._http_get(client, params, reg, offset)
-            result.size = int(call.headers.get(BYTES_HEADER, size))
-            return result
+            for attempt in (1, 2):
+                call = S3Call(client, "get_object", params, self._negotiation)
+                try:
+                    result = self._transfer("get", reg, size, offset, call)
+                except RdmaNotSupportedError:
+                    if fallback != "http":
+                        raise
+                    return self._http_get(client, params, reg, offset)
+                result.size = int(call.headers.get(BYTES_HEADER, size))
+                if checksum_mode != "when_supported":
+                    result.checksum = "unchecked: checksums off"
+                    return result
+                try:
+                    result.checksum = _core.check_landed(
+                        reg, offset, result.size, _lower(call.headers), span is None, f"{bucket}/{key}"
+                    )
+                    return result
+                except ChecksumMismatchError as e:
+                    if attempt == 2:
+                        e.retries = 1
+                        raise
+                    log.warning("hipobj: %s; reading the object again", e)
+            raise AssertionError("unreachable")
         finally:
             if temporary:
                 reg.deregister()
@@ -264,10 +287,18 @@ class Session:
         AWS SDKs' standard mode does (each time with a fresh token); ``retries`` says how many."""
         self._check_open()
         config = config or TransferConfig()
-        size = client.head_object(Bucket=bucket, Key=key)["ContentLength"]
+        size, headers = _head_with_checksums(client, bucket, key)
         store = self._store(client, bucket, key)
         done = _core.engine_download(
-            store, str(filename), 0, size, self._range_size(client, config), self._concurrency(config), callback
+            store,
+            str(filename),
+            0,
+            size,
+            self._range_size(client, config),
+            self._concurrency(config),
+            callback,
+            config.checksum_mode,
+            headers,
         )
         return CopyResult(*done)
 
@@ -284,12 +315,20 @@ class Session:
         any order with seek + write; in order, one at a time, when it cannot seek)."""
         self._check_open()
         config = config or TransferConfig()
-        size = client.head_object(Bucket=bucket, Key=key)["ContentLength"]
+        size, headers = _head_with_checksums(client, bucket, key)
         writer = FileObjectWriter(fileobj)
         concurrency = self._concurrency(config) if writer.seekable else 1
         store = self._store(client, bucket, key)
         done = _core.engine_download_to(
-            store, writer.write_at, 0, size, self._range_size(client, config), concurrency, callback
+            store,
+            writer.write_at,
+            0,
+            size,
+            self._range_size(client, config),
+            concurrency,
+            callback,
+            config.checksum_mode,
+            headers,
         )
         return CopyResult(*done)
 
@@ -314,8 +353,10 @@ class Session:
             return CopyResult(0, 0, 0)
         store = self._store(client, bucket, key, extra_args)
         chunk, threshold = self._upload_sizes(client, bucket, config)
+        # The core sends the CRC64NVME of what each PUT moves, unless the caller chose a checksum.
+        own_checksum = any(k.startswith("Checksum") for k in (extra_args or {}))
         done = _core.engine_upload(
-            store, str(filename), size, chunk, threshold, self._concurrency(config), callback
+            store, str(filename), size, chunk, threshold, self._concurrency(config), callback, not own_checksum
         )
         result = CopyResult(*done)
         if result.multipart:
@@ -432,3 +473,19 @@ class Session:
         log.warning("hipobj: %s/%s: the server has no RDMA (501); written over HTTP", bucket, key)
         headers = response["ResponseMetadata"].get("HTTPHeaders", {})
         return TransferResult("http", size, 2, headers.get("etag"), headers)
+
+
+def _head_with_checksums(client: Any, bucket: str, key: str) -> Tuple[int, Dict[str, str]]:
+    """HEAD of `bucket/key` with its checksums asked for: the size, and the reply's headers
+    (lowercase names), from which the core reads the stored checksum a download is checked
+    against."""
+    head = client.head_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED")
+    headers = head.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+    return head["ContentLength"], _lower(headers)
+
+
+_CHECKSUM_MODES = ("when_supported", "when_required", "off")
+
+
+def _lower(headers: Dict[str, str]) -> Dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in headers.items()}

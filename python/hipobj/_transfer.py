@@ -32,16 +32,23 @@ class TransferConfig:
     multipart_threshold: int = 8 * MB
     multipart_chunksize: int = 8 * MB
     max_concurrency: Optional[int] = None
+    # botocore's response_checksum_validation: "when_supported" (its default) checks every
+    # download against the object's stored full-object CRC as the bytes land (CRC64NVME, CRC32C
+    # or CRC32; a mismatch reads the object again once, then raises ChecksumMismatchError and
+    # leaves the file as it was); "when_required" and "off" check nothing.
+    checksum_mode: str = "when_supported"
 
 
 @dataclass
 class CopyResult:
-    """What a file copy did: bytes moved, RDMA transfers, retries used, multipart or not."""
+    """What a file copy did: bytes moved, RDMA transfers, retries used, multipart or not, and
+    what the end-to-end check of a download found ("CRC64NVME verified", "unchecked: <why>")."""
 
     size: int
     parts: int
     retries: int
     multipart: bool = False
+    checksum: str = "not checked"
 
 
 def retry_class(status: Optional[int], code: Optional[str], exc: Optional[BaseException]) -> Optional[str]:
@@ -79,12 +86,24 @@ class Store:
         self._parts: Dict[int, S3Call] = {}
         self._lock = threading.Lock()
 
-    def request(self, kind: str, first: Optional[int], last: Optional[int], upload_id: Optional[str], number: Optional[int]) -> S3Call:
-        """The S3Call of one RDMA request (its ``send`` is called once per token)."""
+    def request(
+        self,
+        kind: str,
+        first: Optional[int],
+        last: Optional[int],
+        upload_id: Optional[str],
+        number: Optional[int],
+        checksum: Optional[Tuple[str, str]] = None,
+    ) -> S3Call:
+        """The S3Call of one RDMA request (its ``send`` is called once per token). A PUT's
+        `checksum` is (algorithm, value) of the bytes it moves, computed by the core as they were
+        read: sent as ``Checksum<ALGORITHM>`` (botocore then adds none of its own)."""
         if kind == "get":
             params = get_params(self.bucket, self.key, (first, last))
             return S3Call(self.client, "get_object", params, self.negotiation)
-        base = {"Bucket": self.bucket, "Key": self.key, "Body": b""}
+        base: Dict[str, Any] = {"Bucket": self.bucket, "Key": self.key, "Body": b""}
+        if checksum is not None:
+            base["Checksum" + checksum[0]] = checksum[1]
         if upload_id is None:
             return S3Call(self.client, "put_object", {**self.extra_args, **base}, self.negotiation)
         params = {**base, "UploadId": upload_id, "PartNumber": number}
@@ -93,10 +112,16 @@ class Store:
             self._parts[number] = call  # the last one is the one that succeeded
         return call
 
-    def create_upload(self) -> str:
-        return self.client.create_multipart_upload(Bucket=self.bucket, Key=self.key, **self.extra_args)["UploadId"]
+    def create_upload(self, checksum: Optional[str] = None) -> str:
+        """CreateMultipartUpload; `checksum` names the upload's FULL_OBJECT algorithm."""
+        params: Dict[str, Any] = dict(self.extra_args)
+        if checksum is not None and "ChecksumAlgorithm" not in params:
+            params.update(ChecksumAlgorithm=checksum, ChecksumType="FULL_OBJECT")
+        return self.client.create_multipart_upload(Bucket=self.bucket, Key=self.key, **params)["UploadId"]
 
-    def complete_upload(self, upload_id: str, parts: List[Tuple[int, str]]) -> None:
+    def complete_upload(
+        self, upload_id: str, parts: List[Tuple[int, str]], checksum: Optional[Tuple[str, str]] = None
+    ) -> None:
         listed = []
         for number, etag in parts:
             part: Dict[str, Any] = {"PartNumber": number, "ETag": etag}
@@ -105,8 +130,11 @@ class Store:
                 if name.startswith("x-amz-checksum-") and name != "x-amz-checksum-type":
                     part["Checksum" + name[len("x-amz-checksum-"):].upper()] = value
             listed.append(part)
+        whole: Dict[str, Any] = {}
+        if checksum is not None:
+            whole = {"Checksum" + checksum[0]: checksum[1], "ChecksumType": "FULL_OBJECT"}
         self.client.complete_multipart_upload(
-            Bucket=self.bucket, Key=self.key, UploadId=upload_id, MultipartUpload={"Parts": listed}
+            Bucket=self.bucket, Key=self.key, UploadId=upload_id, MultipartUpload={"Parts": listed}, **whole
         )
 
     def abort_upload(self, upload_id: str) -> None:

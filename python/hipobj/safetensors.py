@@ -114,7 +114,7 @@ def _load_one(client: Any, bucket: str, key: str, device: Optional[Any], session
     if size:
         with session.register(dest) as reg:
             store = session._store(client, bucket, key)
-            _, _, _, _ = _core.engine_download_into(
+            _core.engine_download_into(
                 store, reg, 0, data_start, size, config.multipart_chunksize, session._concurrency(config)
             )
     tensors: Dict[str, Any] = {}

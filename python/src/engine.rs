@@ -6,6 +6,7 @@
 use crate::errors::{self, to_py};
 use crate::registration::Registration;
 use crate::transfer::{rdma_transfer, Failed};
+use hipobj::checksum::{CrcAlgo, ObjectChecksum, Unchecked};
 use hipobj::engine::{
     self, Classify, CompletedPart, EngineError, ErrorClass, FileSink, FileSource, HostBuffers, Job,
     ObjectStore, PutTarget, Report, Settings, Sink, Slice,
@@ -14,6 +15,7 @@ use hipobj::runtime::{Runtime, TransferKind};
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -139,18 +141,27 @@ impl ObjectStore for PyStore {
             .unwrap_or(slice.len as u64))
     }
 
-    fn put(&self, slice: Slice, target: PutTarget<'_>) -> Result<Option<String>, StoreError> {
+    fn put(
+        &self,
+        slice: Slice,
+        target: PutTarget<'_>,
+        checksum: Option<ObjectChecksum>,
+    ) -> Result<Option<String>, StoreError> {
         let (id, number) = match target {
             PutTarget::Object => (None, None),
             PutTarget::Part { upload_id, number } => (Some(upload_id.to_owned()), Some(number)),
         };
-        let call = self.call("request", ("put", None::<u64>, None::<u64>, id, number))?;
+        let checksum = checksum.map(|c| (c.algo.as_str(), c.encoded()));
+        let call = self.call(
+            "request",
+            ("put", None::<u64>, None::<u64>, id, number, checksum),
+        )?;
         self.rdma(TransferKind::Put, slice, &call)?;
         Ok(Self::header(&call, "etag").or_else(|| Self::header(&call, "x-amz-rdma-etag")))
     }
 
-    fn create_upload(&self) -> Result<String, StoreError> {
-        let id = self.call("create_upload", ())?;
+    fn create_upload(&self, checksum: Option<CrcAlgo>) -> Result<String, StoreError> {
+        let id = self.call("create_upload", (checksum.map(CrcAlgo::as_str),))?;
         Python::with_gil(|py| id.extract::<String>(py)).map_err(|err| StoreError {
             err,
             class: ErrorClass::Fatal,
@@ -158,9 +169,16 @@ impl ObjectStore for PyStore {
         })
     }
 
-    fn complete_upload(&self, upload_id: &str, parts: &[CompletedPart]) -> Result<(), StoreError> {
+    fn complete_upload(
+        &self,
+        upload_id: &str,
+        parts: &[CompletedPart],
+        checksum: Option<ObjectChecksum>,
+    ) -> Result<(), StoreError> {
         let parts: Vec<(u32, String)> = parts.iter().map(|p| (p.number, p.etag.clone())).collect();
-        self.call("complete_upload", (upload_id, parts)).map(drop)
+        let checksum = checksum.map(|c| (c.algo.as_str(), c.encoded()));
+        self.call("complete_upload", (upload_id, parts, checksum))
+            .map(drop)
     }
 
     fn abort_upload(&self, upload_id: &str) -> Result<(), StoreError> {
@@ -182,11 +200,38 @@ impl Sink for PySink {
     }
 }
 
-/// (bytes, parts, retries, multipart) of a finished copy.
-type Done = (u64, usize, u64, bool);
+/// (bytes, parts, retries, multipart, checksum) of a finished copy: `checksum` says what the
+/// end-to-end check of a download found ("CRC64NVME verified", "unchecked: ...", "not checked").
+type Done = (u64, usize, u64, bool, String);
 
 fn done(r: Report) -> Done {
-    (r.bytes, r.parts, r.retries, r.multipart)
+    (
+        r.bytes,
+        r.parts,
+        r.retries + r.checksum_retries,
+        r.multipart,
+        r.checksum.to_string(),
+    )
+}
+
+/// A download's check (docs/protocol.md section 15) from the caller's `checksum_mode` (the AWS
+/// SDKs' `response_checksum_validation` values) and the HEAD reply's headers (lowercase names).
+fn checksum_check(
+    mode: &str,
+    headers: Option<HashMap<String, String>>,
+) -> PyResult<Result<ObjectChecksum, Unchecked>> {
+    match mode {
+        "when_supported" => {
+            let headers = headers.unwrap_or_default();
+            Ok(ObjectChecksum::from_headers(|name| {
+                headers.get(name).cloned()
+            }))
+        }
+        "when_required" | "off" => Ok(Err(Unchecked::Off)),
+        other => Err(errors::invalid(format!(
+            "checksum_mode {other:?}: expected \"when_supported\", \"when_required\" or \"off\""
+        ))),
+    }
 }
 
 /// The exception of a failed copy; `retries` is set on it.
@@ -197,6 +242,10 @@ fn raise(py: Python<'_>, e: EngineError<StoreError>) -> PyErr {
         EngineError::Library(e) => (to_py(e), 0),
         e @ EngineError::Short { .. } => (errors::S3Error::new_err(e.to_string()), 0),
         EngineError::Cancelled { retries } => (errors::S3Error::new_err("cancelled"), retries),
+        EngineError::Checksum(m) => (
+            errors::checksum_mismatch(py, "download (read twice)", &m),
+            0,
+        ),
     };
     let _ = err.value(py).setattr("retries", retries);
     err
@@ -244,9 +293,11 @@ fn store(store: PyObject) -> PyResult<PyStore> {
 }
 
 /// Object bytes `first .. first + length` into the file `path` (written beside it, renamed
-/// when complete), `concurrency` ranged GETs of `part_size` at once.
+/// when complete), `concurrency` ranged GETs of `part_size` at once, checked against the stored
+/// checksum the HEAD reply's `headers` name (`checksum_mode` "when_supported"; the file is left
+/// as it was on a mismatch).
 #[pyfunction]
-#[pyo3(signature = (store_, path, first, length, part_size, concurrency, progress=None))]
+#[pyo3(signature = (store_, path, first, length, part_size, concurrency, progress=None, checksum_mode="when_required", headers=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn engine_download(
     py: Python<'_>,
@@ -257,25 +308,27 @@ pub fn engine_download(
     part_size: u64,
     concurrency: usize,
     progress: Option<PyObject>,
+    checksum_mode: &str,
+    headers: Option<HashMap<String, String>>,
 ) -> PyResult<Done> {
+    let mut settings = settings(part_size, part_size, concurrency);
+    settings.checksum = Some(checksum_check(checksum_mode, headers)?);
     let store = store(store_)?;
     let sink = FileSink::create(&path, length)
         .map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
     let buffers = HostBuffers(store.rt.clone());
-    let report = with_job(
-        py,
-        settings(part_size, part_size, concurrency),
-        progress,
-        |job| engine::download(&store, first, length, &sink, &buffers, job),
-    )?;
+    let report = with_job(py, settings, progress, |job| {
+        engine::download(&store, first, length, &sink, &buffers, job)
+    })?;
     sink.finish()
         .map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
     Ok(done(report))
 }
 
-/// As `engine_download`, the bytes handed to `write_at(pos, data)` instead of a file.
+/// As `engine_download`, the bytes handed to `write_at(pos, data)` instead of a file (a
+/// mismatch is raised after the bytes were written: the caller's object holds them).
 #[pyfunction]
-#[pyo3(signature = (store_, write_at, first, length, part_size, concurrency, progress=None))]
+#[pyo3(signature = (store_, write_at, first, length, part_size, concurrency, progress=None, checksum_mode="when_required", headers=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn engine_download_to(
     py: Python<'_>,
@@ -286,16 +339,17 @@ pub fn engine_download_to(
     part_size: u64,
     concurrency: usize,
     progress: Option<PyObject>,
+    checksum_mode: &str,
+    headers: Option<HashMap<String, String>>,
 ) -> PyResult<Done> {
+    let mut settings = settings(part_size, part_size, concurrency);
+    settings.checksum = Some(checksum_check(checksum_mode, headers)?);
     let store = store(store_)?;
     let sink = PySink(write_at);
     let buffers = HostBuffers(store.rt.clone());
-    with_job(
-        py,
-        settings(part_size, part_size, concurrency),
-        progress,
-        |job| engine::download(&store, first, length, &sink, &buffers, job),
-    )
+    with_job(py, settings, progress, |job| {
+        engine::download(&store, first, length, &sink, &buffers, job)
+    })
     .map(done)
 }
 
@@ -349,9 +403,10 @@ pub fn engine_download_into(
 }
 
 /// The file `path` (its first `length` bytes) as the object: one PUT up to `threshold`, else a
-/// multipart upload in parts of `part_size`, `concurrency` at once.
+/// multipart upload in parts of `part_size`, `concurrency` at once. With `send_checksum` (unless
+/// the caller named a checksum of its own) each PUT carries the CRC64NVME of the bytes it moves.
 #[pyfunction]
-#[pyo3(signature = (store_, path, length, part_size, threshold, concurrency, progress=None))]
+#[pyo3(signature = (store_, path, length, part_size, threshold, concurrency, progress=None, send_checksum=true))]
 #[allow(clippy::too_many_arguments)]
 pub fn engine_upload(
     py: Python<'_>,
@@ -362,16 +417,18 @@ pub fn engine_upload(
     threshold: u64,
     concurrency: usize,
     progress: Option<PyObject>,
+    send_checksum: bool,
 ) -> PyResult<Done> {
+    let mut settings = settings(part_size, threshold, concurrency);
+    if !send_checksum {
+        settings.upload_checksum = None;
+    }
     let store = store(store_)?;
     let source = FileSource::open(&path, 0)
         .map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
     let buffers = HostBuffers(store.rt.clone());
-    with_job(
-        py,
-        settings(part_size, threshold, concurrency),
-        progress,
-        |job| engine::upload(&store, &source, length, &buffers, job),
-    )
+    with_job(py, settings, progress, |job| {
+        engine::upload(&store, &source, length, &buffers, job)
+    })
     .map(done)
 }

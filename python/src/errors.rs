@@ -88,7 +88,29 @@ create_exception!(
     S3Error,
     "hipObjNotSupported: the server answered a hipobj-rc-v2 PREPARE 501 with the unsupported marker (it speaks no v2); plain HTTP may be used."
 );
+create_exception!(
+    hipobj,
+    ChecksumMismatchError,
+    S3Error,
+    "What a download landed does not have the object's stored checksum (docs/protocol.md section 15; the object was read twice): `algorithm`, `expected` (the server's value) and `actual` (what landed), base64 as S3 writes them. The destination file is left as it was."
+);
 create_exception!(hipobj, BusyError, HipObjError, "hipObjBusy: every RDMA connection is in use and the caller may not wait (inside a transfer's callback), or a timed-out staging copy still holds the buffer.");
+
+/// A download's checksum mismatch as [`ChecksumMismatchError`], its values as attributes.
+pub fn checksum_mismatch(py: Python<'_>, what: &str, m: &hipobj::checksum::Mismatch) -> PyErr {
+    let err = ChecksumMismatchError::new_err(format!("{what}: {m}"));
+    let value = err.value(py);
+    for (name, v) in [
+        ("algorithm", m.algo.as_str()),
+        ("expected", m.expected.as_str()),
+        ("actual", m.got.as_str()),
+    ] {
+        if let Err(e) = value.setattr(name, v) {
+            return e;
+        }
+    }
+    err
+}
 
 /// The exception class of a code, with its numeric value.
 pub fn class_of(py: Python<'_>, code: OpError) -> Bound<'_, pyo3::types::PyType> {
@@ -201,5 +223,9 @@ pub fn add_to(m: &Bound<'_, PyModule>) -> PyResult<()> {
         class.setattr("code", code as i32)?;
         m.add(class.name()?, class)?;
     }
+    m.add(
+        "ChecksumMismatchError",
+        ChecksumMismatchError::type_object(py),
+    )?;
     Ok(())
 }

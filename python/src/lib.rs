@@ -3,6 +3,7 @@
 //! memory or the transfer itself (boto3, safetensors, sessions) lives in `python/hipobj/*.py`.
 
 mod buffer;
+mod checksum;
 mod engine;
 mod errors;
 mod registration;
@@ -130,6 +131,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(registration::register_pointer, m)?)?;
     m.add_function(wrap_pyfunction!(transfer::transfer, m)?)?;
     m.add_function(wrap_pyfunction!(engine::engine_download, m)?)?;
+    m.add_function(wrap_pyfunction!(checksum::check_landed, m)?)?;
     m.add_function(wrap_pyfunction!(engine::engine_download_to, m)?)?;
     m.add_function(wrap_pyfunction!(engine::engine_download_into, m)?)?;
     m.add_function(wrap_pyfunction!(engine::engine_upload, m)?)?;

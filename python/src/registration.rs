@@ -170,7 +170,7 @@ impl Registration {
 
     /// Whether it was registered as device memory.
     #[getter(device)]
-    fn is_device(&self) -> bool {
+    pub fn is_device(&self) -> bool {
         self.device
     }
 

@@ -66,8 +66,13 @@ def test_upload_file_and_download_file(session, client, bucket, workdir):
     assert sum(moved) == SIZE
     assert client.head_object(Bucket=bucket, Key="engine/big")["ContentLength"] == SIZE
     assert not client.list_multipart_uploads(Bucket=bucket).get("Uploads"), "nothing left behind"
+    # The core sent each part's CRC64NVME and the whole object's (docs/protocol.md section 15):
+    # the server stored the FULL_OBJECT value, and the download is checked against it.
+    head = client.head_object(Bucket=bucket, Key="engine/big", ChecksumMode="ENABLED")
+    assert head.get("ChecksumType") == "FULL_OBJECT" and head.get("ChecksumCRC64NVME"), head
     down = session.download_file(client, bucket, "engine/big", back, config=config)
     assert down.size == SIZE and down.parts == up.parts
+    assert down.checksum == "CRC64NVME verified", down.checksum
     assert same_files(src, back)
     print(f"upload_file/download_file {SIZE} bytes: {up.parts} parts, retries {up.retries}+{down.retries}")
 
@@ -86,6 +91,32 @@ def test_small_upload_is_one_put_and_fileobj_download(session, client, bucket):
     got = session.download_fileobj(client, bucket, "engine/small", out, config=hipobj.TransferConfig(multipart_chunksize=MB))
     assert got.parts == 4
     assert out.getvalue() == b"prefix" + data
+    # Checked end to end (docs/protocol.md section 15) against the CRC the server stored: the
+    # one botocore named for the PUT, else the server's default CRC64NVME.
+    assert got.checksum in ("CRC64NVME verified", "CRC32 verified", "CRC32C verified"), got.checksum
+
+
+def test_a_download_of_bytes_changed_on_the_server_raises_and_leaves_no_file(session, client, bucket, server, tmp_path):
+    data = pattern(2 * MB + 7, 54)
+    src = tmp_path / "src"
+    src.write_bytes(data)
+    session.upload_file(client, str(src), bucket, "engine/rot")
+    # One byte changed in place on the server's disk, after its checksum was stored.
+    stored = server.data_dir / bucket / "engine%2Frot"
+    with open(stored, "r+b") as f:
+        f.seek(MB + 3)
+        f.write(bytes([data[MB + 3] ^ 0x40]))
+    dest = tmp_path / "dest"
+    with pytest.raises(hipobj.ChecksumMismatchError) as e:
+        session.download_file(client, bucket, "engine/rot", str(dest), config=hipobj.TransferConfig(multipart_chunksize=MB))
+    assert e.value.algorithm in ("CRC64NVME", "CRC32", "CRC32C") and e.value.expected != e.value.actual
+    assert e.value.expected in str(e.value) and e.value.actual in str(e.value)
+    assert isinstance(e.value, hipobj.S3Error)
+    assert not dest.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["src"], "no file left behind"
+    # checksum_mode="off" takes the bytes as they are.
+    off = session.download_file(client, bucket, "engine/rot", str(dest), config=hipobj.TransferConfig(checksum_mode="off"))
+    assert off.checksum == "unchecked: checksums off"
+    assert dest.read_bytes() != data and len(dest.read_bytes()) == len(data)
 
 
 def test_missing_object_raises_without_retries(session, client, bucket, tmp_path):

@@ -26,8 +26,13 @@ def test_round_trip(session, client, bucket, size):
         got = session.get_object(client, bucket, f"rt-{size}", into=d)
     assert got.via == "rdma" and got.size == size
     assert np.array_equal(src, dst)
-    # the object is stored: a plain boto3 GET returns the same bytes
-    assert client.get_object(Bucket=bucket, Key=f"rt-{size}")["Body"].read() == src.tobytes()
+    # checked end to end against the CRC the server stored (docs/protocol.md section 15)
+    assert got.checksum.endswith(" verified"), got.checksum
+    # the object is stored: a plain boto3 GET returns the same bytes, which botocore validates
+    # against the checksum the server stored while RDMA moved them (CRC64NVME needs awscrt)
+    plain = client.get_object(Bucket=bucket, Key=f"rt-{size}", ChecksumMode="ENABLED")
+    assert plain["Body"].read() == src.tobytes()
+    assert plain.get("ChecksumType") == "FULL_OBJECT", plain.get("ChecksumType")
 
 
 def test_ranged_get_into_offset(session, client, bucket):
@@ -40,10 +45,35 @@ def test_ranged_get_into_offset(session, client, bucket):
         assert got.size == last - first + 1
         again = session.get_object(client, bucket, "ranged", into=reg, offset=0, range="bytes=0-99")
         assert again.size == 100
+        assert got.checksum == again.checksum == "unchecked: a range of the object (its checksum is of the whole)"
     assert dst[offset : offset + got.size] == obj[first : last + 1]
     assert dst[:100] == obj[:100]
     assert dst[100:offset] == b"\xab" * (offset - 100)
     assert dst[offset + got.size :] == b"\xab" * (len(dst) - offset - got.size)
+
+
+def test_a_get_of_bytes_changed_on_the_server_raises_after_reading_twice(session, client, bucket, server):
+    size = 3 << 20
+    src = np.frombuffer(pattern(size, 12), dtype=np.uint8).copy()
+    dst = np.zeros(size, dtype=np.uint8)
+    with session.register(src) as s, session.register(dst) as d:
+        session.put_object(client, bucket, "rot", from_=s)
+        # one byte changed in place on the server's disk, after its checksum was stored
+        with open(server.data_dir / bucket / "rot", "r+b") as f:
+            f.seek(size // 2)
+            f.write(bytes([src[size // 2] ^ 0x04]))
+        with pytest.raises(hipobj.ChecksumMismatchError) as e:
+            session.get_object(client, bucket, "rot", into=d)
+        assert e.value.retries == 1, "read again once"
+        assert e.value.expected != e.value.actual and e.value.algorithm in str(e.value)
+        assert f"{bucket}/rot" in str(e.value)
+        off = session.get_object(client, bucket, "rot", into=d, checksum_mode="off")
+        assert off.checksum == "unchecked: checksums off"
+    assert dst[size // 2] == src[size // 2] ^ 0x04
+    # boto3 alone (botocore's own validation, with awscrt for CRC64NVME) refuses it as well
+    with pytest.raises(Exception) as plain:
+        client.get_object(Bucket=bucket, Key="rot", ChecksumMode="ENABLED")["Body"].read()
+    assert "checksum" in str(plain.value).lower(), plain.value
 
 
 def test_put_from_offset_with_size(session, client, bucket):

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::backend::s3proxy::{Endpoint, EndpointError};
-use crate::backend::EtagAlgo;
+use crate::backend::{DefaultChecksum, EtagAlgo};
 use crate::credentials::{CredentialsError, CredentialsTable};
 use crate::tls::{self, TlsError};
 
@@ -32,6 +32,9 @@ pub struct Config {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// `--etag md5|crc64nvme`: what the embedded store's new objects' ETags are (docs/etag.md).
     pub etag: EtagAlgo,
+    /// `--default-checksum crc64nvme|none`: the checksum the embedded store keeps for new objects
+    /// whose writer named none.
+    pub default_checksum: DefaultChecksum,
 }
 
 /// The embedded fs store, or gateway mode in front of another S3 store (docs/gateway.md).
@@ -87,7 +90,9 @@ pub struct RdmaSettings {
     /// hipobj-rc-v2 sessions (docs/protocol.md section 14).
     pub v2: V2Settings,
     /// `--inject-rdma-failures N`: fault injection for tests (as Ceph's `ms_inject_*` options):
-    /// the first N token transfers fail on purpose through the real failure path.
+    /// the first N token transfers fail on purpose through the real failure path. Only in
+    /// builds with the cargo feature `fault-injection`.
+    #[cfg(feature = "fault-injection")]
     pub inject_failures: u64,
     /// `--copy-gets`: every GET goes through a staging buffer (no file registration).
     pub copy_gets: bool,
@@ -134,6 +139,7 @@ impl Default for RdmaSettings {
             queue: 64,
             queue_wait: Duration::from_secs(2),
             v2: V2Settings::default(),
+            #[cfg(feature = "fault-injection")]
             inject_failures: 0,
             copy_gets: false,
         }
@@ -208,6 +214,12 @@ pub struct Cli {
     /// path unless the client sends Content-MD5). See docs/etag.md.
     #[arg(long, value_enum, default_value_t = EtagAlgo::Md5)]
     etag: EtagAlgo,
+    /// The checksum the embedded store computes and keeps for a new object (multipart included)
+    /// whose writer sent none: crc64nvme (S3's default: a full-object CRC64NVME, returned on GET
+    /// and HEAD with `x-amz-checksum-mode: ENABLED`, so readers check what they received) or
+    /// none. A checksum the writer sends is kept instead, as S3 does.
+    #[arg(long, value_enum, default_value_t = DefaultChecksum::Crc64nvme)]
+    default_checksum: DefaultChecksum,
     /// Token requests handled at once; more get 503.
     #[arg(long, value_name = "N", default_value_t = RdmaSettings::default().max_transfers, value_parser = positive)]
     max_rdma_transfers: usize,
@@ -246,9 +258,10 @@ pub struct Cli {
     rdma_queue_wait_ms: u64,
     /// Fault injection for tests: the first N token transfers fail on purpose (the paired QP is
     /// moved to the error state before the first work request: a real RDMA failure, 500, the
-    /// pairing destroyed), so clients' retries can be tested. 0 injects nothing.
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    inject_rdma_failures: u64,
+    /// pairing destroyed), so clients' retries can be tested. 0 injects nothing. Only a server
+    /// built with the cargo feature `fault-injection` accepts it; the shipped one refuses it.
+    #[arg(long, value_name = "N")]
+    inject_rdma_failures: Option<u64>,
     /// Copy every token GET through a registered staging buffer. By default a GET longer than
     /// one chunk is sent straight from the object's file: its pages are mapped read-only and
     /// registered for the transfer (no copy; they stay pinned only while it runs), falling back
@@ -346,6 +359,9 @@ impl Config {
                 return Err(ConfigError::Cli(e));
             }
         }
+        // Refused here in a build without the feature; only such a build uses the value.
+        #[cfg_attr(not(feature = "fault-injection"), allow(unused_variables))]
+        let inject_failures = inject_failures(cli.inject_rdma_failures)?;
         let tls = match (&cli.tls_cert, &cli.tls_key) {
             (Some(cert), Some(key)) => {
                 Some(tls::server_config(cert, key).map_err(ConfigError::Tls)?)
@@ -371,6 +387,7 @@ impl Config {
             auth,
             check_gid_peer: !cli.allow_gid_peer_mismatch,
             etag: cli.etag,
+            default_checksum: cli.default_checksum,
             rdma: RdmaSettings {
                 max_transfers: cli.max_rdma_transfers,
                 workers: cli.rdma_workers,
@@ -389,11 +406,30 @@ impl Config {
                     data_timeout: Duration::from_millis(cli.v2_data_ms as u64),
                     staging_bytes: cli.v2_staging_bytes as u64,
                 },
-                inject_failures: cli.inject_rdma_failures,
+                #[cfg(feature = "fault-injection")]
+                inject_failures,
                 copy_gets: cli.copy_gets,
             },
             tls,
         })
+    }
+}
+
+/// `--inject-rdma-failures N`: N in a build with the cargo feature `fault-injection`; in any other
+/// build the flag is refused, so a test that counts on injected failures never runs against a
+/// server that injects none.
+fn inject_failures(given: Option<u64>) -> Result<u64, ConfigError> {
+    match given {
+        None => Ok(0),
+        Some(n) if cfg!(feature = "fault-injection") => Ok(n),
+        Some(_) => Err(ConfigError::Cli(
+            <Cli as clap::CommandFactory>::command().error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "--inject-rdma-failures: this hipobj-server was built without fault injection \
+                 (cargo feature `fault-injection`; the lane's build is \
+                 target/e2e/hipobj-server-faults, made by scripts/build-e2e)",
+            ),
+        )),
     }
 }
 
@@ -536,6 +572,30 @@ mod tests {
         );
         assert_eq!(clap_kind(parse("--bogus 1")), ErrorKind::UnknownArgument);
         assert_eq!(clap_kind(parse("--help")), ErrorKind::DisplayHelp);
+    }
+
+    /// The shipped build refuses `--inject-rdma-failures` with a clear error; a build with the
+    /// cargo feature `fault-injection` takes it.
+    #[test]
+    fn fault_injection_only_in_a_build_with_the_feature() {
+        let args = "--listen 127.0.0.1:1 --data-dir /x --anonymous --inject-rdma-failures 2";
+        #[cfg(not(feature = "fault-injection"))]
+        {
+            let err = parse(args).expect_err("refused without the feature");
+            assert_eq!(
+                clap_kind(Err(err)),
+                clap::error::ErrorKind::ArgumentConflict
+            );
+            let message = parse(args).expect_err("refused").to_string();
+            assert!(
+                message.contains("built without fault injection"),
+                "{message}"
+            );
+        }
+        #[cfg(feature = "fault-injection")]
+        assert_eq!(parse(args).expect("valid").rdma.inject_failures, 2);
+        // Without the flag every build starts.
+        parse("--listen 127.0.0.1:1 --data-dir /x --anonymous").expect("valid");
     }
 
     #[test]

@@ -2,6 +2,15 @@
 //! headers including `Host` and the client's own SigV4 `Authorization`, body streamed), and the
 //! store's answer streamed back. The store authenticates them and applies its full S3 semantics
 //! (versioning, ACLs, lifecycle, ...); the gateway adds nothing and keeps nothing.
+//!
+//! The client is hyper-util's (with hyper-rustls), not the project's S3 client
+//! (`hipobj-s3client`, reqwest): reqwest takes only a WHATWG `Url`, which resolves dot segments
+//! (`/b/a/../k`, `/b/a/%2e%2e/k` -> `/b/k`) and re-encodes (`'` in a query -> `%27`), while the
+//! request forwarded here carries the client's own SigV4 signature over the path as sent (S3
+//! does not normalise it): the target must reach the store byte for byte, which `http::Uri`
+//! keeps. reqwest is itself built on these crates (hyper, hyper-util's client, hyper-rustls), so
+//! the gateway has one HTTP stack; nothing is signed, encoded or parsed here (the store's answer
+//! is streamed back as it came, and our own 503 comes from the server's one error model).
 
 use http::header::{HeaderMap, HeaderName};
 use hyper::body::Incoming;

@@ -237,6 +237,7 @@ impl S3 for HipobjS3 {
         req: S3Request<GetObjectInput>,
     ) -> S3Result<S3Response<GetObjectOutput>> {
         presign::check_expiry(&req.uri)?;
+        let wanted = headers::wants_checksums(req.input.checksum_mode.as_ref());
         let kind = JobKind::Get {
             range: req.input.range,
         };
@@ -261,13 +262,18 @@ impl S3 for HipobjS3 {
             } => {
                 let mut headers = reply_headers(&Reply::Done(server));
                 headers.insert(RDMA_BYTES, http::HeaderValue::from(bytes));
-                let output = GetObjectOutput {
+                // The stored checksum of the whole object, as a plain GET reports it, so that
+                // the client checks what RDMA landed (docs/protocol.md section 15).
+                let reported = headers::reported_checksums(&info, range.is_none(), wanted);
+                let mut output = GetObjectOutput {
                     accept_ranges: Some("bytes".into()),
                     content_range: range.map(|r| objects::content_range(&r, info.size)),
                     e_tag: Some(etag(&info)),
                     last_modified: Some(objects::timestamp(&info)),
+                    checksum_type: headers::checksum_type(&reported),
                     ..Default::default()
                 };
+                objects::put_checksums!(output, reported);
                 Ok(S3Response::with_headers(output, headers))
             }
             other => Err(error::unfinished(other, &self.stats)),
@@ -648,17 +654,56 @@ mod tests {
         );
         assert!(body.is_empty());
         assert_eq!(&h.port.region(RKEY)[..20_000], &data[..]);
+        assert!(
+            headers.get("x-amz-checksum-crc64nvme").is_none(),
+            "not asked"
+        );
+
+        // Asked (x-amz-checksum-mode: ENABLED): the stored full-object CRC64NVME comes with the
+        // RDMA GET's reply, as with a plain GET (docs/protocol.md section 15).
+        let (status, headers, _) = call(
+            &h,
+            "GET",
+            "/bkt/obj",
+            &[
+                ("x-amz-rdma-token", &t1),
+                ("x-amz-checksum-mode", "ENABLED"),
+            ],
+            b"",
+        )
+        .await;
+        assert_eq!(status, 200);
+        let crc = hipobj::checksum::CrcAlgo::Crc64Nvme;
+        let want = crc.encode(crc.of(&data));
+        assert_eq!(
+            headers
+                .get("x-amz-checksum-crc64nvme")
+                .map(|v| v.as_bytes()),
+            Some(want.as_bytes())
+        );
+        assert_eq!(
+            headers.get("x-amz-checksum-type").map(|v| v.as_bytes()),
+            Some(&b"FULL_OBJECT"[..])
+        );
 
         // Ranged: 206.
         let (status, headers, _) = call(
             &h,
             "GET",
             "/bkt/obj",
-            &[("x-amz-rdma-token", &t1), ("range", "bytes=100-199")],
+            &[
+                ("x-amz-rdma-token", &t1),
+                ("range", "bytes=100-199"),
+                ("x-amz-checksum-mode", "ENABLED"),
+            ],
             b"",
         )
         .await;
         assert_eq!(status, 206);
+        assert!(
+            headers.get("x-amz-checksum-crc64nvme").is_none(),
+            "a range has no checksum of its own"
+        );
         assert_eq!(
             headers.get(RDMA_BYTES).map(|v| v.as_bytes()),
             Some(&b"100"[..])
@@ -694,7 +739,7 @@ mod tests {
         for want in [
             "\"replies_428\":1",
             "\"pairings_created\":1",
-            "\"rdma_gets\":2",
+            "\"rdma_gets\":3",
             "\"rdma_puts\":1",
             "\"replies_404\":1",
             "\"replies_400\":1",

@@ -185,8 +185,11 @@ pub async fn shutdown_signal() {
 fn open_store(config: &Config) -> std::io::Result<(Arc<dyn Backend>, Option<Passthrough>)> {
     match &config.store {
         StoreLocation::Dir(dir) => {
-            info!(data_dir = %dir.display(), etag = ?config.etag, "embedded fs store");
-            Ok((Arc::new(FsBackend::open(dir)?.with_etag(config.etag)), None))
+            info!(data_dir = %dir.display(), etag = ?config.etag, default_checksum = ?config.default_checksum, "embedded fs store");
+            let store = FsBackend::open(dir)?
+                .with_etag(config.etag)
+                .with_default_checksum(config.default_checksum);
+            Ok((Arc::new(store), None))
         }
         StoreLocation::Gateway { endpoint, region } => {
             let keyring = match &config.auth {

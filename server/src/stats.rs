@@ -79,7 +79,8 @@ counters! {
     flush_timeouts,
     /// RDMA jobs that panicked (answered 500, pairing destroyed, worker kept).
     worker_panics,
-    /// Transfers failed on purpose by `--inject-rdma-failures`.
+    /// Transfers failed on purpose by `--inject-rdma-failures` (only a server built with the
+    /// cargo feature `fault-injection` has the flag; 0 in the shipped build).
     injected_failures,
     /// Token requests that waited in the queue for a transfer slot.
     transfers_queued,

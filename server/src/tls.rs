@@ -127,21 +127,8 @@ pub fn no_roots_config() -> Result<ClientConfig, TlsError> {
     )
 }
 
-/// An error with its causes, `outer: inner: innermost` (a refused certificate is only named
-/// deep in the chain of an HTTP client's error).
-pub fn error_chain(e: &dyn Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let s = c.to_string();
-        if !text.contains(&s) {
-            text.push_str(": ");
-            text.push_str(&s);
-        }
-        cause = c.source();
-    }
-    text
-}
+/// An error and its causes: the one writer, in the project's S3 client.
+pub use hipobj_s3client::http::error_chain;
 
 #[cfg(test)]
 mod tests {

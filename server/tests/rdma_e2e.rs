@@ -19,7 +19,7 @@ use common::sigv4::{Placement, OTHER_SIGNER};
 use common::{pattern, Server};
 use hipobj::reply::Reply;
 use hipobj::token::{Token, Transport};
-use hipobj::verbs::{Access, Device, Lib, Mr, QpCaps, RcQp, RtrParams, RtsParams};
+use hipobj::verbs::{random_psn, Access, Device, Lib, Mr, QpCaps, RcPeer, RcQp, MAX_PSN};
 
 struct Client {
     dev: Arc<Device>,
@@ -79,27 +79,17 @@ impl Client {
         .encode_hex()
     }
 
-    /// Client rule 5.3: aim the never-paired QP at the server QP.
+    /// Client rule 5.3: aim the never-paired QP at the server QP, through the project's one RC
+    /// setup (`RcQp::connect`, as the client pool pairs): the server's first PSN is its token's
+    /// rkey, ours is random.
     fn pair(&mut self, server: &Token) {
+        let peer = RcPeer {
+            qp_num: server.qp_num,
+            gid: server.gid,
+        };
         self.qp
-            .to_rtr(&RtrParams {
-                dest_qp_num: server.qp_num,
-                dest_gid: server.gid,
-                rq_psn: server.rkey,
-                path_mtu: self.dev.port().active_mtu,
-                max_dest_rd_atomic: self.dev.caps().max_qp_rd_atom,
-                min_rnr_timer: 12,
-            })
-            .expect("RTR");
-        self.qp
-            .to_rts(&RtsParams {
-                sq_psn: 0,
-                timeout: 14,
-                retry_cnt: 6,
-                rnr_retry: 6,
-                max_rd_atomic: 1,
-            })
-            .expect("RTS");
+            .connect(&peer, server.rkey & MAX_PSN, random_psn(), 1)
+            .expect("INIT -> RTR -> RTS");
         self.pairing = server.lid;
     }
 }

@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use common::Server;
+use hipobj_s3client::reqwest::blocking::Client;
 use hipobj_server::backend::s3proxy::{Endpoint, Keyring};
 use hipobj_server::backend::{Backend, S3ProxyBackend, WriteOptions};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
-use reqwest::blocking::Client;
 
 /// A CA and a server certificate it signed (for `localhost` and 127.0.0.1), as PEM files.
 struct Pki {

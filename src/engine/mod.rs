@@ -22,6 +22,7 @@ mod plan;
 mod retry;
 mod ring;
 mod run;
+mod verify;
 
 pub use io::{FileSink, FileSource, Sink, Source};
 pub use plan::{Part, Plan, MAX_PARTS, MAX_PART_SIZE, MIN_PART_SIZE};
@@ -29,6 +30,7 @@ pub use retry::{Classify, ErrorClass, Retrier, RetryPolicy};
 pub use ring::{Buffers, HostBuffers, HostSlot, Slot};
 pub use run::{download, download_into, upload};
 
+use crate::checksum::{CrcAlgo, Mismatch, ObjectChecksum, Unchecked, Verdict};
 use std::fmt;
 use std::sync::atomic::AtomicBool;
 
@@ -45,6 +47,15 @@ pub struct Settings {
     /// Uploads larger than this go as a multipart upload; smaller ones as one PUT.
     pub multipart_threshold: u64,
     pub retry: RetryPolicy,
+    /// A download's end-to-end check (docs/protocol.md section 15): `None`, none asked for;
+    /// `Some(Ok(stored))`, the bytes that land must have the object's stored checksum;
+    /// `Some(Err(why))`, asked for but impossible (the report says why).
+    pub checksum: Option<Result<ObjectChecksum, Unchecked>>,
+    /// An upload's checksum (docs/protocol.md rule 4.9 and section 15): each PUT or UploadPart
+    /// carries this CRC of the bytes it moves (the server refuses a mismatch with BadDigest and
+    /// stores nothing), a multipart upload is created with it as its FULL_OBJECT algorithm and
+    /// completed with the whole object's value. `None`: none sent.
+    pub upload_checksum: Option<CrcAlgo>,
 }
 
 impl Settings {
@@ -56,6 +67,8 @@ impl Settings {
             concurrency: concurrency.max(1),
             multipart_threshold: DEFAULT_PART_SIZE,
             retry: RetryPolicy::standard(),
+            checksum: None,
+            upload_checksum: Some(CrcAlgo::Crc64Nvme),
         }
     }
 }
@@ -100,11 +113,24 @@ pub trait ObjectStore: Sync {
     /// RDMA GET of object bytes `first ..= first + slice.len - 1` into `slice`: the number of
     /// bytes the server wrote.
     fn get(&self, slice: Slice, first: u64) -> Result<u64, Self::Error>;
-    /// RDMA PUT (or UploadPart) of `slice`: the ETag the server answered, if any.
-    fn put(&self, slice: Slice, target: PutTarget<'_>) -> Result<Option<String>, Self::Error>;
-    /// CreateMultipartUpload: the upload id.
-    fn create_upload(&self) -> Result<String, Self::Error>;
-    fn complete_upload(&self, upload_id: &str, parts: &[CompletedPart]) -> Result<(), Self::Error>;
+    /// RDMA PUT (or UploadPart) of `slice`, with the checksum of its bytes to send
+    /// (`x-amz-checksum-<algorithm>`): the ETag the server answered, if any.
+    fn put(
+        &self,
+        slice: Slice,
+        target: PutTarget<'_>,
+        checksum: Option<ObjectChecksum>,
+    ) -> Result<Option<String>, Self::Error>;
+    /// CreateMultipartUpload, naming `checksum` as the upload's FULL_OBJECT algorithm: the
+    /// upload id.
+    fn create_upload(&self, checksum: Option<CrcAlgo>) -> Result<String, Self::Error>;
+    /// CompleteMultipartUpload, with the whole object's checksum when known.
+    fn complete_upload(
+        &self,
+        upload_id: &str,
+        parts: &[CompletedPart],
+        checksum: Option<ObjectChecksum>,
+    ) -> Result<(), Self::Error>;
     fn abort_upload(&self, upload_id: &str) -> Result<(), Self::Error>;
 }
 
@@ -121,6 +147,10 @@ pub struct Report {
     pub multipart: bool,
     /// Times a failure cut the parts in flight (`pace`: halved, then grown back by successes).
     pub cuts: u64,
+    /// What the end-to-end check of a download found.
+    pub checksum: Verdict,
+    /// Downloads run again because what landed did not have the stored checksum (at most 1).
+    pub checksum_retries: u64,
 }
 
 /// Why a copy failed. Nothing of a failed upload remains on the server (its multipart upload was
@@ -137,6 +167,9 @@ pub enum EngineError<E> {
     Short { first: u64, want: u64, got: u64 },
     /// `Job::cancel` was set.
     Cancelled { retries: u64 },
+    /// What landed did not have the object's stored checksum, twice (the download was run again
+    /// once, with fresh tokens).
+    Checksum(Mismatch),
 }
 
 impl<E: fmt::Display> fmt::Display for EngineError<E> {
@@ -150,6 +183,7 @@ impl<E: fmt::Display> fmt::Display for EngineError<E> {
                 "the server wrote {got} bytes for the {want} bytes at {first} (did the object change?)"
             ),
             EngineError::Cancelled { .. } => f.write_str("cancelled"),
+            EngineError::Checksum(m) => write!(f, "{m} (read twice)"),
         }
     }
 }

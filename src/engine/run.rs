@@ -7,7 +7,9 @@ use super::pace::Pace;
 use super::plan::{Part, Plan};
 use super::retry::Retrier;
 use super::ring::{Buffers, Slot};
+use super::verify::{CheckingSink, CheckingSource};
 use super::{CompletedPart, EngineError, Job, ObjectStore, PutTarget, Report, Sink, Slice, Source};
+use crate::checksum::Verdict;
 use crate::error::Error;
 use crate::runtime::MAX_REGISTRATION;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -213,6 +215,7 @@ fn report<T, E>(
             retries,
             multipart: false,
             cuts: retrier.cuts(),
+            ..Report::default()
         }),
         Err(EngineError::Cancelled { .. }) => Err(EngineError::Cancelled { retries }),
         Err(e) => Err(e),
@@ -220,7 +223,9 @@ fn report<T, E>(
 }
 
 /// Object bytes `start .. start + len` into `sink` at offsets `0 .. len`: ranged GETs through
-/// the ring, written where they belong as they arrive.
+/// the ring, written where they belong as they arrive. With `settings.checksum` the bytes are
+/// checked against the object's stored checksum as they land; a mismatch runs the download again
+/// once (fresh tokens), a second one fails with [`EngineError::Checksum`].
 pub fn download<S: ObjectStore>(
     store: &S,
     start: u64,
@@ -229,7 +234,52 @@ pub fn download<S: ObjectStore>(
     buffers: &dyn Buffers,
     job: &Job<'_>,
 ) -> Outcome<Report, S::Error> {
-    let plan = Plan::ranges(start, len, job.settings.part_size).map_err(EngineError::Library)?;
+    let once = |sink: &dyn Sink| {
+        download_once(
+            store,
+            Plan::ranges(start, len, job.settings.part_size),
+            sink,
+            buffers,
+            job,
+        )
+    };
+    let stored = match &job.settings.checksum {
+        None => return once(sink),
+        Some(Err(why)) => {
+            let mut report = once(sink)?;
+            report.checksum = Verdict::Unchecked(*why);
+            return Ok(report);
+        }
+        Some(Ok(stored)) => *stored,
+    };
+    let mut retries = 0;
+    loop {
+        let checking = CheckingSink::new(sink, stored);
+        let mut report = once(&checking)?;
+        match checking.check(len) {
+            Ok(()) => {
+                report.checksum = Verdict::Verified(stored.algo);
+                report.checksum_retries = retries;
+                return Ok(report);
+            }
+            Err(mismatch) if retries == 0 => {
+                tracing::warn!("{mismatch}: reading the object again");
+                retries += 1;
+            }
+            Err(mismatch) => return Err(EngineError::Checksum(mismatch)),
+        }
+    }
+}
+
+/// One run of a download's `plan` (its parts, or why it has none) into `sink`.
+fn download_once<S: ObjectStore>(
+    store: &S,
+    plan: crate::error::Result<Plan>,
+    sink: &dyn Sink,
+    buffers: &dyn Buffers,
+    job: &Job<'_>,
+) -> Outcome<Report, S::Error> {
+    let plan = plan.map_err(EngineError::Library)?;
     let retrier = Retrier::new(job);
     let result = with_disks(
         FileSide::Sink(sink),
@@ -245,7 +295,7 @@ pub fn download<S: ObjectStore>(
             disk.store(slot, part).map_err(EngineError::Io)
         },
     );
-    report(result, &retrier, len)
+    report(result, &retrier, plan.len)
 }
 
 /// Object bytes `start .. start + dest.len` straight into registered memory `dest` (no ring):
@@ -316,9 +366,21 @@ fn upload_single<S: ObjectStore>(
         .first_mut()
         .ok_or_else(|| EngineError::Library(Error::internal("no ring buffer")))?;
     let n = len as usize;
-    slot.load(source, 0, n).map_err(EngineError::Io)?;
+    let checksum = match job.settings.upload_checksum {
+        Some(algo) => {
+            let checking = CheckingSource::new(source, algo);
+            slot.load(&checking, 0, n).map_err(EngineError::Io)?;
+            checking.part(0)
+        }
+        None => {
+            slot.load(source, 0, n).map_err(EngineError::Io)?;
+            None
+        }
+    };
     let slice = slot.slice(n);
-    retrier.store(&|| "PUT".into(), || store.put(slice, PutTarget::Object))?;
+    retrier.store(&|| "PUT".into(), || {
+        store.put(slice, PutTarget::Object, checksum)
+    })?;
     (job.progress)(len);
     Ok(Report {
         bytes: len,
@@ -326,6 +388,7 @@ fn upload_single<S: ObjectStore>(
         retries: retrier.retries(),
         multipart: false,
         cuts: retrier.cuts(),
+        ..Report::default()
     })
 }
 
@@ -338,7 +401,15 @@ fn upload_multipart<S: ObjectStore>(
 ) -> Outcome<Report, S::Error> {
     let plan = Plan::multipart(len, job.settings.part_size).map_err(EngineError::Library)?;
     let retrier = Retrier::new(job);
-    let id = retrier.store(&|| "CreateMultipartUpload".into(), || store.create_upload())?;
+    let algo = job.settings.upload_checksum;
+    let checking = algo.map(|a| CheckingSource::new(source, a));
+    let source: &dyn Source = match &checking {
+        Some(c) => c,
+        None => source,
+    };
+    let id = retrier.store(&|| "CreateMultipartUpload".into(), || {
+        store.create_upload(algo)
+    })?;
     let uploaded = with_disks(
         FileSide::Source(source),
         buffers,
@@ -352,8 +423,9 @@ fn upload_multipart<S: ObjectStore>(
                 upload_id: &id,
                 number,
             };
+            let checksum = checking.as_ref().and_then(|c| c.part(part.pos));
             let answer = retrier.store(&|| format!("UploadPart {number}"), || {
-                store.put(slice, target)
+                store.put(slice, target, checksum)
             });
             disk.give_back(slot);
             let etag = answer?.ok_or_else(|| {
@@ -363,9 +435,10 @@ fn upload_multipart<S: ObjectStore>(
             Ok(CompletedPart { number, etag })
         },
     );
+    let whole = checking.as_ref().and_then(|c| c.whole(len));
     let result = uploaded.and_then(|parts| {
         retrier.store(&|| "CompleteMultipartUpload".into(), || {
-            store.complete_upload(&id, &parts)
+            store.complete_upload(&id, &parts, whole)
         })?;
         Ok(parts.len())
     });
@@ -376,6 +449,7 @@ fn upload_multipart<S: ObjectStore>(
             retries: retrier.retries(),
             multipart: true,
             cuts: retrier.cuts(),
+            ..Report::default()
         }),
         Err(e) => {
             abort(store, &id, &job.settings.retry);

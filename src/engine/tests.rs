@@ -2,6 +2,7 @@
 //! and its object as the server's RDMA WRITE or READ would), with scripted failures.
 
 use super::*;
+use crate::checksum::{CrcAlgo, ObjectChecksum};
 use crate::error::Error;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -37,6 +38,15 @@ struct Store {
     /// When set, UploadPart 1 waits (up to 5 s) for it to be set and notes whether it was.
     part_1_waits_for: Option<std::sync::Arc<AtomicBool>>,
     part_1_saw_it: AtomicBool,
+    /// GETs from these object offsets land with their first byte flipped, this many times (a bit
+    /// flipped on the server's disk, in its staging, or on the wire).
+    corrupt_at: Mutex<BTreeMap<u64, usize>>,
+    /// PUTs and UploadParts that carried a checksum (each one checked).
+    checksums_sent: AtomicUsize,
+    /// The FULL_OBJECT algorithm the last multipart upload was created with.
+    upload_algo: Mutex<Option<CrcAlgo>>,
+    /// The whole object's checksum the last completion carried (checked).
+    whole_checksum: Mutex<Option<ObjectChecksum>>,
 }
 
 impl Store {
@@ -84,10 +94,22 @@ impl ObjectStore for Store {
         // SAFETY: the engine hands out slices of live buffers it owns for this call; the test's
         // buffers are Vecs at least `slice.offset + slice.len` long.
         unsafe { std::ptr::copy_nonoverlapping(object[first..].as_ptr(), Self::memory(slice), n) };
+        if let Some(times) = self.corrupt_at.lock().unwrap().get_mut(&(first as u64)) {
+            if *times > 0 && n > 0 {
+                *times -= 1;
+                // SAFETY: as above; the slice's first byte was just written.
+                unsafe { *Self::memory(slice) ^= 0x01 };
+            }
+        }
         Ok(n as u64)
     }
 
-    fn put(&self, slice: Slice, target: PutTarget<'_>) -> Result<Option<String>, Failed> {
+    fn put(
+        &self,
+        slice: Slice,
+        target: PutTarget<'_>,
+        checksum: Option<ObjectChecksum>,
+    ) -> Result<Option<String>, Failed> {
         self.answer()?;
         if let (Some(flag), PutTarget::Part { number: 1, .. }) = (&self.part_1_waits_for, target) {
             let deadline = std::time::Instant::now() + Duration::from_secs(5);
@@ -99,6 +121,14 @@ impl ObjectStore for Store {
         }
         // SAFETY: as in `get`; the slice is read only.
         let data = unsafe { std::slice::from_raw_parts(Self::memory(slice), slice.len) }.to_vec();
+        // As a server does (docs/protocol.md rule 4.9): a checksum that does not describe the
+        // moved bytes is BadDigest (400), and nothing is stored.
+        if let Some(c) = checksum {
+            if c.check(Some(c.algo.of(&data))).is_err() {
+                return Err(Failed(400));
+            }
+            self.checksums_sent.fetch_add(1, Ordering::SeqCst);
+        }
         match target {
             PutTarget::Object => *self.object.lock().unwrap() = data,
             PutTarget::Part { upload_id, number } => {
@@ -110,20 +140,34 @@ impl ObjectStore for Store {
         Ok(Some(format!("etag-{}", slice.len)))
     }
 
-    fn create_upload(&self) -> Result<String, Failed> {
+    fn create_upload(&self, checksum: Option<CrcAlgo>) -> Result<String, Failed> {
         self.answer()?;
+        *self.upload_algo.lock().unwrap() = checksum;
         let mut uploads = self.uploads.lock().unwrap();
         let id = format!("up{}", uploads.len());
         uploads.insert(id.clone(), BTreeMap::new());
         Ok(id)
     }
 
-    fn complete_upload(&self, id: &str, parts: &[CompletedPart]) -> Result<(), Failed> {
+    fn complete_upload(
+        &self,
+        id: &str,
+        parts: &[CompletedPart],
+        checksum: Option<ObjectChecksum>,
+    ) -> Result<(), Failed> {
         self.answer()?;
         let stored = self.uploads.lock().unwrap().remove(id).ok_or(Failed(404))?;
         let numbers: Vec<u32> = parts.iter().map(|p| p.number).collect();
         assert_eq!(numbers, stored.keys().copied().collect::<Vec<_>>());
-        *self.object.lock().unwrap() = stored.into_values().flatten().collect();
+        let object: Vec<u8> = stored.into_values().flatten().collect();
+        // The whole object's checksum, as the server checks a FULL_OBJECT one.
+        if let Some(c) = checksum {
+            if c.check(Some(c.algo.of(&object))).is_err() {
+                return Err(Failed(400));
+            }
+            *self.whole_checksum.lock().unwrap() = Some(c);
+        }
+        *self.object.lock().unwrap() = object;
         Ok(())
     }
 
@@ -195,6 +239,8 @@ fn settings(part: u64, concurrency: usize) -> Settings {
             base: Duration::from_millis(1),
             ..RetryPolicy::standard()
         },
+        checksum: None,
+        upload_checksum: Some(CrcAlgo::Crc64Nvme),
     }
 }
 
@@ -580,14 +626,24 @@ impl ObjectStore for Overloaded {
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         out
     }
-    fn put(&self, slice: Slice, target: PutTarget<'_>) -> Result<Option<String>, Failed> {
-        self.inner.put(slice, target)
+    fn put(
+        &self,
+        slice: Slice,
+        target: PutTarget<'_>,
+        checksum: Option<ObjectChecksum>,
+    ) -> Result<Option<String>, Failed> {
+        self.inner.put(slice, target, checksum)
     }
-    fn create_upload(&self) -> Result<String, Failed> {
-        self.inner.create_upload()
+    fn create_upload(&self, checksum: Option<CrcAlgo>) -> Result<String, Failed> {
+        self.inner.create_upload(checksum)
     }
-    fn complete_upload(&self, id: &str, parts: &[CompletedPart]) -> Result<(), Failed> {
-        self.inner.complete_upload(id, parts)
+    fn complete_upload(
+        &self,
+        id: &str,
+        parts: &[CompletedPart],
+        checksum: Option<ObjectChecksum>,
+    ) -> Result<(), Failed> {
+        self.inner.complete_upload(id, parts, checksum)
     }
     fn abort_upload(&self, id: &str) -> Result<(), Failed> {
         self.inner.abort_upload(id)
@@ -644,4 +700,134 @@ fn without_the_pace_the_overloaded_store_fails_the_copy() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// The stored CRC64NVME of `object`, as a GET with checksums enabled would report it.
+fn stored(object: &[u8]) -> ObjectChecksum {
+    ObjectChecksum {
+        algo: CrcAlgo::Crc64Nvme,
+        value: CrcAlgo::Crc64Nvme.of(object),
+    }
+}
+
+/// The whole `object` from `store` into `sink` in parts of 64 KiB, 4 at once, checked against
+/// its stored CRC64NVME.
+fn download_checked(
+    store: &Store,
+    object: &[u8],
+    sink: &Bytes,
+) -> Result<Report, EngineError<Failed>> {
+    let s = Settings {
+        checksum: Some(Ok(stored(object))),
+        ..settings(64 << 10, 4)
+    };
+    let len = object.len() as u64;
+    run_job(s, |job| {
+        download(store, 0, len, sink, &Memory::default(), job)
+    })
+    .0
+}
+
+#[test]
+fn a_download_is_checked_against_the_stored_checksum_as_its_parts_land() {
+    use crate::checksum::Verdict;
+    let object = data(1_000_003);
+    let store = Store::with(object.clone());
+    let sink = Bytes(Mutex::new(vec![0; object.len()]));
+    let report = download_checked(&store, &object, &sink);
+    let report = report.unwrap();
+    assert_eq!(report.checksum, Verdict::Verified(CrcAlgo::Crc64Nvme));
+    assert_eq!(report.checksum_retries, 0);
+    assert_eq!(*sink.0.lock().unwrap(), object);
+}
+
+#[test]
+fn a_part_that_lands_changed_is_read_again_once_then_the_download_fails() {
+    use crate::checksum::Verdict;
+    let object = data(500_000);
+    // Once: the second read is right, and the report says the object was read twice.
+    let store = Store::with(object.clone());
+    store.corrupt_at.lock().unwrap().insert(3 * (64 << 10), 1);
+    let sink = Bytes(Mutex::new(vec![0; object.len()]));
+    let report = download_checked(&store, &object, &sink);
+    let report = report.unwrap();
+    assert_eq!(report.checksum, Verdict::Verified(CrcAlgo::Crc64Nvme));
+    assert_eq!(report.checksum_retries, 1);
+    assert_eq!(*sink.0.lock().unwrap(), object);
+    // Every time: the download fails, naming the algorithm and both values.
+    let store = Store::with(object.clone());
+    store.corrupt_at.lock().unwrap().insert(0, usize::MAX);
+    let result = download_checked(&store, &object, &sink);
+    match result {
+        Err(EngineError::Checksum(m)) => {
+            assert_eq!(m.algo, CrcAlgo::Crc64Nvme);
+            assert_eq!(m.expected, stored(&object).encoded());
+            let mut flipped = object.clone();
+            flipped[0] ^= 1;
+            assert_eq!(
+                m.got,
+                CrcAlgo::Crc64Nvme.encode(CrcAlgo::Crc64Nvme.of(&flipped))
+            );
+        }
+        other => panic!(
+            "expected a checksum failure, got {:?}",
+            other.map(|r| r.bytes)
+        ),
+    }
+}
+
+#[test]
+fn a_download_that_cannot_be_checked_says_why() {
+    use crate::checksum::{Unchecked, Verdict};
+    let object = data(100_000);
+    let store = Store::with(object.clone());
+    let sink = Bytes(Mutex::new(vec![0; 50_000]));
+    let s = Settings {
+        checksum: Some(Err(Unchecked::Range)),
+        ..settings(64 << 10, 2)
+    };
+    let (report, _) = run_job(s, |job| {
+        download(&store, 10, 50_000, &sink, &Memory::default(), job)
+    });
+    assert_eq!(
+        report.unwrap().checksum,
+        Verdict::Unchecked(Unchecked::Range)
+    );
+}
+
+#[test]
+fn uploads_send_the_checksum_of_what_they_move_and_of_the_whole_object() {
+    let object = data(3 * MIN_PART_SIZE as usize + 17);
+    let src = Bytes(Mutex::new(object.clone()));
+    // Multipart: every part carries its CRC64NVME, the upload names the algorithm, and the
+    // completion carries the whole object's (the store checks each one against the bytes).
+    let store = Store::default();
+    let (report, _) = run_job(settings(MIN_PART_SIZE, 3), |job| {
+        upload(&store, &src, object.len() as u64, &Memory::default(), job)
+    });
+    let report = report.unwrap();
+    assert!(report.multipart);
+    assert_eq!(store.checksums_sent.load(Ordering::SeqCst), report.parts);
+    assert_eq!(*store.upload_algo.lock().unwrap(), Some(CrcAlgo::Crc64Nvme));
+    assert_eq!(*store.whole_checksum.lock().unwrap(), Some(stored(&object)));
+    assert_eq!(*store.object.lock().unwrap(), object);
+    // One PUT carries the object's.
+    let store = Store::default();
+    let (report, _) = run_job(settings(4 * MIN_PART_SIZE, 1), |job| {
+        upload(&store, &src, object.len() as u64, &Memory::default(), job)
+    });
+    assert!(!report.unwrap().multipart);
+    assert_eq!(store.checksums_sent.load(Ordering::SeqCst), 1);
+    // None asked for: none sent.
+    let store = Store::default();
+    let s = Settings {
+        upload_checksum: None,
+        ..settings(MIN_PART_SIZE, 3)
+    };
+    let (report, _) = run_job(s, |job| {
+        upload(&store, &src, object.len() as u64, &Memory::default(), job)
+    });
+    report.unwrap();
+    assert_eq!(store.checksums_sent.load(Ordering::SeqCst), 0);
+    assert_eq!(*store.whole_checksum.lock().unwrap(), None);
 }

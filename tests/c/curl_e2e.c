@@ -106,6 +106,33 @@ int main(int argc, char **argv) {
     CHECK(i == 40, "warm GET %zu: %s, %d requests, bytes %s", i, hipObjGetErrorString(e.opError),
           req.requests, memcmp(src, dst, size) == 0 ? "equal" : "differ");
 
+    /* A GET of a missing key is refused (404) before anything starts; the next GET of the object
+     * succeeds on the same connection. Revision 5 (docs/protocol.md section 12) keeps the pairing,
+     * so that GET takes one request; a revision-4 library replaces its QP and pairs again (two).
+     * HIPOBJ_EXPECT_KEPT_PAIRING=1 asks for the revision-5 count (both sides revision 5). */
+    memset(&req, 0, sizeof req);
+    req.target = &target;
+    req.method = "GET";
+    target.key = "missing-c";
+    e = hipObjGet(NULL, dst, size, 0, &ops, &req);
+    target.key = "from-c";
+    CHECK(e.opError == hipObjS3Error, "GET of a missing key: %s", hipObjGetErrorString(e.opError));
+    CHECK(req.http_status == 404, "GET of a missing key answered %ld", req.http_status);
+    memset(&req, 0, sizeof req);
+    req.target = &target;
+    req.method = "GET";
+    memset(dst, 0, size);
+    e = hipObjGet(NULL, dst, size, 0, &ops, &req);
+    CHECK(e.opError == hipObjSuccess, "GET after the 404: %s", hipObjGetErrorString(e.opError));
+    CHECK(memcmp(src, dst, size) == 0, "GET after the 404 returned the bytes PUT stored");
+    {
+        const char *kept = getenv("HIPOBJ_EXPECT_KEPT_PAIRING");
+        int want = kept && strcmp(kept, "1") == 0 ? 1 : 2;
+        CHECK(req.requests >= 1 && req.requests <= want, "GET after the 404 took %d requests (at most %d)",
+              req.requests, want);
+        printf("GET after a 404: %d request(s)\n", req.requests);
+    }
+
     CHECK(hipObjBufDeregister(src).opError == hipObjSuccess, "deregister src");
     CHECK(hipObjBufDeregister(dst).opError == hipObjSuccess, "deregister dst");
     CHECK(hipObjShutdown().opError == hipObjSuccess, "shutdown");

@@ -1,17 +1,13 @@
-//! SigV4 signing for the tests' own small HTTP clients, with the `aws-sigv4` crate: header form
-//! (`Authorization`, `x-amz-date`, `x-amz-content-sha256`) or presigned query. Every header
-//! handed in is signed; a test that wants a header left out of `SignedHeaders` adds it after
-//! signing. Shared (`#[path]`) by the root crate's tests and the server's tests.
+//! The tests' identities, and SigV4 signing for the tests' own small HTTP clients through the
+//! project's S3 client (`hipobj_s3client::sign`): header form (`Authorization`, `x-amz-date`,
+//! `x-amz-content-sha256`) or presigned query. Every header handed in is signed; a test that
+//! wants a header left out of `SignedHeaders` adds it after signing. Shared (`#[path]`) by the
+//! root crate's tests and the server's tests.
 #![allow(dead_code)]
 
 use std::time::{Duration, SystemTime};
 
-use aws_credential_types::Credentials;
-use aws_sigv4::http_request::{
-    sign, PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest,
-    SignatureLocation, SigningSettings, UriPathNormalizationMode,
-};
-use aws_sigv4::sign::v4;
+use hipobj_s3client::sign::{self, Payload};
 
 /// The identity every test server knows (see `TEST_CREDENTIALS`).
 pub const TEST_ACCESS_KEY: &str = "hipobj-test";
@@ -53,11 +49,6 @@ pub enum Placement {
     Query,
 }
 
-/// Bodies larger than this are sent as `UNSIGNED-PAYLOAD` (header form): hashing many MiB in a
-/// debug build under the lane's emulated CPU takes longer than the tests' timeouts. The headers,
-/// the token among them, are signed either way.
-pub const SIGNED_BODY_MAX: usize = 1 << 20;
-
 /// What to send: the request target (path and query) and the headers to add.
 pub struct Signed {
     pub target: String,
@@ -65,7 +56,9 @@ pub struct Signed {
 }
 
 impl Signer {
-    /// Sign `method host target` with `headers` (all of them signed) and `body`.
+    /// Sign `method host target` with `headers` (all of them signed) and `body` (hashed up to
+    /// 1 MiB, `UNSIGNED-PAYLOAD` above: hashing many MiB in a debug build under the lane's
+    /// emulated CPU takes longer than the tests' timeouts).
     pub fn sign(
         &self,
         placement: Placement,
@@ -75,63 +68,29 @@ impl Signer {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> Signed {
-        let identity =
-            Credentials::new(self.access_key, self.secret_key, None, None, "hipobj-tests").into();
-        let mut settings = SigningSettings::default();
-        settings.percent_encoding_mode = PercentEncodingMode::Single;
-        settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
-        let signable_body = match placement {
-            Placement::Header => {
-                settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
-                if body.len() > SIGNED_BODY_MAX {
-                    SignableBody::UnsignedPayload
-                } else {
-                    SignableBody::Bytes(body)
-                }
-            }
-            Placement::Query => {
-                settings.signature_location = SignatureLocation::QueryParams;
-                settings.expires_in = Some(Duration::from_secs(600));
-                SignableBody::UnsignedPayload
-            }
-        };
-        let params = v4::SigningParams::builder()
-            .identity(&identity)
-            .region("us-east-1")
-            .name("s3")
-            .time(SystemTime::now())
-            .settings(settings)
-            .build()
-            .expect("signing parameters")
-            .into();
         let url = format!("http://{host}{target}");
         let mut all = vec![("host", host)];
         all.extend_from_slice(headers);
-        let signable = SignableRequest::new(method, url.as_str(), all.into_iter(), signable_body)
-            .expect("signable request");
-        let (instructions, _signature) = sign(signable, &params).expect("sign").into_parts();
-        let mut req = http::Request::builder()
-            .method(method)
-            .uri(url.as_str())
-            .body(())
-            .expect("request");
-        instructions.apply_to_request_http1x(&mut req);
-        let target = req
-            .uri()
-            .path_and_query()
-            .map(|pq| pq.as_str().to_string())
-            .unwrap_or_else(|| target.to_string());
-        let headers = req
-            .headers()
-            .iter()
-            .filter(|(name, _)| *name != http::header::HOST)
-            .map(|(n, v)| {
-                (
-                    n.as_str().to_string(),
-                    v.to_str().expect("ascii header").to_string(),
-                )
-            })
-            .collect();
-        Signed { target, headers }
+        let req = sign::Request {
+            method,
+            url: &url,
+            headers: &all,
+            payload: Payload::of(body),
+        };
+        let signer = sign::Signer {
+            access_key: self.access_key,
+            secret_key: self.secret_key,
+            session_token: None,
+            region: "us-east-1",
+        };
+        let placement = match placement {
+            Placement::Header => sign::Placement::Header,
+            Placement::Query => sign::Placement::Query(Duration::from_secs(600)),
+        };
+        let signed = sign::sign(&signer, &req, placement, SystemTime::now()).expect("sign");
+        Signed {
+            target: signed.target().to_string(),
+            headers: signed.headers,
+        }
     }
 }

@@ -2,9 +2,6 @@
 //! verified against what the client sent, stored with the object. The digests are s3s's own
 //! (`s3s::checksum::ChecksumHasher`, which wraps crc-fast, sha1 and sha2).
 
-use std::collections::BTreeMap;
-
-use crc_fast::CrcAlgorithm;
 use s3s::checksum::ChecksumHasher;
 use s3s::crypto::Checksum as _;
 use serde::{Deserialize, Serialize};
@@ -68,13 +65,24 @@ impl ChecksumAlgo {
 /// hex MD5 of the bytes, which one core computes at about 0.7 GB/s and only in order. `Crc64Nvme`:
 /// the hex CRC64NVME of the bytes (16 digits), which runs at memory speed with carry-less
 /// multiplication and is computed per piece as the pieces land, in any order, then combined
-/// ([`Crc64Chunks`]); the checksum itself is stored and returned as S3 returns a FULL_OBJECT
+/// ([`hipobj::checksum::CrcPieces`], the library's); the checksum itself is stored and returned as S3 returns a FULL_OBJECT
 /// CRC64NVME. A `Content-MD5` the client sends is still computed and checked.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum EtagAlgo {
     #[default]
     Md5,
     Crc64nvme,
+}
+
+/// The checksum the store computes and keeps for an object whose writer named none (`--default-checksum`).
+/// S3's rule since 2025: a full-object CRC64NVME of every new object, multipart included, so a
+/// reader can check what it received end to end (docs/etag.md). `None` is for a
+/// store that cannot afford the CRC (it runs at memory speed with carry-less multiplication).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum DefaultChecksum {
+    #[default]
+    Crc64nvme,
+    None,
 }
 
 /// Base64 checksum values, one optional slot per algorithm.
@@ -195,77 +203,6 @@ impl ChecksumComputer {
     }
 }
 
-/// The CRC64NVME of an object whose pieces may land in any order. The pieces that extend the
-/// bytes already covered from offset 0 go into one running digest, at the speed of an in-order
-/// checksum; a piece that lands further on gets a digest of its own and is combined into the
-/// running one once the gap before it is filled (crc-fast's `combine`: some GF(2) products per
-/// piece, so only out-of-order pieces pay for it). A piece written over bytes already counted
-/// leaves the value to the file (see [`Crc64Chunks::value`]). The value is s3s's (and S3's)
-/// FULL_OBJECT CRC64NVME.
-pub struct Crc64Chunks {
-    /// The bytes `[0, prefix.get_amount())`, in order.
-    prefix: crc_fast::Digest,
-    /// Pieces past the prefix, by offset.
-    later: BTreeMap<u64, crc_fast::Digest>,
-    /// A piece overlapped another one.
-    overlapped: bool,
-}
-
-impl Default for Crc64Chunks {
-    fn default() -> Self {
-        Crc64Chunks {
-            prefix: crc_fast::Digest::new(CrcAlgorithm::Crc64Nvme),
-            later: BTreeMap::new(),
-            overlapped: false,
-        }
-    }
-}
-
-impl Crc64Chunks {
-    /// Checksum the `data` written at `offset`.
-    pub fn add(&mut self, offset: u64, data: &[u8]) {
-        if data.is_empty() || self.overlapped {
-            return;
-        }
-        let covered = self.prefix.get_amount();
-        let end = offset + data.len() as u64;
-        if offset < covered || self.overlaps_a_later_piece(offset, end) {
-            self.overlapped = true;
-        } else if offset == covered {
-            self.prefix.update(data);
-            self.absorb_the_pieces_now_joined();
-        } else {
-            let mut piece = crc_fast::Digest::new(CrcAlgorithm::Crc64Nvme);
-            piece.update(data);
-            self.later.insert(offset, piece);
-        }
-    }
-
-    fn overlaps_a_later_piece(&self, offset: u64, end: u64) -> bool {
-        let before = self.later.range(..=offset).next_back();
-        let after = self.later.range(offset..end).next();
-        before.is_some_and(|(&start, piece)| start + piece.get_amount() > offset) || after.is_some()
-    }
-
-    fn absorb_the_pieces_now_joined(&mut self) {
-        while let Some(piece) = self.later.remove(&self.prefix.get_amount()) {
-            self.prefix.combine(&piece);
-        }
-    }
-
-    /// The CRC64NVME of bytes `[0, len)` when the pieces cover exactly those, once each; `None`
-    /// after a hole or an overlap (the caller checksums the file instead).
-    pub fn value(&self, len: u64) -> Option<u64> {
-        let covered = !self.overlapped && self.later.is_empty() && self.prefix.get_amount() == len;
-        covered.then(|| self.prefix.finalize())
-    }
-
-    /// A CRC64NVME value as S3 writes it (base64 of the big-endian bytes).
-    pub fn base64(crc: u64) -> String {
-        base64_simd::STANDARD.encode_to_string(crc.to_be_bytes())
-    }
-}
-
 /// Base64 `algo` digest of zero bytes (what an SDK sends as the checksum of an empty body).
 pub fn empty_digest(algo: ChecksumAlgo) -> Option<String> {
     let none = Checksums::default();
@@ -300,6 +237,7 @@ pub fn composite(algo: ChecksumAlgo, parts: &[&Checksums]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hipobj::checksum::{CrcAlgo, CrcPieces};
 
     #[test]
     fn verifies_and_reports_mismatch() {
@@ -340,43 +278,43 @@ mod tests {
     }
 
     #[test]
-    fn crc64_chunks_in_any_order_equal_the_ordered_checksum() {
+    fn crc_pieces_in_any_order_equal_s3s_ordered_crc64nvme() {
         let data: Vec<u8> = (0..300_001u32).map(|i| (i * 31 + i / 97) as u8).collect();
         for chunk in [1usize, 7, 4096, 65_536, 300_001] {
             let mut pieces: Vec<(usize, &[u8])> = data.chunks(chunk).enumerate().collect();
             pieces.reverse();
-            let mut crc = Crc64Chunks::default();
+            let mut crc = CrcPieces::new(CrcAlgo::Crc64Nvme);
             for (i, piece) in pieces {
                 crc.add((i * chunk) as u64, piece);
             }
             let value = crc.value(data.len() as u64).expect("covered");
             assert_eq!(
-                Crc64Chunks::base64(value),
+                CrcAlgo::Crc64Nvme.encode(value),
                 ordered_crc64nvme(&data),
                 "chunk {chunk}"
             );
         }
         assert_eq!(
-            Crc64Chunks::base64(Crc64Chunks::default().value(0).expect("empty")),
+            CrcAlgo::Crc64Nvme.encode(CrcPieces::new(CrcAlgo::Crc64Nvme).value(0).expect("empty")),
             ordered_crc64nvme(b"")
         );
     }
 
     #[test]
-    fn crc64_chunks_refuse_a_hole_an_overlap_or_a_short_cover() {
-        let mut crc = Crc64Chunks::default();
+    fn crc_pieces_refuse_a_hole_an_overlap_or_a_short_cover() {
+        let mut crc = CrcPieces::new(CrcAlgo::Crc64Nvme);
         crc.add(0, b"hello ");
         crc.add(7, b"orld");
         assert_eq!(crc.value(11), None, "a hole at 6");
         crc.add(6, b"w");
         let value = crc.value(11).expect("the hole filled");
         assert_eq!(
-            Crc64Chunks::base64(value),
+            CrcAlgo::Crc64Nvme.encode(value),
             ordered_crc64nvme(b"hello world")
         );
         assert_eq!(crc.value(12), None, "shorter than the object");
         // An overlap and a hole of the same size: the lengths add up, the cover does not.
-        let mut crc = Crc64Chunks::default();
+        let mut crc = CrcPieces::new(CrcAlgo::Crc64Nvme);
         crc.add(0, b"hello ");
         crc.add(5, b" wo");
         crc.add(9, b"ld");
@@ -386,7 +324,7 @@ mod tests {
             ((4, &b"abc"[..]), (6, &b"de"[..])),
             ((6, &b"de"[..]), (4, &b"abc"[..])),
         ] {
-            let mut crc = Crc64Chunks::default();
+            let mut crc = CrcPieces::new(CrcAlgo::Crc64Nvme);
             crc.add(first.0, first.1);
             crc.add(second.0, second.1);
             crc.add(0, b"0123");

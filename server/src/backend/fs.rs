@@ -23,7 +23,7 @@ use std::time::SystemTime;
 
 use md5::{Digest, Md5};
 
-use super::checksum::{ChecksumComputer, Crc64Chunks, EtagAlgo};
+use super::checksum::{ChecksumComputer, DefaultChecksum, EtagAlgo};
 use super::keys::{decode_key, encode_key};
 use super::meta::{md5_of, Sidecar};
 use super::reaper::Reaper;
@@ -32,6 +32,7 @@ use super::{
     ObjectWrite, ObjectWriter, PartInfo, StorageError, StorageResult, UploadInfo, UploadOptions,
     WriteOptions,
 };
+use hipobj::checksum::{CrcAlgo, CrcPieces};
 
 pub(super) const META_DIR: &str = ".meta";
 pub(super) const UPLOADS_DIR: &str = ".uploads";
@@ -51,6 +52,8 @@ pub struct FsBackend {
     reaper: Arc<Reaper>,
     /// What new objects' ETags are.
     etag: EtagAlgo,
+    /// What new objects whose writer named no checksum get.
+    default_checksum: DefaultChecksum,
 }
 
 /// Remove the files under `tmp` whose writer (the `<pid>` of `<pid>-<n>`) is neither this process
@@ -93,6 +96,7 @@ impl FsBackend {
             placing: Arc::new(Mutex::new(())),
             reaper: Arc::new(Reaper::start()?),
             etag: EtagAlgo::Md5,
+            default_checksum: DefaultChecksum::Crc64nvme,
         })
     }
 
@@ -100,6 +104,19 @@ impl FsBackend {
     pub fn with_etag(mut self, etag: EtagAlgo) -> FsBackend {
         self.etag = etag;
         self
+    }
+
+    /// New objects (and completed multipart uploads) whose writer named no checksum get
+    /// `checksum` (`--default-checksum`).
+    pub fn with_default_checksum(mut self, checksum: DefaultChecksum) -> FsBackend {
+        self.default_checksum = checksum;
+        self
+    }
+
+    /// Whether a completed multipart upload with no checksum of its own gets the full-object
+    /// CRC64NVME.
+    pub(super) fn default_crc64(&self) -> bool {
+        self.default_checksum == DefaultChecksum::Crc64nvme
     }
 
     /// See [`FsBackend::placing`].
@@ -166,7 +183,7 @@ impl FsBackend {
             etag: self.etag,
             crc64: self
                 .crc64_chunks_needed(&checksums)
-                .then(Crc64Chunks::default),
+                .then(|| CrcPieces::new(CrcAlgo::Crc64Nvme)),
             checksums,
             hashed_upto: 0,
             in_order: true,
@@ -182,10 +199,12 @@ impl FsBackend {
         self.etag == EtagAlgo::Md5 || options.content_md5.is_some()
     }
 
-    /// A CRC64NVME ETag is computed per piece as the pieces land, in any order, unless the
-    /// client's own checksums already include CRC64NVME (computed in order with them).
+    /// A CRC64NVME (for the ETag, or the default checksum of a write that named none) is
+    /// computed per piece as the pieces land, in any order, unless the client's own checksums
+    /// already include CRC64NVME (computed in order with them).
     fn crc64_chunks_needed(&self, client: &ChecksumComputer) -> bool {
-        self.etag == EtagAlgo::Crc64nvme && !client.computes_crc64nvme()
+        let default = self.default_crc64() && client.computes_nothing();
+        (self.etag == EtagAlgo::Crc64nvme || default) && !client.computes_crc64nvme()
     }
 
     fn keys_of(&self, dir: &Path) -> StorageResult<Vec<String>> {
@@ -533,7 +552,7 @@ struct FsWriter {
     md5: Option<Md5>,
     etag: EtagAlgo,
     /// The CRC64NVME ETag's pieces (`None` unless [`FsBackend::crc64_chunks_needed`]).
-    crc64: Option<Crc64Chunks>,
+    crc64: Option<CrcPieces>,
     /// The client's checksums (in order).
     checksums: ChecksumComputer,
     /// Bytes `[0, hashed_upto)` went through the in-order hashers (MD5, the client's checksums).
@@ -576,7 +595,7 @@ impl FsWriter {
                 Some(crc) => crc,
                 None => self.crc64_of_file()?,
             };
-            checksums.crc64nvme = Some(Crc64Chunks::base64(crc));
+            checksums.crc64nvme = Some(CrcAlgo::Crc64Nvme.encode(crc));
         }
         let etag = match md5 {
             Some(md5) if self.etag == EtagAlgo::Md5 => hex::encode(md5),
@@ -606,7 +625,7 @@ impl FsWriter {
 
     /// The CRC64NVME of the file (its pieces overlapped or left a hole).
     fn crc64_of_file(&self) -> io::Result<u64> {
-        let mut pieces = Crc64Chunks::default();
+        let mut pieces = CrcPieces::new(CrcAlgo::Crc64Nvme);
         let read = self.read_file(|pos, bytes| pieces.add(pos, bytes))?;
         pieces
             .value(read)
@@ -777,6 +796,57 @@ mod tests {
             put(&md5_store, "k", b"123456789").etag,
             "25f9e794323b453885f5181f1b624d0b"
         );
+    }
+
+    /// The CRC-64/NVME check value ("123456789"), base64 of its big-endian bytes, as S3 sends it.
+    const CRC64NVME_OF_DIGITS: &str = "rosUhgp5mIg=";
+
+    #[test]
+    fn every_new_object_gets_a_full_object_crc64nvme_unless_its_writer_named_a_checksum() {
+        let (_dir, s) = store();
+        s.create_bucket("b").expect("bucket");
+        let info = put(&s, "k", b"123456789");
+        assert_eq!(
+            info.checksums.crc64nvme.as_deref(),
+            Some(CRC64NVME_OF_DIGITS)
+        );
+        assert!(!info.checksums.composite);
+        assert_eq!(
+            info.etag, "25f9e794323b453885f5181f1b624d0b",
+            "the ETag stays MD5"
+        );
+        // Pieces landing out of order (as RDMA chunks do) give the same value.
+        let mut w = s
+            .create_write("b", "o", WriteOptions::default())
+            .expect("put");
+        w.write_at(4, b"56789").expect("second half");
+        w.write_at(0, b"1234").expect("first half");
+        let info = w.commit().expect("commit");
+        assert_eq!(
+            info.checksums.crc64nvme.as_deref(),
+            Some(CRC64NVME_OF_DIGITS)
+        );
+        // The stored value comes back with the object.
+        let read = s.open_read("b", "o", None).expect("read");
+        assert_eq!(
+            read.info.checksums.crc64nvme.as_deref(),
+            Some(CRC64NVME_OF_DIGITS)
+        );
+        // A writer that names its own checksum gets that one only, as in S3.
+        let options = WriteOptions {
+            compute: Some(crate::backend::ChecksumAlgo::Sha256),
+            ..WriteOptions::default()
+        };
+        let mut w = s.create_write("b", "sha", options).expect("put");
+        w.append(b"123456789").expect("write");
+        let info = w.commit().expect("commit");
+        assert!(info.checksums.sha256.is_some());
+        assert_eq!(info.checksums.crc64nvme, None);
+        // The operator's option turns the default off.
+        let (_dir, off) = store();
+        let off = off.with_default_checksum(DefaultChecksum::None);
+        off.create_bucket("b").expect("bucket");
+        assert!(put(&off, "k", b"123456789").checksums.is_empty());
     }
 
     fn put(s: &FsBackend, key: &str, data: &[u8]) -> ObjectInfo {

@@ -31,7 +31,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-pub use self::checksum::{ChecksumAlgo, Checksums, EtagAlgo};
+pub use self::checksum::{ChecksumAlgo, Checksums, DefaultChecksum, EtagAlgo};
 pub use self::fs::FsBackend;
 pub use self::s3proxy::S3ProxyBackend;
 

@@ -300,12 +300,18 @@ pub(super) fn complete(
         });
     }
     let stored = parts(fs, bucket, key, id)?;
-    let algo = record.options.checksum;
-    let chosen = chosen_parts(&stored, wanted, algo)?;
+    // An upload that named no checksum gets the store's default: a full-object CRC64NVME,
+    // computed while the parts are assembled (as S3 does for such uploads).
+    let algo = record
+        .options
+        .checksum
+        .or_else(|| fs.default_crc64().then_some(ChecksumAlgo::Crc64Nvme));
+    let chosen = chosen_parts(&stored, wanted, record.options.checksum)?;
     let etag = multipart_etag(&chosen)?;
 
-    let mut full = (algo.is_some() && is_full_object(&record.options))
-        .then(|| ChecksumComputer::new(&Checksums::default(), algo));
+    let full_object = record.options.checksum.is_none() || is_full_object(&record.options);
+    let mut full =
+        (algo.is_some() && full_object).then(|| ChecksumComputer::new(&Checksums::default(), algo));
     let tmp = fs.tmp_path();
     let assembled = (|| -> io::Result<File> {
         let mut out = File::create(&tmp)?;
@@ -466,6 +472,49 @@ mod tests {
         w.commit().expect("commit")
     }
 
+    /// CompleteMultipartUpload of `b/k` with parts 1 and 2, named by number and ETag only.
+    fn complete_both(s: &FsBackend, id: &str, p1: &ObjectInfo, p2: &ObjectInfo) -> ObjectInfo {
+        let named = |n: u32, etag: &str| CompletedPart {
+            part_number: n,
+            etag: format!("\"{etag}\""),
+            checksums: Checksums::default(),
+        };
+        s.complete_upload(
+            "b",
+            "k",
+            id,
+            &[named(1, &p1.etag), named(2, &p2.etag)],
+            &Checksums::default(),
+        )
+        .expect("complete")
+    }
+
+    #[test]
+    fn an_upload_without_a_checksum_gets_the_full_object_crc64nvme() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = FsBackend::open(dir.path()).expect("open");
+        s.create_bucket("b").expect("bucket");
+        let id = s
+            .create_upload("b", "k", UploadOptions::default())
+            .expect("create");
+        let big: Vec<u8> = (0..MIN_PART_SIZE as usize)
+            .map(|i| (i * 7 % 251) as u8)
+            .collect();
+        let p1 = part(&s, &id, 1, &big);
+        let p2 = part(&s, &id, 2, b"tail");
+        let info = complete_both(&s, &id, &p1, &p2);
+        let mut whole = big.clone();
+        whole.extend_from_slice(b"tail");
+        let mut want = ChecksumComputer::new(&Checksums::default(), Some(ChecksumAlgo::Crc64Nvme));
+        want.update(&whole);
+        let want = want.finish(&Checksums::default()).expect("crc");
+        assert_eq!(info.checksums.crc64nvme, want.crc64nvme);
+        assert!(info.checksums.crc64nvme.is_some());
+        assert!(!info.checksums.composite, "FULL_OBJECT, as S3 stores it");
+        let r = s.open_read("b", "k", None).expect("open");
+        assert_eq!(r.info.checksums, info.checksums);
+    }
+
     #[test]
     fn upload_complete_and_checks() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -519,15 +568,7 @@ mod tests {
             ),
             Err(StorageError::NoSuchUpload)
         ));
-        let info = s
-            .complete_upload(
-                "b",
-                "k",
-                &id,
-                &[named(1, &p1.etag), named(2, &p2.etag)],
-                &Checksums::default(),
-            )
-            .expect("complete");
+        let info = complete_both(&s, &id, &p1, &p2);
         assert!(info.etag.ends_with("-2"), "{}", info.etag);
         assert_eq!(info.size, MIN_PART_SIZE + 5);
         let mut r = s.open_read("b", "k", None).expect("open");

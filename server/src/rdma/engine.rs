@@ -44,7 +44,8 @@ pub struct EngineSettings {
     pub pairing_idle: Duration,
     /// hipobj-rc-v2 sessions.
     pub v2: crate::config::V2Settings,
-    /// Token transfers still to fail on purpose (`--inject-rdma-failures`).
+    /// Token transfers still to fail on purpose (`--inject-rdma-failures`; tests only).
+    #[cfg(feature = "fault-injection")]
     pub inject_failures: u64,
     /// Copy every GET through a staging buffer instead of registering the store's file
     /// (`--copy-gets`).
@@ -63,6 +64,7 @@ impl From<&crate::config::RdmaSettings> for EngineSettings {
             max_pairings_per_client: s.max_pairings_per_client,
             pairing_idle: s.pairing_idle,
             v2: s.v2.clone(),
+            #[cfg(feature = "fault-injection")]
             inject_failures: s.inject_failures,
             copy_gets: s.copy_gets,
         }
@@ -82,7 +84,8 @@ pub struct Engine<P: RdmaPort> {
     pub(super) v2_data_timeout: Duration,
     pub(super) storage: Arc<dyn Backend>,
     pub(super) stats: Arc<Stats>,
-    /// Token transfers still to fail on purpose (`--inject-rdma-failures`).
+    /// Token transfers still to fail on purpose (`--inject-rdma-failures`; tests only).
+    #[cfg(feature = "fault-injection")]
     injections_left: AtomicU64,
     copy_gets: bool,
     /// A file registration was refused: GETs are copied from then on.
@@ -142,17 +145,32 @@ impl<P: RdmaPort> Engine<P> {
             port,
             storage,
             stats,
+            #[cfg(feature = "fault-injection")]
             injections_left: AtomicU64::new(settings.inject_failures),
             copy_gets: settings.copy_gets,
             registration_refused: AtomicBool::new(false),
         }
     }
 
-    /// Whether this transfer is one `--inject-rdma-failures` asked to fail (counts it down).
-    fn take_injected_failure(&self) -> bool {
-        self.injections_left
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-            .is_ok()
+    /// Fail this transfer on purpose when `--inject-rdma-failures` asked for it (counts it
+    /// down): its QP goes to ERR before the first work request, so the transfer takes the real
+    /// failure path. Tests only (cargo feature `fault-injection`).
+    #[cfg(feature = "fault-injection")]
+    fn inject_failure(&self, qp: &mut P::Qp, token: &Token) {
+        let take = self
+            .injections_left
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        if take.is_err() {
+            return;
+        }
+        warn!(
+            client_qpn = token.qp_num,
+            "injected RDMA failure: QP moved to ERR"
+        );
+        Stats::bump(&self.stats.injected_failures);
+        if let Err(e) = qp.to_error() {
+            warn!(error = %e, "moving the QP to ERR failed");
+        }
     }
 
     pub fn port(&self) -> &P {
@@ -431,7 +449,7 @@ impl<P: RdmaPort> Engine<P> {
     }
 
     /// A staging buffer from the pool; without one the pairing goes (500).
-    fn staging(&self, lease: &mut KeyLease<'_, P::Qp>) -> Result<Staged<'_, P::Buffer>, Fault> {
+    fn staging(&self, lease: &mut KeyLease<'_, P::Qp>) -> Result<Staged<P::Buffer>, Fault> {
         self.staging.acquire(&self.port).map_err(|e| {
             warn!(error = %e, "no staging buffer");
             lease.destroy_pairing("no staging buffer");
@@ -494,16 +512,8 @@ impl<P: RdmaPort> Engine<P> {
             Direction::Read(_) => self.read_shape,
         };
         let pairing = lease.pairing_mut().ok_or(Fault::RDMA_FAILED)?;
-        if self.take_injected_failure() {
-            warn!(
-                client_qpn = token.qp_num,
-                "injected RDMA failure: QP moved to ERR"
-            );
-            Stats::bump(&self.stats.injected_failures);
-            if let Err(e) = pairing.qp.to_error() {
-                warn!(error = %e, "moving the QP to ERR failed");
-            }
-        }
+        #[cfg(feature = "fault-injection")]
+        self.inject_failure(&mut pairing.qp, token);
         let plan = Plan {
             shape,
             total: len,
@@ -1028,6 +1038,7 @@ mod tests {
         assert!(to_err.is_some() && to_err < destroyed, "{log:?}");
     }
 
+    #[cfg(feature = "fault-injection")]
     #[test]
     fn injected_failure_takes_the_failure_path_once() {
         let f = fixture_with(

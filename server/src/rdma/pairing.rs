@@ -21,9 +21,9 @@
 //! every other requester is never evicted by another requester.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-// Poison-free: a panic elsewhere must not take the table down with it.
-use hipobj_actors::sync::Mutex;
+// The key leases themselves (one lease per key, a retired entry looked up again) are
+// hipobj_actors::keyed, which loom-tests/tests/server_pairing.rs checks; this is the policy.
+use hipobj_actors::keyed::{Entries, KeyTable, Lease, Refused};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -49,20 +49,8 @@ pub struct Pairing<Q> {
     pub qp: Q,
 }
 
-struct SlotState<Q> {
-    /// A lease holds this key.
-    busy: bool,
-    /// Removed from the table; a waiter must look the key up again.
-    retired: bool,
-    pairing: Option<Pairing<Q>>,
-    last_used: Instant,
-    /// Logical time of the last release, for least-recently-used eviction.
-    use_seq: u64,
-}
-
-struct Slot<Q> {
-    state: Mutex<SlotState<Q>>,
-}
+/// The table's entries.
+type Slots<Q> = Entries<PairingKey, Pairing<Q>>;
 
 /// Why a checkout gave no lease; both answer 503.
 #[derive(Debug, PartialEq, Eq)]
@@ -75,11 +63,10 @@ pub enum CheckoutError {
 
 /// The shared pairing table.
 pub struct PairingTable<Q: RdmaQp> {
-    slots: Mutex<HashMap<PairingKey, Arc<Slot<Q>>>>,
+    keys: KeyTable<PairingKey, Pairing<Q>>,
     max_pairings: usize,
     max_per_requester: usize,
     idle: Duration,
-    clock: AtomicU64,
     stats: Arc<Stats>,
 }
 
@@ -93,18 +80,17 @@ impl<Q: RdmaQp> PairingTable<Q> {
     ) -> Self {
         let max_pairings = max_pairings.max(1);
         PairingTable {
-            slots: Mutex::new(HashMap::new()),
+            keys: KeyTable::new(),
             max_pairings,
             max_per_requester: max_per_requester.clamp(1, max_pairings),
             idle,
-            clock: AtomicU64::new(0),
             stats,
         }
     }
 
     /// Keys in the table.
     pub fn len(&self) -> usize {
-        self.slots.lock().len()
+        self.keys.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -119,86 +105,39 @@ impl<Q: RdmaQp> PairingTable<Q> {
         key: PairingKey,
         now: Instant,
     ) -> Result<KeyLease<'_, Q>, CheckoutError> {
-        loop {
-            let mut silenced = Vec::new();
-            let slot = {
-                let mut slots = self.slots.lock();
-                match slots.get(&key) {
-                    Some(slot) => Arc::clone(slot),
-                    None => {
-                        let room = self.make_room_locked(&mut slots, &key.requester, now);
-                        let full = room.is_err();
-                        silenced.extend(room.unwrap_or_else(|expired| expired));
-                        if full {
-                            drop(slots);
-                            self.silence_all(silenced, "expired");
-                            return Err(CheckoutError::TableFull);
-                        }
-                        let slot = Arc::new(Slot {
-                            state: Mutex::new(SlotState {
-                                busy: false,
-                                retired: false,
-                                pairing: None,
-                                last_used: now,
-                                use_seq: self.clock.fetch_add(1, Ordering::Relaxed),
-                            }),
-                        });
-                        slots.insert(key.clone(), Arc::clone(&slot));
-                        slot
-                    }
-                }
-            };
-            self.silence_all(silenced, "expired or evicted");
-            let mut state = slot.state.lock();
-            if state.retired {
-                continue;
-            }
-            if state.busy {
-                return Err(CheckoutError::KeyBusy);
-            }
-            state.busy = true;
-            let pairing = state.pairing.take();
-            drop(state);
-            return Ok(KeyLease {
-                table: self,
-                key,
-                slot,
-                pairing,
-            });
+        let requester = key.requester.clone();
+        let mut silenced = Vec::new();
+        let lease = self.keys.checkout(
+            key,
+            now,
+            |slots| self.make_room_locked(slots, &requester, now),
+            &mut silenced,
+        );
+        self.silence_all(silenced, "expired or evicted");
+        match lease {
+            Ok(lease) => Ok(KeyLease { table: self, lease }),
+            Err(Refused::Busy) => Err(CheckoutError::KeyBusy),
+            Err(Refused::Full) => Err(CheckoutError::TableFull),
         }
     }
 
     /// Exclusive hold of `key` when it is in the table and no request holds it; never adds a
     /// key or makes room (used to drop a pairing after an answer that replaces the client's QP).
     pub fn lease_existing(&self, key: &PairingKey) -> Option<KeyLease<'_, Q>> {
-        let slot = self.slots.lock().get(key).map(Arc::clone)?;
-        let mut state = slot.state.lock();
-        if state.retired || state.busy {
-            return None;
-        }
-        state.busy = true;
-        let pairing = state.pairing.take();
-        drop(state);
-        Some(KeyLease {
-            table: self,
-            key: key.clone(),
-            slot,
-            pairing,
-        })
+        let lease = self.keys.lease_existing(key)?;
+        Some(KeyLease { table: self, lease })
     }
 
     /// Room for one more key of `requester`: `Ok(pairings to silence)`, or `Err(pairings to
     /// silence)` when no room can be made (everything evictable is in use).
     fn make_room_locked(
         &self,
-        slots: &mut HashMap<PairingKey, Arc<Slot<Q>>>,
+        slots: &mut Slots<Q>,
         requester: &Requester,
         now: Instant,
     ) -> Result<Vec<Pairing<Q>>, Vec<Pairing<Q>>> {
         let mut out = Vec::new();
-        let own = |slots: &HashMap<PairingKey, Arc<Slot<Q>>>| {
-            slots.keys().filter(|k| k.requester == *requester).count()
-        };
+        let own = |slots: &Slots<Q>| slots.keys().filter(|k| k.requester == *requester).count();
         let over_quota = own(slots) >= self.max_per_requester;
         if over_quota || slots.len() >= self.max_pairings {
             out.extend(self.expire_locked(slots, now));
@@ -220,29 +159,24 @@ impl<Q: RdmaQp> PairingTable<Q> {
 
     /// Destroy every pairing idle longer than the idle time (and not in use). Returns how many.
     pub fn expire(&self, now: Instant) -> usize {
-        let expired = {
-            let mut slots = self.slots.lock();
-            self.expire_locked(&mut slots, now)
-        };
+        let expired = self
+            .keys
+            .with_entries(|slots| self.expire_locked(slots, now));
         let n = expired.len();
         self.silence_all(expired, "expired");
         n
     }
 
-    fn expire_locked(
-        &self,
-        slots: &mut HashMap<PairingKey, Arc<Slot<Q>>>,
-        now: Instant,
-    ) -> Vec<Pairing<Q>> {
+    fn expire_locked(&self, slots: &mut Slots<Q>, now: Instant) -> Vec<Pairing<Q>> {
         let mut out = Vec::new();
         slots.retain(|key, slot| {
-            let mut state = slot.state.lock();
+            let mut state = slot.lock();
             let idle_for = now.saturating_duration_since(state.last_used);
             if state.busy || idle_for < self.idle {
                 return true;
             }
             state.retired = true;
-            if let Some(p) = state.pairing.take() {
+            if let Some(p) = state.value.take() {
                 debug!(
                     qpn = key.client.qp_num,
                     pairing = p.id,
@@ -259,11 +193,7 @@ impl<Q: RdmaQp> PairingTable<Q> {
 
     /// Take the chosen idle key out of the table: `None` when no key of that kind is idle,
     /// `Some(its pairing, if it had one)` otherwise.
-    fn evict_locked(
-        &self,
-        slots: &mut HashMap<PairingKey, Arc<Slot<Q>>>,
-        victim: Victim<'_>,
-    ) -> Option<Option<Pairing<Q>>> {
+    fn evict_locked(&self, slots: &mut Slots<Q>, victim: Victim<'_>) -> Option<Option<Pairing<Q>>> {
         let mut held: HashMap<&Requester, usize> = HashMap::new();
         if matches!(victim, Victim::HeaviestRequester) {
             for key in slots.keys() {
@@ -278,7 +208,7 @@ impl<Q: RdmaQp> PairingTable<Q> {
                     continue;
                 }
             }
-            let state = slot.state.lock();
+            let state = slot.lock();
             if state.busy {
                 continue;
             }
@@ -290,9 +220,9 @@ impl<Q: RdmaQp> PairingTable<Q> {
         }
         let key = best?.1.clone();
         let slot = slots.remove(&key)?;
-        let mut state = slot.state.lock();
+        let mut state = slot.lock();
         state.retired = true;
-        let pairing = state.pairing.take();
+        let pairing = state.value.take();
         if let Some(p) = &pairing {
             debug!(
                 qpn = key.client.qp_num,
@@ -342,32 +272,30 @@ enum Victim<'a> {
 /// key when it holds none).
 pub struct KeyLease<'t, Q: RdmaQp> {
     table: &'t PairingTable<Q>,
-    key: PairingKey,
-    slot: Arc<Slot<Q>>,
-    pairing: Option<Pairing<Q>>,
+    lease: Lease<'t, PairingKey, Pairing<Q>>,
 }
 
 impl<Q: RdmaQp> KeyLease<'_, Q> {
     /// The client QP this key's server QP aims at.
     pub fn peer(&self) -> Peer {
-        self.key.client
+        self.lease.key().client
     }
 
     pub fn key(&self) -> &PairingKey {
-        &self.key
+        self.lease.key()
     }
 
     pub fn pairing(&self) -> Option<&Pairing<Q>> {
-        self.pairing.as_ref()
+        self.lease.value()
     }
 
     pub fn pairing_mut(&mut self) -> Option<&mut Pairing<Q>> {
-        self.pairing.as_mut()
+        self.lease.value_mut()
     }
 
     /// Silence and destroy the key's pairing, if any (before a re-pairing, or after a failure).
     pub fn destroy_pairing(&mut self, why: &str) {
-        if let Some(p) = self.pairing.take() {
+        if let Some(p) = self.lease.take() {
             self.table.silence(p, why);
         }
     }
@@ -376,40 +304,18 @@ impl<Q: RdmaQp> KeyLease<'_, Q> {
     pub fn install(&mut self, pairing: Pairing<Q>) {
         self.destroy_pairing("replaced");
         Stats::add(&self.table.stats.pairings_live, 1);
-        self.pairing = Some(pairing);
+        self.lease.put(pairing);
     }
 }
 
 impl<Q: RdmaQp> Drop for KeyLease<'_, Q> {
     fn drop(&mut self) {
-        let now = Instant::now();
-        let seq = self.table.clock.fetch_add(1, Ordering::Relaxed);
         if std::thread::panicking() {
             // The holder panicked, maybe mid-transfer: its QP may have work requests posted and
             // its state is unknown. Silence it; the key leaves the table (next request: 428).
             self.destroy_pairing("the request panicked");
         }
-        match self.pairing.take() {
-            Some(p) => {
-                let mut state = self.slot.state.lock();
-                state.pairing = Some(p);
-                state.busy = false;
-                state.last_used = now;
-                state.use_seq = seq;
-            }
-            None => {
-                let mut slots = self.table.slots.lock();
-                let mut state = self.slot.state.lock();
-                state.busy = false;
-                state.retired = true;
-                if slots
-                    .get(&self.key)
-                    .is_some_and(|s| Arc::ptr_eq(s, &self.slot))
-                {
-                    slots.remove(&self.key);
-                }
-            }
-        }
+        // Then the inner lease returns the pairing, or retires the key without one.
     }
 }
 
@@ -421,6 +327,7 @@ mod tests {
     use crate::rdma::test_double::{DoublePort, QpLog};
     use std::net::IpAddr;
     use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::Ordering;
 
     fn peer(n: u32) -> Peer {
         Peer {

@@ -110,10 +110,15 @@ impl fmt::Display for PortError {
 
 impl std::error::Error for PortError {}
 
-/// A registered staging buffer. Its bytes are reached only through the raw-pointer API of
-/// [`StagingMemory`]: the NIC may read or write them while work requests are posted.
+/// A registered staging buffer. Its bytes are reached through the raw-pointer API of
+/// [`StagingMemory`] (the NIC may read or write them while work requests are posted), through
+/// the slots a transfer cuts it into ([`StagingMemory::slots`]), or whole by its owner.
 pub trait StagingBuffer: Send + 'static {
     fn memory(&self) -> &StagingMemory;
+    /// The whole memory ([`StagingMemory::bytes_mut`]): for the owner, once no work request and
+    /// no window covers it. Never the `&mut StagingMemory` itself, which could be swapped away
+    /// from its registration.
+    fn bytes_mut(&mut self) -> Option<&mut [u8]>;
 }
 
 /// One server RC QP, connected (RTS) to one client QP.

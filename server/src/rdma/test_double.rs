@@ -264,6 +264,10 @@ impl StagingBuffer for DoubleBuffer {
     fn memory(&self) -> &StagingMemory {
         &self.mem
     }
+
+    fn bytes_mut(&mut self) -> Option<&mut [u8]> {
+        self.mem.bytes_mut()
+    }
 }
 
 struct InFlight {

@@ -38,6 +38,7 @@ pub fn settings() -> EngineSettings {
         max_pairings_per_client: 16,
         pairing_idle: Duration::from_secs(600),
         v2: crate::config::V2Settings::default(),
+        #[cfg(feature = "fault-injection")]
         inject_failures: 0,
         copy_gets: false,
     }

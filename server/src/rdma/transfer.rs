@@ -21,9 +21,10 @@ use std::time::{Duration, Instant};
 use tracing::{debug, warn};
 
 pub use super::local_end::{ChunkSink, ChunkSource, Direction};
-use super::local_end::{Inline, LocalEnd, SlotJob, Threaded};
+use super::local_end::{Inline, Job, LocalEnd, SlotJob, Threaded};
 use super::patience::{Patience, RateMeter};
 use super::port::{PortError, RdmaOp, RdmaQp, StagingBuffer, WorkCompletion, WorkRequest};
+use super::staging::SlotPool;
 use crate::stats::Stats;
 
 /// How a transfer is cut.
@@ -92,8 +93,9 @@ impl Shape {
         (total.saturating_sub(start)).min(u64::from(self.chunk)) as u32
     }
 
-    fn slot_offset(&self, slot: usize) -> usize {
-        slot * self.chunk as usize
+    /// Where chunk `i` lies in a registered file mapping of the whole transfer.
+    fn linear_offset(&self, chunk: u64) -> usize {
+        chunk as usize * self.chunk as usize
     }
 }
 
@@ -215,40 +217,52 @@ enum Layout {
     Linear,
 }
 
-/// One transfer on one QP with one staging buffer (or one registered file mapping).
+/// One transfer on one QP with one staging buffer (or one registered file mapping), checked and
+/// not yet started.
 pub struct Transfer<'t, Q: RdmaQp> {
     qp: &'t mut Q,
     staging: &'t Q::Buffer,
-    shape: Shape,
+    plan: Plan,
     /// From the memory: a file mapping is laid out linearly.
     layout: Layout,
-    /// Set by [`Transfer::run`] from the direction.
+    deadlines: Deadlines,
+    stats: &'t Stats,
+}
+
+/// A running transfer: the poller's loop. Its slots (a staging buffer cut into `shape.slots`
+/// slots) are tokens: free ones in `slots`, the others held in `progress` or by the local end.
+struct Pump<'t, 's, Q: RdmaQp> {
+    qp: &'t mut Q,
+    staging: &'t Q::Buffer,
+    shape: Shape,
+    layout: Layout,
     op: RdmaOp,
     total: u64,
     remote: Remote,
     last_imm: Option<u32>,
     deadlines: Deadlines,
     stats: &'t Stats,
-    progress: Progress,
+    /// The staging buffer's slots (none in a file mapping).
+    slots: Option<&'s SlotPool<'t>>,
+    progress: Progress<'s>,
 }
 
-/// Where a transfer stands.
+/// Where a transfer stands. Each chunk in `ready`, `posted` and `landed` holds its slot's token.
 #[derive(Debug, Default)]
-struct Progress {
+struct Progress<'s> {
     /// Chunks in the transfer.
     chunks: u64,
-    /// Slots the poller owns (neither posted nor with the local end).
-    free: Vec<usize>,
     /// GET: next chunk to hand to the local end for filling.
     next_fill: u64,
     /// GET: filled chunks waiting to be posted, by chunk.
-    ready: BTreeMap<u64, SlotJob>,
+    ready: BTreeMap<u64, Job<'s>>,
     /// PUT: next chunk to post.
     next_read: u64,
-    /// Work requests at the NIC, by chunk (= wr_id).
-    posted: BTreeMap<u64, SlotJob>,
+    /// Work requests at the NIC, by chunk (= wr_id); a posted slot's token stays here until its
+    /// completion (or the QP's end, after a failure).
+    posted: BTreeMap<u64, Job<'s>>,
     /// PUT: read chunks waiting for their turn at the sink, by chunk.
-    landed: BTreeMap<u64, SlotJob>,
+    landed: BTreeMap<u64, Job<'s>>,
     /// PUT: next chunk to hand to the sink.
     next_drain: u64,
     /// Chunks the transfer is done with (GET: written; PUT: drained).
@@ -274,45 +288,25 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
         deadlines: Deadlines,
         stats: &'t Stats,
     ) -> Result<Self, TransferError> {
-        let Plan {
-            shape,
-            total,
-            remote,
-            last_imm,
-            send_inv,
-        } = plan;
         let memory = staging.memory();
+        let shape = plan.shape;
         let (layout, fits) = match memory.is_file_mapping() {
             false => (
                 Layout::Ring,
                 memory.len() >= shape.staging_len() && shape.slots >= shape.depth,
             ),
-            true => (Layout::Linear, memory.len() as u64 >= total),
+            true => (Layout::Linear, memory.len() as u64 >= plan.total),
         };
         if !fits {
             return Err(TransferError::Staging);
         }
-        let progress = Progress {
-            chunks: shape.chunks(total),
-            free: match layout {
-                Layout::Ring => (0..shape.slots).rev().collect(),
-                Layout::Linear => Vec::new(),
-            },
-            send_inv: send_inv.map_or(SendInv::Done, SendInv::Due),
-            ..Progress::default()
-        };
         Ok(Transfer {
             qp,
             staging,
-            shape,
+            plan,
             layout,
-            op: RdmaOp::Write,
-            total,
-            remote,
-            last_imm,
             deadlines,
             stats,
-            progress,
         })
     }
 
@@ -321,8 +315,8 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
     /// caller must then destroy the QP before reusing the staging buffer).
     ///
     /// A file mapping moves only with [`Direction::Registered`], a staging buffer only without.
-    pub fn run(mut self, dir: Direction<'_>) -> Result<(), TransferError> {
-        self.op = match dir {
+    pub fn run(self, dir: Direction<'_>) -> Result<(), TransferError> {
+        let op = match dir {
             Direction::Write(_) | Direction::Registered => RdmaOp::Write,
             Direction::Read(_) => RdmaOp::Read,
         };
@@ -330,25 +324,60 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
         if registered != (self.layout == Layout::Linear) {
             return Err(TransferError::Staging);
         }
+        let Plan {
+            shape,
+            total,
+            remote,
+            last_imm,
+            send_inv,
+        } = self.plan;
         let staging: &'t Q::Buffer = self.staging;
-        let memory = staging.memory();
+        let slots = match self.layout {
+            Layout::Ring => Some(
+                staging
+                    .memory()
+                    .slots(shape.chunk as usize, shape.slots)
+                    .ok_or(TransferError::Staging)?,
+            ),
+            Layout::Linear => None,
+        };
+        let mut pump = Pump {
+            qp: self.qp,
+            staging,
+            shape,
+            layout: self.layout,
+            op,
+            total,
+            remote,
+            last_imm,
+            deadlines: self.deadlines,
+            stats: self.stats,
+            slots: slots.as_ref(),
+            progress: Progress {
+                chunks: shape.chunks(total),
+                send_inv: send_inv.map_or(SendInv::Done, SendInv::Due),
+                ..Progress::default()
+            },
+        };
         // A registered GET has nothing for a thread to do.
-        let result = if self.progress.chunks <= 1 || registered {
-            self.pump(&mut Inline::new(dir, memory))
+        let result = if pump.progress.chunks <= 1 || registered {
+            pump.pump(&mut Inline::new(dir))
         } else {
-            std::thread::scope(|scope| match Threaded::start(scope, dir, memory) {
-                Ok(mut local) => self.pump(&mut local),
+            std::thread::scope(|scope| match Threaded::start(scope, dir) {
+                Ok(mut local) => pump.pump(&mut local),
                 Err(e) => Err(TransferError::LocalIo(e)),
             })
         };
         if let Err(e) = &result {
-            self.abort(e);
+            pump.abort(e);
         }
         result
     }
+}
 
+impl<'t, 's, Q: RdmaQp> Pump<'t, 's, Q> {
     /// The loop: local results in, local jobs out, posts, completions, until every chunk retired.
-    fn pump(&mut self, local: &mut dyn LocalEnd) -> Result<(), TransferError> {
+    fn pump(&mut self, local: &mut dyn LocalEnd<'s>) -> Result<(), TransferError> {
         let started = Instant::now();
         let base_deadline = self.deadlines.total_for(self.total);
         let meter = RateMeter::new(&self.stats.completion_ps_per_byte);
@@ -419,7 +448,7 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
         self.progress
             .posted
             .values()
-            .map(|job| u64::from(job.len))
+            .map(|job| u64::from(job.at.len))
             .sum()
     }
 
@@ -447,7 +476,7 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
     }
 
     /// Jobs the local end finished: GET slots become ready to post, PUT slots become free.
-    fn take_local_results(&mut self, local: &mut dyn LocalEnd) -> Result<Moved, TransferError> {
+    fn take_local_results(&mut self, local: &mut dyn LocalEnd<'s>) -> Result<Moved, TransferError> {
         let mut moved = false;
         while let Some(r) = local.try_finished() {
             self.local_result(r)?;
@@ -456,17 +485,18 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
         Ok(moved)
     }
 
-    fn local_result(&mut self, r: io::Result<SlotJob>) -> Result<(), TransferError> {
+    /// A job back from the local end: a GET's filled chunk waits to be posted (its slot with
+    /// it); a PUT's drained chunk is done (its slot token dropped: the slot is free).
+    fn local_result(&mut self, r: io::Result<Job<'s>>) -> Result<(), TransferError> {
         let job = r.map_err(TransferError::LocalIo)?;
-        let slot = self.slot_of(job);
         let p = &mut self.progress;
         p.at_local -= 1;
         match self.op {
             RdmaOp::Write => {
-                p.ready.insert(job.chunk, job);
+                p.ready.insert(job.at.chunk, job);
             }
             RdmaOp::Read => {
-                p.free.push(slot);
+                drop(job);
                 p.retired += 1;
             }
         }
@@ -474,20 +504,26 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
     }
 
     /// GET: give free slots to the local end for the next chunks.
-    fn feed_local(&mut self, local: &mut dyn LocalEnd) {
+    fn feed_local(&mut self, local: &mut dyn LocalEnd<'s>) {
         if self.op != RdmaOp::Write {
             return;
         }
         while self.progress.next_fill < self.progress.chunks {
             let chunk = self.progress.next_fill;
-            let slot = match self.layout {
-                Layout::Ring => match self.progress.free.pop() {
-                    Some(slot) => slot,
+            let job = match self.layout {
+                Layout::Ring => match self.slots.and_then(SlotPool::take) {
+                    Some(slot) => self.job(chunk, slot),
                     None => return,
                 },
-                Layout::Linear => chunk as usize,
+                Layout::Linear => Job {
+                    at: SlotJob {
+                        chunk,
+                        offset: self.shape.linear_offset(chunk),
+                        len: self.shape.chunk_len(self.total, chunk),
+                    },
+                    slot: None,
+                },
             };
-            let job = self.job(chunk, slot);
             self.progress.next_fill += 1;
             self.progress.at_local += 1;
             local.submit(job);
@@ -536,41 +572,42 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
         Ok(moved)
     }
 
-    fn next_to_post(&mut self) -> Option<SlotJob> {
-        let p = &mut self.progress;
+    fn next_to_post(&mut self) -> Option<Job<'s>> {
         match self.op {
-            RdmaOp::Write => p.ready.pop_first().map(|(_, job)| job),
+            RdmaOp::Write => self.progress.ready.pop_first().map(|(_, job)| job),
             RdmaOp::Read => {
-                if p.next_read == p.chunks {
+                if self.progress.next_read == self.progress.chunks {
                     return None;
                 }
-                let slot = p.free.pop()?;
-                let chunk = p.next_read;
-                p.next_read += 1;
+                let slot = self.slots?.take()?;
+                let chunk = self.progress.next_read;
+                self.progress.next_read += 1;
                 Some(self.job(chunk, slot))
             }
         }
     }
 
-    fn post(&mut self, job: SlotJob) -> Result<(), TransferError> {
+    /// Post `job`'s chunk; its slot token (if any) stays in `posted` until the completion.
+    fn post(&mut self, job: Job<'s>) -> Result<(), TransferError> {
+        let at = job.at;
         let wr = WorkRequest {
             op: self.op,
-            wr_id: job.chunk,
-            local_offset: job.offset,
-            len: job.len,
+            wr_id: at.chunk,
+            local_offset: at.offset,
+            len: at.len,
             remote_addr: self
                 .remote
                 .addr
-                .wrapping_add(job.chunk * u64::from(self.shape.chunk)),
+                .wrapping_add(at.chunk * u64::from(self.shape.chunk)),
             rkey: self.remote.rkey,
             imm: self
                 .last_imm
-                .filter(|_| self.op == RdmaOp::Write && job.chunk + 1 == self.progress.chunks),
+                .filter(|_| self.op == RdmaOp::Write && at.chunk + 1 == self.progress.chunks),
         };
         self.qp
             .post(&wr, self.staging)
             .map_err(TransferError::Post)?;
-        self.progress.posted.insert(job.chunk, job);
+        self.progress.posted.insert(at.chunk, job);
         self.progress.posts += 1;
         Stats::bump(&self.stats.work_requests);
         Ok(())
@@ -618,20 +655,18 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
         };
         match self.op {
             RdmaOp::Write => {
-                if self.layout == Layout::Ring {
-                    let slot = self.slot_of(job);
-                    self.progress.free.push(slot);
-                }
+                // Written: the slot token goes, and the slot is free for the next chunk.
+                drop(job);
                 self.progress.retired += 1;
             }
             RdmaOp::Read => {
-                self.progress.landed.insert(job.chunk, job);
+                self.progress.landed.insert(job.at.chunk, job);
             }
         }
     }
 
     /// PUT: hand read chunks to the sink, in chunk order.
-    fn hand_landed_to_sink(&mut self, local: &mut dyn LocalEnd) {
+    fn hand_landed_to_sink(&mut self, local: &mut dyn LocalEnd<'s>) {
         let p = &mut self.progress;
         while let Some(job) = p.landed.remove(&p.next_drain) {
             p.next_drain += 1;
@@ -663,16 +698,16 @@ impl<'t, Q: RdmaQp> Transfer<'t, Q> {
         }
     }
 
-    fn job(&self, chunk: u64, slot: usize) -> SlotJob {
-        SlotJob {
-            chunk,
-            offset: self.shape.slot_offset(slot),
-            len: self.shape.chunk_len(self.total, chunk),
+    /// Chunk `chunk` in `slot`.
+    fn job(&self, chunk: u64, slot: super::staging::Slot<'s>) -> Job<'s> {
+        Job {
+            at: SlotJob {
+                chunk,
+                offset: slot.offset(),
+                len: self.shape.chunk_len(self.total, chunk),
+            },
+            slot: Some(slot),
         }
-    }
-
-    fn slot_of(&self, job: SlotJob) -> usize {
-        job.offset / self.shape.chunk as usize
     }
 }
 

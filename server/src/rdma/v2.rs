@@ -24,6 +24,7 @@ use tracing::{debug, warn};
 use super::engine::Engine;
 use super::port::{Peer, RdmaPort, RdmaQp, StagingBuffer, Window, WC_RECV_RDMA_WITH_IMM};
 use super::session::{ClaimError, NewSession, SessionId};
+use super::staging::Staged;
 use super::transfer::{Direction, Plan, Remote, Transfer, TransferError};
 use crate::backend::{self, ObjectInfo, ObjectReader, ObjectWriter, WriteOptions};
 use crate::error::Fault;
@@ -128,7 +129,7 @@ pub mod reject {
 }
 
 /// What a waiting session holds.
-pub struct Prepared<Q, B> {
+pub struct Prepared<Q, B: StagingBuffer> {
     client: Peer,
     client_psn: u32,
     server_psn: u32,
@@ -137,19 +138,20 @@ pub struct Prepared<Q, B> {
     work: Work<B>,
 }
 
-enum Work<B> {
+enum Work<B: StagingBuffer> {
     Get {
         object: Box<ObjectReader>,
     },
     Put {
         size: u32,
         writer: ObjectWriter,
-        /// `None` only after the buffer went back to the pool.
-        staging: Option<B>,
+        /// The staging buffer the session's window covers, on loan from the pool (back there
+        /// when dropped, after the QP and its window).
+        staging: Staged<B>,
     },
 }
 
-impl<Q, B> std::fmt::Debug for Prepared<Q, B> {
+impl<Q, B: StagingBuffer> std::fmt::Debug for Prepared<Q, B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Prepared")
             .field("client", &self.client)
@@ -310,14 +312,14 @@ impl<P: RdmaPort> Engine<P> {
                 let work = Work::Put {
                     size: job.size,
                     writer,
-                    staging: Some(staging),
+                    staging,
                 };
                 Ok((self.prepared(job, server_psn, qp, work), Some(window)))
             }
             Err(e) => {
                 // The QP (and whatever window it has) goes before the staging it may cover.
                 drop(qp);
-                self.staging.give_back(staging);
+                drop(staging);
                 writer.abort();
                 Err(e.to_string())
             }
@@ -480,26 +482,27 @@ impl<P: RdmaPort> Engine<P> {
             debug!(error = %e, "window invalidation not confirmed; the QP goes with it");
         }
         drop(qp);
-        let Some(buf) = staging.take() else {
-            writer.abort();
-            return V2Outcome::Rejected(reject::FAILED);
-        };
         let outcome = match checked {
-            Ok(()) => self.v2_store(&buf, size, writer),
+            Ok(()) => self.v2_store(&mut staging, size, writer),
             Err(reject) => {
                 writer.abort();
                 V2Outcome::Rejected(reject)
             }
         };
-        self.staging.give_back(buf);
+        // Back to the pool.
+        drop(staging);
         outcome
     }
 
-    /// Store the received bytes through the writer (the same commit as any PUT).
-    fn v2_store(&self, buf: &P::Buffer, size: u32, mut writer: ObjectWriter) -> V2Outcome {
-        // SAFETY: the window over these bytes is invalid and the QP is destroyed (see
-        // `v2_put`), so nothing writes them any more, and no other reference to them exists.
-        let Some(bytes) = (unsafe { buf.memory().slot_mut(0, size as usize) }) else {
+    /// Store the received bytes through the writer (the same commit as any PUT). The caller
+    /// owns `buf` and has ended its window and its QP: nothing writes the bytes any more.
+    fn v2_store(
+        &self,
+        buf: &mut Staged<P::Buffer>,
+        size: u32,
+        mut writer: ObjectWriter,
+    ) -> V2Outcome {
+        let Some(bytes) = buf.bytes_mut().and_then(|b| b.get(..size as usize)) else {
             writer.abort();
             return V2Outcome::Rejected(reject::FAILED);
         };
@@ -549,17 +552,14 @@ impl<P: RdmaPort> Engine<P> {
         match work {
             Work::Get { .. } => drop(qp),
             Work::Put {
-                writer,
-                mut staging,
-                ..
+                writer, staging, ..
             } => {
                 if let Err(e) = qp.invalidate_window(WINDOW_WAIT) {
                     debug!(error = %e, "window invalidation not confirmed; the QP goes with it");
                 }
                 drop(qp);
-                if let Some(buf) = staging.take() {
-                    self.staging.give_back(buf);
-                }
+                // Back to the pool, after the QP and its window.
+                drop(staging);
                 writer.abort();
             }
         }

@@ -62,6 +62,10 @@ impl StagingBuffer for VerbsBuffer {
     fn memory(&self) -> &StagingMemory {
         &self.mem
     }
+
+    fn bytes_mut(&mut self) -> Option<&mut [u8]> {
+        self.mem.bytes_mut()
+    }
 }
 
 /// A server QP (v1: in RTS; v2: from INIT on) and, for a v2 PUT, the window bound on it (a

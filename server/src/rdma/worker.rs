@@ -18,6 +18,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use hipobj_actors::handoff::{serve, Handoff};
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, error, warn};
 
@@ -146,10 +147,12 @@ enum Work {
     V2(V2Job, oneshot::Sender<V2Outcome>),
 }
 
-struct Job {
+/// A job on its way to a worker, with its place (freed just before the answer is sent:
+/// `hipobj_actors::handoff::serve`, which loom-tests/tests/server_worker.rs checks).
+type Job = Handoff<Queued, Permit>;
+
+struct Queued {
     work: Work,
-    /// Freed just before the answer is sent.
-    permit: Permit,
     /// When the request handed it over (the queue wait is logged).
     submitted: Instant,
 }
@@ -269,10 +272,12 @@ impl RdmaWorkers {
         let Some(jobs) = &self.jobs else {
             return false;
         };
-        let sent = jobs.send(Job {
-            work,
-            permit,
-            submitted: Instant::now(),
+        let sent = jobs.send(Handoff {
+            work: Queued {
+                work,
+                submitted: Instant::now(),
+            },
+            place: permit,
         });
         if sent.is_err() {
             warn!("RDMA workers are gone");
@@ -282,36 +287,34 @@ impl RdmaWorkers {
 }
 
 fn worker_loop(runner: &dyn JobRunner, jobs: Receiver<Job>, stats: &Stats) {
-    while let Ok(Job {
-        work,
-        permit,
-        submitted,
-    }) = jobs.recv()
-    {
+    serve(&jobs, |Queued { work, submitted }| {
         let started = Instant::now();
         // The requester may have left (client hung up); nothing to do then.
-        match work {
+        let answer: Box<dyn FnOnce()> = match work {
             Work::Token(job, answer) => {
                 let what = format!("{:?} {}/{}", job.kind, job.bucket, job.key);
                 let failed = RdmaOutcome::Rejected(Fault::RDMA_FAILED);
                 let outcome = contained(&what, || runner.run(job), failed, stats);
-                drop(permit);
-                let _ = answer.send(outcome);
+                Box::new(move || {
+                    let _ = answer.send(outcome);
+                })
             }
             Work::V2(job, answer) => {
                 let what = format!("{job:?}");
                 let failed = V2Outcome::Rejected(reject::FAILED);
                 let outcome = contained(&what, || runner.run_v2(job), failed, stats);
-                drop(permit);
-                let _ = answer.send(outcome);
+                Box::new(move || {
+                    let _ = answer.send(outcome);
+                })
             }
-        }
+        };
         debug!(
             queued_us = started.saturating_duration_since(submitted).as_micros() as u64,
             run_us = started.elapsed().as_micros() as u64,
             "RDMA job done"
         );
-    }
+        answer
+    });
 }
 
 /// Run one job; a panic becomes `failed` (500) and the thread lives on.

@@ -1,32 +1,24 @@
-//! The gateway's blocking S3 client to the store: one endpoint, requests signed (SigV4 with
-//! `aws-sigv4`) as the identity the gateway acts for, or unsigned when serving anonymously;
-//! streaming bodies both ways (`reqwest`'s blocking client, the one the command line uses).
+//! The gateway's blocking S3 client to the store: one endpoint, requests signed (SigV4) as the
+//! identity the gateway acts for, or unsigned when serving anonymously; streaming bodies both
+//! ways. Signing, key encoding and the HTTP stack are the project's S3 client
+//! (`hipobj-s3client`, the one the command line uses); a refused request's S3 error is read by
+//! `hipobj::s3error`.
 
-use std::io::{self, Read};
+use std::io;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use aws_credential_types::Credentials;
-use aws_sigv4::http_request::{
-    sign, PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningSettings,
-    UriPathNormalizationMode,
-};
-use aws_sigv4::sign::v4;
-use aws_smithy_runtime_api::client::identity::Identity;
-use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
-use reqwest::blocking::{Body, Client, Response};
+use hipobj::s3error::S3ErrorReply;
+use hipobj_s3client::http::{build, Body, Outgoing};
+pub use hipobj_s3client::path::{object_path, query_value};
+use hipobj_s3client::reqwest;
+use hipobj_s3client::reqwest::blocking::{Client, Response};
+use hipobj_s3client::sign::Signer;
 use tracing::debug;
 
 use super::super::StorageError;
 use super::endpoint::Endpoint;
 use crate::tls::error_chain;
-
-/// Characters S3 leaves unescaped in a key segment (RFC 3986 unreserved).
-const KEY_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~');
 
 /// How long to wait for the store to accept a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -51,26 +43,6 @@ impl std::fmt::Debug for StoreKeys {
     }
 }
 
-/// A request body.
-pub enum Payload<'a> {
-    Empty,
-    Bytes(&'a [u8]),
-    /// Streamed, exactly `len` bytes, payload unsigned (`UNSIGNED-PAYLOAD`).
-    Stream {
-        len: u64,
-        reader: Box<dyn Read + Send + 'static>,
-    },
-}
-
-/// One request to the store.
-pub struct StoreRequest<'a> {
-    pub method: &'a str,
-    /// The encoded path with an optional query (`/b/k?uploads`).
-    pub target: &'a str,
-    pub headers: &'a [(String, String)],
-    pub payload: Payload<'a>,
-}
-
 pub struct StoreClient {
     endpoint: Endpoint,
     region: String,
@@ -86,41 +58,45 @@ pub struct StoreSession {
 }
 
 impl StoreSession {
-    /// One request: `target` is the encoded path with an optional query (`/b/k?uploads`).
+    /// One request: `target` is the encoded path with an optional query (`/b/k?uploads`); a
+    /// non-2xx answer becomes the `StorageError` its S3 error code names.
     pub fn send(
         &self,
         method: &str,
         target: &str,
         headers: &[(String, String)],
-        payload: Payload<'_>,
+        body: Body,
     ) -> Result<Response, StorageError> {
-        let req = StoreRequest {
-            method,
-            target,
-            headers,
-            payload,
-        };
-        self.client.send(self.keys.as_ref(), req)
-    }
-}
-
-/// `/bucket` or `/bucket/key`, percent-encoded (slashes in the key kept).
-pub fn object_path(bucket: &str, key: &str) -> String {
-    let mut path = format!("/{}", utf8_percent_encode(bucket, KEY_SEGMENT));
-    if !key.is_empty() {
-        path.push('/');
-        let segments: Vec<String> = key
-            .split('/')
-            .map(|s| utf8_percent_encode(s, KEY_SEGMENT).to_string())
+        let url = format!("{}{}", self.client.endpoint.base_url(), target);
+        let authority = self.client.endpoint.authority().to_string();
+        let mut all: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
             .collect();
-        path.push_str(&segments.join("/"));
+        all.push(("host", &authority));
+        let signer = self.keys.as_ref().map(|k| Signer {
+            access_key: &k.access_key,
+            secret_key: &k.secret_key,
+            session_token: None,
+            region: &self.client.region,
+        });
+        let out = Outgoing {
+            method,
+            url: &url,
+            headers: &all,
+            body,
+        };
+        let builder = build(&self.client.http, signer.as_ref(), out).map_err(|e| {
+            StorageError::Io(io::Error::other(format!("cannot sign for the store: {e}")))
+        })?;
+        let resp = builder.send().map_err(|e| unreachable_store(&url, &e))?;
+        let status = resp.status().as_u16();
+        if (200..300).contains(&status) {
+            Ok(resp)
+        } else {
+            Err(status_error(method, status, resp))
+        }
     }
-    path
-}
-
-/// A query value, percent-encoded.
-pub fn query_value(v: &str) -> String {
-    utf8_percent_encode(v, KEY_SEGMENT).to_string()
 }
 
 /// The store could not be reached (refused, timed out before answering, or its TLS certificate
@@ -154,123 +130,31 @@ impl StoreClient {
     pub fn endpoint(&self) -> &Endpoint {
         &self.endpoint
     }
-
-    /// Send one request; a non-2xx answer becomes the `StorageError` its S3 error code names.
-    pub fn send(
-        &self,
-        keys: Option<&StoreKeys>,
-        req: StoreRequest<'_>,
-    ) -> Result<Response, StorageError> {
-        let StoreRequest {
-            method,
-            target,
-            headers,
-            payload,
-        } = req;
-        let url = format!("{}{}", self.endpoint.base_url(), target);
-        let mut all: Vec<(String, String)> = headers.to_vec();
-        all.push(("host".into(), self.endpoint.authority().to_string()));
-        if let Payload::Stream { len, .. } = &payload {
-            all.push(("content-length".into(), len.to_string()));
-        }
-        if let Some(keys) = keys {
-            let body = match &payload {
-                Payload::Empty => SignableBody::Bytes(&[]),
-                Payload::Bytes(b) => SignableBody::Bytes(b),
-                Payload::Stream { .. } => SignableBody::UnsignedPayload,
-            };
-            let signature = sign_headers(keys, &self.region, method, &url, &all, body)?;
-            all.extend(signature);
-        }
-        let m = reqwest::Method::from_bytes(method.as_bytes())
-            .map_err(|e| StorageError::Io(io::Error::other(format!("method {method}: {e}"))))?;
-        let mut builder = self.http.request(m, &url);
-        for (n, v) in &all {
-            if n != "host" && n != "content-length" {
-                builder = builder.header(n, v);
-            }
-        }
-        builder = match payload {
-            Payload::Empty => builder,
-            Payload::Bytes(b) => builder.body(b.to_vec()),
-            Payload::Stream { len, reader } => builder.body(Body::sized(reader, len)),
-        };
-        let resp = builder.send().map_err(|e| unreachable_store(&url, &e))?;
-        let status = resp.status().as_u16();
-        if (200..300).contains(&status) {
-            Ok(resp)
-        } else {
-            Err(status_error(method, status, resp))
-        }
-    }
 }
 
-/// The SigV4 headers (`authorization`, `x-amz-date`, `x-amz-content-sha256`) for a request
-/// with the headers `all`.
-fn sign_headers(
-    keys: &StoreKeys,
-    region: &str,
-    method: &str,
-    url: &str,
-    all: &[(String, String)],
-    body: SignableBody<'_>,
-) -> Result<Vec<(String, String)>, StorageError> {
-    let identity: Identity = Credentials::new(
-        &keys.access_key,
-        &keys.secret_key,
-        None,
-        None,
-        "hipobj-gateway",
-    )
-    .into();
-    let mut settings = SigningSettings::default();
-    settings.percent_encoding_mode = PercentEncodingMode::Single;
-    settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
-    settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
-    let params = v4::SigningParams::builder()
-        .identity(&identity)
-        .region(region)
-        .name("s3")
-        .time(SystemTime::now())
-        .settings(settings)
-        .build()
-        .map_err(|e| signing_error(&e))?
-        .into();
-    let signable = SignableRequest::new(
-        method,
-        url,
-        all.iter().map(|(n, v)| (n.as_str(), v.as_str())),
-        body,
-    )
-    .map_err(|e| signing_error(&e))?;
-    let (instructions, _signature) = sign(signable, &params)
-        .map_err(|e| signing_error(&e))?
-        .into_parts();
-    Ok(instructions
-        .headers()
-        .map(|(n, v)| (n.to_string(), v.to_string()))
-        .collect())
-}
-
-fn signing_error(e: &dyn std::fmt::Display) -> StorageError {
-    StorageError::Io(io::Error::other(format!("cannot sign for the store: {e}")))
-}
-
-/// The S3 error code of an error body (`<Error><Code>...</Code>`), if any.
-fn error_code(body: &str) -> Option<&str> {
-    let start = body.find("<Code>")? + "<Code>".len();
-    let end = body[start..].find("</Code>")? + start;
-    Some(&body[start..end])
-}
-
-/// A non-2xx answer of the store as the seam's error.
+/// A non-2xx answer of the store as the seam's error (its S3 error read by `hipobj::s3error`).
 fn status_error(method: &str, status: u16, resp: Response) -> StorageError {
+    let headers = resp.headers().clone();
     let body = if method == "HEAD" {
-        String::new()
+        Vec::new()
     } else {
-        resp.text().unwrap_or_default()
+        resp.bytes().map(|b| b.to_vec()).unwrap_or_default()
     };
-    storage_error_of(status, error_code(&body).unwrap_or(""))
+    answer_error(
+        status,
+        |n| headers.get(n).and_then(|v| v.to_str().ok()),
+        &body,
+    )
+}
+
+/// The seam's error for a refused answer: its status, headers (by lowercase name) and body.
+fn answer_error<'a>(
+    status: u16,
+    get: impl Fn(&str) -> Option<&'a str>,
+    body: &[u8],
+) -> StorageError {
+    let code = S3ErrorReply::parse(status, get, body).and_then(|e| e.code);
+    storage_error_of(status, code.as_deref().unwrap_or(""))
 }
 
 fn storage_error_of(status: u16, code: &str) -> StorageError {
@@ -305,18 +189,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn paths_are_encoded_per_segment() {
-        assert_eq!(object_path("b", ""), "/b");
-        assert_eq!(object_path("b", "a/b c+d"), "/b/a/b%20c%2Bd");
-        assert_eq!(object_path("b", "x~y_z.-"), "/b/x~y_z.-");
-    }
-
-    #[test]
-    fn error_codes_are_read_from_the_body() {
+    fn error_codes_map_to_the_seams_errors() {
         let body =
-            "<?xml version=\"1.0\"?><Error><Code>NoSuchKey</Code><Message>m</Message></Error>";
-        assert_eq!(error_code(body), Some("NoSuchKey"));
-        assert_eq!(error_code("<html/>"), None);
+            b"<?xml version=\"1.0\"?><Error><Code>NoSuchBucket</Code><Message>m</Message></Error>";
+        assert!(matches!(
+            answer_error(404, |_| None, body),
+            StorageError::NoSuchBucket
+        ));
+        // No S3 error document: the status alone decides.
+        assert!(matches!(
+            answer_error(404, |_| None, b"<html/>"),
+            StorageError::NoSuchKey
+        ));
+        assert!(matches!(
+            answer_error(405, |_| None, b"<html/>"),
+            StorageError::Io(_)
+        ));
+        assert!(matches!(
+            answer_error(404, |_| None, b""),
+            StorageError::NoSuchKey
+        ));
         assert!(matches!(storage_error_of(404, ""), StorageError::NoSuchKey));
         assert!(matches!(
             storage_error_of(403, "SignatureDoesNotMatch"),

@@ -19,15 +19,16 @@ use std::io;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use reqwest::blocking::Response;
+use hipobj_s3client::reqwest::{self, blocking::Response};
 
-use self::client::{object_path, query_value, Payload, StoreClient, StoreKeys, StoreSession};
+use self::client::{object_path, query_value, StoreClient, StoreKeys, StoreSession};
 pub use self::endpoint::{Endpoint, EndpointError};
 use self::reader::ProxySource;
 use self::writer::{StreamingPut, Target};
 use self::xml::{Doc, Elem};
 use crate::credentials::CredentialsTable;
 use crate::identity::Identity;
+use hipobj_s3client::http::Body;
 
 use super::{
     select_range, Backend, BucketInfo, Checksums, CompletedPart, ObjectInfo, ObjectMeta,
@@ -65,8 +66,8 @@ impl S3ProxyBackend {
         self.store.client.endpoint()
     }
 
-    fn send(&self, method: &str, target: &str, payload: Payload<'_>) -> StorageResult<Response> {
-        self.store.send(method, target, &[], payload)
+    fn send(&self, method: &str, target: &str, body: Body) -> StorageResult<Response> {
+        self.store.send(method, target, &[], body)
     }
 
     /// GET `target` and parse its XML answer with root element `root`.
@@ -77,7 +78,7 @@ impl S3ProxyBackend {
         f: impl FnOnce(Elem<'_, '_>) -> StorageResult<T>,
     ) -> StorageResult<T> {
         let text = self
-            .send("GET", target, Payload::Empty)?
+            .send("GET", target, Body::Empty)?
             .text()
             .map_err(body_error)?;
         Doc::new(text).parse(root, f)
@@ -216,12 +217,12 @@ impl Backend for S3ProxyBackend {
     }
 
     fn create_bucket(&self, bucket: &str) -> StorageResult<()> {
-        self.send("PUT", &object_path(bucket, ""), Payload::Empty)
+        self.send("PUT", &object_path(bucket, ""), Body::Empty)
             .map(drop)
     }
 
     fn head_bucket(&self, bucket: &str) -> StorageResult<()> {
-        match self.send("HEAD", &object_path(bucket, ""), Payload::Empty) {
+        match self.send("HEAD", &object_path(bucket, ""), Body::Empty) {
             Ok(_) => Ok(()),
             Err(StorageError::NoSuchKey) => Err(StorageError::NoSuchBucket),
             Err(e) => Err(e),
@@ -229,7 +230,7 @@ impl Backend for S3ProxyBackend {
     }
 
     fn delete_bucket(&self, bucket: &str) -> StorageResult<()> {
-        self.send("DELETE", &object_path(bucket, ""), Payload::Empty)
+        self.send("DELETE", &object_path(bucket, ""), Body::Empty)
             .map(drop)
     }
 
@@ -278,7 +279,7 @@ impl Backend for S3ProxyBackend {
     }
 
     fn head_object(&self, bucket: &str, key: &str) -> StorageResult<ObjectInfo> {
-        let resp = self.send("HEAD", &object_path(bucket, key), Payload::Empty)?;
+        let resp = self.send("HEAD", &object_path(bucket, key), Body::Empty)?;
         info_from_headers(key, &resp)
     }
 
@@ -292,7 +293,7 @@ impl Backend for S3ProxyBackend {
     }
 
     fn delete_object(&self, bucket: &str, key: &str) -> StorageResult<()> {
-        self.send("DELETE", &object_path(bucket, key), Payload::Empty)
+        self.send("DELETE", &object_path(bucket, key), Body::Empty)
             .map(drop)
     }
 
@@ -341,7 +342,7 @@ impl Backend for S3ProxyBackend {
         let headers = meta_headers(&options.meta);
         let text = self
             .store
-            .send("POST", &target, &headers, Payload::Empty)?
+            .send("POST", &target, &headers, Body::Empty)?
             .text()
             .map_err(body_error)?;
         Doc::new(text).parse("InitiateMultipartUploadResult", |root| {
@@ -431,7 +432,14 @@ impl Backend for S3ProxyBackend {
             query_value(upload_id)
         );
         let text = self
-            .send("POST", &target, Payload::Bytes(body.as_bytes()))?
+            .send(
+                "POST",
+                &target,
+                Body::Bytes {
+                    data: body.into_bytes(),
+                    hashed: true,
+                },
+            )?
             .text()
             .map_err(body_error)?;
         // Errors may come inside a 200 answer (S3's rule for CompleteMultipartUpload).
@@ -447,7 +455,7 @@ impl Backend for S3ProxyBackend {
             object_path(bucket, key),
             query_value(upload_id)
         );
-        self.send("DELETE", &target, Payload::Empty).map(drop)
+        self.send("DELETE", &target, Body::Empty).map(drop)
     }
 
     fn list_uploads(&self, bucket: &str, prefix: &str) -> StorageResult<Vec<UploadInfo>> {

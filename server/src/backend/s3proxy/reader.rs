@@ -7,7 +7,8 @@ use std::io::{self, Read};
 use std::ops::Range;
 
 use super::super::{ObjectSource, StorageError};
-use super::client::{Payload, StoreSession};
+use super::client::StoreSession;
+use hipobj_s3client::http::Body;
 
 /// An open stream of the store's bytes, positioned at `pos`.
 struct Stream {
@@ -53,7 +54,7 @@ impl ProxySource {
         ];
         let resp = self
             .store
-            .send("GET", &self.path, &headers, Payload::Empty)
+            .send("GET", &self.path, &headers, Body::Empty)
             .map_err(io_error)?;
         if resp.status().as_u16() != 206 && pos != 0 {
             return Err(io::Error::other(format!(

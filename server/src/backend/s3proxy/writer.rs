@@ -11,7 +11,8 @@ use std::thread::JoinHandle;
 use std::time::SystemTime;
 
 use super::super::{ObjectInfo, ObjectMeta, ObjectWrite, StorageError, StorageResult};
-use super::client::{Payload, StoreSession};
+use super::client::StoreSession;
+use hipobj_s3client::http::Body;
 
 /// Chunks queued between the data path and the store's socket.
 const CHUNKS_IN_FLIGHT: usize = 4;
@@ -164,7 +165,7 @@ impl StreamingPut {
                         expected: len,
                         committed: false,
                     };
-                    let payload = Payload::Stream {
+                    let payload = Body::Stream {
                         len,
                         reader: Box::new(body),
                     };

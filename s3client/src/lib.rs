@@ -1,0 +1,18 @@
+//! The project's one internal S3 client, used by the command line (`cli/src/s3.rs`), the
+//! gateway's client to its store (`server/src/backend/s3proxy/client.rs`) and the tests'
+//! clients (`tests/support`):
+//!
+//! - [`sign`]: SigV4 over `aws-sigv4`, one function for every request the project signs
+//!   (header or presigned, hashed body or `UNSIGNED-PAYLOAD` for large and streamed bodies);
+//! - [`path`]: S3 key, path and query encoding;
+//! - [`http`]: the one HTTP stack (`reqwest`'s blocking client, re-exported as [`reqwest`]) and
+//!   the signed request built on it.
+//!
+//! The S3 error of a failed answer is read by `hipobj::s3error` (the library's error type carries
+//! it, and the library must not take this crate's HTTP dependencies): every client reads it there.
+
+pub mod http;
+pub mod path;
+pub mod sign;
+
+pub use reqwest;

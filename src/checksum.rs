@@ -1,0 +1,445 @@
+//! End-to-end checksums (docs/protocol.md section 15): the CRCs S3 stores with an object, computed
+//! over bytes that land in pieces, in any order, and compared with what the server stored.
+//!
+//! One implementation for both ends: the server keeps a full-object CRC64NVME of every new object
+//! ([`CrcPieces`] over the pieces RDMA and HTTP write), and the transfer engine checks what a GET
+//! moved against the object's stored checksum ([`ObjectChecksum`], [`Verdict`]). CRC32, CRC32C and
+//! CRC64NVME combine (the CRC of `a ++ b` from the CRCs of `a` and `b` and the length of `b`), so
+//! the parts of a download, each checked as it lands, give the whole object's value without a
+//! second pass. SHA-1 and SHA-256 do not combine, and a COMPOSITE multipart checksum is a digest of
+//! the parts' digests: those objects are reported unchecked, with the reason.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crc_fast::{CrcAlgorithm, Digest};
+
+/// A CRC algorithm S3 stores: the ones whose values combine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CrcAlgo {
+    Crc64Nvme,
+    Crc32c,
+    Crc32,
+}
+
+impl CrcAlgo {
+    /// In the order a reader prefers them (S3's default first, then the SDKs' request defaults).
+    pub const PREFERRED: [CrcAlgo; 3] = [CrcAlgo::Crc64Nvme, CrcAlgo::Crc32c, CrcAlgo::Crc32];
+
+    /// From S3's name (`CRC64NVME`, `crc32c`, ...), any case.
+    pub fn parse(name: &str) -> Option<CrcAlgo> {
+        CrcAlgo::PREFERRED
+            .into_iter()
+            .find(|a| a.as_str().eq_ignore_ascii_case(name))
+    }
+
+    /// S3's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CrcAlgo::Crc64Nvme => "CRC64NVME",
+            CrcAlgo::Crc32c => "CRC32C",
+            CrcAlgo::Crc32 => "CRC32",
+        }
+    }
+
+    /// The response header that carries a stored value (`x-amz-checksum-crc64nvme`, ...).
+    pub fn header(self) -> &'static str {
+        match self {
+            CrcAlgo::Crc64Nvme => "x-amz-checksum-crc64nvme",
+            CrcAlgo::Crc32c => "x-amz-checksum-crc32c",
+            CrcAlgo::Crc32 => "x-amz-checksum-crc32",
+        }
+    }
+
+    /// Bytes of a value.
+    fn width(self) -> usize {
+        match self {
+            CrcAlgo::Crc64Nvme => 8,
+            CrcAlgo::Crc32c | CrcAlgo::Crc32 => 4,
+        }
+    }
+
+    fn crc_fast(self) -> CrcAlgorithm {
+        match self {
+            CrcAlgo::Crc64Nvme => CrcAlgorithm::Crc64Nvme,
+            CrcAlgo::Crc32c => CrcAlgorithm::Crc32Iscsi,
+            CrcAlgo::Crc32 => CrcAlgorithm::Crc32IsoHdlc,
+        }
+    }
+
+    /// A running digest of this algorithm.
+    pub fn digest(self) -> Digest {
+        Digest::new(self.crc_fast())
+    }
+
+    /// The value of `data`.
+    pub fn of(self, data: &[u8]) -> u64 {
+        crc_fast::checksum(self.crc_fast(), data)
+    }
+
+    /// A value as S3 writes it: base64 of its big-endian bytes.
+    pub fn encode(self, value: u64) -> String {
+        let bytes = value.to_be_bytes();
+        base64_simd::STANDARD.encode_to_string(&bytes[8 - self.width()..])
+    }
+
+    /// A value S3 wrote; `None` if it is not base64 of this algorithm's width.
+    pub fn decode(self, text: &str) -> Option<u64> {
+        let raw = base64_simd::STANDARD.decode_to_vec(text.trim()).ok()?;
+        if raw.len() != self.width() {
+            return None;
+        }
+        Some(raw.iter().fold(0u64, |v, b| (v << 8) | u64::from(*b)))
+    }
+}
+
+impl fmt::Display for CrcAlgo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The CRC of bytes that arrive in pieces, in any order. Bytes covered from offset 0 go into one
+/// running digest, at the speed of an in-order checksum; a piece that lands further on keeps a
+/// digest of its own, combined into the running one once the gap before it is filled (a few
+/// GF(2) products per piece). A piece over bytes already counted makes the value unknown
+/// ([`CrcPieces::value`] is `None`: the caller checksums the bytes in order instead).
+pub struct CrcPieces {
+    algo: CrcAlgo,
+    /// The bytes `[0, prefix.get_amount())`, in order.
+    prefix: Digest,
+    /// Pieces past the prefix, by offset.
+    later: BTreeMap<u64, Digest>,
+    overlapped: bool,
+}
+
+impl CrcPieces {
+    pub fn new(algo: CrcAlgo) -> CrcPieces {
+        CrcPieces {
+            algo,
+            prefix: algo.digest(),
+            later: BTreeMap::new(),
+            overlapped: false,
+        }
+    }
+
+    pub fn algo(&self) -> CrcAlgo {
+        self.algo
+    }
+
+    /// The `data` written at `offset`.
+    pub fn add(&mut self, offset: u64, data: &[u8]) {
+        let end = offset.saturating_add(data.len() as u64);
+        let in_order =
+            offset == self.prefix.get_amount() && !self.overlaps_a_later_piece(offset, end);
+        if in_order && !self.overlapped && !data.is_empty() {
+            // The running digest takes it straight: no combination.
+            self.prefix.update(data);
+            self.absorb_the_pieces_now_joined();
+            return;
+        }
+        let mut piece = self.algo.digest();
+        piece.update(data);
+        self.add_digest(offset, piece);
+    }
+
+    /// A piece whose digest the caller computed (of this algorithm; e.g. on its own thread,
+    /// outside a lock around these pieces), written at `offset`.
+    pub fn add_digest(&mut self, offset: u64, piece: Digest) {
+        let len = piece.get_amount();
+        if len == 0 || self.overlapped {
+            return;
+        }
+        let covered = self.prefix.get_amount();
+        let end = offset.saturating_add(len);
+        if offset < covered || self.overlaps_a_later_piece(offset, end) {
+            self.overlapped = true;
+        } else if offset == covered {
+            self.prefix.combine(&piece);
+            self.absorb_the_pieces_now_joined();
+        } else {
+            self.later.insert(offset, piece);
+        }
+    }
+
+    fn overlaps_a_later_piece(&self, offset: u64, end: u64) -> bool {
+        let before = self.later.range(..=offset).next_back();
+        let after = self.later.range(offset..end).next();
+        before.is_some_and(|(&start, piece)| start + piece.get_amount() > offset) || after.is_some()
+    }
+
+    fn absorb_the_pieces_now_joined(&mut self) {
+        while let Some(piece) = self.later.remove(&self.prefix.get_amount()) {
+            self.prefix.combine(&piece);
+        }
+    }
+
+    /// The CRC of bytes `[0, len)` when the pieces cover exactly those, once each; `None` after a
+    /// hole or an overlap.
+    pub fn value(&self, len: u64) -> Option<u64> {
+        let covered = !self.overlapped && self.later.is_empty() && self.prefix.get_amount() == len;
+        covered.then(|| self.prefix.finalize())
+    }
+}
+
+/// A full-object CRC the server stored with an object (`x-amz-checksum-type: FULL_OBJECT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ObjectChecksum {
+    pub algo: CrcAlgo,
+    pub value: u64,
+}
+
+impl ObjectChecksum {
+    /// From a GET or HEAD reply asked with `x-amz-checksum-mode: ENABLED` (`header` looks a
+    /// response header up by its lowercase name): the first full-object CRC in
+    /// [`CrcAlgo::PREFERRED`] order, or why the reply gives none a download can be checked
+    /// against.
+    pub fn from_headers(
+        header: impl Fn(&str) -> Option<String>,
+    ) -> Result<ObjectChecksum, Unchecked> {
+        let composite = header("x-amz-checksum-type")
+            .is_some_and(|t| t.trim().eq_ignore_ascii_case("COMPOSITE"));
+        for algo in CrcAlgo::PREFERRED {
+            let Some(text) = header(algo.header()) else {
+                continue;
+            };
+            // A COMPOSITE value is `<digest of the parts' digests>-<parts>`.
+            if composite || text.contains('-') {
+                return Err(Unchecked::Composite(algo.as_str()));
+            }
+            return algo
+                .decode(&text)
+                .map(|value| ObjectChecksum { algo, value })
+                .ok_or(Unchecked::Malformed(algo.as_str()));
+        }
+        for other in ["sha256", "sha1"] {
+            if header(&format!("x-amz-checksum-{other}")).is_some() {
+                return Err(Unchecked::NotCombinable(if other == "sha1" {
+                    "SHA1"
+                } else {
+                    "SHA256"
+                }));
+            }
+        }
+        Err(Unchecked::NoneStored)
+    }
+
+    /// Base64, as S3 writes it.
+    pub fn encoded(&self) -> String {
+        self.algo.encode(self.value)
+    }
+}
+
+/// Why a download was not checked end to end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unchecked {
+    /// `--checksum-mode off` / `checksum_mode="off"`.
+    Off,
+    /// The server sent no checksum (none stored, or it does not return them).
+    NoneStored,
+    /// A COMPOSITE multipart checksum of this algorithm (a digest of the parts' digests).
+    Composite(&'static str),
+    /// A SHA checksum, which a download in parts cannot combine.
+    NotCombinable(&'static str),
+    /// The stored value is not a value of its algorithm.
+    Malformed(&'static str),
+    /// Part of the object was asked for (a range): the server's checksum is of the whole.
+    Range,
+    /// The bytes landed in device memory, which the check does not read.
+    DeviceMemory,
+}
+
+impl fmt::Display for Unchecked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unchecked::Off => f.write_str("checksums off"),
+            Unchecked::NoneStored => f.write_str("the server sent no checksum"),
+            Unchecked::Composite(a) => write!(f, "the object has a COMPOSITE {a} checksum"),
+            Unchecked::NotCombinable(a) => {
+                write!(
+                    f,
+                    "the object has only a {a} checksum, which parts cannot combine"
+                )
+            }
+            Unchecked::Malformed(a) => write!(f, "the server's {a} value is malformed"),
+            Unchecked::Range => f.write_str("a range of the object (its checksum is of the whole)"),
+            Unchecked::DeviceMemory => f.write_str("the bytes are in device memory"),
+        }
+    }
+}
+
+/// What a download's check found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Verdict {
+    /// Not asked for (the caller checks nothing, or a transfer that is not a download).
+    #[default]
+    NotAsked,
+    /// The bytes that landed have the object's stored checksum.
+    Verified(CrcAlgo),
+    /// Not checked, and why.
+    Unchecked(Unchecked),
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Verdict::NotAsked => f.write_str("not checked"),
+            Verdict::Verified(a) => write!(f, "{a} verified"),
+            Verdict::Unchecked(why) => write!(f, "unchecked: {why}"),
+        }
+    }
+}
+
+/// The bytes that landed do not have the object's stored checksum.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mismatch {
+    pub algo: CrcAlgo,
+    /// The server's value (base64, as S3 writes it).
+    pub expected: String,
+    /// The value of what landed.
+    pub got: String,
+}
+
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} mismatch: the server stored {}, the bytes that landed have {}",
+            self.algo, self.expected, self.got
+        )
+    }
+}
+
+impl ObjectChecksum {
+    /// Compare with the value of what landed (`None`: the pieces did not cover the object once).
+    pub fn check(&self, landed: Option<u64>) -> Result<CrcAlgo, Mismatch> {
+        match landed {
+            Some(v) if v == self.value => Ok(self.algo),
+            other => Err(Mismatch {
+                algo: self.algo,
+                expected: self.encoded(),
+                got: other.map_or_else(|| "an incomplete cover".into(), |v| self.algo.encode(v)),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The check values of the three CRCs ("123456789"), as S3 encodes them.
+    const CHECK: [(CrcAlgo, &str); 3] = [
+        (CrcAlgo::Crc64Nvme, "rosUhgp5mIg="),
+        (CrcAlgo::Crc32c, "4waSgw=="),
+        (CrcAlgo::Crc32, "y/Q5Jg=="),
+    ];
+
+    #[test]
+    fn the_check_values_encode_and_decode_as_s3_writes_them() {
+        for (algo, text) in CHECK {
+            let v = algo.of(b"123456789");
+            assert_eq!(algo.encode(v), text, "{algo}");
+            assert_eq!(algo.decode(text), Some(v));
+            assert_eq!(CrcAlgo::parse(&algo.as_str().to_lowercase()), Some(algo));
+        }
+        assert_eq!(CrcAlgo::Crc32.decode("rosUhgp5mIg="), None, "wrong width");
+        assert_eq!(CrcAlgo::Crc32.decode("not base64!"), None);
+    }
+
+    #[test]
+    fn pieces_in_any_order_give_the_in_order_value() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 31 % 251) as u8).collect();
+        let cuts = [0, 1, 999, 4096, 4097, 9000, 10_000];
+        for algo in CrcAlgo::PREFERRED {
+            let mut pieces = CrcPieces::new(algo);
+            for w in cuts.windows(2).rev() {
+                pieces.add(w[0] as u64, &data[w[0]..w[1]]);
+            }
+            assert_eq!(pieces.value(10_000), Some(algo.of(&data)), "{algo}");
+        }
+        assert_eq!(
+            CrcPieces::new(CrcAlgo::Crc64Nvme).value(0),
+            Some(CrcAlgo::Crc64Nvme.of(b""))
+        );
+    }
+
+    #[test]
+    fn a_hole_an_overlap_or_a_short_cover_has_no_value() {
+        let mut hole = CrcPieces::new(CrcAlgo::Crc32c);
+        hole.add(0, b"hello");
+        hole.add(6, b"world");
+        assert_eq!(hole.value(11), None);
+        let mut overlap = CrcPieces::new(CrcAlgo::Crc32c);
+        overlap.add(0, b"hello ");
+        overlap.add(4, b"o world");
+        assert_eq!(overlap.value(11), None);
+        let mut short = CrcPieces::new(CrcAlgo::Crc32c);
+        short.add(0, b"hello");
+        assert_eq!(short.value(11), None);
+    }
+
+    fn headers<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn a_reply_names_its_full_object_crc_or_why_there_is_none() {
+        let got = ObjectChecksum::from_headers(headers(&[
+            ("x-amz-checksum-crc32", "y/Q5Jg=="),
+            ("x-amz-checksum-crc64nvme", "rosUhgp5mIg="),
+            ("x-amz-checksum-type", "FULL_OBJECT"),
+        ]));
+        assert_eq!(
+            got.map(|c| c.algo),
+            Ok(CrcAlgo::Crc64Nvme),
+            "CRC64NVME preferred"
+        );
+        let composite = headers(&[("x-amz-checksum-crc32c", "AAAAAA==-3")]);
+        assert_eq!(
+            ObjectChecksum::from_headers(composite),
+            Err(Unchecked::Composite("CRC32C"))
+        );
+        let sha = headers(&[("x-amz-checksum-sha256", "x")]);
+        assert_eq!(
+            ObjectChecksum::from_headers(sha),
+            Err(Unchecked::NotCombinable("SHA256"))
+        );
+        assert_eq!(
+            ObjectChecksum::from_headers(headers(&[])),
+            Err(Unchecked::NoneStored)
+        );
+        let bad = headers(&[("x-amz-checksum-crc32", "rosUhgp5mIg=")]);
+        assert_eq!(
+            ObjectChecksum::from_headers(bad),
+            Err(Unchecked::Malformed("CRC32"))
+        );
+    }
+
+    #[test]
+    fn a_check_names_the_algorithm_and_both_values() {
+        let stored = ObjectChecksum {
+            algo: CrcAlgo::Crc64Nvme,
+            value: CrcAlgo::Crc64Nvme.of(b"123456789"),
+        };
+        assert_eq!(
+            stored.check(Some(CrcAlgo::Crc64Nvme.of(b"123456789"))),
+            Ok(CrcAlgo::Crc64Nvme)
+        );
+        let e = stored
+            .check(Some(CrcAlgo::Crc64Nvme.of(b"123456780")))
+            .expect_err("a flipped byte");
+        assert_eq!(e.expected, "rosUhgp5mIg=");
+        let text = e.to_string();
+        assert!(
+            text.contains("CRC64NVME") && text.contains("rosUhgp5mIg="),
+            "{text}"
+        );
+        assert!(stored.check(None).is_err());
+    }
+}

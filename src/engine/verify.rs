@@ -1,0 +1,105 @@
+//! End-to-end checksums in the engine (docs/protocol.md section 15). A download: each part's CRC
+//! is computed on the disk thread while its bytes are still in the registered buffer, just before
+//! they are written out, and the parts' values are combined into the object's as they arrive, in
+//! any order. An upload: each part's CRC is computed as it is read into the registered buffer, and
+//! sent with the part.
+
+use super::io::{Sink, Source};
+use crate::checksum::{CrcAlgo, CrcPieces, Mismatch, ObjectChecksum};
+use crc_fast::Digest;
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::Mutex;
+
+/// A sink that checksums what passes through it on the way to `inner`.
+pub(super) struct CheckingSink<'a> {
+    inner: &'a dyn Sink,
+    stored: ObjectChecksum,
+    pieces: Mutex<CrcPieces>,
+}
+
+impl<'a> CheckingSink<'a> {
+    pub(super) fn new(inner: &'a dyn Sink, stored: ObjectChecksum) -> CheckingSink<'a> {
+        CheckingSink {
+            inner,
+            stored,
+            pieces: Mutex::new(CrcPieces::new(stored.algo)),
+        }
+    }
+
+    /// Whether the `len` bytes that landed have the stored checksum.
+    pub(super) fn check(self, len: u64) -> Result<(), Mismatch> {
+        let pieces = self.pieces.into_inner().unwrap_or_else(|p| p.into_inner());
+        self.stored.check(pieces.value(len)).map(|_| ())
+    }
+}
+
+impl Sink for CheckingSink<'_> {
+    fn write_at(&self, data: &[u8], pos: u64) -> io::Result<()> {
+        // The digest outside the lock: the disk threads checksum their parts at once.
+        let mut piece = self.stored.algo.digest();
+        piece.update(data);
+        self.pieces
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .add_digest(pos, piece);
+        self.inner.write_at(data, pos)
+    }
+}
+
+/// A source that checksums each part it reads, as the bytes land in the registered buffer that
+/// the RDMA READ of the PUT will move (docs/protocol.md rule 4.9: checksums describe the moved
+/// bytes). The parts' values go with their PUTs; combined, the whole object's goes with the
+/// multipart upload's completion.
+pub(super) struct CheckingSource<'a> {
+    inner: &'a dyn Source,
+    algo: CrcAlgo,
+    /// The digest of each part read, by its offset in the copy.
+    parts: Mutex<BTreeMap<u64, Digest>>,
+}
+
+impl<'a> CheckingSource<'a> {
+    pub(super) fn new(inner: &'a dyn Source, algo: CrcAlgo) -> CheckingSource<'a> {
+        CheckingSource {
+            inner,
+            algo,
+            parts: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn parts(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Digest>> {
+        self.parts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The checksum of the part read at `pos`.
+    pub(super) fn part(&self, pos: u64) -> Option<ObjectChecksum> {
+        let value = self.parts().get(&pos)?.finalize();
+        Some(ObjectChecksum {
+            algo: self.algo,
+            value,
+        })
+    }
+
+    /// The checksum of bytes `[0, len)` from the parts read, if they cover them once each.
+    pub(super) fn whole(&self, len: u64) -> Option<ObjectChecksum> {
+        let mut pieces = CrcPieces::new(self.algo);
+        for (pos, digest) in self.parts().iter() {
+            pieces.add_digest(*pos, *digest);
+        }
+        let value = pieces.value(len)?;
+        Some(ObjectChecksum {
+            algo: self.algo,
+            value,
+        })
+    }
+}
+
+impl Source for CheckingSource<'_> {
+    fn read_at(&self, buf: &mut [u8], pos: u64) -> io::Result<()> {
+        self.inner.read_at(buf, pos)?;
+        let mut digest = self.algo.digest();
+        digest.update(buf);
+        self.parts().insert(pos, digest);
+        Ok(())
+    }
+}

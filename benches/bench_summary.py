@@ -297,6 +297,33 @@ def transfer_overhead_library(log: str, run: int, threads: int = 1) -> Figure:
                   f"median whole GET {whole:.1f} us", digits=2)
 
 
+def transfer_overhead_against(log: str, what: str, threads: int = 1) -> Figure:
+    """benches/run-transfer-overhead-against: this tree's median over the older revision's, from
+    rounds alternating in one boot (`what`: "library", the time inside hipObjGet outside the
+    callbacks; "GET", the whole GET). The value is the ratio of the medians of the rounds'
+    medians; the spread, the per-round ratios."""
+    lib = re.compile(rf"overhead, +{threads} thread\(s\): inside hipObjGet outside the callbacks "
+                     rf"median ([\d.]+) us .*?median transfer ([\d.]+) us \((\d+) GETs\)")
+    side, seen = None, {"old": [], "new": []}
+    n = 0
+    for line in log.splitlines():
+        head = re.match(r"== round \d+: (old|new)$", line)
+        if head:
+            side = head.group(1)
+            continue
+        m = lib.match(line)
+        if m and side:
+            seen[side].append(float(m.group(1) if what == "library" else m.group(2)))
+            n += int(m.group(3))
+    old, new = seen["old"], seen["new"]
+    if not old or len(old) != len(new):
+        raise ValueError("the log has no matching old and new rounds")
+    per_round = [b / a for a, b in zip(old, new)]
+    return Figure(median(new) / median(old), min(per_round), max(per_round), n,
+                  f"{len(old)} rounds of {n // (2 * len(old))} warm 4 KiB GETs each way",
+                  "the older revision's median, alternating rounds in the same boot", digits=3)
+
+
 # --- benches/checksum-cost -------------------------------------------------------------------
 
 def checksum_cost(log: str, op: str, streams: int) -> Figure:

@@ -472,6 +472,18 @@ mod tests {
         w.commit().expect("commit")
     }
 
+    /// A store with bucket `b` and a multipart upload of `b/k` without a checksum: (its directory,
+    /// the store, the upload id).
+    fn upload_of_b_k() -> (tempfile::TempDir, FsBackend, String) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = FsBackend::open(dir.path()).expect("open");
+        s.create_bucket("b").expect("bucket");
+        let id = s
+            .create_upload("b", "k", UploadOptions::default())
+            .expect("create");
+        (dir, s, id)
+    }
+
     /// CompleteMultipartUpload of `b/k` with parts 1 and 2, named by number and ETag only.
     fn complete_both(s: &FsBackend, id: &str, p1: &ObjectInfo, p2: &ObjectInfo) -> ObjectInfo {
         let named = |n: u32, etag: &str| CompletedPart {
@@ -491,12 +503,7 @@ mod tests {
 
     #[test]
     fn an_upload_without_a_checksum_gets_the_full_object_crc64nvme() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let s = FsBackend::open(dir.path()).expect("open");
-        s.create_bucket("b").expect("bucket");
-        let id = s
-            .create_upload("b", "k", UploadOptions::default())
-            .expect("create");
+        let (_dir, s, id) = upload_of_b_k();
         let big: Vec<u8> = (0..MIN_PART_SIZE as usize)
             .map(|i| (i * 7 % 251) as u8)
             .collect();
@@ -517,12 +524,7 @@ mod tests {
 
     #[test]
     fn upload_complete_and_checks() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let s = FsBackend::open(dir.path()).expect("open");
-        s.create_bucket("b").expect("bucket");
-        let id = s
-            .create_upload("b", "k", UploadOptions::default())
-            .expect("create");
+        let (_dir, s, id) = upload_of_b_k();
         let big = vec![7u8; MIN_PART_SIZE as usize];
         let p1 = part(&s, &id, 1, &big);
         let p2 = part(&s, &id, 2, b"tail");

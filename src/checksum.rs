@@ -123,10 +123,6 @@ impl CrcPieces {
         }
     }
 
-    pub fn algo(&self) -> CrcAlgo {
-        self.algo
-    }
-
     /// The `data` written at `offset`.
     pub fn add(&mut self, offset: u64, data: &[u8]) {
         let end = offset.saturating_add(data.len() as u64);
@@ -182,6 +178,52 @@ impl CrcPieces {
     }
 }
 
+/// Whether downloads are checked: the AWS SDKs' `response_checksum_validation` values, as the
+/// command line (`--checksum-mode`) and Python (`checksum_mode`) take them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ChecksumMode {
+    /// Check whenever the server stores a full-object CRC (the SDKs' default).
+    #[default]
+    WhenSupported,
+    /// Check only what an operation requires: a GET requires nothing, so nothing is checked.
+    WhenRequired,
+    Off,
+}
+
+impl ChecksumMode {
+    pub const NAMES: [&'static str; 3] = ["when_supported", "when_required", "off"];
+
+    /// From its name; an unknown name is a clear error.
+    pub fn parse(name: &str) -> Result<ChecksumMode, String> {
+        match name {
+            "when_supported" => Ok(ChecksumMode::WhenSupported),
+            "when_required" => Ok(ChecksumMode::WhenRequired),
+            "off" => Ok(ChecksumMode::Off),
+            other => Err(format!(
+                "checksum mode {other:?}: expected one of {}",
+                ChecksumMode::NAMES.join(", ")
+            )),
+        }
+    }
+
+    /// Whether a download is checked in this mode.
+    pub fn checks(self) -> bool {
+        self == ChecksumMode::WhenSupported
+    }
+
+    /// What a download is checked against in this mode, given what the server stored.
+    pub fn check_against(
+        self,
+        stored: Result<ObjectChecksum, Unchecked>,
+    ) -> Result<ObjectChecksum, Unchecked> {
+        if self.checks() {
+            stored
+        } else {
+            Err(Unchecked::Off)
+        }
+    }
+}
+
 /// A full-object CRC the server stored with an object (`x-amz-checksum-type: FULL_OBJECT`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ObjectChecksum {
@@ -212,16 +254,14 @@ impl ObjectChecksum {
                 .map(|value| ObjectChecksum { algo, value })
                 .ok_or(Unchecked::Malformed(algo.as_str()));
         }
-        for other in ["sha256", "sha1"] {
-            if header(&format!("x-amz-checksum-{other}")).is_some() {
-                return Err(Unchecked::NotCombinable(if other == "sha1" {
-                    "SHA1"
-                } else {
-                    "SHA256"
-                }));
-            }
+        let sha = [
+            ("x-amz-checksum-sha256", "SHA256"),
+            ("x-amz-checksum-sha1", "SHA1"),
+        ];
+        match sha.into_iter().find(|(name, _)| header(name).is_some()) {
+            Some((_, algo)) => Err(Unchecked::NotCombinable(algo)),
+            None => Err(Unchecked::NoneStored),
         }
-        Err(Unchecked::NoneStored)
     }
 
     /// Base64, as S3 writes it.
@@ -419,6 +459,18 @@ mod tests {
             ObjectChecksum::from_headers(bad),
             Err(Unchecked::Malformed("CRC32"))
         );
+    }
+
+    #[test]
+    fn checksum_modes_are_the_sdks_names_and_only_when_supported_checks() {
+        for name in ChecksumMode::NAMES {
+            let mode = ChecksumMode::parse(name).expect(name);
+            assert_eq!(mode.checks(), name == "when_supported");
+        }
+        assert!(ChecksumMode::parse("WHEN_SUPPORTED").is_err());
+        let stored = Err(Unchecked::NoneStored);
+        assert_eq!(ChecksumMode::Off.check_against(stored), Err(Unchecked::Off));
+        assert_eq!(ChecksumMode::WhenSupported.check_against(stored), stored);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The command line (clap).
 
 use clap::{Args, Parser, Subcommand};
+use hipobj::checksum::ChecksumMode;
 use hipobj::rcv2::negotiate::Choice;
 
 #[derive(Parser, Debug)]
@@ -103,24 +104,13 @@ pub struct CpArgs {
     /// or CRC32, as the bytes land), as the AWS SDKs' response_checksum_validation does:
     /// when_supported (the default) checks whenever the server stores a full-object CRC;
     /// when_required and off check nothing
-    #[arg(long, value_enum, default_value_t = ChecksumMode::WhenSupported)]
+    #[arg(long, default_value = "when_supported", value_parser = ChecksumMode::parse)]
     pub checksum_mode: ChecksumMode,
     /// No progress bar
     #[arg(long, short)]
     pub quiet: bool,
     #[command(flatten)]
     pub endpoint: Endpoint,
-}
-
-/// `--checksum-mode`: the AWS SDKs' `response_checksum_validation` values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ChecksumMode {
-    #[value(name = "when_supported")]
-    WhenSupported,
-    #[value(name = "when_required")]
-    WhenRequired,
-    #[value(name = "off")]
-    Off,
 }
 
 #[derive(Args, Debug)]

@@ -4,7 +4,7 @@
 //! moved, and a closing line with the retries used. `--recursive` copies a prefix to a directory
 //! and back. The exit status is 0 only when every byte arrived.
 
-use crate::args::{ChecksumMode, CpArgs};
+use crate::args::CpArgs;
 use crate::credentials;
 use crate::failure::{Failure, Retryable};
 use crate::s3::{ObjectPath, StoredChecksum, S3};
@@ -397,10 +397,11 @@ fn one(
     };
     let mut settings = settings(args, session, s3, sending);
     if let Copy::Download { obj, stored, .. } = copy {
-        settings.checksum = Some(match (args.checksum_mode, stored) {
-            (ChecksumMode::WhenRequired | ChecksumMode::Off, _) => Err(Unchecked::Off),
-            (ChecksumMode::WhenSupported, Some(stored)) => *stored,
-            (ChecksumMode::WhenSupported, None) => s3.object_head(obj).map_err(|f| (f, 0))?.1,
+        let mode = args.checksum_mode;
+        settings.checksum = Some(match stored {
+            _ if !mode.checks() => Err(Unchecked::Off),
+            Some(stored) => *stored,
+            None => s3.object_head(obj).map_err(|f| (f, 0))?.1,
         });
     }
     let job = Job {
@@ -432,8 +433,7 @@ fn one(
             retries,
         }) if args.http_fallback => {
             bar.suspend(|| eprintln!("{m}: falling back to plain HTTP"));
-            let checked = args.checksum_mode == ChecksumMode::WhenSupported;
-            plain(s3, copy, checked).map_err(|f| (f, retries))?;
+            plain(s3, copy, args.checksum_mode.checks()).map_err(|f| (f, retries))?;
             bar.inc(copy.len());
             Ok((Report::default(), true))
         }

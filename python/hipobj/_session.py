@@ -199,8 +199,7 @@ class Session:
         The GIL is released while the bytes move."""
         self._check_open()
         self._check_fallback(fallback)
-        if checksum_mode not in _CHECKSUM_MODES:
-            raise InvalidValueError(f"checksum_mode {checksum_mode!r}: expected one of {', '.join(_CHECKSUM_MODES)}")
+        _core.checksum_mode(checksum_mode)  # an unknown mode is refused before anything moves
         reg, temporary = self._registration_for(into)
         try:
             span = _parse_range(range)
@@ -217,12 +216,9 @@ class Session:
                         raise
                     return self._http_get(client, params, reg, offset)
                 result.size = int(call.headers.get(BYTES_HEADER, size))
-                if checksum_mode != "when_supported":
-                    result.checksum = "unchecked: checksums off"
-                    return result
                 try:
                     result.checksum = _core.check_landed(
-                        reg, offset, result.size, _lower(call.headers), span is None, f"{bucket}/{key}"
+                        reg, offset, result.size, _lower(call.headers), span is None, f"{bucket}/{key}", checksum_mode
                     )
                     return result
                 except ChecksumMismatchError as e:
@@ -482,9 +478,6 @@ def _head_with_checksums(client: Any, bucket: str, key: str) -> Tuple[int, Dict[
     head = client.head_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED")
     headers = head.get("ResponseMetadata", {}).get("HTTPHeaders", {})
     return head["ContentLength"], _lower(headers)
-
-
-_CHECKSUM_MODES = ("when_supported", "when_required", "off")
 
 
 def _lower(headers: Dict[str, str]) -> Dict[str, str]:

@@ -1,19 +1,44 @@
-//! `hipobj._core.check_landed`: the end-to-end check (docs/protocol.md section 15) of one RDMA GET
-//! into a registered host buffer, against the checksum its reply carried. The library's CRC code
-//! (`hipobj::checksum`); Python only passes the reply's headers.
+//! End-to-end checksums from Python (docs/protocol.md section 15), on the library's CRC code
+//! (`hipobj::checksum`): the checksum mode's names, what a download is checked against, and
+//! `check_landed`, the check of one RDMA GET into a registered host buffer. Python only passes
+//! the mode and the replies' headers.
 
 use crate::errors;
 use crate::registration::Registration;
-use hipobj::checksum::{ObjectChecksum, Unchecked, Verdict};
+use hipobj::checksum::{ChecksumMode, ObjectChecksum, Unchecked, Verdict};
 use pyo3::prelude::*;
 use std::collections::HashMap;
+
+fn mode(name: &str) -> PyResult<ChecksumMode> {
+    ChecksumMode::parse(name).map_err(errors::invalid)
+}
+
+/// `_core.checksum_mode(name)`: raises InvalidValueError for a mode that is not one of botocore's
+/// `response_checksum_validation` values (called before anything moves).
+#[pyfunction]
+pub fn checksum_mode(name: &str) -> PyResult<()> {
+    mode(name).map(drop)
+}
+
+/// What a download is checked against in the mode `mode_name`: the stored checksum that a reply's
+/// `headers` (lowercase names) carry, or why there is none.
+pub fn stored_checksum(
+    mode_name: &str,
+    headers: Option<HashMap<String, String>>,
+) -> PyResult<Result<ObjectChecksum, Unchecked>> {
+    let headers = headers.unwrap_or_default();
+    let stored = ObjectChecksum::from_headers(|name| headers.get(name).cloned());
+    Ok(mode(mode_name)?.check_against(stored))
+}
 
 /// What the check of `size` bytes at `offset` of `registration` found against the stored checksum
 /// in `headers` (the GET reply's, lowercase names): "CRC64NVME verified" or "unchecked: <why>";
 /// a mismatch raises `ChecksumMismatchError` (the buffer's bytes are not the object's).
-/// `whole`: the GET asked for the whole object (a range has no checksum of its own).
+/// `whole`: the GET asked for the whole object (a range has no checksum of its own);
+/// `checksum_mode`: as `stored_checksum`'s.
 #[pyfunction]
-#[pyo3(signature = (registration, offset, size, headers, whole, what))]
+#[pyo3(signature = (registration, offset, size, headers, whole, what, checksum_mode))]
+#[allow(clippy::too_many_arguments)]
 pub fn check_landed(
     py: Python<'_>,
     registration: PyRef<'_, Registration>,
@@ -22,11 +47,12 @@ pub fn check_landed(
     headers: HashMap<String, String>,
     whole: bool,
     what: &str,
+    checksum_mode: &str,
 ) -> PyResult<String> {
     let stored = if whole {
-        ObjectChecksum::from_headers(|name| headers.get(name).cloned())
+        stored_checksum(checksum_mode, Some(headers))?
     } else {
-        Err(Unchecked::Range)
+        mode(checksum_mode)?.check_against(Err(Unchecked::Range))
     };
     let stored = match stored {
         Ok(stored) => stored,

@@ -3,10 +3,11 @@
 //! multipart bookkeeping; every RDMA transfer goes through `transfer::rdma_transfer`. The GIL is
 //! released while the engine runs; its worker threads take it for each callback.
 
+use crate::checksum::stored_checksum;
 use crate::errors::{self, to_py};
 use crate::registration::Registration;
 use crate::transfer::{rdma_transfer, Failed};
-use hipobj::checksum::{CrcAlgo, ObjectChecksum, Unchecked};
+use hipobj::checksum::{CrcAlgo, ObjectChecksum};
 use hipobj::engine::{
     self, Classify, CompletedPart, EngineError, ErrorClass, FileSink, FileSource, HostBuffers, Job,
     ObjectStore, PutTarget, Report, Settings, Sink, Slice,
@@ -214,26 +215,6 @@ fn done(r: Report) -> Done {
     )
 }
 
-/// A download's check (docs/protocol.md section 15) from the caller's `checksum_mode` (the AWS
-/// SDKs' `response_checksum_validation` values) and the HEAD reply's headers (lowercase names).
-fn checksum_check(
-    mode: &str,
-    headers: Option<HashMap<String, String>>,
-) -> PyResult<Result<ObjectChecksum, Unchecked>> {
-    match mode {
-        "when_supported" => {
-            let headers = headers.unwrap_or_default();
-            Ok(ObjectChecksum::from_headers(|name| {
-                headers.get(name).cloned()
-            }))
-        }
-        "when_required" | "off" => Ok(Err(Unchecked::Off)),
-        other => Err(errors::invalid(format!(
-            "checksum_mode {other:?}: expected \"when_supported\", \"when_required\" or \"off\""
-        ))),
-    }
-}
-
 /// The exception of a failed copy; `retries` is set on it.
 fn raise(py: Python<'_>, e: EngineError<StoreError>) -> PyErr {
     let (err, retries) = match e {
@@ -312,7 +293,7 @@ pub fn engine_download(
     headers: Option<HashMap<String, String>>,
 ) -> PyResult<Done> {
     let mut settings = settings(part_size, part_size, concurrency);
-    settings.checksum = Some(checksum_check(checksum_mode, headers)?);
+    settings.checksum = Some(stored_checksum(checksum_mode, headers)?);
     let store = store(store_)?;
     let sink = FileSink::create(&path, length)
         .map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
@@ -343,7 +324,7 @@ pub fn engine_download_to(
     headers: Option<HashMap<String, String>>,
 ) -> PyResult<Done> {
     let mut settings = settings(part_size, part_size, concurrency);
-    settings.checksum = Some(checksum_check(checksum_mode, headers)?);
+    settings.checksum = Some(stored_checksum(checksum_mode, headers)?);
     let store = store(store_)?;
     let sink = PySink(write_at);
     let buffers = HostBuffers(store.rt.clone());

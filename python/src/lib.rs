@@ -132,6 +132,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(transfer::transfer, m)?)?;
     m.add_function(wrap_pyfunction!(engine::engine_download, m)?)?;
     m.add_function(wrap_pyfunction!(checksum::check_landed, m)?)?;
+    m.add_function(wrap_pyfunction!(checksum::checksum_mode, m)?)?;
     m.add_function(wrap_pyfunction!(engine::engine_download_to, m)?)?;
     m.add_function(wrap_pyfunction!(engine::engine_download_into, m)?)?;
     m.add_function(wrap_pyfunction!(engine::engine_upload, m)?)?;

@@ -7,7 +7,7 @@ use super::pace::Pace;
 use super::plan::{Part, Plan};
 use super::retry::Retrier;
 use super::ring::{Buffers, Slot};
-use super::verify::{CheckingSink, CheckingSource};
+use super::verify::{read_through, CheckingSink, CheckingSource};
 use super::{CompletedPart, EngineError, Job, ObjectStore, PutTarget, Report, Sink, Slice, Source};
 use crate::checksum::Verdict;
 use crate::error::Error;
@@ -234,15 +234,8 @@ pub fn download<S: ObjectStore>(
     buffers: &dyn Buffers,
     job: &Job<'_>,
 ) -> Outcome<Report, S::Error> {
-    let once = |sink: &dyn Sink| {
-        download_once(
-            store,
-            Plan::ranges(start, len, job.settings.part_size),
-            sink,
-            buffers,
-            job,
-        )
-    };
+    let plan = Plan::ranges(start, len, job.settings.part_size).map_err(EngineError::Library)?;
+    let once = |sink: &dyn Sink| download_once(store, &plan, sink, buffers, job);
     let stored = match &job.settings.checksum {
         None => return once(sink),
         Some(Err(why)) => {
@@ -271,20 +264,19 @@ pub fn download<S: ObjectStore>(
     }
 }
 
-/// One run of a download's `plan` (its parts, or why it has none) into `sink`.
+/// One run of a download's `plan` into `sink`.
 fn download_once<S: ObjectStore>(
     store: &S,
-    plan: crate::error::Result<Plan>,
+    plan: &Plan,
     sink: &dyn Sink,
     buffers: &dyn Buffers,
     job: &Job<'_>,
 ) -> Outcome<Report, S::Error> {
-    let plan = plan.map_err(EngineError::Library)?;
     let retrier = Retrier::new(job);
     let result = with_disks(
         FileSide::Sink(sink),
         buffers,
-        &plan,
+        plan,
         job,
         &|disk: &mut Disk<'_>, part, _| {
             let slot = disk.free_buffer().map_err(EngineError::Io)?;
@@ -366,17 +358,10 @@ fn upload_single<S: ObjectStore>(
         .first_mut()
         .ok_or_else(|| EngineError::Library(Error::internal("no ring buffer")))?;
     let n = len as usize;
-    let checksum = match job.settings.upload_checksum {
-        Some(algo) => {
-            let checking = CheckingSource::new(source, algo);
-            slot.load(&checking, 0, n).map_err(EngineError::Io)?;
-            checking.part(0)
-        }
-        None => {
-            slot.load(source, 0, n).map_err(EngineError::Io)?;
-            None
-        }
-    };
+    let checking = CheckingSource::wrap(source, job.settings.upload_checksum);
+    slot.load(read_through(&checking, source), 0, n)
+        .map_err(EngineError::Io)?;
+    let checksum = checking.as_ref().and_then(|c| c.part(0));
     let slice = slot.slice(n);
     retrier.store(&|| "PUT".into(), || {
         store.put(slice, PutTarget::Object, checksum)
@@ -402,11 +387,8 @@ fn upload_multipart<S: ObjectStore>(
     let plan = Plan::multipart(len, job.settings.part_size).map_err(EngineError::Library)?;
     let retrier = Retrier::new(job);
     let algo = job.settings.upload_checksum;
-    let checking = algo.map(|a| CheckingSource::new(source, a));
-    let source: &dyn Source = match &checking {
-        Some(c) => c,
-        None => source,
-    };
+    let checking = CheckingSource::wrap(source, algo);
+    let source = read_through(&checking, source);
     let id = retrier.store(&|| "CreateMultipartUpload".into(), || {
         store.create_upload(algo)
     })?;

@@ -59,12 +59,13 @@ pub(super) struct CheckingSource<'a> {
 }
 
 impl<'a> CheckingSource<'a> {
-    pub(super) fn new(inner: &'a dyn Source, algo: CrcAlgo) -> CheckingSource<'a> {
-        CheckingSource {
+    /// `inner` checksummed with `algo`; `None` without one.
+    pub(super) fn wrap(inner: &'a dyn Source, algo: Option<CrcAlgo>) -> Option<CheckingSource<'a>> {
+        algo.map(|algo| CheckingSource {
             inner,
             algo,
             parts: Mutex::new(BTreeMap::new()),
-        }
+        })
     }
 
     fn parts(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Digest>> {
@@ -101,5 +102,16 @@ impl Source for CheckingSource<'_> {
         digest.update(buf);
         self.parts().insert(pos, digest);
         Ok(())
+    }
+}
+
+/// The source an upload reads through: the checking one when there is one, else `inner`.
+pub(super) fn read_through<'a>(
+    checking: &'a Option<CheckingSource<'a>>,
+    inner: &'a dyn Source,
+) -> &'a dyn Source {
+    match checking {
+        Some(checking) => checking,
+        None => inner,
     }
 }

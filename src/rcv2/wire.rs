@@ -3,6 +3,7 @@
 //! and a [`WireError`] carries the status a server answers for it.
 
 use super::{header, MAX_TRANSFER, PROTOCOL};
+use crate::checksum::CrcAlgo;
 use crate::token::{Token, Transport, TOKEN_HEX_LEN};
 use std::fmt;
 
@@ -647,9 +648,15 @@ impl FinalAnswer {
 
 /// `CRC64NVME <b64>`: 11 base64 characters and `=`, the last character's two pad bits zero.
 fn check_crc64nvme(value: &str) -> Result<()> {
+    final_crc64nvme(value).map(drop)
+}
+
+/// The CRC64NVME value a FINAL's `CRC64NVME <b64>` names (12 canonical base64 characters).
+pub fn final_crc64nvme(value: &str) -> Result<u64> {
     const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let bad = || WireError::bad(format!("{} is not 'CRC64NVME <base64>'", header::CHECKSUM));
-    let b64 = value.strip_prefix("CRC64NVME ").ok_or_else(bad)?.as_bytes();
+    let text = value.strip_prefix("CRC64NVME ").ok_or_else(bad)?;
+    let b64 = text.as_bytes();
     if b64.len() != 12 || b64[11] != b'=' {
         return Err(bad());
     }
@@ -657,7 +664,7 @@ fn check_crc64nvme(value: &str) -> Result<()> {
     if !b64[..10].iter().all(|c| B64.contains(c)) || last & 0b11 != 0 {
         return Err(bad());
     }
-    Ok(())
+    CrcAlgo::Crc64Nvme.decode(text).ok_or_else(bad)
 }
 
 /// CANCEL (client -> server): end the session; always answered 204.

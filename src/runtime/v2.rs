@@ -8,7 +8,7 @@ use crate::checksum::{CrcAlgo, ObjectChecksum};
 use crate::error::{Error, Result};
 use crate::pool::{Connection, Lease, Protection};
 use crate::rcv2::client::{self, deadline_expired, DataPath, S3OpsV2, V2Outcome, V2Target};
-use crate::rcv2::{Cookie, Op, Psn};
+use crate::rcv2::{wire, Cookie, Op, Psn};
 use crate::registry::{Buffer, BufferKind};
 use crate::token::{Token, Transport};
 use crate::verbs::{
@@ -387,10 +387,8 @@ fn check_landed(buffer: &Buffer, offset: usize, size: usize, outcome: &V2Outcome
 /// Whether `landed` has the CRC64NVME that FINAL's `CRC64NVME <base64>` names.
 fn final_checksum_matches(text: &str, landed: &[u8]) -> Result<()> {
     let algo = CrcAlgo::Crc64Nvme;
-    let value = text
-        .strip_prefix("CRC64NVME ")
-        .and_then(|b64| algo.decode(b64))
-        .ok_or_else(|| Error::rdma(format!("FINAL's checksum {text:?} is not CRC64NVME")))?;
+    let value = wire::final_crc64nvme(text)
+        .map_err(|e| Error::rdma(format!("FINAL's checksum {text:?}: {}", e.message)))?;
     ObjectChecksum { algo, value }
         .check(Some(algo.of(landed)))
         .map(drop)

@@ -300,16 +300,16 @@ pub(super) fn complete(
         });
     }
     let stored = parts(fs, bucket, key, id)?;
-    // An upload that named no checksum gets the store's default: a full-object CRC64NVME,
-    // computed while the parts are assembled (as S3 does for such uploads).
-    let algo = record
-        .options
-        .checksum
-        .or_else(|| fs.default_crc64().then_some(ChecksumAlgo::Crc64Nvme));
     let chosen = chosen_parts(&stored, wanted, record.options.checksum)?;
     let etag = multipart_etag(&chosen)?;
 
-    let full_object = record.options.checksum.is_none() || is_full_object(&record.options);
+    // The object's checksum, and whether it is computed over the assembled bytes: the upload's
+    // own, or for an upload that named none the store's default, a full-object CRC64NVME (as S3
+    // does for such uploads).
+    let (algo, full_object) = match record.options.checksum {
+        Some(algo) => (Some(algo), is_full_object(&record.options)),
+        None => (fs.default_crc64().then_some(ChecksumAlgo::Crc64Nvme), true),
+    };
     let mut full =
         (algo.is_some() && full_object).then(|| ChecksumComputer::new(&Checksums::default(), algo));
     let tmp = fs.tmp_path();

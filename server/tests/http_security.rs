@@ -344,16 +344,14 @@ struct AnonymousClient(std::net::SocketAddr);
 
 impl AnonymousClient {
     fn send(&self, method: &str, target: &str) -> common::Response {
-        use std::io::{Read, Write};
-        let mut stream = std::net::TcpStream::connect(self.0).expect("connect");
-        let head = format!(
-            "{method} {target} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n",
-            self.0
-        );
-        stream.write_all(head.as_bytes()).expect("write");
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).expect("read");
-        common::Response::parse(&raw, method == "HEAD")
+        let client = common::s3::S3 {
+            addr: self.0,
+            timeout: std::time::Duration::from_secs(30),
+            signer: None,
+        };
+        client
+            .request(method, target, &[], b"")
+            .unwrap_or_else(|e| panic!("{method} {target}: {e}"))
     }
 }
 

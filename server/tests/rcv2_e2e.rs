@@ -11,7 +11,6 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -135,20 +134,14 @@ impl V2Client {
     }
 }
 
-fn lookup(r: &Response) -> HashMap<String, String> {
-    r.headers.iter().cloned().collect()
-}
-
 fn prepared(server: &Server, req: &PrepareRequest) -> PrepareAnswer {
     let r = server.request("POST", rcv2::PREPARE_PATH, &req.headers(), b"");
     assert_eq!(r.status, 200, "PREPARE: {}", r.text());
-    let h = lookup(&r);
-    PrepareAnswer::from_headers(|n| h.get(n).map(String::as_str)).expect("PREPARE answer")
+    PrepareAnswer::from_headers(|n| r.header(n)).expect("PREPARE answer")
 }
 
 fn final_answer(r: &Response) -> FinalAnswer {
-    let h = lookup(r);
-    FinalAnswer::from_headers(|n| h.get(n).map(String::as_str)).expect("FINAL answer")
+    FinalAnswer::from_headers(|n| r.header(n)).expect("FINAL answer")
 }
 
 fn open_device() -> (String, Arc<Device>) {

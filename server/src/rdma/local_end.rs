@@ -21,6 +21,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::staging::Slot;
+use crate::backend::ObjectWriter;
 
 /// Where a GET's bytes come from, in order.
 pub trait ChunkSource: Send {
@@ -35,6 +36,12 @@ pub trait ChunkSink: Send {
 impl<R: io::Read + Send> ChunkSource for R {
     fn fill(&mut self, buf: &mut [u8]) -> io::Result<()> {
         self.read_exact(buf)
+    }
+}
+
+impl ChunkSink for ObjectWriter {
+    fn drain(&mut self, data: &[u8]) -> io::Result<()> {
+        self.append(data)
     }
 }
 

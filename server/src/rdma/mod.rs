@@ -2,22 +2,28 @@
 //!
 //! - `token_header`: the `x-amz-rdma-token` value (88 hex digits, optional legacy suffix).
 //! - `port`: the [`port::RdmaPort`] seam; `verbs_port` implements it over `hipobj::verbs`.
-//! - `pairing`: the pairing table; `transfer`: chunked work requests, watchdog; `patience`:
-//!   deadlines that follow progress and the measured rate;
-//!   `local_end`: the file side of a transfer (inline or on its own thread);
-//!   `staging`: registered staging buffers; `engine`: one request end to end;
-//!   `worker`: the dedicated RDMA threads and the 503 limit; `selection`: which bytes a GET
-//!   sends (Range, client buffer size).
+//! - `engine`: what a worker runs, one owner per concept over `shared` (the port, staging pool,
+//!   transfer shapes and deadlines, store, statistics): `paired` (one token request end to end,
+//!   over `pairing`, the pairing table) and `v2` (hipobj-rc-v2 below); `inject`: token transfers
+//!   failed on purpose (cargo feature `fault-injection`, tests only).
+//! - `transfer`: chunked work requests, watchdog; `patience`: deadlines that follow progress and
+//!   the measured rate; `local_end`: the file side of a transfer (inline or on its own thread);
+//!   `staging`: registered staging buffers; `worker`: the dedicated RDMA threads and the 503
+//!   limit; `selection`: which bytes a GET sends (Range, client buffer size).
 //! - hipobj-rc-v2 (docs/protocol.md section 10): `session` (the session table: owners, cookies,
-//!   states, deadlines, limits) and `v2` (PREPARE / READY / CANCEL on the engine).
+//!   states, deadlines, limits) and `v2` (PREPARE / READY / CANCEL over it).
 
 pub mod engine;
+#[cfg(feature = "fault-injection")]
+pub mod inject;
 pub mod local_end;
+pub mod paired;
 pub mod pairing;
 pub mod patience;
 pub mod port;
 pub mod selection;
 pub mod session;
+pub mod shared;
 pub mod staging;
 pub mod token_header;
 pub mod transfer;

@@ -1,6 +1,6 @@
 //! TEST FIXTURE (compiled only under `cfg(test)`): an engine over the in-memory RDMA double
-//! ([`DoublePort`]) and a temporary fs store, shared by the engine's, the hipobj-rc-v2 sessions'
-//! and the S3 front's unit tests.
+//! ([`DoublePort`]) and a temporary fs store, shared by the unit tests of token requests
+//! (`paired`), of hipobj-rc-v2 sessions (`v2`) and of the S3 front.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,5 +1,6 @@
-//! hipobj-rc-v2 on the engine (docs/protocol.md sections 10, 13.4-13.5 and 14): what PREPARE,
-//! READY and CANCEL do on an RDMA worker, over the [`RdmaPort`] seam.
+//! hipobj-rc-v2 sessions ([`SessionTransfers`], docs/protocol.md sections 10, 13.4-13.5 and 14):
+//! what PREPARE, READY and CANCEL do on an RDMA worker, over the [`RdmaPort`] seam and the
+//! session table (`session`); the port and staging pool are the engine's shared ones (`shared`).
 //!
 //! - PREPARE checks what would move (GET: the object and the offset; PUT: a writer made with the
 //!   same options as a token PUT, so the same metadata, digests and conditions), then creates the
@@ -16,17 +17,22 @@
 //! - A session ends after its one transfer, on CANCEL, or at T_prep; its QP is destroyed, its
 //!   window invalidated (or deallocated with the QP), its staging returned, its writer aborted.
 
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hipobj::token::{Token, Transport};
+use hipobj::token::Token;
 use tracing::{debug, warn};
 
-use super::engine::Engine;
-use super::port::{Peer, RdmaPort, RdmaQp, StagingBuffer, Window, WC_RECV_RDMA_WITH_IMM};
-use super::session::{ClaimError, NewSession, SessionId};
+use super::port::{
+    Peer, RdmaPort, RdmaQp, StagingBuffer, Window, WorkCompletion, WC_RECV_RDMA_WITH_IMM,
+};
+use super::session::{ClaimError, NewSession, SessionId, SessionLimits, SessionTable};
+use super::shared::Shared;
 use super::staging::Staged;
 use super::transfer::{Direction, Plan, Remote, Transfer, TransferError};
-use crate::backend::{self, ObjectInfo, ObjectReader, ObjectWriter, WriteOptions};
+use crate::backend::{ObjectInfo, ObjectReader, ObjectWriter, WriteOptions};
+use crate::config::V2Settings;
 use crate::error::Fault;
 use crate::identity::Requester;
 use crate::stats::Stats;
@@ -161,27 +167,47 @@ impl<Q, B: StagingBuffer> std::fmt::Debug for Prepared<Q, B> {
 
 /// Ends a claimed session whatever happens to its READY (a panic included).
 struct Claimed<'e, P: RdmaPort> {
-    engine: &'e Engine<P>,
+    sessions: &'e SessionTransfers<P>,
     id: SessionId,
 }
 
 impl<P: RdmaPort> Drop for Claimed<'_, P> {
     fn drop(&mut self) {
-        self.engine.sessions.finish(&self.id, Instant::now());
-        Stats::sub(&self.engine.stats.v2_sessions_live, 1);
+        self.sessions.table.finish(&self.id, Instant::now());
+        Stats::sub(&self.sessions.shared.stats.v2_sessions_live, 1);
     }
 }
 
-impl<P: RdmaPort> Engine<P> {
-    /// Run one PREPARE or READY.
-    pub fn run_v2(&self, job: V2Job) -> V2Outcome {
-        match job {
-            V2Job::Prepare(p) => self.v2_prepare(p),
-            V2Job::Ready(r) => self.v2_ready(r),
+/// hipobj-rc-v2 sessions: the session table over the shared port and staging pool.
+pub struct SessionTransfers<P: RdmaPort> {
+    shared: Arc<Shared<P>>,
+    pub(super) table: SessionTable<Prepared<P::Qp, P::Buffer>>,
+    /// T_exec.
+    data_timeout: Duration,
+}
+
+impl<P: RdmaPort> SessionTransfers<P> {
+    pub fn new(shared: Arc<Shared<P>>, settings: &V2Settings) -> Self {
+        SessionTransfers {
+            shared,
+            table: SessionTable::new(SessionLimits {
+                max_sessions: settings.max_sessions,
+                staging_bytes: settings.staging_bytes,
+                prepare_timeout: settings.prepare_timeout,
+            }),
+            data_timeout: settings.data_timeout,
         }
     }
 
-    fn v2_prepare(&self, job: PrepareJob) -> V2Outcome {
+    /// Run one PREPARE or READY.
+    pub fn run(&self, job: V2Job) -> V2Outcome {
+        match job {
+            V2Job::Prepare(p) => self.prepare(p),
+            V2Job::Ready(r) => self.ready(r),
+        }
+    }
+
+    fn prepare(&self, job: PrepareJob) -> V2Outcome {
         let PrepareJob {
             requester,
             client,
@@ -198,56 +224,27 @@ impl<P: RdmaPort> Engine<P> {
             size: size32,
         };
         let put = !matches!(kind, V2Kind::Get { .. });
-        let room = match self
-            .sessions
-            .reserve(if put { u64::from(size32) } else { 0 })
-        {
+        let room = match self.table.reserve(if put { u64::from(size32) } else { 0 }) {
             Ok(room) => room,
             Err(_) => return V2Outcome::Rejected(reject::BUSY),
         };
-        let storage = backend::acting_for(&self.storage, &requester.identity);
         let size = u64::from(size32);
-        let source = match kind {
-            V2Kind::Get { offset } => match storage.open_read(&bucket, &key, None) {
-                Ok(mut object) => {
-                    if offset >= object.info.size {
-                        return V2Outcome::Rejected(reject::NOT_SATISFIABLE);
-                    }
-                    object.narrow(offset..offset.saturating_add(size));
-                    Source::Get(Box::new(object))
-                }
-                Err(e) => return rejected(e),
-            },
-            V2Kind::Put { mut options } => {
-                options.size = Some(size);
-                match storage.create_write(&bucket, &key, *options) {
-                    Ok(w) => Source::Put(w),
-                    Err(e) => return rejected(e),
-                }
-            }
-            V2Kind::Part {
-                upload_id,
-                part_number,
-                mut options,
-            } => {
-                options.size = Some(size);
-                match storage.create_part_write(&bucket, &key, &upload_id, part_number, *options) {
-                    Ok(w) => Source::Put(w),
-                    Err(e) => return rejected(e),
-                }
-            }
+        let source = match self.open_source(&requester, &bucket, &key, kind, size) {
+            Ok(source) => source,
+            Err(fault) => return V2Outcome::Rejected(fault),
         };
         let server_psn = hipobj::verbs::rc::random_psn();
-        let (prepared, staging) = match self.v2_qp(&conn, server_psn, source) {
+        let (prepared, staging) = match self.session_qp(&conn, server_psn, source) {
             Ok(p) => p,
             Err(e) => {
                 warn!(error = %e, client_qpn = client.qp_num, "preparing a v2 session failed");
-                Stats::bump(&self.stats.v2_failed);
+                Stats::bump(&self.shared.stats.v2_failed);
                 return V2Outcome::Rejected(reject::FAILED);
             }
         };
-        let server = self.v2_server_token(prepared.qp.qp_num());
-        let session = self.sessions.insert(
+        // A session's server token: no starting PSN (the PSN travels apart) and no pairing id.
+        let server = self.shared.server_token(prepared.qp.qp_num(), 0, 0);
+        let session = self.table.insert(
             room,
             NewSession {
                 owner: requester,
@@ -257,8 +254,8 @@ impl<P: RdmaPort> Engine<P> {
             },
             Instant::now(),
         );
-        Stats::bump(&self.stats.v2_prepared);
-        Stats::add(&self.stats.v2_sessions_live, 1);
+        Stats::bump(&self.shared.stats.v2_prepared);
+        Stats::add(&self.shared.stats.v2_sessions_live, 1);
         debug!(
             server_qpn = server.qp_num,
             client_qpn = client.qp_num,
@@ -274,15 +271,52 @@ impl<P: RdmaPort> Engine<P> {
         }
     }
 
+    /// What the session will move, checked now: a GET's object narrowed to `size` bytes from its
+    /// offset (416 at or past its end); a PUT's or a part's writer of `size` bytes.
+    fn open_source(
+        &self,
+        requester: &Requester,
+        bucket: &str,
+        key: &str,
+        kind: V2Kind,
+        size: u64,
+    ) -> Result<Source, Fault> {
+        let storage = self.shared.storage_for(requester);
+        match kind {
+            V2Kind::Get { offset } => {
+                let mut object = storage.open_read(bucket, key, None)?;
+                if offset >= object.info.size {
+                    return Err(reject::NOT_SATISFIABLE);
+                }
+                object.narrow(offset..offset.saturating_add(size));
+                Ok(Source::Get(Box::new(object)))
+            }
+            V2Kind::Put { mut options } => {
+                options.size = Some(size);
+                Ok(Source::Put(storage.create_write(bucket, key, *options)?))
+            }
+            V2Kind::Part {
+                upload_id,
+                part_number,
+                mut options,
+            } => {
+                options.size = Some(size);
+                let writer =
+                    storage.create_part_write(bucket, key, &upload_id, part_number, *options)?;
+                Ok(Source::Put(writer))
+            }
+        }
+    }
+
     /// The session's QP: INIT for a GET; for a PUT also staging, its receive, RTS and the window.
-    fn v2_qp(
+    fn session_qp(
         &self,
         job: &Conn,
         server_psn: u32,
         source: Source,
     ) -> Result<WithWindow<P::Qp, P::Buffer>, String> {
-        let depth = self.write_shape.depth as u32;
-        let mut qp = match self.port.create_qp(depth + 2) {
+        let depth = self.shared.write_shape.depth as u32;
+        let mut qp = match self.shared.port.create_qp(depth + 2) {
             Ok(qp) => qp,
             Err(e) => {
                 source.abort();
@@ -296,7 +330,11 @@ impl<P: RdmaPort> Engine<P> {
             }
             Source::Put(w) => w,
         };
-        let staging = match self.staging.take(&self.port, job.size as usize) {
+        let staging = match self
+            .shared
+            .staging
+            .take(&self.shared.port, job.size as usize)
+        {
             Ok(b) => b,
             Err(e) => {
                 writer.abort();
@@ -342,9 +380,9 @@ impl<P: RdmaPort> Engine<P> {
         }
     }
 
-    fn v2_ready(&self, job: ReadyJob) -> V2Outcome {
+    fn ready(&self, job: ReadyJob) -> V2Outcome {
         let now = Instant::now();
-        let prepared = match self.sessions.claim(
+        let prepared = match self.table.claim(
             &job.session,
             &job.requester,
             job.cookie,
@@ -356,9 +394,7 @@ impl<P: RdmaPort> Engine<P> {
             Err(ClaimError::Expired(p)) => {
                 // Past T_prep: reclaimed now (as the janitor would have), and answered as the
                 // unknown session it is from now on (docs/protocol.md section 14).
-                self.v2_reclaim(*p);
-                Stats::bump(&self.stats.v2_expired);
-                Stats::sub(&self.stats.v2_sessions_live, 1);
+                self.end_unmoved(*p, &self.shared.stats.v2_expired);
                 return V2Outcome::Rejected(reject::UNKNOWN_SESSION);
             }
             Err(ClaimError::Cookie) => return V2Outcome::Rejected(reject::COOKIE),
@@ -366,22 +402,22 @@ impl<P: RdmaPort> Engine<P> {
             Err(ClaimError::WrongState) => return V2Outcome::Rejected(reject::WRONG_STATE),
         };
         let _claimed = Claimed {
-            engine: self,
+            sessions: self,
             id: job.session,
         };
         let outcome = if matches!(prepared.work, Work::Get { .. }) {
-            self.v2_get(*prepared, job.cookie, job.remote)
+            self.get(*prepared, job.cookie, job.remote)
         } else {
-            self.v2_put(*prepared, job.cookie)
+            self.put(*prepared, job.cookie)
         };
         match &outcome {
-            V2Outcome::Moved { .. } => Stats::bump(&self.stats.v2_ready),
-            _ => Stats::bump(&self.stats.v2_failed),
+            V2Outcome::Moved { .. } => Stats::bump(&self.shared.stats.v2_ready),
+            _ => Stats::bump(&self.shared.stats.v2_failed),
         }
         outcome
     }
 
-    fn v2_get(&self, p: Prepared<P::Qp, P::Buffer>, cookie: u32, remote: Remote) -> V2Outcome {
+    fn get(&self, p: Prepared<P::Qp, P::Buffer>, cookie: u32, remote: Remote) -> V2Outcome {
         let Prepared {
             client,
             client_psn,
@@ -396,29 +432,31 @@ impl<P: RdmaPort> Engine<P> {
             warn!(error = %e, client_qpn = client.qp_num, "connecting a v2 QP failed");
             return V2Outcome::Rejected(reject::FAILED);
         }
-        let staging = match self.staging.acquire(&self.port) {
-            Ok(s) => s,
-            Err(e) => {
-                warn!(error = %e, "no staging buffer");
-                return V2Outcome::Rejected(reject::FAILED);
-            }
+        let Ok(staging) = self.shared.staging_buffer() else {
+            return V2Outcome::Rejected(reject::FAILED);
         };
         let len = object.len();
         let plan = Plan {
-            shape: self.write_shape,
+            shape: self.shared.write_shape,
             total: len,
             remote,
             last_imm: Some(cookie),
             send_inv: None,
         };
-        let result = Transfer::new(&mut qp, &staging, plan, self.deadlines, &self.stats)
-            .and_then(|t| t.run(Direction::Write(&mut *object)));
+        let result = Transfer::new(
+            &mut qp,
+            &staging,
+            plan,
+            self.shared.deadlines,
+            &self.shared.stats,
+        )
+        .and_then(|t| t.run(Direction::Write(&mut *object)));
         // Destroyed while the staging buffer is still held: nothing of it is posted afterwards.
         drop(qp);
         drop(staging);
         match result {
             Ok(()) => {
-                Stats::add(&self.stats.v2_bytes_written, len);
+                Stats::add(&self.shared.stats.v2_bytes_written, len);
                 V2Outcome::Moved {
                     bytes: len,
                     stored: None,
@@ -435,7 +473,7 @@ impl<P: RdmaPort> Engine<P> {
         }
     }
 
-    fn v2_put(&self, p: Prepared<P::Qp, P::Buffer>, cookie: u32) -> V2Outcome {
+    fn put(&self, p: Prepared<P::Qp, P::Buffer>, cookie: u32) -> V2Outcome {
         let Prepared {
             client,
             mut qp,
@@ -450,32 +488,8 @@ impl<P: RdmaPort> Engine<P> {
         else {
             return V2Outcome::Rejected(reject::FAILED);
         };
-        let received = wait_receive(&mut qp, self.v2_data_timeout);
-        let checked = match received {
-            Ok(wc) if wc.status == 0 => {
-                if wc.opcode == WC_RECV_RDMA_WITH_IMM
-                    && wc.imm == Some(cookie)
-                    && wc.byte_len == size
-                {
-                    Ok(())
-                } else {
-                    debug!(
-                        ?wc,
-                        cookie, size, "v2 PUT: the client's write does not match"
-                    );
-                    Err(reject::BAD_DATA)
-                }
-            }
-            Ok(wc) => {
-                warn!(
-                    status = wc.status,
-                    client_qpn = client.qp_num,
-                    "v2 PUT receive failed"
-                );
-                Err(reject::FAILED)
-            }
-            Err(reject) => Err(reject),
-        };
+        let checked = wait_receive(&mut qp, self.data_timeout)
+            .and_then(|wc| check_client_write(&wc, cookie, size, client.qp_num));
         // No more client writes from here on: the window goes (with the QP when the invalidation
         // cannot be confirmed), before the staging bytes are read or reused.
         if let Err(e) = qp.invalidate_window(WINDOW_WAIT) {
@@ -483,7 +497,7 @@ impl<P: RdmaPort> Engine<P> {
         }
         drop(qp);
         let outcome = match checked {
-            Ok(()) => self.v2_store(&mut staging, size, writer),
+            Ok(()) => self.store(&mut staging, size, writer),
             Err(reject) => {
                 writer.abort();
                 V2Outcome::Rejected(reject)
@@ -496,12 +510,7 @@ impl<P: RdmaPort> Engine<P> {
 
     /// Store the received bytes through the writer (the same commit as any PUT). The caller
     /// owns `buf` and has ended its window and its QP: nothing writes the bytes any more.
-    fn v2_store(
-        &self,
-        buf: &mut Staged<P::Buffer>,
-        size: u32,
-        mut writer: ObjectWriter,
-    ) -> V2Outcome {
+    fn store(&self, buf: &mut Staged<P::Buffer>, size: u32, mut writer: ObjectWriter) -> V2Outcome {
         let Some(bytes) = buf.bytes_mut().and_then(|b| b.get(..size as usize)) else {
             writer.abort();
             return V2Outcome::Rejected(reject::FAILED);
@@ -513,41 +522,44 @@ impl<P: RdmaPort> Engine<P> {
         }
         match writer.commit() {
             Ok(info) => {
-                Stats::add(&self.stats.v2_bytes_read, info.size);
+                Stats::add(&self.shared.stats.v2_bytes_read, info.size);
                 V2Outcome::Moved {
                     bytes: info.size,
                     etag: info.etag.clone(),
                     stored: Some(Box::new(info)),
                 }
             }
-            Err(e) => rejected(e),
+            Err(e) => V2Outcome::Rejected(e.into()),
         }
     }
 
     /// CANCEL: the requester's waiting session ends now. Anything else changes nothing.
-    pub fn v2_cancel(&self, requester: &Requester, session: &SessionId) {
-        if let Some(p) = self.sessions.cancel(session, requester, Instant::now()) {
-            self.v2_reclaim(*p);
-            Stats::bump(&self.stats.v2_cancelled);
-            Stats::sub(&self.stats.v2_sessions_live, 1);
+    pub fn cancel(&self, requester: &Requester, session: &SessionId) {
+        if let Some(p) = self.table.cancel(session, requester, Instant::now()) {
+            self.end_unmoved(*p, &self.shared.stats.v2_cancelled);
         }
     }
 
     /// Reclaim sessions past T_prep; returns how many.
-    pub fn v2_expire(&self, now: Instant) -> usize {
-        let due = self.sessions.expire(now);
+    pub fn expire(&self, now: Instant) -> usize {
+        let due = self.table.expire(now);
         let n = due.len();
         for p in due {
-            self.v2_reclaim(*p);
-            Stats::bump(&self.stats.v2_expired);
-            Stats::sub(&self.stats.v2_sessions_live, 1);
+            self.end_unmoved(*p, &self.shared.stats.v2_expired);
         }
         n
     }
 
+    /// End a waiting session (reclaimed as below), counted in `why` and no longer live.
+    fn end_unmoved(&self, p: Prepared<P::Qp, P::Buffer>, why: &AtomicU64) {
+        self.reclaim(p);
+        Stats::bump(why);
+        Stats::sub(&self.shared.stats.v2_sessions_live, 1);
+    }
+
     /// End a session that moved nothing: window invalidated, QP destroyed, staging returned,
     /// writer aborted.
-    fn v2_reclaim(&self, p: Prepared<P::Qp, P::Buffer>) {
+    fn reclaim(&self, p: Prepared<P::Qp, P::Buffer>) {
         let Prepared { mut qp, work, .. } = p;
         match work {
             Work::Get { .. } => drop(qp),
@@ -565,23 +577,9 @@ impl<P: RdmaPort> Engine<P> {
         }
     }
 
-    fn v2_server_token(&self, qp_num: u32) -> Token {
-        let info = self.port.info();
-        Token {
-            transport: Transport::Rc,
-            qp_num,
-            gid: info.gid,
-            rkey: 0,
-            remote_addr: 0,
-            length: 0,
-            port: info.port,
-            lid: 0,
-        }
-    }
-
     /// Sessions prepared or moving now.
-    pub fn v2_live(&self) -> usize {
-        self.sessions.live()
+    pub fn live(&self) -> usize {
+        self.table.live()
     }
 }
 
@@ -610,15 +608,30 @@ impl Source {
     }
 }
 
-fn rejected(e: crate::backend::StorageError) -> V2Outcome {
-    V2Outcome::Rejected(e.into())
+/// The PUT session's receive completion checked: the client's WRITE_WITH_IMM of exactly `size`
+/// bytes with the session's cookie (400 otherwise), completed without error (500 otherwise).
+fn check_client_write(
+    wc: &WorkCompletion,
+    cookie: u32,
+    size: u32,
+    client_qpn: u32,
+) -> Result<(), Fault> {
+    if wc.status != 0 {
+        warn!(status = wc.status, client_qpn, "v2 PUT receive failed");
+        return Err(reject::FAILED);
+    }
+    if wc.opcode == WC_RECV_RDMA_WITH_IMM && wc.imm == Some(cookie) && wc.byte_len == size {
+        return Ok(());
+    }
+    debug!(
+        ?wc,
+        cookie, size, "v2 PUT: the client's write does not match"
+    );
+    Err(reject::BAD_DATA)
 }
 
 /// Wait up to `limit` for the PUT session's receive completion.
-fn wait_receive<Q: RdmaQp>(
-    qp: &mut Q,
-    limit: Duration,
-) -> Result<super::port::WorkCompletion, Fault> {
+fn wait_receive<Q: RdmaQp>(qp: &mut Q, limit: Duration) -> Result<WorkCompletion, Fault> {
     let started = Instant::now();
     let mut polled = Vec::new();
     let mut empty = 0u32;
@@ -917,7 +930,7 @@ mod tests {
         let gone = log.iter().position(|e| *e == QpLog::Destroyed(qpn));
         assert!(inval.is_some() && inval < gone, "{log:?}");
         assert_eq!(f.port.windows(), 0);
-        assert_eq!(f.engine.sessions.staged(), 0);
+        assert_eq!(f.engine.sessions.table.staged(), 0);
         assert_eq!(f.stats.v2_bytes_read.load(Ordering::Relaxed), 3000);
     }
 
@@ -1028,7 +1041,7 @@ mod tests {
         assert!(f.port.log().contains(&QpLog::Destroyed(qpn)));
         assert_eq!(f.stats.v2_expired.load(Ordering::Relaxed), 1);
         assert_eq!(f.engine.v2_live(), 0);
-        assert_eq!(f.engine.sessions.staged(), 0);
+        assert_eq!(f.engine.sessions.table.staged(), 0);
         // And again: still unknown.
         assert_eq!(rejected(ready_as(&f, tester(), id, COOKIE)), 404);
     }
@@ -1127,7 +1140,7 @@ mod tests {
             500
         );
         assert_eq!(f.engine.v2_live(), 0);
-        assert_eq!(f.engine.sessions.staged(), 0);
+        assert_eq!(f.engine.sessions.table.staged(), 0);
         assert!(stored(&f, "p").is_none());
     }
 }

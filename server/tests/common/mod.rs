@@ -1,16 +1,18 @@
-//! A started `hipobj-server` binary and a small blocking HTTP/1.1 client, shared by the
-//! integration tests. The server runs with authentication on (a credentials file with the two
-//! test identities) unless the test passes its own `--anonymous`, `--credentials` or key flags;
-//! requests are signed as `TEST_SIGNER` unless sent with `request_as(None, ..)`.
+//! A started `hipobj-server` binary, shared by the integration tests; requests go through the
+//! tests' one S3 client (`tests/support/s3.rs`, with its SigV4 signing `sigv4`). The server runs
+//! with authentication on (a credentials file with the two test identities) unless the test
+//! passes its own `--anonymous`, `--credentials` or key flags; requests are signed as
+//! `TEST_SIGNER` unless sent with `request_as(None, ..)`.
 #![allow(dead_code)]
 
-#[path = "../../../tests/support/sigv4.rs"]
-pub mod sigv4;
+#[path = "../../../tests/support/s3.rs"]
+pub mod s3;
 
+pub use s3::{sigv4, Response};
 use sigv4::{Placement, Signer, TEST_CREDENTIALS, TEST_SIGNER};
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::io::{BufRead, BufReader};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -151,6 +153,7 @@ impl Server {
         self.raw_request(method, &target, &all, body)
     }
 
+    /// Send the request as it is (already signed, or unsigned) on a fresh connection.
     fn raw_request(
         &self,
         method: &str,
@@ -158,25 +161,18 @@ impl Server {
         headers: &[(String, String)],
         body: &[u8],
     ) -> Response {
-        let to = self.target_addr();
-        let mut stream = TcpStream::connect(to).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .expect("timeout");
-        let mut head = format!(
-            "{method} {target} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n",
-            to
-        );
-        head.push_str(&format!("content-length: {}\r\n", body.len()));
-        for (name, value) in headers {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-        head.push_str("\r\n");
-        stream.write_all(head.as_bytes()).expect("write head");
-        stream.write_all(body).expect("write body");
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).expect("read response");
-        Response::parse(&raw, method == "HEAD")
+        let client = s3::S3 {
+            addr: self.target_addr(),
+            timeout: Duration::from_secs(30),
+            signer: None,
+        };
+        let headers: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        client
+            .request(method, target, &headers, body)
+            .unwrap_or_else(|e| panic!("{method} {target}: {e}"))
     }
 
     pub fn get(&self, target: &str) -> Response {
@@ -246,81 +242,6 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-#[derive(Debug)]
-pub struct Response {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-}
-
-impl Response {
-    pub fn parse(raw: &[u8], head_only: bool) -> Response {
-        let split = raw
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .expect("end of head");
-        let head = std::str::from_utf8(&raw[..split]).expect("ascii head");
-        let mut lines = head.split("\r\n");
-        let status_line = lines.next().expect("status line");
-        let status = status_line
-            .split(' ')
-            .nth(1)
-            .expect("code")
-            .parse()
-            .expect("number");
-        let headers: Vec<(String, String)> = lines
-            .filter_map(|l| l.split_once(':'))
-            .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
-            .collect();
-        let rest = &raw[split + 4..];
-        let chunked = headers
-            .iter()
-            .any(|(n, v)| n == "transfer-encoding" && v.contains("chunked"));
-        let body = if head_only {
-            Vec::new()
-        } else if chunked {
-            dechunk(rest)
-        } else {
-            rest.to_vec()
-        };
-        Response {
-            status,
-            headers,
-            body,
-        }
-    }
-
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-}
-
-fn dechunk(mut data: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let eol = data
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .expect("chunk size line");
-        let size_text = std::str::from_utf8(&data[..eol]).expect("ascii");
-        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("0").trim(), 16)
-            .expect("hex size");
-        data = &data[eol + 2..];
-        if size == 0 {
-            return out;
-        }
-        out.extend_from_slice(&data[..size]);
-        data = &data[size + 2..];
     }
 }
 

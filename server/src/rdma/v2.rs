@@ -16,8 +16,10 @@
 //! - A session ends after its one transfer, on CANCEL, or at T_prep; its QP is destroyed, its
 //!   window invalidated (or deallocated with the QP), its staging returned, its writer aborted.
 
+use std::ops::Range;
 use std::time::{Duration, Instant};
 
+use hipobj::checksum::CrcAlgo;
 use hipobj::token::{Token, Transport};
 use tracing::{debug, warn};
 
@@ -93,11 +95,13 @@ pub enum V2Outcome {
         /// PUT: the window over the staging bytes.
         staging: Option<Window>,
     },
-    /// FINAL 200: `bytes` moved; a PUT's stored object.
+    /// FINAL 200: `bytes` moved; a PUT's stored object; a GET's CRC64NVME for FINAL's
+    /// `x-amz-rdma-checksum` ([`final_crc64nvme`]).
     Moved {
         bytes: u64,
         stored: Option<Box<ObjectInfo>>,
         etag: String,
+        checksum: Option<u64>,
     },
     Rejected(Fault),
 }
@@ -422,6 +426,7 @@ impl<P: RdmaPort> Engine<P> {
                 V2Outcome::Moved {
                     bytes: len,
                     stored: None,
+                    checksum: final_crc64nvme(&object.info, &object.range),
                     etag: object.info.etag,
                 }
             }
@@ -518,6 +523,7 @@ impl<P: RdmaPort> Engine<P> {
                     bytes: info.size,
                     etag: info.etag.clone(),
                     stored: Some(Box::new(info)),
+                    checksum: None,
                 }
             }
             Err(e) => rejected(e),
@@ -608,6 +614,18 @@ impl Source {
             w.abort();
         }
     }
+}
+
+/// The CRC64NVME a GET's FINAL names (docs/protocol.md 14 and 15.5): the object's stored
+/// full-object CRC64NVME when the transfer moved the whole object (`range` is the bytes sent).
+/// None for part of an object, an object without one (`--default-checksum none`, another
+/// algorithm the writer named), or a COMPOSITE value (not the CRC of the bytes).
+pub fn final_crc64nvme(info: &ObjectInfo, range: &Range<u64>) -> Option<u64> {
+    let c = &info.checksums;
+    if *range != (0..info.size) || c.composite {
+        return None;
+    }
+    CrcAlgo::Crc64Nvme.decode(c.crc64nvme.as_deref()?)
 }
 
 fn rejected(e: crate::backend::StorageError) -> V2Outcome {
@@ -789,9 +807,15 @@ mod tests {
         assert!(!log.iter().any(|e| matches!(e, QpLog::Connected(..))));
         assert_eq!(f.stats.v2_sessions_live.load(Ordering::Relaxed), 1);
         match ready_as(&f, tester(), id, COOKIE) {
-            V2Outcome::Moved { bytes, etag, .. } => {
+            V2Outcome::Moved {
+                bytes,
+                etag,
+                checksum,
+                ..
+            } => {
                 assert_eq!(bytes, 2000);
                 assert_eq!(etag, hex::encode(Md5::digest(&data)));
+                assert_eq!(checksum, None, "part of the object: FINAL names no CRC");
             }
             other => panic!("expected FINAL 200, got {other:?}"),
         }
@@ -817,6 +841,38 @@ mod tests {
         // One session moves one transfer.
         assert_eq!(rejected(ready_as(&f, tester(), id, COOKIE)), 409);
         assert_eq!(f.port.posted().len(), 8);
+    }
+
+    /// A GET of the whole object: FINAL names the stored full-object CRC64NVME, which is the
+    /// CRC of the bytes written. Part of the object, an object stored without the default CRC,
+    /// or a COMPOSITE value: none.
+    #[test]
+    fn a_whole_object_get_names_the_stored_crc64nvme() {
+        let f = fixture();
+        let data = pattern(3000);
+        object(&f, "k", &data);
+        f.port.add_region(RKEY, BASE, vec![0; 3000]);
+        let (id, ..) = prepared(prepare_as(
+            &f,
+            tester(),
+            "k",
+            3000,
+            V2Kind::Get { offset: 0 },
+        ));
+        match ready_as(&f, tester(), id, COOKIE) {
+            V2Outcome::Moved { checksum, .. } => {
+                assert_eq!(checksum, Some(CrcAlgo::Crc64Nvme.of(&f.port.region(RKEY))));
+                assert_eq!(checksum, Some(CrcAlgo::Crc64Nvme.of(&data)));
+            }
+            other => panic!("expected FINAL 200, got {other:?}"),
+        }
+        let mut info = f.storage.head_object("b", "k").expect("head");
+        assert_eq!(final_crc64nvme(&info, &(0..2999)), None, "a range");
+        assert_eq!(final_crc64nvme(&info, &(1..3000)), None, "a range");
+        info.checksums.composite = true;
+        assert_eq!(final_crc64nvme(&info, &(0..3000)), None, "COMPOSITE");
+        info.checksums = Default::default();
+        assert_eq!(final_crc64nvme(&info, &(0..3000)), None, "none stored");
     }
 
     #[test]

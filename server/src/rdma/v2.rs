@@ -28,7 +28,7 @@ use super::port::{Peer, RdmaPort, RdmaQp, StagingBuffer, Window, WC_RECV_RDMA_WI
 use super::session::{ClaimError, NewSession, SessionId};
 use super::staging::Staged;
 use super::transfer::{Direction, Plan, Remote, Transfer, TransferError};
-use crate::backend::{self, ObjectInfo, ObjectReader, ObjectWriter, WriteOptions};
+use crate::backend::{self, Checksums, ObjectInfo, ObjectReader, ObjectWriter, WriteOptions};
 use crate::error::Fault;
 use crate::identity::Requester;
 use crate::stats::Stats;
@@ -616,16 +616,35 @@ impl Source {
     }
 }
 
-/// The CRC64NVME a GET's FINAL names (docs/protocol.md 14 and 15.5): the object's stored
-/// full-object CRC64NVME when the transfer moved the whole object (`range` is the bytes sent).
-/// None for part of an object, an object without one (`--default-checksum none`, another
-/// algorithm the writer named), or a COMPOSITE value (not the CRC of the bytes).
+/// The CRC64NVME a GET's FINAL names (docs/protocol.md 14 and 15.5) when the transfer moved
+/// (`range`: the bytes sent) the whole object, or exactly one part of a multipart object: the
+/// stored full-object CRC64NVME, or that part's own. None for any other range, an object
+/// without one (`--default-checksum none`, another algorithm the writer named), or a COMPOSITE
+/// object value (not the CRC of the bytes).
 pub fn final_crc64nvme(info: &ObjectInfo, range: &Range<u64>) -> Option<u64> {
     let c = &info.checksums;
-    if *range != (0..info.size) || c.composite {
-        return None;
+    let stored = if *range == (0..info.size) {
+        (!c.composite).then_some(c)?
+    } else {
+        part_checksums(info, range)?
+    };
+    CrcAlgo::Crc64Nvme.decode(stored.crc64nvme.as_deref()?)
+}
+
+/// The stored checksums of the part of a multipart object whose bytes are exactly `range`.
+fn part_checksums<'i>(info: &'i ObjectInfo, range: &Range<u64>) -> Option<&'i Checksums> {
+    let mut start = 0u64;
+    for (size, sums) in info.part_sizes.iter().zip(&info.part_checksums) {
+        if start > range.start {
+            return None;
+        }
+        let end = start.saturating_add(*size);
+        if (start..end) == *range {
+            return Some(sums);
+        }
+        start = end;
     }
-    CrcAlgo::Crc64Nvme.decode(c.crc64nvme.as_deref()?)
+    None
 }
 
 fn rejected(e: crate::backend::StorageError) -> V2Outcome {
@@ -873,6 +892,66 @@ mod tests {
         assert_eq!(final_crc64nvme(&info, &(0..3000)), None, "COMPOSITE");
         info.checksums = Default::default();
         assert_eq!(final_crc64nvme(&info, &(0..3000)), None, "none stored");
+    }
+
+    /// A GET of exactly one part of a multipart object: FINAL names that part's own stored
+    /// CRC64NVME. A range across parts, or part of one, gets none.
+    #[test]
+    fn a_get_of_one_whole_part_names_that_parts_crc64nvme() {
+        use crate::backend::{ChecksumAlgo, CompletedPart, UploadOptions};
+        let f = fixture();
+        let options = UploadOptions {
+            checksum: Some(ChecksumAlgo::Crc64Nvme),
+            full_object: true,
+            ..Default::default()
+        };
+        let id = f.storage.create_upload("b", "mp", options).expect("upload");
+        let first = 5 << 20;
+        let data = pattern(first + 1000);
+        let mut done = Vec::new();
+        for (n, bytes) in [(1u32, &data[..first]), (2, &data[first..])] {
+            let compute = WriteOptions {
+                compute: Some(ChecksumAlgo::Crc64Nvme),
+                ..Default::default()
+            };
+            let mut w = f
+                .storage
+                .create_part_write("b", "mp", &id, n, compute)
+                .expect("part");
+            w.append(bytes).expect("write");
+            let info = w.commit().expect("commit");
+            done.push(CompletedPart {
+                part_number: n,
+                etag: info.etag,
+                checksums: Default::default(),
+            });
+        }
+        f.storage
+            .complete_upload("b", "mp", &id, &done, &Default::default())
+            .expect("complete");
+        f.port.add_region(RKEY, BASE, vec![0; 1000]);
+        let get = V2Kind::Get {
+            offset: first as u64,
+        };
+        let (session, ..) = prepared(prepare_as(&f, tester(), "mp", 1000, get));
+        match ready_as(&f, tester(), session, COOKIE) {
+            V2Outcome::Moved { checksum, .. } => {
+                assert_eq!(checksum, Some(CrcAlgo::Crc64Nvme.of(&data[first..])));
+                assert_eq!(checksum, Some(CrcAlgo::Crc64Nvme.of(&f.port.region(RKEY))));
+            }
+            other => panic!("expected FINAL 200, got {other:?}"),
+        }
+        let info = f.storage.head_object("b", "mp").expect("head");
+        let (first, all) = (first as u64, data.len() as u64);
+        let crc = |r: std::ops::Range<usize>| Some(CrcAlgo::Crc64Nvme.of(&data[r]));
+        assert_eq!(final_crc64nvme(&info, &(0..first)), crc(0..first as usize));
+        assert_eq!(final_crc64nvme(&info, &(0..all)), crc(0..all as usize));
+        assert_eq!(final_crc64nvme(&info, &(1..first)), None, "part of a part");
+        assert_eq!(
+            final_crc64nvme(&info, &(first - 1..all)),
+            None,
+            "across parts"
+        );
     }
 
     #[test]

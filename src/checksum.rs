@@ -6,8 +6,9 @@
 //! moved against the object's stored checksum ([`ObjectChecksum`], [`Verdict`]). CRC32, CRC32C and
 //! CRC64NVME combine (the CRC of `a ++ b` from the CRCs of `a` and `b` and the length of `b`), so
 //! the parts of a download, each checked as it lands, give the whole object's value without a
-//! second pass. SHA-1 and SHA-256 do not combine, and a COMPOSITE multipart checksum is a digest of
-//! the parts' digests: those objects are reported unchecked, with the reason.
+//! second pass. SHA-1 and SHA-256 do not combine: those objects are reported unchecked, with the
+//! reason. A COMPOSITE multipart checksum is a digest of the parts' digests ([`Composite`]): the
+//! engine checks such an object part by part, against each part's stored CRC.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -235,19 +236,36 @@ impl ObjectChecksum {
     /// From a GET or HEAD reply asked with `x-amz-checksum-mode: ENABLED` (`header` looks a
     /// response header up by its lowercase name): the first full-object CRC in
     /// [`CrcAlgo::PREFERRED`] order, or why the reply gives none a download can be checked
-    /// against.
+    /// against (a COMPOSITE value: [`Unchecked::Composite`], with its algorithm and parts).
     pub fn from_headers(
         header: impl Fn(&str) -> Option<String>,
     ) -> Result<ObjectChecksum, Unchecked> {
-        let composite = header("x-amz-checksum-type")
-            .is_some_and(|t| t.trim().eq_ignore_ascii_case("COMPOSITE"));
+        Self::read(header, false)
+    }
+
+    /// From the reply to a GET or HEAD of one part (`partNumber=N`, `x-amz-checksum-mode:
+    /// ENABLED`): the part's own CRC. S3 sends it with the object's checksum type, so a part of
+    /// a COMPOSITE object has a plain value under `x-amz-checksum-type: COMPOSITE`.
+    pub fn of_part(header: impl Fn(&str) -> Option<String>) -> Result<ObjectChecksum, Unchecked> {
+        Self::read(header, true)
+    }
+
+    fn read(
+        header: impl Fn(&str) -> Option<String>,
+        part: bool,
+    ) -> Result<ObjectChecksum, Unchecked> {
+        let composite = !part
+            && header("x-amz-checksum-type")
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("COMPOSITE"));
         for algo in CrcAlgo::PREFERRED {
             let Some(text) = header(algo.header()) else {
                 continue;
             };
             // A COMPOSITE value is `<digest of the parts' digests>-<parts>`.
-            if composite || text.contains('-') {
-                return Err(Unchecked::Composite(algo.as_str()));
+            let parts = text.split_once('-').map(|(_, n)| n.trim().parse().ok());
+            if !part && (composite || parts.is_some()) {
+                let parts = parts.flatten();
+                return Err(Unchecked::Composite(Composite { algo, parts }));
             }
             return algo
                 .decode(&text)
@@ -270,6 +288,15 @@ impl ObjectChecksum {
     }
 }
 
+/// A COMPOSITE multipart checksum (`<digest of the parts' CRCs>-<parts>`): not the CRC of the
+/// object's bytes, but each part's CRC is stored too (GET/HEAD with `partNumber`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Composite {
+    pub algo: CrcAlgo,
+    /// The `-<parts>` of the value, when it has one.
+    pub parts: Option<u32>,
+}
+
 /// Why a download was not checked end to end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Unchecked {
@@ -277,8 +304,9 @@ pub enum Unchecked {
     Off,
     /// The server sent no checksum (none stored, or it does not return them).
     NoneStored,
-    /// A COMPOSITE multipart checksum of this algorithm (a digest of the parts' digests).
-    Composite(&'static str),
+    /// A COMPOSITE multipart checksum (a digest of the parts' digests) whose parts could not
+    /// be checked one by one (the caller cannot ask for them, or a part has no CRC of its own).
+    Composite(Composite),
     /// A SHA checksum, which a download in parts cannot combine.
     NotCombinable(&'static str),
     /// The stored value is not a value of its algorithm.
@@ -294,7 +322,9 @@ impl fmt::Display for Unchecked {
         match self {
             Unchecked::Off => f.write_str("checksums off"),
             Unchecked::NoneStored => f.write_str("the server sent no checksum"),
-            Unchecked::Composite(a) => write!(f, "the object has a COMPOSITE {a} checksum"),
+            Unchecked::Composite(c) => {
+                write!(f, "the object has a COMPOSITE {} checksum", c.algo)
+            }
             Unchecked::NotCombinable(a) => {
                 write!(
                     f,
@@ -316,8 +346,17 @@ pub enum Verdict {
     NotAsked,
     /// The bytes that landed have the object's stored checksum.
     Verified(CrcAlgo),
+    /// Each part of a COMPOSITE multipart object has its stored checksum (this many parts).
+    VerifiedParts(CrcAlgo, u32),
     /// Not checked, and why.
     Unchecked(Unchecked),
+}
+
+impl Verdict {
+    /// Whether the bytes were checked and found right (whole, or part by part).
+    pub fn is_verified(&self) -> bool {
+        matches!(self, Verdict::Verified(_) | Verdict::VerifiedParts(..))
+    }
 }
 
 impl fmt::Display for Verdict {
@@ -325,6 +364,7 @@ impl fmt::Display for Verdict {
         match self {
             Verdict::NotAsked => f.write_str("not checked"),
             Verdict::Verified(a) => write!(f, "{a} verified"),
+            Verdict::VerifiedParts(a, n) => write!(f, "{a} verified per part ({n} parts)"),
             Verdict::Unchecked(why) => write!(f, "unchecked: {why}"),
         }
     }
@@ -334,6 +374,8 @@ impl fmt::Display for Verdict {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mismatch {
     pub algo: CrcAlgo,
+    /// The part (1-based) whose checksum differs, when parts are checked one by one.
+    pub part: Option<u32>,
     /// The server's value (base64, as S3 writes it).
     pub expected: String,
     /// The value of what landed.
@@ -342,10 +384,14 @@ pub struct Mismatch {
 
 impl fmt::Display for Mismatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} mismatch", self.algo)?;
+        if let Some(n) = self.part {
+            write!(f, " in part {n}")?;
+        }
         write!(
             f,
-            "{} mismatch: the server stored {}, the bytes that landed have {}",
-            self.algo, self.expected, self.got
+            ": the server stored {}, the bytes that landed have {}",
+            self.expected, self.got
         )
     }
 }
@@ -357,6 +403,7 @@ impl ObjectChecksum {
             Some(v) if v == self.value => Ok(self.algo),
             other => Err(Mismatch {
                 algo: self.algo,
+                part: None,
                 expected: self.encoded(),
                 got: other.map_or_else(|| "an incomplete cover".into(), |v| self.algo.encode(v)),
             }),
@@ -441,9 +488,35 @@ mod tests {
             "CRC64NVME preferred"
         );
         let composite = headers(&[("x-amz-checksum-crc32c", "AAAAAA==-3")]);
+        let algo = CrcAlgo::Crc32c;
         assert_eq!(
             ObjectChecksum::from_headers(composite),
-            Err(Unchecked::Composite("CRC32C"))
+            Err(Unchecked::Composite(Composite {
+                algo,
+                parts: Some(3)
+            }))
+        );
+        // A part of a COMPOSITE object: its own CRC, under the object's checksum type.
+        let part = headers(&[
+            ("x-amz-checksum-crc32c", "4waSgw=="),
+            ("x-amz-checksum-type", "COMPOSITE"),
+        ]);
+        assert_eq!(
+            ObjectChecksum::from_headers(&part),
+            Err(Unchecked::Composite(Composite { algo, parts: None }))
+        );
+        assert_eq!(
+            ObjectChecksum::of_part(&part),
+            Ok(ObjectChecksum {
+                algo,
+                value: algo.of(b"123456789")
+            })
+        );
+        let whole = headers(&[("x-amz-checksum-crc32c", "AAAAAA==-3")]);
+        assert_eq!(
+            ObjectChecksum::of_part(whole),
+            Err(Unchecked::Malformed("CRC32C")),
+            "a part's value is never COMPOSITE"
         );
         let sha = headers(&[("x-amz-checksum-sha256", "x")]);
         assert_eq!(

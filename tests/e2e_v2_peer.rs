@@ -16,6 +16,7 @@ mod server;
 mod v2ops;
 
 use data::pattern;
+use hipobj::checksum::{CrcAlgo, Unchecked, Verdict};
 use hipobj::error::OpError;
 use hipobj::rcv2::client::{V2Outcome, V2Target};
 use hipobj::runtime::{self, InitConfig, MemoryKind, TransferKind};
@@ -34,7 +35,7 @@ const BUCKET: &str = "v2bkt";
 struct Env {
     _lock: MutexGuard<'static, ()>,
     peer: Option<Peer>,
-    _own: Option<Server>,
+    own: Option<Server>,
     s3: S3,
 }
 
@@ -73,9 +74,14 @@ impl Env {
         Env {
             _lock: lock,
             peer,
-            _own: own,
+            own,
             s3,
         }
+    }
+
+    /// Whether the server is hipobj-server.
+    fn is_own(&self) -> bool {
+        self.own.is_some()
     }
 
     /// The s3rdma-server's RDMA log lines (none for hipobj-server, which logs no line per
@@ -184,7 +190,18 @@ fn sizes_and_a_range(env: &Env, server: &str) {
         let t0 = std::time::Instant::now();
         let got = env.transfer(TransferKind::Get, &mut dst.0, size, &key, 0);
         let get_s = t0.elapsed().as_secs_f64();
+        let verdict = got.as_ref().map(|o| o.verdict).ok();
         assert_eq!(got.map(|o| o.bytes), Ok(size as u64), "GET {size}");
+        println!("v2 vs {server}: GET {size} B checksum: {verdict:?}");
+        if env.is_own() {
+            // hipobj-server's FINAL names the stored CRC64NVME of a whole object, and the client
+            // checked the bytes that landed against it (docs/protocol.md 15.5).
+            assert_eq!(
+                verdict,
+                Some(Verdict::Verified(CrcAlgo::Crc64Nvme)),
+                "{size}"
+            );
+        }
         assert!(dst.0 == src.0, "{size} bytes came back different");
         transfers += 2;
         println!(
@@ -201,6 +218,11 @@ fn sizes_and_a_range(env: &Env, server: &str) {
             // a range: object bytes [1000, 6000) into the start of a buffer
             let mut part = Registered::new(vec![0u8; 5000]);
             let got = env.transfer(TransferKind::Get, &mut part.0, 5000, &key, 1000);
+            if env.is_own() {
+                let verdict = got.as_ref().map(|o| o.verdict);
+                let none = Verdict::Unchecked(Unchecked::NoneStored);
+                assert_eq!(verdict, Ok(none), "a range: FINAL names no checksum");
+            }
             assert_eq!(got.map(|o| o.bytes), Ok(5000));
             assert!(part.0[..] == src.0[1000..6000], "range differs");
             transfers += 1;

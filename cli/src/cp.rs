@@ -113,11 +113,8 @@ impl Tally {
             [] => String::new(),
             [one] => format!(", {one}"),
             all => {
-                let verified = all
-                    .iter()
-                    .filter(|v| matches!(v, Verdict::Verified(_)))
-                    .count();
-                let why = all.iter().find(|v| !matches!(v, Verdict::Verified(_)));
+                let verified = all.iter().filter(|v| v.is_verified()).count();
+                let why = all.iter().find(|v| !v.is_verified());
                 match why {
                     None => format!(", {verified} of {} verified", all.len()),
                     Some(v) => format!(", {verified} of {} verified ({v})", all.len()),

@@ -6,7 +6,7 @@
 use crate::credentials::Credentials;
 use crate::failure::{Failure, Retryable};
 use hipobj::checksum::{CrcAlgo, ObjectChecksum, Unchecked};
-use hipobj::engine::{CompletedPart, ErrorClass, Retrier, RetryPolicy};
+use hipobj::engine::{CompletedPart, ErrorClass, PartHead, Retrier, RetryPolicy};
 use hipobj::rcv2::negotiate::{Choice, Negotiation};
 use hipobj::s3error::{xml_unescape, S3ErrorReply};
 use hipobj_s3client::http::{error_chain, Body, Outgoing};
@@ -311,6 +311,28 @@ impl S3 {
             .ok_or_else(|| Failure::Http(format!("HEAD {obj}: no Content-Length")))?;
         let checksum = ObjectChecksum::from_headers(|n| r.header(n).map(str::to_owned));
         Ok((size, checksum))
+    }
+
+    /// HEAD of part `number` of a multipart object with its checksums asked for (`partNumber`,
+    /// `x-amz-checksum-mode: ENABLED`; one request, classified for the engine's retry): the
+    /// part's length and its own stored checksum.
+    pub fn part_head(&self, obj: &ObjectPath, number: u32) -> Result<PartHead, Retryable> {
+        let url = format!(
+            "{}?partNumber={number}",
+            self.url(&obj.bucket, Some(&obj.key))
+        );
+        let what = || format!("HEAD {obj} part {number}");
+        let mode = [("x-amz-checksum-mode", "ENABLED".to_owned())];
+        let r = self.call("HEAD", &url, &mode, Vec::new(), &what)?;
+        let len = r
+            .header("content-length")
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| {
+                let failure = Failure::Http(format!("{}: no Content-Length", what()));
+                Retryable::new(failure, ErrorClass::Fatal)
+            })?;
+        let checksum = ObjectChecksum::of_part(|n| r.header(n).map(str::to_owned));
+        Ok(PartHead { len, checksum })
     }
 
     /// A HEAD's answer has no body, so a refused HEAD names no S3 error: ask the same object with

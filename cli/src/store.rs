@@ -7,7 +7,9 @@ use crate::rdma::{self, RdmaRequest};
 use crate::s3::{ObjectPath, S3};
 use crate::session::{Registered, Session};
 use hipobj::checksum::{CrcAlgo, ObjectChecksum};
-use hipobj::engine::{Buffers, CompletedPart, ObjectStore, PutTarget, Sink, Slice, Slot, Source};
+use hipobj::engine::{
+    Buffers, CompletedPart, ObjectStore, PartHead, PutTarget, Sink, Slice, Slot, Source,
+};
 use hipobj::error::{Error, Result};
 use hipobj::runtime::{Runtime, TransferKind};
 use std::io;
@@ -74,6 +76,10 @@ impl ObjectStore for ObjectStoreCli<'_> {
 
     fn abort_upload(&self, upload_id: &str) -> std::result::Result<(), Retryable> {
         self.s3.abort_upload(self.object, upload_id)
+    }
+
+    fn head_part(&self, number: u32) -> std::result::Result<Option<PartHead>, Retryable> {
+        self.s3.part_head(self.object, number).map(Some)
     }
 }
 

@@ -140,6 +140,14 @@ class Store:
     def abort_upload(self, upload_id: str) -> None:
         self.client.abort_multipart_upload(Bucket=self.bucket, Key=self.key, UploadId=upload_id)
 
+    def head_part(self, number: int) -> Tuple[int, Dict[str, str]]:
+        """HEAD of part `number` of the multipart object with its checksums asked for: the
+        part's length and the reply's headers (lowercase names), from which the core reads the
+        part's own checksum (a COMPOSITE object is checked part by part)."""
+        head = self.client.head_object(Bucket=self.bucket, Key=self.key, PartNumber=number, ChecksumMode="ENABLED")
+        headers = head.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+        return head["ContentLength"], {str(k).lower(): str(v) for k, v in headers.items()}
+
     @staticmethod
     def retry_class(call: Optional[S3Call], exc: Optional[BaseException]) -> Optional[str]:
         status = code = None

@@ -10,7 +10,7 @@ use crate::transfer::{rdma_transfer, Failed};
 use hipobj::checksum::{CrcAlgo, ObjectChecksum};
 use hipobj::engine::{
     self, Classify, CompletedPart, EngineError, ErrorClass, FileSink, FileSource, HostBuffers, Job,
-    ObjectStore, PutTarget, Report, Settings, Sink, Slice,
+    ObjectStore, PartHead, PutTarget, Report, Settings, Sink, Slice,
 };
 use hipobj::runtime::{Runtime, TransferKind};
 use pyo3::exceptions::PyOSError;
@@ -184,6 +184,20 @@ impl ObjectStore for PyStore {
 
     fn abort_upload(&self, upload_id: &str) -> Result<(), StoreError> {
         self.call("abort_upload", (upload_id,)).map(drop)
+    }
+
+    fn head_part(&self, number: u32) -> Result<Option<PartHead>, StoreError> {
+        let answer = self.call("head_part", (number,))?;
+        let (len, headers) =
+            Python::with_gil(|py| answer.extract::<(u64, HashMap<String, String>)>(py)).map_err(
+                |err| StoreError {
+                    err,
+                    class: ErrorClass::Fatal,
+                    retry_after: None,
+                },
+            )?;
+        let checksum = ObjectChecksum::of_part(|name| headers.get(name).cloned());
+        Ok(Some(PartHead { len, checksum }))
     }
 }
 

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use common::sigv4::{Placement, OTHER_SIGNER};
 use common::{pattern, Response, Server};
+use hipobj::checksum::CrcAlgo;
 use hipobj::rcv2::{
     self, Cookie, FinalAnswer, Op, PrepareAnswer, PrepareRequest, Psn, ReadyRequest, Target,
 };
@@ -211,6 +212,19 @@ fn v2_get_and_put_over_real_rdma() {
             c.buf[..] == data[range],
             "v2 GET data differs at {offset}+{size}"
         );
+        // The whole object: FINAL names its stored CRC64NVME (docs/protocol.md 15.5), which the
+        // bytes that landed have; part of it: none.
+        let landed = CrcAlgo::Crc64Nvme.of(&c.buf);
+        let named = fin.checksum.as_deref().map(rcv2::wire::final_crc64nvme);
+        if size == data.len() as u64 {
+            assert_eq!(
+                named,
+                Some(Ok(landed)),
+                "FINAL's checksum of the whole object"
+            );
+        } else {
+            assert_eq!(named, None, "FINAL of a range names no checksum");
+        }
     }
 
     // PUT: the client writes as soon as it has the PREPARE answer (no grace sleep).

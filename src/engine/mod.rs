@@ -49,7 +49,9 @@ pub struct Settings {
     pub retry: RetryPolicy,
     /// A download's end-to-end check (docs/protocol.md section 15): `None`, none asked for;
     /// `Some(Ok(stored))`, the bytes that land must have the object's stored checksum;
-    /// `Some(Err(why))`, asked for but impossible (the report says why).
+    /// `Some(Err(Unchecked::Composite(..)))`, each part of a COMPOSITE multipart object must
+    /// have its stored checksum (asked with [`ObjectStore::head_part`]; unchecked when the store
+    /// cannot ask); `Some(Err(why))`, asked for but impossible (the report says why).
     pub checksum: Option<Result<ObjectChecksum, Unchecked>>,
     /// An upload's checksum (docs/protocol.md rule 4.9 and section 15): each PUT or UploadPart
     /// carries this CRC of the bytes it moves (the server refuses a mismatch with BadDigest and
@@ -132,6 +134,22 @@ pub trait ObjectStore: Sync {
         checksum: Option<ObjectChecksum>,
     ) -> Result<(), Self::Error>;
     fn abort_upload(&self, upload_id: &str) -> Result<(), Self::Error>;
+    /// HEAD of part `number` (1-based) of the multipart object with its checksums asked for
+    /// (`partNumber=N`, `x-amz-checksum-mode: ENABLED`): the part's length and its stored
+    /// checksum ([`ObjectChecksum::of_part`]). `None`: this store does not ask for parts (a
+    /// COMPOSITE object's download is then unchecked, and says so).
+    fn head_part(&self, _number: u32) -> Result<Option<PartHead>, Self::Error> {
+        Ok(None)
+    }
+}
+
+/// What a HEAD of one part of a multipart object says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartHead {
+    /// The part's length (its `Content-Length`).
+    pub len: u64,
+    /// The part's stored checksum, or why it has none.
+    pub checksum: Result<ObjectChecksum, Unchecked>,
 }
 
 /// What a finished copy did.

@@ -1,5 +1,6 @@
-//! Cutting a copy into parts: ranged GETs of at most one registration, or the parts of a
-//! multipart upload within S3's limits.
+//! Cutting a copy into parts: ranged GETs of at most one registration (also along the parts of a
+//! multipart object, none crossing a part's end), or the parts of a multipart upload within
+//! S3's limits.
 
 use crate::error::{Error, Result};
 use crate::runtime::MAX_REGISTRATION;
@@ -23,12 +24,15 @@ pub struct Part {
     pub len: u64,
 }
 
-/// `len` bytes from object offset `start`, in parts of `part_size` (the last may be shorter).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// `len` bytes from object offset `start`, in parts of `part_size` (the last may be shorter), or
+/// cut along given boundaries ([`Plan::along`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
     pub start: u64,
     pub len: u64,
     pub part_size: u64,
+    /// The parts of [`Plan::along`], in order; empty for parts of `part_size`.
+    cut: Vec<Part>,
 }
 
 impl Plan {
@@ -41,6 +45,36 @@ impl Plan {
             start,
             len,
             part_size: part_size.min(MAX_REGISTRATION as u64),
+            cut: Vec::new(),
+        })
+    }
+
+    /// Ranged GETs of the object bytes from `start` that lie in `spans` (lengths, back to back:
+    /// an object's S3 parts), each span in parts of at most `part_size` bytes, none crossing a
+    /// span's end (so that every part's bytes belong to one stored checksum).
+    pub fn along(start: u64, spans: &[u64], part_size: u64) -> Result<Plan> {
+        let uniform = Plan::ranges(start, 0, part_size)?;
+        let mut cut = Vec::new();
+        let mut pos = 0u64;
+        for &span in spans {
+            let end = pos
+                .checked_add(span)
+                .ok_or_else(|| Error::invalid("the parts' lengths overflow"))?;
+            while pos < end {
+                let len = (end - pos).min(uniform.part_size);
+                cut.push(Part {
+                    index: cut.len(),
+                    first: start + pos,
+                    pos,
+                    len,
+                });
+                pos += len;
+            }
+        }
+        Ok(Plan {
+            len: pos,
+            cut,
+            ..uniform
         })
     }
 
@@ -64,16 +98,23 @@ impl Plan {
             start: 0,
             len,
             part_size,
+            cut: Vec::new(),
         })
     }
 
     /// Number of parts.
     pub fn count(&self) -> usize {
+        if !self.cut.is_empty() {
+            return self.cut.len();
+        }
         self.len.div_ceil(self.part_size) as usize
     }
 
     /// Part `index`, if there is one.
     pub fn part(&self, index: usize) -> Option<Part> {
+        if !self.cut.is_empty() {
+            return self.cut.get(index).copied();
+        }
         let pos = (index as u64).checked_mul(self.part_size)?;
         if pos >= self.len {
             return None;
@@ -88,7 +129,10 @@ impl Plan {
 
     /// The largest part (the buffer size a worker needs).
     pub fn largest(&self) -> u64 {
-        self.part_size.min(self.len)
+        match self.cut.iter().map(|p| p.len).max() {
+            Some(largest) => largest,
+            None => self.part_size.min(self.len),
+        }
     }
 }
 
@@ -105,6 +149,30 @@ mod tests {
         assert_eq!((parts[2].first, parts[2].pos, parts[2].len), (120, 20, 5));
         assert_eq!(p.part(3), None);
         assert_eq!(p.largest(), 10);
+    }
+
+    #[test]
+    fn parts_along_spans_never_cross_a_span() {
+        // Spans of 25, 10 and 3 bytes from object offset 100, in parts of at most 10.
+        let p = Plan::along(100, &[25, 10, 3], 10).unwrap();
+        let parts: Vec<(u64, u64, u64)> = (0..p.count())
+            .filter_map(|i| p.part(i))
+            .map(|p| (p.first, p.pos, p.len))
+            .collect();
+        assert_eq!(
+            parts,
+            [
+                (100, 0, 10),
+                (110, 10, 10),
+                (120, 20, 5),
+                (125, 25, 10),
+                (135, 35, 3)
+            ]
+        );
+        assert_eq!((p.len, p.largest()), (38, 10));
+        assert!((0..p.count()).all(|i| p.part(i).map(|p| p.index) == Some(i)));
+        assert_eq!(p.part(5), None);
+        assert!(Plan::along(0, &[1], 0).is_err());
     }
 
     #[test]

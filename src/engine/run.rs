@@ -4,12 +4,14 @@
 
 use super::disk::{Disk, FileSide};
 use super::pace::Pace;
-use super::plan::{Part, Plan};
+use super::plan::{Part, Plan, MAX_PARTS};
 use super::retry::Retrier;
 use super::ring::{Buffers, Slot};
-use super::verify::{read_through, CheckingSink, CheckingSource};
-use super::{CompletedPart, EngineError, Job, ObjectStore, PutTarget, Report, Sink, Slice, Source};
-use crate::checksum::Verdict;
+use super::verify::{read_through, CheckingSink, CheckingSource, Covered};
+use super::{
+    CompletedPart, EngineError, Job, ObjectStore, PartHead, PutTarget, Report, Sink, Slice, Source,
+};
+use crate::checksum::{Composite, ObjectChecksum, Unchecked, Verdict};
 use crate::error::Error;
 use crate::runtime::MAX_REGISTRATION;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -224,8 +226,9 @@ fn report<T, E>(
 
 /// Object bytes `start .. start + len` into `sink` at offsets `0 .. len`: ranged GETs through
 /// the ring, written where they belong as they arrive. With `settings.checksum` the bytes are
-/// checked against the object's stored checksum as they land; a mismatch runs the download again
-/// once (fresh tokens), a second one fails with [`EngineError::Checksum`].
+/// checked against the object's stored checksum as they land (or, for a COMPOSITE multipart
+/// object, each part against its own: [`Check`]); a mismatch runs the download again once
+/// (fresh tokens), a second one fails with [`EngineError::Checksum`].
 pub fn download<S: ObjectStore>(
     store: &S,
     start: u64,
@@ -234,24 +237,26 @@ pub fn download<S: ObjectStore>(
     buffers: &dyn Buffers,
     job: &Job<'_>,
 ) -> Outcome<Report, S::Error> {
-    let plan = Plan::ranges(start, len, job.settings.part_size).map_err(EngineError::Library)?;
-    let once = |sink: &dyn Sink| download_once(store, &plan, sink, buffers, job);
-    let stored = match &job.settings.checksum {
-        None => return once(sink),
-        Some(Err(why)) => {
-            let mut report = once(sink)?;
-            report.checksum = Verdict::Unchecked(*why);
+    let once = |sink: &dyn Sink, plan: &Plan| download_once(store, plan, sink, buffers, job);
+    let check = match job.settings.checksum {
+        None => return once(sink, &ranges(start, len, job)?),
+        Some(stored) => Check::of(store, start, len, stored, job)?,
+    };
+    let check = match check {
+        Ok(check) => check,
+        Err(why) => {
+            let mut report = once(sink, &ranges(start, len, job)?)?;
+            report.checksum = Verdict::Unchecked(why);
             return Ok(report);
         }
-        Some(Ok(stored)) => *stored,
     };
     let mut retries = 0;
     loop {
-        let checking = CheckingSink::new(sink, stored);
-        let mut report = once(&checking)?;
-        match checking.check(len) {
+        let checking = CheckingSink::new(sink, &check.covers);
+        let mut report = once(&checking, &check.plan)?;
+        match checking.check() {
             Ok(()) => {
-                report.checksum = Verdict::Verified(stored.algo);
+                report.checksum = check.verdict;
                 report.checksum_retries = retries;
                 return Ok(report);
             }
@@ -261,6 +266,101 @@ pub fn download<S: ObjectStore>(
             }
             Err(mismatch) => return Err(EngineError::Checksum(mismatch)),
         }
+    }
+}
+
+/// A download's ranged GETs of `settings.part_size`.
+fn ranges<E>(start: u64, len: u64, job: &Job<'_>) -> Outcome<Plan, E> {
+    Plan::ranges(start, len, job.settings.part_size).map_err(EngineError::Library)
+}
+
+/// What a download's bytes are checked against (docs/protocol.md section 15), how the download
+/// is cut for it, and what a match is called.
+struct Check {
+    /// The stored checksums and the bytes of the copy each covers, back to back.
+    covers: Vec<Covered>,
+    plan: Plan,
+    verdict: Verdict,
+}
+
+impl Check {
+    /// The check of object bytes `start .. start + len` against `stored` (what the object's HEAD
+    /// said), or why there is none.
+    fn of<S: ObjectStore>(
+        store: &S,
+        start: u64,
+        len: u64,
+        stored: Result<ObjectChecksum, Unchecked>,
+        job: &Job<'_>,
+    ) -> Outcome<Result<Check, Unchecked>, S::Error> {
+        match stored {
+            Ok(stored) => Ok(Ok(Check {
+                covers: vec![Covered {
+                    start: 0,
+                    len,
+                    stored,
+                    part: None,
+                }],
+                plan: ranges(start, len, job)?,
+                verdict: Verdict::Verified(stored.algo),
+            })),
+            Err(Unchecked::Composite(c)) => Check::per_part(store, start, len, c, job),
+            Err(why) => Ok(Err(why)),
+        }
+    }
+
+    /// A COMPOSITE multipart object, part by part: each part's length and CRC from a HEAD with
+    /// `partNumber`, the download cut along the parts (no GET crosses a part's end), each
+    /// part's CRC compared with its own. Unchecked (COMPOSITE) when the store does not ask for
+    /// parts, the value names no part count, a part has no CRC of the object's algorithm, or
+    /// the parts are not the bytes asked for.
+    fn per_part<S: ObjectStore>(
+        store: &S,
+        start: u64,
+        len: u64,
+        c: Composite,
+        job: &Job<'_>,
+    ) -> Outcome<Result<Check, Unchecked>, S::Error> {
+        let unchecked = Ok(Err(Unchecked::Composite(c)));
+        let Some(count) = c.parts.filter(|n| (1..=MAX_PARTS).contains(&u64::from(*n))) else {
+            return unchecked;
+        };
+        let retrier = Retrier::new(job);
+        let mut covers = Vec::with_capacity(count as usize);
+        let mut at = 0u64;
+        for number in 1..=count {
+            let head = retrier.store(&|| format!("HEAD part {number}"), || {
+                store.head_part(number)
+            })?;
+            let Some(PartHead {
+                len: part_len,
+                checksum: Ok(stored),
+            }) = head
+            else {
+                return unchecked;
+            };
+            if stored.algo != c.algo {
+                return unchecked;
+            }
+            covers.push(Covered {
+                start: at,
+                len: part_len,
+                stored,
+                part: Some(number),
+            });
+            at = at.saturating_add(part_len);
+        }
+        if start != 0 || at != len {
+            return unchecked;
+        }
+        let spans: Vec<u64> = covers.iter().map(|c| c.len).collect();
+        let plan =
+            Plan::along(start, &spans, job.settings.part_size).map_err(EngineError::Library)?;
+        Ok(Ok(Check {
+            covers,
+            plan,
+            verdict: Verdict::VerifiedParts(c.algo, count),
+        }))
     }
 }
 

@@ -47,6 +47,11 @@ struct Store {
     upload_algo: Mutex<Option<CrcAlgo>>,
     /// The whole object's checksum the last completion carried (checked).
     whole_checksum: Mutex<Option<ObjectChecksum>>,
+    /// The object's parts (length, stored checksum), as HEAD with `partNumber` reports them;
+    /// empty: the store does not answer for parts.
+    parts: Vec<PartHead>,
+    /// The GETs asked (object offset, length).
+    gets: Mutex<Vec<(u64, u64)>>,
 }
 
 impl Store {
@@ -85,6 +90,7 @@ impl ObjectStore for Store {
 
     fn get(&self, slice: Slice, first: u64) -> Result<u64, Failed> {
         self.answer()?;
+        self.gets.lock().unwrap().push((first, slice.len as u64));
         if let Some(status) = self.fail_once_at.lock().unwrap().remove(&first) {
             return Err(Failed(status));
         }
@@ -176,6 +182,15 @@ impl ObjectStore for Store {
         self.aborted.fetch_add(1, Ordering::SeqCst);
         self.uploads.lock().unwrap().remove(id);
         Ok(())
+    }
+
+    fn head_part(&self, number: u32) -> Result<Option<PartHead>, Failed> {
+        if self.parts.is_empty() {
+            return Ok(None);
+        }
+        self.answer()?;
+        let part = self.parts.get(number as usize - 1).ok_or(Failed(400))?;
+        Ok(Some(*part))
     }
 }
 
@@ -830,4 +845,141 @@ fn uploads_send_the_checksum_of_what_they_move_and_of_the_whole_object() {
     report.unwrap();
     assert_eq!(store.checksums_sent.load(Ordering::SeqCst), 0);
     assert_eq!(*store.whole_checksum.lock().unwrap(), None);
+}
+
+/// `object` as a multipart object of parts `sizes` with COMPOSITE CRC32C checksums: each part's
+/// own CRC32C (what HEAD with `partNumber` reports), and the object's checksum as the HEAD of
+/// the whole object reports it (`<digest>-<parts>`, which no download can compute).
+fn composite(object: &[u8], sizes: &[usize]) -> (Store, Settings) {
+    use crate::checksum::{Composite, Unchecked};
+    let algo = CrcAlgo::Crc32c;
+    let mut at = 0;
+    let parts = sizes
+        .iter()
+        .map(|&n| {
+            let bytes = &object[at..at + n];
+            at += n;
+            PartHead {
+                len: n as u64,
+                checksum: Ok(ObjectChecksum {
+                    algo,
+                    value: algo.of(bytes),
+                }),
+            }
+        })
+        .collect();
+    assert_eq!(at, object.len());
+    let store = Store {
+        parts,
+        ..Store::with(object.to_vec())
+    };
+    let whole = Composite {
+        algo,
+        parts: Some(sizes.len() as u32),
+    };
+    let s = Settings {
+        checksum: Some(Err(Unchecked::Composite(whole))),
+        ..settings(64 << 10, 4)
+    };
+    (store, s)
+}
+
+fn download_all(store: &Store, s: Settings, sink: &Bytes) -> Result<Report, EngineError<Failed>> {
+    let len = sink.0.lock().unwrap().len() as u64;
+    run_job(s, |job| {
+        download(store, 0, len, sink, &Memory::default(), job)
+    })
+    .0
+}
+
+/// Parts of 300,000, 300,000 and 123,457 bytes: not multiples of the 64 KiB GETs.
+const PARTS: [usize; 3] = [300_000, 300_000, 123_457];
+
+#[test]
+fn a_composite_object_is_checked_part_by_part_along_its_parts() {
+    use crate::checksum::Verdict;
+    let object = data(PARTS.iter().sum());
+    let (store, s) = composite(&object, &PARTS);
+    let sink = Bytes(Mutex::new(vec![0; object.len()]));
+    let report = download_all(&store, s, &sink).unwrap();
+    assert_eq!(report.checksum, Verdict::VerifiedParts(CrcAlgo::Crc32c, 3));
+    assert_eq!(
+        report.checksum.to_string(),
+        "CRC32C verified per part (3 parts)"
+    );
+    assert_eq!(*sink.0.lock().unwrap(), object);
+    // No GET crosses a part's end: each part's bytes are checked against that part's CRC.
+    let ends = [300_000u64, 600_000, 723_457];
+    for &(first, len) in store.gets.lock().unwrap().iter() {
+        let part_end = ends.iter().find(|&&e| e > first).copied().unwrap();
+        assert!(
+            first + len <= part_end,
+            "GET {first}+{len} crosses {part_end}"
+        );
+    }
+}
+
+#[test]
+fn a_composite_part_that_lands_changed_is_read_again_once_then_fails_naming_the_part() {
+    use crate::checksum::Verdict;
+    let object = data(PARTS.iter().sum());
+    // Once: read again, then right.
+    let (store, s) = composite(&object, &PARTS);
+    store.corrupt_at.lock().unwrap().insert(300_000, 1);
+    let sink = Bytes(Mutex::new(vec![0; object.len()]));
+    let report = download_all(&store, s, &sink).unwrap();
+    assert_eq!(report.checksum, Verdict::VerifiedParts(CrcAlgo::Crc32c, 3));
+    assert_eq!(report.checksum_retries, 1);
+    assert_eq!(*sink.0.lock().unwrap(), object);
+    // Every time: part 2's first byte is flipped, and the download fails naming part 2.
+    let (store, s) = composite(&object, &PARTS);
+    store.corrupt_at.lock().unwrap().insert(300_000, usize::MAX);
+    match download_all(&store, s, &sink) {
+        Err(EngineError::Checksum(m)) => {
+            assert_eq!((m.algo, m.part), (CrcAlgo::Crc32c, Some(2)));
+            let part2 = &object[300_000..600_000];
+            assert_eq!(
+                m.expected,
+                CrcAlgo::Crc32c.encode(CrcAlgo::Crc32c.of(part2))
+            );
+            let mut flipped = part2.to_vec();
+            flipped[0] ^= 1;
+            assert_eq!(m.got, CrcAlgo::Crc32c.encode(CrcAlgo::Crc32c.of(&flipped)));
+            assert!(m.to_string().contains("CRC32C mismatch in part 2"), "{m}");
+        }
+        other => panic!(
+            "expected a checksum failure, got {:?}",
+            other.map(|r| r.bytes)
+        ),
+    }
+}
+
+#[test]
+fn a_composite_object_whose_parts_cannot_be_checked_says_why() {
+    use crate::checksum::{Composite, Unchecked, Verdict};
+    let object = data(PARTS.iter().sum());
+    let why = Verdict::Unchecked(Unchecked::Composite(Composite {
+        algo: CrcAlgo::Crc32c,
+        parts: Some(3),
+    }));
+    // A store that does not ask for parts.
+    let (mut store, s) = composite(&object, &PARTS);
+    store.parts.clear();
+    let sink = Bytes(Mutex::new(vec![0; object.len()]));
+    assert_eq!(
+        download_all(&store, s.clone(), &sink).unwrap().checksum,
+        why
+    );
+    // A part without a CRC of the object's algorithm.
+    let (mut store, _) = composite(&object, &PARTS);
+    store.parts[1].checksum = Err(Unchecked::NoneStored);
+    assert_eq!(
+        download_all(&store, s.clone(), &sink).unwrap().checksum,
+        why
+    );
+    // Parts that are not the object's bytes (the object changed between the HEADs).
+    let (mut store, _) = composite(&object, &PARTS);
+    store.parts[2].len += 1;
+    assert_eq!(download_all(&store, s, &sink).unwrap().checksum, why);
+    assert_eq!(*sink.0.lock().unwrap(), object);
 }

@@ -11,38 +11,84 @@ use std::collections::BTreeMap;
 use std::io;
 use std::sync::Mutex;
 
-/// A sink that checksums what passes through it on the way to `inner`.
+/// A stored checksum and the bytes of the copy it covers: the whole object, or one part of a
+/// COMPOSITE multipart object (whose parts each keep their own CRC).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Covered {
+    /// Offset in the copy.
+    pub start: u64,
+    pub len: u64,
+    pub stored: ObjectChecksum,
+    /// The part number, when the checksum is one part's.
+    pub part: Option<u32>,
+}
+
+/// A sink that checksums what passes through it on the way to `inner`, each byte into the CRC
+/// of the stored checksum that covers it.
 pub(super) struct CheckingSink<'a> {
     inner: &'a dyn Sink,
-    stored: ObjectChecksum,
-    pieces: Mutex<CrcPieces>,
+    /// In order, back to back.
+    covers: &'a [Covered],
+    pieces: Vec<Mutex<CrcPieces>>,
 }
 
 impl<'a> CheckingSink<'a> {
-    pub(super) fn new(inner: &'a dyn Sink, stored: ObjectChecksum) -> CheckingSink<'a> {
+    pub(super) fn new(inner: &'a dyn Sink, covers: &'a [Covered]) -> CheckingSink<'a> {
+        let pieces = covers
+            .iter()
+            .map(|c| Mutex::new(CrcPieces::new(c.stored.algo)))
+            .collect();
         CheckingSink {
             inner,
-            stored,
-            pieces: Mutex::new(CrcPieces::new(stored.algo)),
+            covers,
+            pieces,
         }
     }
 
-    /// Whether the `len` bytes that landed have the stored checksum.
-    pub(super) fn check(self, len: u64) -> Result<(), Mismatch> {
-        let pieces = self.pieces.into_inner().unwrap_or_else(|p| p.into_inner());
-        self.stored.check(pieces.value(len)).map(|_| ())
+    /// Whether the bytes that landed have the stored checksums: the first that differs.
+    pub(super) fn check(self) -> Result<(), Mismatch> {
+        for (cover, pieces) in self.covers.iter().zip(self.pieces) {
+            let pieces = pieces.into_inner().unwrap_or_else(|p| p.into_inner());
+            cover
+                .stored
+                .check(pieces.value(cover.len))
+                .map_err(|m| Mismatch {
+                    part: cover.part,
+                    ..m
+                })?;
+        }
+        Ok(())
+    }
+
+    /// The CRC of `data`, written at `pos`, into the covers it overlaps.
+    fn add(&self, mut data: &[u8], mut pos: u64) {
+        let mut i = self.covers.partition_point(|c| c.start + c.len <= pos);
+        while let (Some(cover), false) = (self.covers.get(i), data.is_empty()) {
+            if pos < cover.start {
+                // Bytes no stored checksum covers (the covers leave a gap): not counted.
+                let skip = (cover.start - pos).min(data.len() as u64);
+                data = &data[skip as usize..];
+                pos += skip;
+                continue;
+            }
+            let take = (cover.start + cover.len - pos).min(data.len() as u64) as usize;
+            // The digest outside the lock: the disk threads checksum their parts at once.
+            let mut piece = cover.stored.algo.digest();
+            piece.update(&data[..take]);
+            self.pieces[i]
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .add_digest(pos - cover.start, piece);
+            data = &data[take..];
+            pos += take as u64;
+            i += 1;
+        }
     }
 }
 
 impl Sink for CheckingSink<'_> {
     fn write_at(&self, data: &[u8], pos: u64) -> io::Result<()> {
-        // The digest outside the lock: the disk threads checksum their parts at once.
-        let mut piece = self.stored.algo.digest();
-        piece.update(data);
-        self.pieces
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .add_digest(pos, piece);
+        self.add(data, pos);
         self.inner.write_at(data, pos)
     }
 }

@@ -16,14 +16,17 @@
 //!      -> FINAL read and checked (status, cookie, bytes)         -> Draining
 //!      -> window invalidated, QP gone; CANCEL after a failure
 //!         once a session was published                           -> Idle
+//!      -> GET: FINAL's CRC64NVME, when it names one, compared with
+//!         the bytes that landed (docs/protocol.md 15.5)
 //! ```
 //!
 //! Nothing is retried and nothing falls back after READY: the buffer's state is then unknown.
 
 use super::{
-    CancelRequest, Cookie, FinalAnswer, Op, PrepareAnswer, PrepareRequest, Psn, ReadyRequest,
+    wire, CancelRequest, Cookie, FinalAnswer, Op, PrepareAnswer, PrepareRequest, Psn, ReadyRequest,
     Session, Target, WireError, MAX_TRANSFER,
 };
+use crate::checksum::{CrcAlgo, ObjectChecksum, Unchecked, Verdict};
 use crate::error::{Error, OpError, Result};
 use crate::token::{Token, Transport};
 use hipobj_actors::callback::CallbackGuard;
@@ -119,6 +122,10 @@ pub struct V2Outcome {
     pub version_id: Option<String>,
     /// `CRC64NVME <base64>` when the server sent one.
     pub checksum: Option<String>,
+    /// What the check of a GET's bytes against FINAL's checksum found: `Verified(CRC64NVME)`
+    /// (a mismatch fails the transfer), or why there was none (the server named no checksum,
+    /// the bytes are in device memory). `NotAsked` for a PUT.
+    pub verdict: Verdict,
 }
 
 /// The answer to PREPARE as the caller's HTTP client saw it.
@@ -204,6 +211,10 @@ pub trait DataPath {
     /// The end, success or not: invalidate the window (docs/protocol.md 10.4; if that cannot be
     /// confirmed, or `failed`, the QP goes to ERR) so nothing reaches the buffer any more.
     fn close(&mut self, failed: bool);
+    /// A GET's bytes after `close`, where the NIC wrote host memory the library may read (the
+    /// caller's host buffer, or the staging buffer of a staged device buffer, before it is
+    /// copied to the device); `None` for device memory the NIC wrote directly.
+    fn landed(&self) -> Option<&[u8]>;
 }
 
 /// The error of an expired deadline (`hipObjBusy`, `hipError` "TIME").
@@ -261,6 +272,9 @@ pub fn run(
     let clock = Clock::new(started, target.deadlines);
     let result = negotiate_and_move(op, size, target, path, ops, &clock);
     path.close(result.is_err());
+    // After close: nothing reaches the buffer any more. The session has ended on the server.
+    let result =
+        result.and_then(|outcome| check_landed(op, outcome, &*path).map_err(|e| (None, e)));
     match result {
         Ok(outcome) => Ok(outcome),
         Err((session, e)) => {
@@ -446,7 +460,33 @@ fn check_final(op: Op, size: u64, cookie: Cookie, fin: FinalReplyV2) -> Result<V
         etag: answer.etag,
         version_id: answer.version_id,
         checksum: answer.checksum,
+        verdict: Verdict::NotAsked,
     })
+}
+
+/// A GET's FINAL checksum (`x-amz-rdma-checksum: CRC64NVME <base64>`, of the bytes the server
+/// wrote) against the bytes that landed (docs/protocol.md 15.5); a mismatch is an S3 error that
+/// names the algorithm and both values.
+fn check_landed(op: Op, mut outcome: V2Outcome, path: &dyn DataPath) -> Result<V2Outcome> {
+    if op != Op::Get {
+        return Ok(outcome);
+    }
+    outcome.verdict = match (&outcome.checksum, path.landed()) {
+        (None, _) => Verdict::Unchecked(Unchecked::NoneStored),
+        (Some(_), None) => Verdict::Unchecked(Unchecked::DeviceMemory),
+        (Some(text), Some(landed)) => Verdict::Verified(final_checksum_matches(text, landed)?),
+    };
+    Ok(outcome)
+}
+
+/// Whether `landed` has the CRC64NVME that FINAL's `CRC64NVME <base64>` names.
+fn final_checksum_matches(text: &str, landed: &[u8]) -> Result<CrcAlgo> {
+    let algo = CrcAlgo::Crc64Nvme;
+    let value = wire::final_crc64nvme(text)
+        .map_err(|e| Error::rdma(format!("FINAL's checksum {text:?}: {}", e.message)))?;
+    ObjectChecksum { algo, value }
+        .check(Some(algo.of(landed)))
+        .map_err(|m| Error::s3(format!("hipobj-rc-v2 GET: {m}")))
 }
 
 /// The one CANCEL of a failed transfer whose session was published (best effort, own budget).
@@ -508,6 +548,8 @@ mod tests {
         /// The cookie the "server" writes with (None: the request's).
         imm: Option<Cookie>,
         data_never_arrives: bool,
+        /// What a GET's bytes are after the data phase (None: device memory).
+        landed: Option<Vec<u8>>,
     }
 
     impl DataPath for FakePath {
@@ -548,6 +590,9 @@ mod tests {
         fn close(&mut self, failed: bool) {
             self.log.borrow_mut().push(format!("close failed={failed}"));
         }
+        fn landed(&self) -> Option<&[u8]> {
+            self.landed.as_deref()
+        }
     }
 
     /// The server side as the callbacks would see it.
@@ -563,6 +608,8 @@ mod tests {
         ready_status: i32,
         cookie: Option<Cookie>,
         size: u64,
+        /// FINAL's `x-amz-rdma-checksum`.
+        final_checksum: Option<String>,
     }
 
     fn ops(log: &Log) -> FakeOps {
@@ -577,6 +624,7 @@ mod tests {
             ready_status: 0,
             cookie: None,
             size: 0,
+            final_checksum: None,
         }
     }
 
@@ -586,6 +634,7 @@ mod tests {
             fail_connect: false,
             imm: None,
             data_never_arrives: false,
+            landed: Some(vec![7; 4096]),
         }
     }
 
@@ -630,7 +679,7 @@ mod tests {
                     bytes: self.final_bytes.unwrap_or(self.size),
                     etag: Some("\"e\"".into()),
                     version_id: None,
-                    checksum: None,
+                    checksum: self.final_checksum.clone(),
                 })),
             })
         }
@@ -803,6 +852,65 @@ mod tests {
             assert_eq!(e.code, want, "{e}");
             assert_eq!(steps(&log).last().map(String::as_str), Some("CANCEL"));
         }
+    }
+
+    /// A GET whose FINAL names a CRC64NVME: checked against the bytes that landed, after the
+    /// window is gone. A match is `Verified`; a wrong value fails the transfer with an S3 error
+    /// naming the algorithm and both values (no CANCEL: the server's session has ended); no
+    /// value, or device memory, is said to be unchecked; a PUT's FINAL is not checked.
+    #[test]
+    fn a_gets_final_checksum_is_compared_with_what_landed() {
+        let landed = vec![7u8; 4096];
+        let right = wire::final_crc64nvme_text(CrcAlgo::Crc64Nvme.of(&landed));
+        let log = Log::default();
+        let mut o = ops(&log);
+        o.final_checksum = Some(right.clone());
+        let out = go(Op::Get, &mut path(&log), &mut o).expect("the bytes match");
+        assert_eq!(out.verdict, Verdict::Verified(CrcAlgo::Crc64Nvme));
+        assert_eq!(out.checksum.as_deref(), Some(right.as_str()));
+
+        let log = Log::default();
+        let mut o = ops(&log);
+        let mut flipped = landed.clone();
+        flipped[4000] ^= 1;
+        o.final_checksum = Some(wire::final_crc64nvme_text(CrcAlgo::Crc64Nvme.of(&flipped)));
+        let e = go(Op::Get, &mut path(&log), &mut o).expect_err("a flipped byte");
+        assert_eq!(e.code, OpError::S3Error, "{e}");
+        let text = e.to_string();
+        assert!(text.contains("CRC64NVME mismatch"), "{text}");
+        assert!(text.contains(&right["CRC64NVME ".len()..]), "{text}");
+        assert_eq!(
+            steps(&log),
+            ["PREPARE", "connect", "arm", "READY", "await", "FINAL", "close"],
+            "checked after close, and no CANCEL"
+        );
+
+        let log = Log::default();
+        let out = go(Op::Get, &mut path(&log), &mut ops(&log)).expect("no checksum");
+        assert_eq!(out.verdict, Verdict::Unchecked(Unchecked::NoneStored));
+        let mut device = path(&log);
+        device.landed = None;
+        let mut o = ops(&log);
+        o.final_checksum = wrong_checksum();
+        let out = go(Op::Get, &mut device, &mut o).expect("device memory is not read");
+        assert_eq!(out.verdict, Verdict::Unchecked(Unchecked::DeviceMemory));
+        let mut o = ops(&log);
+        o.final_checksum = wrong_checksum();
+        let out = go(Op::Put, &mut path(&log), &mut o).expect("a PUT's FINAL is not checked");
+        assert_eq!(out.verdict, Verdict::NotAsked);
+    }
+
+    /// A FINAL checksum that no 4096 bytes of 7 have.
+    fn wrong_checksum() -> Option<String> {
+        Some(wire::final_crc64nvme_text(
+            CrcAlgo::Crc64Nvme.of(b"123456789"),
+        ))
+    }
+
+    #[test]
+    fn a_final_checksum_that_is_not_crc64nvme_is_refused() {
+        let e = final_checksum_matches("SHA256 abc", b"123456789").expect_err("not CRC64NVME");
+        assert_eq!(e.code, OpError::RdmaError, "{e}");
     }
 
     #[test]

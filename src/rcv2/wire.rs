@@ -651,6 +651,11 @@ fn check_crc64nvme(value: &str) -> Result<()> {
     final_crc64nvme(value).map(drop)
 }
 
+/// A FINAL's `CRC64NVME <b64>` for `value` (the one encoder of what [`final_crc64nvme`] parses).
+pub fn final_crc64nvme_text(value: u64) -> String {
+    format!("CRC64NVME {}", CrcAlgo::Crc64Nvme.encode(value))
+}
+
 /// The CRC64NVME value a FINAL's `CRC64NVME <b64>` names (12 canonical base64 characters).
 pub fn final_crc64nvme(value: &str) -> Result<u64> {
     const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -863,8 +868,9 @@ mod tests {
             bytes: 7,
             etag: Some("\"abc\"".into()),
             version_id: None,
-            checksum: Some("CRC64NVME rosUhgp5mIg=".into()),
+            checksum: Some(final_crc64nvme_text(CrcAlgo::Crc64Nvme.of(b"123456789"))),
         };
+        assert_eq!(f.checksum.as_deref(), Some("CRC64NVME rosUhgp5mIg="));
         let h = lookup(&f.headers());
         assert_eq!(
             FinalAnswer::from_headers(|k| h.get(k).map(String::as_str)).unwrap(),

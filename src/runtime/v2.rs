@@ -4,11 +4,10 @@
 //! registration ([`QpPath`]).
 
 use super::{Runtime, TransferKind};
-use crate::checksum::{CrcAlgo, ObjectChecksum};
 use crate::error::{Error, Result};
 use crate::pool::{Connection, Lease, Protection};
 use crate::rcv2::client::{self, deadline_expired, DataPath, S3OpsV2, V2Outcome, V2Target};
-use crate::rcv2::{wire, Cookie, Op, Psn};
+use crate::rcv2::{Cookie, Op, Psn};
 use crate::registry::{Buffer, BufferKind};
 use crate::token::{Token, Transport};
 use crate::verbs::{
@@ -126,9 +125,6 @@ impl<'a> TransferParts<V2Call<'a>> for Runtime {
             &mut *call.ops,
             call.started,
         )?;
-        if op == Op::Get {
-            check_landed(buffer.payload(), offset, size, &outcome)?;
-        }
         call.outcome = Some(outcome);
         Ok(())
     }
@@ -324,6 +320,23 @@ impl DataPath for QpPath<'_> {
             }
         }
     }
+
+    /// The transfer's bytes where the NIC wrote host memory: the caller's registered host buffer,
+    /// or the staging memory of a staged device buffer (read before it is copied to the device).
+    /// Device memory the NIC wrote directly is not read.
+    fn landed(&self) -> Option<&[u8]> {
+        if self.buffer.kind() == BufferKind::DeviceDirect {
+            return None;
+        }
+        let at = self.buffer.remote_addr(self.offset) as usize;
+        // SAFETY: `at .. at + size` is host memory the registration holds (the caller's registered
+        // host buffer, or the buffer's staging memory) for as long as `self.buffer` is borrowed,
+        // which outlives the returned slice. The transfer's RDMA WRITEs into it have completed
+        // (FINAL comes after every completion, the last one signalled by the receive) and `close`
+        // ended the window; a server that wrote after FINAL would break the protocol and change
+        // only the bytes compared. The bytes are plain data, readable whatever they hold.
+        Some(unsafe { std::slice::from_raw_parts(at as *const u8, self.size) })
+    }
 }
 
 /// A completion's status as an error (`what` completed with ...).
@@ -361,51 +374,5 @@ fn wait_until(qp: &mut RcQp, wr_id: u64, deadline: Instant) -> Result<Completion
             let us = u64::from(idle - SPINS).clamp(20, MAX_SLEEP_US);
             std::thread::sleep(Duration::from_micros(us));
         }
-    }
-}
-
-/// A v2 GET's FINAL checksum (`x-amz-rdma-checksum: CRC64NVME <base64>`, of the bytes the server
-/// wrote) against the bytes that landed (docs/protocol.md section 15), where the NIC wrote host
-/// memory: the caller's host buffer, or the staging buffer of a staged GPU buffer (checked before
-/// it is copied to the device). Device memory the NIC wrote directly is not read.
-fn check_landed(buffer: &Buffer, offset: usize, size: usize, outcome: &V2Outcome) -> Result<()> {
-    let Some(text) = &outcome.checksum else {
-        return Ok(());
-    };
-    if buffer.kind() == BufferKind::DeviceDirect {
-        return Ok(());
-    }
-    let at = buffer.remote_addr(offset) as usize;
-    // SAFETY: `at .. at + size` is host memory the registration holds (the caller's registered host
-    // buffer, or the buffer's staging memory) for as long as `buffer` lives, and this transfer's
-    // RDMA WRITEs into it have completed (FINAL comes after every completion, and the window was
-    // invalidated). The bytes are read, never referenced past this call.
-    let landed = unsafe { std::slice::from_raw_parts(at as *const u8, size) };
-    final_checksum_matches(text, landed)
-}
-
-/// Whether `landed` has the CRC64NVME that FINAL's `CRC64NVME <base64>` names.
-fn final_checksum_matches(text: &str, landed: &[u8]) -> Result<()> {
-    let algo = CrcAlgo::Crc64Nvme;
-    let value = wire::final_crc64nvme(text)
-        .map_err(|e| Error::rdma(format!("FINAL's checksum {text:?}: {}", e.message)))?;
-    ObjectChecksum { algo, value }
-        .check(Some(algo.of(landed)))
-        .map(drop)
-        .map_err(|m| Error::s3(format!("hipobj-rc-v2 GET: {m}")))
-}
-
-#[cfg(test)]
-mod checksum_tests {
-    use super::final_checksum_matches;
-
-    #[test]
-    fn finals_checksum_is_compared_with_what_landed() {
-        // CRC64NVME("123456789"), as S3 encodes it.
-        assert!(final_checksum_matches("CRC64NVME rosUhgp5mIg=", b"123456789").is_ok());
-        let e =
-            final_checksum_matches("CRC64NVME rosUhgp5mIg=", b"123456780").expect_err("flipped");
-        assert!(e.to_string().contains("CRC64NVME mismatch"), "{e}");
-        assert!(final_checksum_matches("SHA256 abc", b"123456789").is_err());
     }
 }

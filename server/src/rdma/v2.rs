@@ -17,10 +17,12 @@
 //! - A session ends after its one transfer, on CANCEL, or at T_prep; its QP is destroyed, its
 //!   window invalidated (or deallocated with the QP), its staging returned, its writer aborted.
 
+use std::ops::Range;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use hipobj::checksum::CrcAlgo;
 use hipobj::token::Token;
 use tracing::{debug, warn};
 
@@ -31,7 +33,7 @@ use super::session::{ClaimError, NewSession, SessionId, SessionLimits, SessionTa
 use super::shared::Shared;
 use super::staging::Staged;
 use super::transfer::{Direction, Plan, Remote, Transfer, TransferError};
-use crate::backend::{ObjectInfo, ObjectReader, ObjectWriter, WriteOptions};
+use crate::backend::{Checksums, ObjectInfo, ObjectReader, ObjectWriter, WriteOptions};
 use crate::config::V2Settings;
 use crate::error::Fault;
 use crate::identity::Requester;
@@ -99,11 +101,13 @@ pub enum V2Outcome {
         /// PUT: the window over the staging bytes.
         staging: Option<Window>,
     },
-    /// FINAL 200: `bytes` moved; a PUT's stored object.
+    /// FINAL 200: `bytes` moved; a PUT's stored object; a GET's CRC64NVME for FINAL's
+    /// `x-amz-rdma-checksum` ([`final_crc64nvme`]).
     Moved {
         bytes: u64,
         stored: Option<Box<ObjectInfo>>,
         etag: String,
+        checksum: Option<u64>,
     },
     Rejected(Fault),
 }
@@ -460,6 +464,7 @@ impl<P: RdmaPort> SessionTransfers<P> {
                 V2Outcome::Moved {
                     bytes: len,
                     stored: None,
+                    checksum: final_crc64nvme(&object.info, &object.range),
                     etag: object.info.etag,
                 }
             }
@@ -527,6 +532,7 @@ impl<P: RdmaPort> SessionTransfers<P> {
                     bytes: info.size,
                     etag: info.etag.clone(),
                     stored: Some(Box::new(info)),
+                    checksum: None,
                 }
             }
             Err(e) => V2Outcome::Rejected(e.into()),
@@ -606,6 +612,37 @@ impl Source {
             w.abort();
         }
     }
+}
+
+/// The CRC64NVME a GET's FINAL names (docs/protocol.md 14 and 15.5) when the transfer moved
+/// (`range`: the bytes sent) the whole object, or exactly one part of a multipart object: the
+/// stored full-object CRC64NVME, or that part's own. None for any other range, an object
+/// without one (`--default-checksum none`, another algorithm the writer named), or a COMPOSITE
+/// object value (not the CRC of the bytes).
+pub fn final_crc64nvme(info: &ObjectInfo, range: &Range<u64>) -> Option<u64> {
+    let c = &info.checksums;
+    let stored = if *range == (0..info.size) {
+        (!c.composite).then_some(c)?
+    } else {
+        part_checksums(info, range)?
+    };
+    CrcAlgo::Crc64Nvme.decode(stored.crc64nvme.as_deref()?)
+}
+
+/// The stored checksums of the part of a multipart object whose bytes are exactly `range`.
+fn part_checksums<'i>(info: &'i ObjectInfo, range: &Range<u64>) -> Option<&'i Checksums> {
+    let mut start = 0u64;
+    for (size, sums) in info.part_sizes.iter().zip(&info.part_checksums) {
+        if start > range.start {
+            return None;
+        }
+        let end = start.saturating_add(*size);
+        if (start..end) == *range {
+            return Some(sums);
+        }
+        start = end;
+    }
+    None
 }
 
 /// The PUT session's receive completion checked: the client's WRITE_WITH_IMM of exactly `size`
@@ -802,9 +839,15 @@ mod tests {
         assert!(!log.iter().any(|e| matches!(e, QpLog::Connected(..))));
         assert_eq!(f.stats.v2_sessions_live.load(Ordering::Relaxed), 1);
         match ready_as(&f, tester(), id, COOKIE) {
-            V2Outcome::Moved { bytes, etag, .. } => {
+            V2Outcome::Moved {
+                bytes,
+                etag,
+                checksum,
+                ..
+            } => {
                 assert_eq!(bytes, 2000);
                 assert_eq!(etag, hex::encode(Md5::digest(&data)));
+                assert_eq!(checksum, None, "part of the object: FINAL names no CRC");
             }
             other => panic!("expected FINAL 200, got {other:?}"),
         }
@@ -830,6 +873,98 @@ mod tests {
         // One session moves one transfer.
         assert_eq!(rejected(ready_as(&f, tester(), id, COOKIE)), 409);
         assert_eq!(f.port.posted().len(), 8);
+    }
+
+    /// A GET of the whole object: FINAL names the stored full-object CRC64NVME, which is the
+    /// CRC of the bytes written. Part of the object, an object stored without the default CRC,
+    /// or a COMPOSITE value: none.
+    #[test]
+    fn a_whole_object_get_names_the_stored_crc64nvme() {
+        let f = fixture();
+        let data = pattern(3000);
+        object(&f, "k", &data);
+        f.port.add_region(RKEY, BASE, vec![0; 3000]);
+        let (id, ..) = prepared(prepare_as(
+            &f,
+            tester(),
+            "k",
+            3000,
+            V2Kind::Get { offset: 0 },
+        ));
+        match ready_as(&f, tester(), id, COOKIE) {
+            V2Outcome::Moved { checksum, .. } => {
+                assert_eq!(checksum, Some(CrcAlgo::Crc64Nvme.of(&f.port.region(RKEY))));
+                assert_eq!(checksum, Some(CrcAlgo::Crc64Nvme.of(&data)));
+            }
+            other => panic!("expected FINAL 200, got {other:?}"),
+        }
+        let mut info = f.storage.head_object("b", "k").expect("head");
+        assert_eq!(final_crc64nvme(&info, &(0..2999)), None, "a range");
+        assert_eq!(final_crc64nvme(&info, &(1..3000)), None, "a range");
+        info.checksums.composite = true;
+        assert_eq!(final_crc64nvme(&info, &(0..3000)), None, "COMPOSITE");
+        info.checksums = Default::default();
+        assert_eq!(final_crc64nvme(&info, &(0..3000)), None, "none stored");
+    }
+
+    /// A GET of exactly one part of a multipart object: FINAL names that part's own stored
+    /// CRC64NVME. A range across parts, or part of one, gets none.
+    #[test]
+    fn a_get_of_one_whole_part_names_that_parts_crc64nvme() {
+        use crate::backend::{ChecksumAlgo, CompletedPart, UploadOptions};
+        let f = fixture();
+        let options = UploadOptions {
+            checksum: Some(ChecksumAlgo::Crc64Nvme),
+            full_object: true,
+            ..Default::default()
+        };
+        let id = f.storage.create_upload("b", "mp", options).expect("upload");
+        let first = 5 << 20;
+        let data = pattern(first + 1000);
+        let mut done = Vec::new();
+        for (n, bytes) in [(1u32, &data[..first]), (2, &data[first..])] {
+            let compute = WriteOptions {
+                compute: Some(ChecksumAlgo::Crc64Nvme),
+                ..Default::default()
+            };
+            let mut w = f
+                .storage
+                .create_part_write("b", "mp", &id, n, compute)
+                .expect("part");
+            w.append(bytes).expect("write");
+            let info = w.commit().expect("commit");
+            done.push(CompletedPart {
+                part_number: n,
+                etag: info.etag,
+                checksums: Default::default(),
+            });
+        }
+        f.storage
+            .complete_upload("b", "mp", &id, &done, &Default::default())
+            .expect("complete");
+        f.port.add_region(RKEY, BASE, vec![0; 1000]);
+        let get = V2Kind::Get {
+            offset: first as u64,
+        };
+        let (session, ..) = prepared(prepare_as(&f, tester(), "mp", 1000, get));
+        match ready_as(&f, tester(), session, COOKIE) {
+            V2Outcome::Moved { checksum, .. } => {
+                assert_eq!(checksum, Some(CrcAlgo::Crc64Nvme.of(&data[first..])));
+                assert_eq!(checksum, Some(CrcAlgo::Crc64Nvme.of(&f.port.region(RKEY))));
+            }
+            other => panic!("expected FINAL 200, got {other:?}"),
+        }
+        let info = f.storage.head_object("b", "mp").expect("head");
+        let (first, all) = (first as u64, data.len() as u64);
+        let crc = |r: std::ops::Range<usize>| Some(CrcAlgo::Crc64Nvme.of(&data[r]));
+        assert_eq!(final_crc64nvme(&info, &(0..first)), crc(0..first as usize));
+        assert_eq!(final_crc64nvme(&info, &(0..all)), crc(0..all as usize));
+        assert_eq!(final_crc64nvme(&info, &(1..first)), None, "part of a part");
+        assert_eq!(
+            final_crc64nvme(&info, &(first - 1..all)),
+            None,
+            "across parts"
+        );
     }
 
     #[test]

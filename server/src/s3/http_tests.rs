@@ -482,3 +482,85 @@ async fn bucket_lifecycle() {
     assert_eq!(put.status, 200);
     assert_eq!(call(&s, "DELETE", "/bkt", &[], b"").await.status, 204);
 }
+
+/// A COMPOSITE CRC32C multipart object (the checksum of the parts' checksums, `<value>-<parts>`),
+/// as S3 reports it and the client's one parser (`hipobj::checksum`) reads it: the whole
+/// object's HEAD says COMPOSITE with the part count (no download can compute that value), and a
+/// HEAD or GET with `partNumber` gives that part's own CRC32C, its length and
+/// `x-amz-mp-parts-count`: what the transfer engine checks a download against, part by part.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_composite_objects_parts_report_their_own_checksums() {
+    use hipobj::checksum::{Composite, CrcAlgo, ObjectChecksum, Unchecked};
+    let s = server();
+    call(&s, "PUT", "/bkt", &[], b"").await;
+    let created = call(
+        &s,
+        "POST",
+        "/bkt/mp?uploads",
+        &[
+            ("x-amz-checksum-algorithm", "CRC32C"),
+            ("x-amz-checksum-type", "COMPOSITE"),
+        ],
+        b"",
+    )
+    .await;
+    assert_eq!(created.status, 200, "{}", created.text());
+    let id = tags(&created.text(), "UploadId").remove(0);
+    let parts: [Vec<u8>; 2] = [vec![7u8; 5 * 1024 * 1024], b"the last part".to_vec()];
+    let mut xml = String::from("<CompleteMultipartUpload>");
+    for (i, data) in parts.iter().enumerate() {
+        let n = i + 1;
+        let uri = format!("/bkt/mp?partNumber={n}&uploadId={id}");
+        let up = call(&s, "PUT", &uri, &[], data).await;
+        assert_eq!(up.status, 200, "{}", up.text());
+        let etag = up.header("etag").expect("etag");
+        xml += &format!("<Part><PartNumber>{n}</PartNumber><ETag>{etag}</ETag></Part>");
+    }
+    xml += "</CompleteMultipartUpload>";
+    let done = call(
+        &s,
+        "POST",
+        &format!("/bkt/mp?uploadId={id}"),
+        &[],
+        xml.as_bytes(),
+    )
+    .await;
+    assert_eq!(done.status, 200, "{}", done.text());
+
+    let mode = [("x-amz-checksum-mode", "ENABLED")];
+    let read = |a: &Answer| {
+        let h = a.headers.clone();
+        move |n: &str| h.get(n).and_then(|v| v.to_str().ok()).map(str::to_owned)
+    };
+    let whole = call(&s, "HEAD", "/bkt/mp", &mode, b"").await;
+    assert_eq!(whole.header("x-amz-checksum-type"), Some("COMPOSITE"));
+    let algo = CrcAlgo::Crc32c;
+    assert_eq!(
+        ObjectChecksum::from_headers(read(&whole)),
+        Err(Unchecked::Composite(Composite {
+            algo,
+            parts: Some(2)
+        }))
+    );
+    for (i, data) in parts.iter().enumerate() {
+        for method in ["HEAD", "GET"] {
+            let a = call(
+                &s,
+                method,
+                &format!("/bkt/mp?partNumber={}", i + 1),
+                &mode,
+                b"",
+            )
+            .await;
+            assert!(matches!(a.status, 200 | 206), "{method} part {}", i + 1);
+            let len = data.len().to_string();
+            assert_eq!(a.header("content-length"), Some(len.as_str()));
+            assert_eq!(a.header("x-amz-mp-parts-count"), Some("2"));
+            let own = ObjectChecksum {
+                algo,
+                value: algo.of(data),
+            };
+            assert_eq!(ObjectChecksum::of_part(read(&a)), Ok(own), "{method} {i}");
+        }
+    }
+}

@@ -278,13 +278,18 @@ impl ControlRoute {
             },
         };
         match self.submit(V2Job::Ready(job)).await {
-            V2Outcome::Moved { bytes, etag, .. } => {
+            V2Outcome::Moved {
+                bytes,
+                etag,
+                checksum,
+                ..
+            } => {
                 let answer = FinalAnswer {
                     cookie,
                     bytes,
                     etag: Some(format!("\"{etag}\"")),
                     version_id: None,
-                    checksum: None,
+                    checksum: checksum.map(rcv2::wire::final_crc64nvme_text),
                 };
                 Ok(Answer::ok(200, answer.headers()))
             }
@@ -490,6 +495,7 @@ mod tests {
     use crate::rdma::test_double::{DoublePort, QpLog};
     use crate::rdma::test_fixture;
     use bytes::Bytes;
+    use hipobj::checksum::CrcAlgo;
     use hipobj::rcv2::{Cookie, Psn, Target};
     use hipobj::token::Token;
     use s3s::service::{S3Service, S3ServiceBuilder};
@@ -696,6 +702,13 @@ mod tests {
         assert_eq!(fin.cookie.get(), COOKIE);
         assert_eq!(fin.bytes, 5000);
         assert_eq!(h.port.region(RKEY), data);
+        // The whole object moved: FINAL names its stored CRC64NVME, which is what landed.
+        let named = fin
+            .checksum
+            .as_deref()
+            .expect("FINAL's x-amz-rdma-checksum");
+        let crc = rcv2::wire::final_crc64nvme(named).expect("CRC64NVME <base64>");
+        assert_eq!(crc, CrcAlgo::Crc64Nvme.of(&h.port.region(RKEY)));
         // A second READY: 409, nothing moves again.
         let posted = h.port.posted().len();
         let (status, ..) = send(&h, post(rcv2::READY_PATH, ready_req(&answer, COOKIE))).await;

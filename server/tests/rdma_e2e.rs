@@ -1176,3 +1176,50 @@ fn multipart_upload_with_rdma_parts_from_several_threads() {
     assert_eq!(stat(&stats, "replies_500"), 0, "{stats}");
     assert!(server.stop().success());
 }
+
+/// hipobj-rc-v2 PUT windows go through `hipobj::verbs::Window`: a bind that completes is
+/// invalidated and fences nothing; a bind that is not confirmed (here: refused at the post, a
+/// window longer than its staging buffer) fences the session's QP at once (ERR), and nothing
+/// more is done with its window. (A bind the NIC itself refuses, over a registration without
+/// MW_BIND, is covered by the library's lane tests; this server's only such registration, a
+/// file's, is refused by the lane's 6.1 kernel.)
+#[test]
+#[ignore = "needs an RDMA device: set HIPOBJ_TEST_RDMA_DEVICE (e.g. rxe0) and pass --ignored"]
+fn a_v2_window_bind_not_confirmed_fences_the_server_qp() {
+    use hipobj_server::rdma::port::{Peer, RdmaPort, RdmaQp};
+    use hipobj_server::rdma::verbs_port::VerbsPort;
+    const LEN: u32 = 4096;
+    let wait = std::time::Duration::from_secs(2);
+    let name = std::env::var("HIPOBJ_TEST_RDMA_DEVICE").expect("HIPOBJ_TEST_RDMA_DEVICE");
+    let port = VerbsPort::open(&name).expect("open the device");
+    // Binds are local operations: each QP is aimed at itself, which never answers.
+    let connected = || {
+        let mut qp = port.create_qp(4).expect("create_qp");
+        let peer = Peer {
+            gid: port.info().gid,
+            qp_num: qp.qp_num(),
+        };
+        qp.connect(&peer, 0x10, 0x20).expect("connect");
+        qp
+    };
+    let staging = port.alloc_staging(LEN as usize).expect("staging");
+    let mut qp = connected();
+    let window = qp.bind_window(&staging, LEN, wait).expect("bind");
+    assert_ne!(window.rkey, 0);
+    qp.invalidate_window(wait).expect("invalidate");
+    assert!(
+        !qp.is_fenced(),
+        "a confirmed bind and invalidation fence nothing"
+    );
+
+    let mut qp = connected();
+    assert!(
+        qp.bind_window(&staging, 2 * LEN, wait).is_err(),
+        "a window longer than its staging buffer is never bound"
+    );
+    assert!(qp.is_fenced(), "the unconfirmed bind fenced the server QP");
+    assert!(
+        qp.invalidate_window(wait).is_err(),
+        "a window of a fenced QP is never invalidated as if it could be"
+    );
+}

@@ -6,20 +6,15 @@ use super::protection::Protection;
 use super::state::PairOutcome;
 use crate::error::Result;
 use crate::token::Token;
-use crate::verbs::{BindRange, Device, Mw};
+use crate::verbs::{BindRange, Device, Window};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// One outstanding application-driven window (`hipObjGetRdmaToken`).
-struct AppWindow {
-    window: Mw,
-    qp_num: u32,
-}
-
-/// The connection and the windows bound on it by tokens not yet released.
+/// The connection and the windows bound on it by tokens not yet released (by rkey). A window
+/// dropped before its invalidation was confirmed fences the QP it was bound on.
 struct AppState {
     conn: Connection,
-    windows: HashMap<u32, AppWindow>,
+    windows: HashMap<u32, Window>,
 }
 
 /// The dedicated connection of application-driven tokens. Unlike the pool's connections (owned by
@@ -73,17 +68,10 @@ impl AppConnection {
         if !st.conn.is_paired() {
             return Ok(st.conn.state().token(0, range.addr, range.len));
         }
-        let mut window = st.conn.device().alloc_mw()?;
+        let mut window = st.conn.alloc_window()?;
         let rkey = st.conn.bind_window(&mut window, range)?;
-        let state = st.conn.state();
-        st.windows.insert(
-            rkey,
-            AppWindow {
-                window,
-                qp_num: state.qp_num,
-            },
-        );
-        Ok(state.token(rkey, range.addr, range.len))
+        st.windows.insert(rkey, window);
+        Ok(st.conn.state().token(rkey, range.addr, range.len))
     }
 
     /// `hipObjPutRdmaToken`: invalidate the window the token names, if it is one of ours. When
@@ -94,13 +82,11 @@ impl AppConnection {
             return;
         }
         let mut st = self.lock();
-        let Some(w) = st.windows.remove(&token.rkey) else {
+        let Some(mut window) = st.windows.remove(&token.rkey) else {
             return;
         };
-        if w.qp_num == st.conn.state().qp_num {
-            st.conn.invalidate(token.rkey);
-        }
-        drop(w.window);
+        st.conn.invalidate_window(&mut window);
+        drop(window);
         if st.conn.is_fenced() {
             st.windows.clear();
             if let Err(e) = st.conn.replace() {

@@ -11,9 +11,7 @@ use super::state::{ConnState, PairOutcome, Pairing, WindowEnd};
 use crate::error::{Error, Result};
 use crate::remote_inv::{RecvRing, RemoteInv, RECV_WAIT, RING};
 use crate::token::{Token, Transport};
-use crate::verbs::{
-    random_psn, wc_status_name, Access, BindRange, Device, Mw, QpCaps, RcPeer, RcQp, MAX_PSN,
-};
+use crate::verbs::{random_psn, Access, BindRange, Device, QpCaps, RcPeer, RcQp, Window, MAX_PSN};
 use hipobj_actors::recovery::Renew;
 use hipobj_actors::stages::{self, Stage};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -51,18 +49,17 @@ pub enum Role {
 
 /// A QP, its memory window and its pairing, owned by value: by the pool while idle, by the holder
 /// of its lease during a transfer, by its recovery worker while its QP is replaced (the
-/// application connection: by its lock). Fields drop in order: the window before the QP.
+/// application connection: by its lock). Fields drop in order: the window before the QP. What a
+/// bind or invalidation the NIC did not confirm does to the QP (fence it) is the window's
+/// policy ([`Window`]); the connection asks the QP whether it was fenced.
 pub struct Connection {
-    window: Option<Mw>,
+    window: Option<Window>,
     qp: RcQp,
     pairing: Option<Pairing>,
     /// Zero-length receives for the server's SEND_WITH_INV (pool connections under windows).
     recv: Option<RecvRing>,
     /// Which connection this is; fresh QPs keep it.
     role: Role,
-    /// Set when a window of this QP may still be valid (an invalidation was not confirmed): the
-    /// QP was moved to ERR and must be replaced before any further use.
-    fenced: bool,
     next_wr_id: u64,
     device: Arc<Device>,
 }
@@ -71,11 +68,11 @@ impl Connection {
     /// A fresh QP in INIT with its window; for a pool connection under windows (a registration's
     /// rkey must never be invalidated remotely) its receives for remote invalidation posted.
     pub fn fresh(device: &Arc<Device>, protection: Protection, role: Role) -> Result<Connection> {
+        let mut qp = device.create_rc_qp(CLIENT_QP_CAPS)?;
         let window = match protection {
-            Protection::Windows => Some(device.alloc_mw()?),
+            Protection::Windows => Some(Window::alloc(&qp)?),
             Protection::Registration => None,
         };
-        let mut qp = device.create_rc_qp(CLIENT_QP_CAPS)?;
         qp.to_init(qp_access())?;
         LIVE_QPS.fetch_add(1, Ordering::Relaxed);
         let recv = match (protection, role) {
@@ -99,14 +96,9 @@ impl Connection {
             pairing: None,
             recv,
             role,
-            fenced: false,
             next_wr_id: 1,
             device: device.clone(),
         })
-    }
-
-    pub(super) fn device(&self) -> &Arc<Device> {
-        &self.device
     }
 
     /// Which connection this is.
@@ -140,7 +132,7 @@ impl Connection {
 
     /// Whether the QP must be replaced before the connection is used again.
     pub fn is_fenced(&self) -> bool {
-        self.fenced
+        self.qp.is_fenced()
     }
 
     /// Apply a `428` reply's server token (rule 5.3).
@@ -151,7 +143,7 @@ impl Connection {
         if server.lid == 0 {
             return Err(Error::rdma("428 reply carries pairing id 0"));
         }
-        if self.pairing.is_some() || self.fenced {
+        if self.pairing.is_some() || self.is_fenced() {
             self.replace()?;
             return Ok(PairOutcome::Replaced);
         }
@@ -197,11 +189,11 @@ impl Connection {
         Ok(())
     }
 
-    /// Move the QP to ERR: from now on it accepts no remote access at all.
+    /// Move the QP to ERR: from now on it accepts no remote access at all (its window is dead).
     pub fn fence(&mut self) {
-        self.fenced = true;
-        if let Err(e) = self.qp.to_error() {
-            tracing::warn!(qpn = self.qp.qp_num(), "could not move a QP to ERR: {e}");
+        match &mut self.window {
+            Some(window) => window.fence(),
+            None => self.qp.fence(),
         }
     }
 
@@ -210,68 +202,61 @@ impl Connection {
         self.next_wr_id
     }
 
-    /// Wait for the successful completion of work request `wr_id` (`what`, for the error).
-    fn confirm(&mut self, what: &str, wr_id: u64) -> Result<()> {
-        let (done, effort) = self.qp.wait_completion_with_effort(wr_id, LOCAL_OP_LIMIT)?;
-        stages::waited(effort.empty_polls, effort.yields);
-        if !done.is_success() {
-            return Err(Error::rdma(format!(
-                "{what} on QP {:#x} completed with {} (vendor error {:#x})",
-                self.qp.qp_num(),
-                wc_status_name(done.status),
-                done.vendor_err
-            )));
+    /// A window for binding on this QP (the application connection's: one per token).
+    pub(super) fn alloc_window(&self) -> Result<Window> {
+        Ok(Window::alloc(&self.qp)?)
+    }
+
+    fn check_bindable(&self) -> Result<()> {
+        if self.pairing.is_none() || self.is_fenced() {
+            return Err(Error::internal("bind on an unpaired or fenced QP"));
         }
         Ok(())
     }
 
-    /// Post a bind of `window` over `range` on this (paired, RTS) QP; the rkey it will have.
-    fn post_bind_window(&mut self, window: &Mw, range: &BindRange<'_>) -> Result<PostedBind> {
-        if self.pairing.is_none() || self.fenced {
-            return Err(Error::internal("bind on an unpaired or fenced QP"));
-        }
+    /// Bind `window` (of this QP) over `range` on this (paired, RTS) QP and wait for the bind to
+    /// complete; the window's new rkey. Not confirmed: the QP is fenced (the window's policy).
+    pub(super) fn bind_window(
+        &mut self,
+        window: &mut Window,
+        range: &BindRange<'_>,
+    ) -> Result<u32> {
+        self.check_bindable()?;
         let wr_id = self.wr_id();
-        let rkey = self.qp.post_bind_mw(wr_id, window, range)?;
-        Ok(PostedBind { wr_id, rkey })
-    }
-
-    /// Wait for a posted bind of `window`; once it completed successfully its rkey is the
-    /// window's. An error leaves no usable bind (the old rkey was invalidated before).
-    fn confirm_bind_window(&mut self, window: &mut Mw, bind: PostedBind) -> Result<u32> {
-        self.confirm("memory window bind", bind.wr_id)?;
-        self.qp.bound(window, bind.rkey);
-        Ok(bind.rkey)
-    }
-
-    /// Bind `window` over `range` on this (paired, RTS) QP and wait for the bind to complete; the
-    /// window's new rkey.
-    pub(super) fn bind_window(&mut self, window: &mut Mw, range: &BindRange<'_>) -> Result<u32> {
-        let bind = self.post_bind_window(window, range)?;
-        self.confirm_bind_window(window, bind)
+        let (rkey, effort) = window.bind(&mut self.qp, wr_id, range, LOCAL_OP_LIMIT)?;
+        stages::waited(effort.empty_polls, effort.yields);
+        Ok(rkey)
     }
 
     /// Post a bind of the connection's own window over `range` (docs/protocol.md 9.7). Its rkey is
     /// known at once (work such as the token may go on meanwhile); the window grants nothing
     /// remotely to rely on until [`Connection::confirm_bind`] has seen the bind complete.
     pub fn post_bind(&mut self, range: &BindRange<'_>) -> Result<PostedBind> {
+        self.check_bindable()?;
+        let wr_id = self.wr_id();
         let window = self
             .window
-            .take()
+            .as_mut()
             .ok_or_else(|| Error::internal("bind on a connection without a window"))?;
-        let posted = self.post_bind_window(&window, range);
-        self.window = Some(window);
-        posted
+        let rkey = window.post_bind(&mut self.qp, wr_id, range)?;
+        Ok(PostedBind { rkey })
     }
 
-    /// Wait for the bind [`Connection::post_bind`] posted to complete; its rkey.
+    /// Wait for the bind [`Connection::post_bind`] posted to complete; its rkey. Not confirmed:
+    /// the QP is fenced.
     pub fn confirm_bind(&mut self, bind: PostedBind) -> Result<u32> {
-        let mut window = self
+        let window = self
             .window
-            .take()
+            .as_mut()
             .ok_or_else(|| Error::internal("bind on a connection without a window"))?;
-        let confirmed = self.confirm_bind_window(&mut window, bind);
-        self.window = Some(window);
-        confirmed
+        let (rkey, effort) = window.confirm_bind(&mut self.qp, LOCAL_OP_LIMIT)?;
+        stages::waited(effort.empty_polls, effort.yields);
+        if rkey != bind.rkey {
+            return Err(Error::internal(
+                "a bind confirmed with another rkey than posted",
+            ));
+        }
+        Ok(rkey)
     }
 
     /// End the window `rkey` of a request (rules 9.8 and 11.2). `Announced`: the `200` says the
@@ -288,11 +273,11 @@ impl Connection {
     /// `rxe_invalidate_mw` from a local invalidation after a callback failure), and in the
     /// responder when a late SEND_WITH_INV names a window already invalidated locally.
     pub fn end_window(&mut self, rkey: u32, end: WindowEnd) -> Result<()> {
-        if self.fenced {
+        if self.is_fenced() {
             return Ok(());
         }
         let Some(ring) = &mut self.recv else {
-            self.invalidate(rkey);
+            self.invalidate();
             return Ok(());
         };
         let wait = match end {
@@ -303,6 +288,9 @@ impl Connection {
         stages::mark(Stage::InvalidateWait);
         match (seen, end) {
             (RemoteInv::Invalidated, _) => {
+                if let Some(window) = self.window.as_mut() {
+                    window.invalidated_remotely();
+                }
                 if let Err(e) = ring.refill(&mut self.qp) {
                     tracing::debug!(
                         qpn = self.qp.qp_num(),
@@ -313,7 +301,7 @@ impl Connection {
                 Ok(())
             }
             (RemoteInv::NotSeen, WindowEnd::Settled) => {
-                self.invalidate(rkey);
+                self.invalidate();
                 Ok(())
             }
             (RemoteInv::NotSeen, WindowEnd::Announced | WindowEnd::Unknown) => {
@@ -342,28 +330,41 @@ impl Connection {
         }
     }
 
-    /// Invalidate `rkey` on this QP and wait for it (docs/protocol.md 9.8). If that cannot be
-    /// confirmed the QP is fenced (moved to ERR) and must be replaced before it is used again.
-    pub fn invalidate(&mut self, rkey: u32) {
-        if self.fenced {
+    /// Invalidate the connection's own window and wait for it (docs/protocol.md 9.8). If that
+    /// cannot be confirmed the QP is fenced (the window's policy) and must be replaced before it
+    /// is used again.
+    fn invalidate(&mut self) {
+        let wr_id = self.wr_id();
+        let Some(window) = self.window.as_mut() else {
+            return;
+        };
+        let done = window.post_invalidate(&mut self.qp, wr_id).and_then(|()| {
+            stages::mark(Stage::InvalidatePost);
+            window.confirm_invalidate(&mut self.qp, LOCAL_OP_LIMIT)
+        });
+        stages::mark(Stage::InvalidateWait);
+        match done {
+            Ok(effort) => stages::waited(effort.empty_polls, effort.yields),
+            Err(e) => tracing::debug!(
+                qpn = self.qp.qp_num(),
+                "window invalidation not confirmed ({e}); the QP is fenced"
+            ),
+        }
+    }
+
+    /// Invalidate an application window bound on this QP and wait for it (docs/protocol.md 9.8,
+    /// rule 9.9); not confirmed: the QP is fenced. A window of an earlier QP of this connection
+    /// is left alone (dropping it fences that QP, which is out of use).
+    pub(super) fn invalidate_window(&mut self, window: &mut Window) {
+        if !window.is_on(&self.qp) || self.is_fenced() {
             return;
         }
         let wr_id = self.wr_id();
-        let done = self
-            .qp
-            .post_local_inv(wr_id, rkey)
-            .map_err(Error::from)
-            .and_then(|()| {
-                stages::mark(Stage::InvalidatePost);
-                self.confirm("memory window invalidation", wr_id)
-            });
-        stages::mark(Stage::InvalidateWait);
-        if let Err(e) = done {
+        if let Err(e) = window.invalidate(&mut self.qp, wr_id, LOCAL_OP_LIMIT) {
             tracing::debug!(
                 qpn = self.qp.qp_num(),
-                "window invalidation not confirmed ({e}); fencing the QP"
+                "window invalidation not confirmed ({e}); the QP is fenced"
             );
-            self.fence();
         }
     }
 }
@@ -387,7 +388,6 @@ impl Drop for Connection {
 #[must_use = "a posted bind must be confirmed before the server may use its rkey"]
 #[derive(Debug)]
 pub struct PostedBind {
-    wr_id: u64,
     rkey: u32,
 }
 
@@ -395,5 +395,103 @@ impl PostedBind {
     /// The rkey the bind gives the window (chosen by us: `ibv_inc_rkey`).
     pub fn rkey(&self) -> u32 {
         self.rkey
+    }
+}
+
+/// The window policy as the pool's connections meet it, over real verbs (the lane's rxe): a bind
+/// the NIC refuses fences the QP, which is replaced before it is used again.
+#[cfg(test)]
+mod rxe_tests {
+    use super::*;
+    use crate::pool::AppConnection;
+    use crate::verbs::lane_tests::{self, TestMemory};
+
+    /// A server token naming a QP of the same device (binds are local: it need not answer).
+    fn server_token(device: &Device, qp_num: u32) -> Token {
+        Token {
+            transport: Transport::Rc,
+            qp_num,
+            gid: device.port().gid,
+            rkey: 0x1234,
+            remote_addr: 0,
+            length: 0,
+            port: device.port().port,
+            lid: 7,
+        }
+    }
+
+    fn range(mem: &TestMemory) -> BindRange<'_> {
+        BindRange {
+            mr: &mem.mr,
+            addr: mem.mr.addr() as u64,
+            len: 4096,
+            access: Access::REMOTE_WRITE,
+        }
+    }
+
+    #[test]
+    #[ignore = "needs an RDMA device: runs in the lane (make e2e), fails there without one"]
+    fn a_pool_connection_whose_bind_is_not_confirmed_is_fenced_then_replaced() {
+        let device = lane_tests::open();
+        let role = Role::Pool {
+            slot: 0,
+            remote_inv: false,
+        };
+        let mut conn = Connection::fresh(&device, Protection::Windows, role).expect("fresh");
+        let peer = conn.state().qp_num;
+        conn.pair(&server_token(&device, peer)).expect("pair");
+        let good = TestMemory::new(&device, 4096, Access::LOCAL_WRITE | Access::MW_BIND);
+        let posted = conn.post_bind(&range(&good)).expect("post bind");
+        let rkey = conn.confirm_bind(posted).expect("bind confirmed");
+        conn.end_window(rkey, WindowEnd::Settled)
+            .expect("invalidated");
+        assert!(!conn.is_fenced(), "confirmed bind and invalidation");
+
+        let no_bind = TestMemory::new(&device, 4096, Access::LOCAL_WRITE);
+        let posted = conn.post_bind(&range(&no_bind)).expect("post bind");
+        assert!(
+            conn.confirm_bind(posted).is_err(),
+            "the NIC refuses the bind"
+        );
+        assert!(
+            conn.is_fenced(),
+            "an unconfirmed bind fences the connection's QP"
+        );
+        assert!(
+            conn.post_bind(&range(&good)).is_err(),
+            "a fenced QP binds nothing"
+        );
+        let old_qp = conn.state().qp_num;
+        conn.renew().expect("the worker replaces the QP");
+        assert!(!conn.is_fenced() && !conn.is_paired());
+        assert_ne!(conn.state().qp_num, old_qp);
+    }
+
+    #[test]
+    #[ignore = "needs an RDMA device: runs in the lane (make e2e), fails there without one"]
+    fn an_application_window_whose_bind_is_not_confirmed_fences_the_qp() {
+        let device = lane_tests::open();
+        let app = AppConnection::new(&device, Protection::Windows).expect("app connection");
+        let good = TestMemory::new(&device, 4096, Access::LOCAL_WRITE | Access::MW_BIND);
+        let unpaired = app.mint(&range(&good), 0).expect("unpaired token");
+        assert_eq!(unpaired.rkey, 0);
+        app.pair(&server_token(&device, unpaired.qp_num))
+            .expect("pair");
+        let token = app.mint(&range(&good), 0).expect("token");
+        assert_ne!(token.rkey, 0);
+        assert_eq!(token.qp_num, unpaired.qp_num);
+        app.release(&token);
+        assert_eq!(app.open_windows(), 0);
+
+        let no_bind = TestMemory::new(&device, 4096, Access::LOCAL_WRITE);
+        assert!(
+            app.mint(&range(&no_bind), 0).is_err(),
+            "the NIC refuses the bind"
+        );
+        assert_eq!(app.open_windows(), 0);
+        // The fenced QP is replaced before the next token: a fresh, unpaired one.
+        let next = app.mint(&range(&good), 0).expect("token of a fresh QP");
+        assert_ne!(next.qp_num, unpaired.qp_num, "the fenced QP was replaced");
+        assert_eq!(next.rkey, 0, "the fresh QP is not paired yet");
     }
 }

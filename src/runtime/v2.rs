@@ -11,7 +11,7 @@ use crate::rcv2::{Cookie, Op, Psn};
 use crate::registry::{Buffer, BufferKind};
 use crate::token::{Token, Transport};
 use crate::verbs::{
-    wc_status_name, Access, BindRange, Completion, Device, Mw, QpCaps, RcPeer, RcQp, RdmaOp,
+    wc_status_name, Access, BindRange, Completion, Device, QpCaps, RcPeer, RcQp, RdmaOp, Window,
     WC_FLAG_WITH_IMM, WC_RDMA_WRITE, WC_RECV_RDMA_WITH_IMM,
 };
 use hipobj_actors::registry::Entry;
@@ -135,12 +135,10 @@ impl<'a> TransferParts<V2Call<'a>> for Runtime {
 }
 
 /// The data path of one v2 transfer: its own RC QP, and for a GET under memory windows the
-/// window that exposes exactly the transfer's bytes. Fields drop in order: the window before the
-/// QP.
+/// window that exposes exactly the transfer's bytes (a bind or invalidation the NIC did not
+/// confirm fences the QP: the window's policy). Fields drop in order: the window before the QP.
 struct QpPath<'b> {
-    window: Option<Mw>,
-    /// The rkey of the bound window, until it is invalidated.
-    bound: Option<u32>,
+    window: Option<Window>,
     qp: RcQp,
     op: Op,
     buffer: &'b Buffer,
@@ -170,7 +168,6 @@ impl<'b> QpPath<'b> {
         qp.to_init(access)?;
         Ok(QpPath {
             window: None,
-            bound: None,
             qp,
             op,
             buffer,
@@ -187,48 +184,16 @@ impl<'b> QpPath<'b> {
 
     /// Bind a window over exactly the transfer's bytes, remote write only; its rkey.
     fn bind_window(&mut self) -> Result<u32> {
-        let window = self.device.alloc_mw()?;
         let range = BindRange {
             mr: self.buffer.mr(),
             addr: self.buffer.remote_addr(self.offset),
             len: self.size as u64,
             access: Access::REMOTE_WRITE,
         };
-        let rkey = self.qp.post_bind_mw(WR_BIND, &window, &range)?;
-        self.bound = Some(rkey);
-        self.window = Some(window);
-        let (done, effort) = self
-            .qp
-            .wait_completion_with_effort(WR_BIND, LOCAL_OP_LIMIT)?;
+        let window = self.window.insert(Window::alloc(&self.qp)?);
+        let (rkey, effort) = window.bind(&mut self.qp, WR_BIND, &range, LOCAL_OP_LIMIT)?;
         hipobj_actors::stages::waited(effort.empty_polls, effort.yields);
-        check_completion(&done, "memory window bind")?;
-        if let Some(window) = self.window.as_mut() {
-            self.qp.bound(window, rkey);
-        }
         Ok(rkey)
-    }
-
-    /// Invalidate the bound window and wait for it; false when that cannot be confirmed.
-    fn invalidate(&mut self) -> bool {
-        let Some(rkey) = self.bound.take() else {
-            return true;
-        };
-        let done = self
-            .qp
-            .post_local_inv(WR_INVALIDATE, rkey)
-            .map_err(Error::from)
-            .and_then(|()| Ok(self.qp.wait_completion(WR_INVALIDATE, LOCAL_OP_LIMIT)?))
-            .and_then(|c| check_completion(&c, "memory window invalidation"));
-        match done {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::debug!(
-                    qpn = self.qp.qp_num(),
-                    "v2 window invalidation not confirmed ({e})"
-                );
-                false
-            }
-        }
     }
 }
 
@@ -313,8 +278,15 @@ impl DataPath for QpPath<'_> {
     }
 
     fn close(&mut self, failed: bool) {
-        let invalidated = self.invalidate();
-        if failed || !invalidated {
+        if let Some(window) = self.window.as_mut() {
+            if let Err(e) = window.invalidate(&mut self.qp, WR_INVALIDATE, LOCAL_OP_LIMIT) {
+                tracing::debug!(
+                    qpn = self.qp.qp_num(),
+                    "v2 window invalidation not confirmed ({e}); the QP is fenced"
+                );
+            }
+        }
+        if failed && !self.qp.is_fenced() {
             if let Err(e) = self.qp.to_error() {
                 tracing::warn!(qpn = self.qp.qp_num(), "could not move a v2 QP to ERR: {e}");
             }
@@ -374,5 +346,52 @@ fn wait_until(qp: &mut RcQp, wr_id: u64, deadline: Instant) -> Result<Completion
             let us = u64::from(idle - SPINS).clamp(20, MAX_SLEEP_US);
             std::thread::sleep(Duration::from_micros(us));
         }
+    }
+}
+
+/// The window policy as a v2 transfer meets it, over real verbs (the lane's rxe): a GET whose
+/// window bind the NIC refuses fences the transfer's QP.
+#[cfg(test)]
+mod rxe_tests {
+    use super::*;
+    use crate::verbs::lane_tests;
+
+    const LEN: usize = 4096;
+
+    /// A GET's path over a host buffer registered with `access`, connected to itself (binds are
+    /// local operations: the peer need not answer).
+    fn armed(device: &Arc<Device>, bytes: &[u8], access: Access) -> (Result<(u64, u32)>, bool) {
+        // SAFETY: `bytes` outlives the registration: the Buffer holding it is dropped at the end
+        // of this function, before the caller's memory.
+        let mr =
+            unsafe { device.register(bytes.as_ptr() as usize, LEN, access) }.expect("register");
+        let buffer = Buffer::new(BufferKind::Host, bytes.as_ptr() as usize, mr, None, None);
+        let mut path =
+            QpPath::open(device, Protection::Windows, Op::Get, &buffer, 0, LEN).expect("open");
+        let own = path.token();
+        path.connect(&own, Psn::random(), Psn::random())
+            .expect("connect");
+        let armed = path.arm();
+        let fenced = path.qp.is_fenced();
+        path.close(armed.is_err());
+        (armed, fenced)
+    }
+
+    #[test]
+    #[ignore = "needs an RDMA device: runs in the lane (make e2e), fails there without one"]
+    fn a_v2_get_whose_window_bind_is_not_confirmed_fences_its_qp() {
+        let device = lane_tests::open();
+        let bytes = vec![0u8; LEN];
+        let (ok, fenced) = armed(&device, &bytes, Access::LOCAL_WRITE | Access::MW_BIND);
+        let (addr, rkey) = ok.expect("a bind the NIC confirms");
+        assert_eq!(addr, bytes.as_ptr() as u64);
+        assert_ne!(rkey, 0);
+        assert!(!fenced);
+        let (refused, fenced) = armed(&device, &bytes, Access::LOCAL_WRITE);
+        assert!(
+            refused.is_err(),
+            "the NIC refuses a bind over an MR without MW_BIND"
+        );
+        assert!(fenced, "the unconfirmed bind fenced the v2 QP");
     }
 }

@@ -500,25 +500,11 @@ mod tests {
         assert_eq!(Mtu::from_raw(6), None);
     }
 
-    /// The device hint when an RDMA device is present (see tests/verbs_rxe.rs), else `None`.
-    fn rdma_device_hint() -> Option<Option<String>> {
-        let env = std::env::var("HIPOBJ_VM_DEVICES")
-            .ok()
-            .filter(|v| !v.trim().is_empty())
-            .map(|v| v.split_whitespace().collect::<Vec<_>>().join(","));
-        if env.is_some() {
-            return Some(env);
-        }
-        let present = std::fs::read_dir(SYSFS_INFINIBAND)
-            .map(|mut d| d.next().is_some())
-            .unwrap_or(false);
-        present.then_some(None)
-    }
-
     #[test]
     #[ignore = "needs an RDMA device: runs in the lane (make e2e), fails there without one"]
     fn sysfs_gid_type_fallback_picks_the_same_gid_as_query_gid_ex() {
-        let hint = rdma_device_hint().expect("no RDMA device: this test needs one (the lane)");
+        let hint = crate::verbs::lane_tests::rdma_device_hint()
+            .expect("no RDMA device: this test needs one (the lane)");
         let with_ex = Arc::new(Lib::load_from(&["libibverbs.so.1"]).expect("libibverbs loads"));
         assert!(with_ex.query_gid_ex.is_some());
         let mut without_ex = Lib::load_from(&["libibverbs.so.1"]).expect("libibverbs loads");

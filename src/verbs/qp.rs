@@ -2,7 +2,10 @@
 //! and completion polling. `ibv_post_send` and `ibv_poll_cq` are `static inline` in verbs.h, so
 //! they are called through `ibv_context->ops`, as the header does.
 
+use std::cell::Cell;
+use std::marker::PhantomData;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::device::{Device, Mtu};
@@ -150,7 +153,7 @@ struct Cq {
 
 impl Drop for Cq {
     fn drop(&mut self) {
-        // SAFETY: created in `create_rc_qp`, destroyed once, after its QP (field order in RcQp).
+        // SAFETY: created in `create_rc_qp`, destroyed once, after its QP (field order in QpCore).
         let rc = unsafe { (self.device.lib().destroy_cq)(self.cq.as_ptr()) };
         if rc != 0 {
             let e = VerbsError::from_rc("ibv_destroy_cq", rc, "");
@@ -159,28 +162,113 @@ impl Drop for Cq {
     }
 }
 
-/// An RC queue pair with its own CQ (used for send and receive completions). Holds its
-/// `Device`. `Drop` destroys the QP, then the CQ.
-pub struct RcQp {
+/// The QP itself and its CQ, shared by the [`RcQp`] that posts and polls on it and by the
+/// [`QpFence`] of each memory window bound on it (a child holds its parent: a window that must
+/// fence its QP when dropped finds it alive). The last holder destroys the QP, then the CQ.
+struct QpCore {
     qp: NonNull<sys::ibv_qp>,
     qp_num: u32,
-    // Dropped after `RcQp::drop` has destroyed the QP.
+    /// Set by [`QpFence::fence`]: the QP was moved to ERR because a window bound on it may still
+    /// grant access; it must be replaced before any further use.
+    fenced: AtomicBool,
+    // Dropped after `QpCore::drop` has destroyed the QP.
     cq: Cq,
     device: Arc<Device>,
 }
 
-// SAFETY: libibverbs lets any thread use a QP and CQ (verbs(7), thread safety), so moving the
-// owner to another thread is sound, and it moves often: a pool connection's `RcQp` goes from the
-// pool to the thread that leases it, to its recovery worker after a failure, and back (the
-// application connection's and a v2 transfer's stay behind a lock or on one thread). `RcQp` is
-// deliberately not `Sync`: posting and polling take `&mut self`, so whichever thread owns it at
-// the moment is the only one that touches it.
-unsafe impl Send for RcQp {}
+// SAFETY: libibverbs lets any thread use a QP and CQ (verbs(7), thread safety: every verb may be
+// called from any thread), so the core may move between threads: a pool connection's `RcQp`
+// moves from the pool to the thread that leases it, to its recovery worker after a failure, and
+// back. Posting and polling take `&mut RcQp` (one owner at a time).
+unsafe impl Send for QpCore {}
+// SAFETY: through a shared `&QpCore` only two things are reached: the plain fields (never written
+// after creation) and the atomic flag, and `ibv_modify_qp` to ERR (a [`QpFence`]), a verb that
+// libibverbs lets any thread call on a QP while another posts or polls on it (verbs(7)). In
+// practice a window and its QP have the same owner, so the fence runs on that owner's thread.
+unsafe impl Sync for QpCore {}
+
+impl QpCore {
+    fn modify(
+        &self,
+        attr: &mut sys::ibv_qp_attr,
+        mask: libc::c_int,
+        step: &str,
+    ) -> Result<(), VerbsError> {
+        // SAFETY: live QP; `attr` is a valid ibv_qp_attr whose masked fields are set.
+        let rc = unsafe { (self.device.lib().modify_qp)(self.qp.as_ptr(), attr, mask) };
+        if rc != 0 {
+            return Err(VerbsError::from_rc(
+                "ibv_modify_qp",
+                rc,
+                format!("QP {:#x} to {step}", self.qp_num),
+            ));
+        }
+        Ok(())
+    }
+
+    fn to_error(&self) -> Result<(), VerbsError> {
+        let mut attr = sys::ibv_qp_attr {
+            qp_state: sys::IBV_QPS_ERR,
+            ..Default::default()
+        };
+        self.modify(&mut attr, sys::IBV_QP_STATE, "ERR")
+    }
+}
+
+impl Drop for QpCore {
+    fn drop(&mut self) {
+        // SAFETY: created in `create_rc_qp`, destroyed exactly once, by the last holder; the CQ
+        // is destroyed after (field drop order).
+        let rc = unsafe { (self.device.lib().destroy_qp)(self.qp.as_ptr()) };
+        if rc != 0 {
+            let e = VerbsError::from_rc("ibv_destroy_qp", rc, "");
+            tracing::warn!(qp_num = self.qp_num, error = %e, "destroying a queue pair failed");
+        }
+    }
+}
+
+/// An RC queue pair with its own CQ (used for send and receive completions). Holds its
+/// `Device`. The QP is destroyed, then the CQ, when this and every [`QpFence`] of it are gone.
+/// Deliberately not `Sync`: posting and polling take `&mut self`, so whichever thread owns it
+/// at the moment is the only one that posts and polls.
+pub struct RcQp {
+    core: Arc<QpCore>,
+    _not_sync: PhantomData<Cell<()>>,
+}
+
+/// What a memory window holds of the QP it is bound on: enough to fence that QP (move it to ERR
+/// and mark it for replacement) from anywhere, even from the window's `Drop`, and it keeps the QP
+/// alive until then.
+#[derive(Clone)]
+pub struct QpFence {
+    core: Arc<QpCore>,
+}
+
+impl QpFence {
+    /// Move the QP to ERR (from then on it grants no remote access at all, through any window)
+    /// and mark it fenced: its owner must replace it before using it again.
+    pub fn fence(&self) {
+        self.core.fenced.store(true, Ordering::Release);
+        if let Err(e) = self.core.to_error() {
+            tracing::warn!(qpn = self.core.qp_num, "could not move a QP to ERR: {e}");
+        }
+    }
+
+    /// Whether the QP was fenced.
+    pub fn is_fenced(&self) -> bool {
+        self.core.fenced.load(Ordering::Acquire)
+    }
+
+    /// Whether this is the fence of `qp`.
+    pub fn is_of(&self, qp: &RcQp) -> bool {
+        Arc::ptr_eq(&self.core, &qp.core)
+    }
+}
 
 impl std::fmt::Debug for RcQp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RcQp")
-            .field("qp_num", &format_args!("{:#x}", self.qp_num))
+            .field("qp_num", &format_args!("{:#x}", self.core.qp_num))
             .finish()
     }
 }
@@ -252,10 +340,14 @@ impl Device {
         let qp_num = unsafe { (*qp.as_ptr()).qp_num };
         tracing::debug!(device = %self.name(), qp_num, "RC QP created");
         Ok(RcQp {
-            qp,
-            qp_num,
-            cq,
-            device: Arc::clone(self),
+            core: Arc::new(QpCore {
+                qp,
+                qp_num,
+                fenced: AtomicBool::new(false),
+                cq,
+                device: Arc::clone(self),
+            }),
+            _not_sync: PhantomData,
         })
     }
 }
@@ -282,12 +374,12 @@ fn check_max(verb_step: &'static str, what: &str, value: u8, max: u8) -> Result<
 
 impl RcQp {
     pub fn qp_num(&self) -> u32 {
-        self.qp_num
+        self.core.qp_num
     }
 
     /// The device the QP was created on.
     pub fn device(&self) -> &Arc<Device> {
-        &self.device
+        &self.core.device
     }
 
     fn modify(
@@ -296,16 +388,7 @@ impl RcQp {
         mask: libc::c_int,
         step: &str,
     ) -> Result<(), VerbsError> {
-        // SAFETY: live QP; `attr` is a valid ibv_qp_attr whose masked fields are set.
-        let rc = unsafe { (self.device.lib().modify_qp)(self.qp.as_ptr(), attr, mask) };
-        if rc != 0 {
-            return Err(VerbsError::from_rc(
-                "ibv_modify_qp",
-                rc,
-                format!("QP {:#x} to {step}", self.qp_num),
-            ));
-        }
-        Ok(())
+        self.core.modify(attr, mask, step)
     }
 
     /// RESET -> INIT: pkey index 0, the device's port, remote `access`.
@@ -313,7 +396,7 @@ impl RcQp {
         let mut attr = sys::ibv_qp_attr {
             qp_state: sys::IBV_QPS_INIT,
             pkey_index: 0,
-            port_num: self.device.port().port,
+            port_num: self.core.device.port().port,
             qp_access_flags: access.bits(),
             ..Default::default()
         };
@@ -334,7 +417,7 @@ impl RcQp {
                 format!("dest_qp_num {:#x} exceeds 24 bits", p.dest_qp_num),
             ));
         }
-        let port = self.device.port();
+        let port = self.core.device.port();
         let mut attr = sys::ibv_qp_attr {
             qp_state: sys::IBV_QPS_RTR,
             path_mtu: p.path_mtu as u32,
@@ -400,11 +483,28 @@ impl RcQp {
 
     /// Any state -> ERR: outstanding work requests complete with `WC_WR_FLUSH_ERR`.
     pub fn to_error(&mut self) -> Result<(), VerbsError> {
-        let mut attr = sys::ibv_qp_attr {
-            qp_state: sys::IBV_QPS_ERR,
-            ..Default::default()
-        };
-        self.modify(&mut attr, sys::IBV_QP_STATE, "ERR")
+        self.core.to_error()
+    }
+
+    /// The handle a memory window keeps of this QP to fence it ([`QpFence`]).
+    pub fn fence_handle(&self) -> QpFence {
+        QpFence {
+            core: Arc::clone(&self.core),
+        }
+    }
+
+    /// Move the QP to ERR and mark it fenced ([`QpFence::fence`]).
+    pub fn fence(&mut self) {
+        QpFence {
+            core: Arc::clone(&self.core),
+        }
+        .fence()
+    }
+
+    /// Whether the QP was fenced (by its owner or by a window bound on it): it must be replaced
+    /// before any further use.
+    pub fn is_fenced(&self) -> bool {
+        self.core.fenced.load(Ordering::Acquire)
     }
 
     /// Posts one RDMA WRITE (`local` -> remote) or READ (remote -> `local`) of `len` bytes at
@@ -424,7 +524,7 @@ impl RcQp {
         rkey: u32,
         signaled: bool,
     ) -> Result<(), VerbsError> {
-        let max_msg_sz = self.device.port().max_msg_sz;
+        let max_msg_sz = self.core.device.port().max_msg_sz;
         let target = (remote_addr, rkey);
         self.post_rdma_upto(
             op,
@@ -525,7 +625,7 @@ impl RcQp {
     ) -> Result<(), VerbsError> {
         const VERB: &str = "ibv_post_send";
         let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
-        let qp = self.qp.as_ptr();
+        let qp = self.core.qp.as_ptr();
         // SAFETY: live QP; its context pointer is set by libibverbs at creation and stays valid
         // while the device is open (we hold it).
         let post_send = unsafe { (*(*qp).context).ops.post_send };
@@ -543,7 +643,7 @@ impl RcQp {
             return Err(VerbsError::from_rc(
                 VERB,
                 rc,
-                format!("{} on QP {:#x}", what(), self.qp_num),
+                format!("{} on QP {:#x}", what(), self.core.qp_num),
             ));
         }
         Ok(())
@@ -558,7 +658,7 @@ impl RcQp {
         offset: usize,
         len: u32,
     ) -> Result<sys::ibv_sge, VerbsError> {
-        if !Arc::ptr_eq(&mr.device, &self.device) {
+        if !Arc::ptr_eq(&mr.device, &self.core.device) {
             return Err(VerbsError::invalid(
                 verb,
                 "MR is registered on another device",
@@ -609,7 +709,7 @@ impl RcQp {
             num_sge,
         };
         let mut bad: *mut sys::ibv_recv_wr = std::ptr::null_mut();
-        let qp = self.qp.as_ptr();
+        let qp = self.core.qp.as_ptr();
         // SAFETY: live QP; its context pointer is valid while the device is open (we hold it).
         let post_recv = unsafe { (*(*qp).context).ops.post_recv };
         let Some(post_recv) = post_recv else {
@@ -626,7 +726,7 @@ impl RcQp {
             return Err(VerbsError::from_rc(
                 VERB,
                 rc,
-                format!("receive on QP {:#x}", self.qp_num),
+                format!("receive on QP {:#x}", self.core.qp_num),
             ));
         }
         Ok(())
@@ -651,7 +751,7 @@ impl RcQp {
 
     /// One `ibv_poll_cq` of up to `wc.len()` completions into `wc`; how many it returned.
     fn poll_into(&mut self, wc: &mut [sys::ibv_wc]) -> Result<usize, VerbsError> {
-        let cq = self.cq.cq.as_ptr();
+        let cq = self.core.cq.cq.as_ptr();
         // SAFETY: live CQ; its context pointer is valid while the device is open. `ops.poll_cq`
         // is what verbs.h's inline ibv_poll_cq calls.
         let poll_cq = unsafe { (*(*cq).context).ops.poll_cq };
@@ -669,7 +769,7 @@ impl RcQp {
             return Err(VerbsError::from_rc(
                 "ibv_poll_cq",
                 n,
-                format!("QP {:#x}", self.qp_num),
+                format!("QP {:#x}", self.core.qp_num),
             ));
         }
         Ok(usize::try_from(n).unwrap_or(0).min(wc.len()))
@@ -772,22 +872,10 @@ impl RcQp {
                     libc::ETIMEDOUT,
                     format!(
                         "no completion of work request {wr_id} on QP {:#x}",
-                        self.qp_num
+                        self.core.qp_num
                     ),
                 ));
             }
-        }
-    }
-}
-
-impl Drop for RcQp {
-    fn drop(&mut self) {
-        // SAFETY: created in `create_rc_qp`, destroyed exactly once; the CQ is destroyed after
-        // (field drop order).
-        let rc = unsafe { (self.device.lib().destroy_qp)(self.qp.as_ptr()) };
-        if rc != 0 {
-            let e = VerbsError::from_rc("ibv_destroy_qp", rc, "");
-            tracing::warn!(qp_num = self.qp_num, error = %e, "destroying a queue pair failed");
         }
     }
 }

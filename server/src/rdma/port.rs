@@ -140,7 +140,8 @@ pub trait RdmaQp: Send + 'static {
     /// Post one zero-length receive (consumed by the peer's WRITE_WITH_IMM).
     fn post_recv(&mut self, wr_id: u64) -> Result<(), PortError>;
     /// Bind a type-2 window on this QP (in RTS) over the first `len` bytes of `buf`, remote
-    /// write only, and wait up to `wait` for the bind's completion.
+    /// write only, and wait up to `wait` for the bind's completion. Error when it cannot be
+    /// confirmed: the QP is then fenced (ERR; `hipobj::verbs::Window`'s policy).
     fn bind_window(
         &mut self,
         buf: &Self::Buffer,
@@ -148,7 +149,8 @@ pub trait RdmaQp: Send + 'static {
         wait: std::time::Duration,
     ) -> Result<Window, PortError>;
     /// Invalidate the bound window (local invalidation on this QP), waiting up to `wait`. Error
-    /// when it cannot be confirmed: the caller then destroys the QP and its window.
+    /// when it cannot be confirmed: the QP is then fenced (ERR), and the caller destroys it and
+    /// its window.
     fn invalidate_window(&mut self, wait: std::time::Duration) -> Result<(), PortError>;
 }
 

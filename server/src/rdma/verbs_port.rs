@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use hipobj::verbs::{self, Access, BindRange, Device, Lib, Mr, Mw, QpCaps, RcPeer, RcQp};
+use hipobj::verbs::{self, Access, BindRange, Device, Lib, Mr, QpCaps, RcPeer, RcQp};
 
 use super::port::{
     Peer, PortError, PortInfo, QpSetup, RdmaOp, RdmaPort, RdmaQp, StagingBuffer, StagingMemory,
@@ -68,10 +68,11 @@ impl StagingBuffer for VerbsBuffer {
     }
 }
 
-/// A server QP (v1: in RTS; v2: from INIT on) and, for a v2 PUT, the window bound on it.
+/// A server QP (v1: in RTS; v2: from INIT on) and, for a v2 PUT, the window bound on it (a
+/// bind or invalidation the NIC did not confirm fences the QP: `hipobj::verbs::Window`'s policy).
 pub struct VerbsQp {
     // Declared first: deallocated (so invalid) before the QP is destroyed.
-    mw: Option<Mw>,
+    window: Option<verbs::Window>,
     qp: RcQp,
     polled: Vec<verbs::Completion>,
     max_rd_atomic: u8,
@@ -80,30 +81,17 @@ pub struct VerbsQp {
 impl VerbsQp {
     fn new(qp: RcQp, max_rd_atomic: u8) -> VerbsQp {
         VerbsQp {
-            mw: None,
+            window: None,
             qp,
             polled: Vec::with_capacity(POLL_BATCH),
             max_rd_atomic,
         }
     }
 
-    /// Wait for the successful completion of `wr_id` with `opcode`.
-    fn wait_ok(
-        &mut self,
-        wr_id: u64,
-        opcode: u32,
-        wait: std::time::Duration,
-    ) -> Result<(), PortError> {
-        let c = self.qp.wait_completion(wr_id, wait).map_err(port_error)?;
-        if !c.is_success() || c.opcode != opcode {
-            return Err(PortError::new(format!(
-                "work request {wr_id} completed with status {} ({}), opcode {}",
-                c.status,
-                verbs::wc_status_name(c.status),
-                c.opcode
-            )));
-        }
-        Ok(())
+    /// Whether the QP was fenced (a window bind or invalidation on it was not confirmed): it is
+    /// in ERR and grants nothing any more.
+    pub fn is_fenced(&self) -> bool {
+        self.qp.is_fenced()
     }
 }
 
@@ -178,28 +166,21 @@ impl RdmaQp for VerbsQp {
         len: u32,
         wait: std::time::Duration,
     ) -> Result<Window, PortError> {
-        if self.mw.is_some() {
+        if self.window.is_some() {
             return Err(PortError::new("this QP has a window already"));
         }
-        let mut mw = self.qp.device().alloc_mw().map_err(port_error)?;
         let range = BindRange {
             mr: &buf.mr,
             addr: buf.mr.addr() as u64,
             len: u64::from(len),
             access: Access::REMOTE_WRITE,
         };
-        let rkey = self
-            .qp
-            .post_bind_mw(WR_BIND, &mw, &range)
+        let window = self
+            .window
+            .insert(verbs::Window::alloc(&self.qp).map_err(port_error)?);
+        let (rkey, _) = window
+            .bind(&mut self.qp, WR_BIND, &range, wait)
             .map_err(port_error)?;
-        // Until the bind completed the window may or may not grant access: keep it either way
-        // (it is deallocated with this QP), but report only a confirmed one.
-        let confirmed = self.wait_ok(WR_BIND, verbs::WC_BIND_MW, wait);
-        if confirmed.is_ok() {
-            self.qp.bound(&mut mw, rkey);
-        }
-        self.mw = Some(mw);
-        confirmed?;
         Ok(Window {
             addr: range.addr,
             rkey,
@@ -207,14 +188,13 @@ impl RdmaQp for VerbsQp {
     }
 
     fn invalidate_window(&mut self, wait: std::time::Duration) -> Result<(), PortError> {
-        let Some(rkey) = self.mw.as_ref().map(Mw::rkey) else {
+        let Some(window) = self.window.as_mut() else {
             return Ok(());
         };
-        self.qp
-            .post_local_inv(WR_INVALIDATE, rkey)
+        window
+            .invalidate(&mut self.qp, WR_INVALIDATE, wait)
             .map_err(port_error)?;
-        self.wait_ok(WR_INVALIDATE, verbs::WC_LOCAL_INV, wait)?;
-        self.mw = None;
+        self.window = None;
         Ok(())
     }
 }

@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::hip::{CopyDirection, GpuRuntime, HipError};
 use crc_fast::{CrcAlgorithm, Digest};
 
 /// A CRC algorithm S3 stores: the ones whose values combine.
@@ -177,6 +178,46 @@ impl CrcPieces {
         let covered = !self.overlapped && self.later.is_empty() && self.prefix.get_amount() == len;
         covered.then(|| self.prefix.finalize())
     }
+}
+
+/// Host bytes the check of device memory copies at a time (a GPU destination's bytes are read
+/// back through a bounce of this size, never all at once).
+pub const DEVICE_BOUNCE: usize = 8 << 20;
+
+/// The CRC (`algo`) of `len` bytes of device memory at `ptr` on `device`: the check of bytes the
+/// NIC wrote straight into GPU memory (docs/protocol.md section 15), read back through a host
+/// bounce of at most `bounce` bytes at a time ([`DEVICE_BOUNCE`]).
+///
+/// # Safety
+/// `ptr .. ptr + len` must be device memory of `device` that stays allocated for the call.
+pub unsafe fn of_device_memory(
+    gpu: &dyn GpuRuntime,
+    device: i32,
+    ptr: usize,
+    len: usize,
+    algo: CrcAlgo,
+    bounce: usize,
+) -> Result<u64, HipError> {
+    let mut host = vec![0u8; bounce.clamp(1, len.max(1))];
+    let mut digest = algo.digest();
+    let mut done = 0usize;
+    while done < len {
+        let n = host.len().min(len - done);
+        // SAFETY: the caller's contract covers `ptr + done .. + n` (inside `ptr .. ptr + len`);
+        // `host` is host memory of at least `n` bytes that does not overlap device memory.
+        unsafe {
+            gpu.copy_blocking(
+                device,
+                host.as_mut_ptr() as usize,
+                ptr + done,
+                n,
+                CopyDirection::DeviceToHost,
+            )?
+        };
+        digest.update(&host[..n]);
+        done += n;
+    }
+    Ok(digest.finalize())
 }
 
 /// Whether downloads are checked: the AWS SDKs' `response_checksum_validation` values, as the
@@ -566,5 +607,41 @@ mod tests {
             "{text}"
         );
         assert!(stored.check(None).is_err());
+    }
+
+    /// Device memory is read back through the bounce in pieces, and the pieces' CRC is the CRC
+    /// of the bytes: a length that is no multiple of the bounce, and one under it.
+    #[cfg(feature = "sim-gpu")]
+    #[test]
+    fn the_crc_of_device_memory_is_read_back_through_the_bounce() {
+        use crate::hip::SimGpu;
+        let gpu = SimGpu::new(1);
+        let data: Vec<u8> = (0..100_003u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        let ptr = gpu.alloc_device(0, data.len()).expect("device memory");
+        // SAFETY: `ptr` is a device allocation of `data.len()` bytes; `data` is host memory.
+        unsafe {
+            gpu.copy_blocking(
+                0,
+                ptr,
+                data.as_ptr() as usize,
+                data.len(),
+                CopyDirection::HostToDevice,
+            )
+        }
+        .expect("upload");
+        for bounce in [4096, 65_536, DEVICE_BOUNCE] {
+            for algo in [CrcAlgo::Crc64Nvme, CrcAlgo::Crc32c] {
+                // SAFETY: `ptr .. + data.len()` is device memory of device 0, allocated above.
+                let crc = unsafe { of_device_memory(&*gpu, 0, ptr, data.len(), algo, bounce) };
+                assert_eq!(crc, Ok(algo.of(&data)), "{algo}, bounce {bounce}");
+            }
+        }
+        // SAFETY: as above; the first 1000 bytes only.
+        let head = unsafe { of_device_memory(&*gpu, 0, ptr, 1000, CrcAlgo::Crc64Nvme, 4096) };
+        assert_eq!(head, Ok(CrcAlgo::Crc64Nvme.of(&data[..1000])));
+        // A copy the runtime refuses is the check's error, never a value.
+        // SAFETY: `ptr` is device memory of device 0; device 5 does not exist (refused).
+        let refused = unsafe { of_device_memory(&*gpu, 5, ptr, 1000, CrcAlgo::Crc64Nvme, 4096) };
+        assert!(refused.is_err(), "{refused:?}");
     }
 }

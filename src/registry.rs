@@ -71,6 +71,11 @@ impl Buffer {
         self.kind
     }
 
+    /// The caller's address of the registration (device memory for a staged one).
+    pub fn base(&self) -> usize {
+        self.base
+    }
+
     /// The registration's own rkey: it grants remote access only on a device without memory
     /// windows (`pool::Protection`).
     pub fn rkey(&self) -> u32 {

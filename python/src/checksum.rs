@@ -1,6 +1,6 @@
 //! End-to-end checksums from Python (docs/protocol.md section 15), on the library's CRC code
 //! (`hipobj::checksum`): the checksum mode's names, what a download is checked against, and
-//! `check_landed`, the check of one RDMA GET into a registered host buffer. Python only passes
+//! `check_landed`, the check of one RDMA GET into a registered buffer (host or device memory). Python only passes
 //! the mode and the replies' headers.
 
 use crate::errors;
@@ -58,23 +58,13 @@ pub fn check_landed(
         Ok(stored) => stored,
         Err(why) => return Ok(Verdict::Unchecked(why).to_string()),
     };
-    if registration.is_device() {
-        // Device memory is not readable from here; the check needs a host copy (not made).
-        return Ok(Verdict::Unchecked(Unchecked::DeviceMemory).to_string());
-    }
-    let end = offset
-        .checked_add(size)
-        .filter(|end| *end <= registration.len())
-        .ok_or_else(|| errors::invalid(format!("{size} bytes at {offset} exceed the buffer")))?;
+    // Read where the bytes landed: host memory in place, device memory back through a host
+    // bounce (the library's one reader of a registration's bytes).
+    let runtime = registration.live_runtime()?;
     let base = registration.base();
-    let value = py.allow_threads(|| {
-        // SAFETY: `registration` is borrowed for this call, so its host memory (registered, hence
-        // alive and pinned) stays valid; `offset..end` lies inside it (checked above). The transfer
-        // that wrote it has completed; bytes are plain data, readable whatever they hold.
-        let landed =
-            unsafe { std::slice::from_raw_parts((base + offset) as *const u8, end - offset) };
-        stored.algo.of(landed)
-    });
+    let value = py
+        .allow_threads(|| runtime.crc_of_registered(base, offset, size, stored.algo))
+        .map_err(errors::to_py)?;
     match stored.check(Some(value)) {
         Ok(algo) => Ok(Verdict::Verified(algo).to_string()),
         Err(m) => Err(errors::checksum_mismatch(py, what, &m)),

@@ -246,6 +246,52 @@ impl Runtime {
         self.registry.lookup(ptr).map(|e| e.payload().kind())
     }
 
+    /// The CRC (`algo`) of `len` bytes at `offset` of the registration based at `ptr`, read where
+    /// they are: host memory in place, device memory (direct or staged) on the GPU itself,
+    /// through a host bounce (`checksum::of_device_memory`). The check of one GET's landed bytes
+    /// (docs/protocol.md section 15).
+    pub fn crc_of_registered(
+        &self,
+        ptr: usize,
+        offset: usize,
+        len: usize,
+        algo: crate::checksum::CrcAlgo,
+    ) -> Result<u64> {
+        let entry = self.registry.lookup(ptr).ok_or_else(|| {
+            Error::new(OpError::BufNotRegistered, "no registration at this address")
+        })?;
+        let buffer = entry.payload();
+        let end = offset
+            .checked_add(len)
+            .filter(|end| *end <= buffer.mr().len())
+            .ok_or_else(|| Error::invalid(format!("{len} bytes at {offset} exceed the buffer")))?;
+        let at = buffer.base() + offset;
+        if buffer.kind() == BufferKind::Host {
+            // SAFETY: `at .. base + end` lies inside the registered host memory (checked above),
+            // which the entry we hold keeps registered, hence alive, for this call; the bytes are
+            // plain data, readable whatever they hold.
+            let landed = unsafe { std::slice::from_raw_parts(at as *const u8, end - offset) };
+            return Ok(algo.of(landed));
+        }
+        let gpu = self
+            .gpu
+            .as_ref()
+            .ok_or_else(|| Error::invalid("device memory registered without a GPU runtime"))?;
+        // SAFETY: `at .. + len` lies inside the registered device memory of the GPU this runtime
+        // stages through (checked above), which the entry we hold keeps registered for this call.
+        unsafe {
+            crate::checksum::of_device_memory(
+                gpu.runtime.as_ref(),
+                gpu.device,
+                at,
+                len,
+                algo,
+                crate::checksum::DEVICE_BOUNCE,
+            )
+        }
+        .map_err(|e| e.to_error(OpError::RdmaError))
+    }
+
     /// The GPU runtime in use and the device it stages through (`None` without a GPU), for
     /// `hipobj info`.
     pub fn gpu(&self) -> Option<(crate::hip::GpuPlatform, i32)> {

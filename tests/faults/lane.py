@@ -43,6 +43,8 @@ SETTLE_S = 20.0  # resources must be back within this (the pairing idle time is 
 # worker at most, --rdma-workers 4): MRs may rise above the baseline by that much, never more.
 STAGING_MRS = 4
 DATA_TMPFS = "/tmp/faults-fs"
+# The server with the test-only cargo feature fault-injection (scripts/build-e2e).
+FAULTS_SERVER = str(REPO / "target/e2e/hipobj-server-faults")
 WORK = "/tmp/faults-work"
 
 
@@ -59,7 +61,10 @@ class Server:
 
     def __init__(self, device: str, addr: str):
         self.device, self.addr = device, addr
-        self.bin = os.environ.get("HIPOBJ_SERVER_BIN", str(REPO / "target/release/hipobj-server"))
+        self.usual_bin = os.environ.get("HIPOBJ_SERVER_BIN", str(REPO / "target/release/hipobj-server"))
+        self.bin = self.usual_bin
+        # the fault-injection flags the server runs with (then self.bin is FAULTS_SERVER)
+        self.injected: List[str] = []
         self.data = os.path.join(DATA_TMPFS, "data")
         self.log = str(OUT / "server.log")
         self.url = f"http://{addr}:{PORT}"
@@ -74,7 +79,7 @@ class Server:
             self.proc = subprocess.Popen(
                 [self.bin, "--listen", f"{self.addr}:{PORT}", "--data-dir", self.data,
                  "--device", self.device, "--access-key", ACCESS, "--secret-key", SECRET,
-                 "--pairing-idle-secs", "2"],
+                 "--pairing-idle-secs", "2", *self.injected],
                 stdout=log, stderr=log)
             log.close()
         for _ in range(600):
@@ -96,6 +101,25 @@ class Server:
             self.up.clear()
             self.proc.kill()
             self.proc.wait()
+
+    def restart(self, faulty: Optional[List[str]]) -> None:
+        """kill -9 and start again on the same address and data directory: as the fault-injection
+        build with these flags (`faulty`), or as the usual server (None)."""
+        self.kill9()
+        self.bin = FAULTS_SERVER if faulty else self.usual_bin
+        self.injected = list(faulty or [])
+        self.start()
+
+    def object_path(self, key: str) -> str:
+        """Where the server keeps an object's bytes (server/src/backend/fs.rs; the lane's keys are
+        stored under their own names)."""
+        return os.path.join(self.data, BUCKET, key)
+
+    def put_plain(self, key: str, path: str) -> None:
+        """PUT a file over plain HTTP (the lane's own setup, not a client under test)."""
+        r = self.curl("-f", "-T", path, f"{self.url}/{BUCKET}/{key}")
+        if r.returncode != 0:
+            raise RuntimeError(f"PUT {key}: {r.stderr.decode()}")
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -313,6 +337,8 @@ class Worker(threading.Thread):
     def operation(self, phase: faults.Phase, count: Counter) -> None:
         key = self.keys[self.n % 2]
         op = "put" if self.stored[key] is None or (self.n // 2) % 2 == 0 else "get"
+        if op not in phase.ops:
+            op = phase.ops[0]
         self.n += 1
         count["started"] += 1
         count[f"started_{op}"] += 1
@@ -324,8 +350,7 @@ class Worker(threading.Thread):
             new = digest(path)
         else:
             size, new = self.size[key], None
-            if os.path.exists(path):
-                os.remove(path)
+            self.destinations(path, remove=True)
         outcome, rc, err, retried_err = "failed", 0, "", ""
         attempts = phase.attempts(op)
         for attempt in range(attempts):
@@ -357,8 +382,32 @@ class Worker(threading.Thread):
             count[f"failed_{op}" if clear else "failed_unclear"] += 1
             self.lane.note(f"{self.kind}: {op} {key} failed after {attempt + 1} tries (exit {rc}): "
                            f"{err.strip().splitlines()[-1:] if err.strip() else 'no message'}")
+            if clear and op in phase.must_fail and phase.fails_with not in err.lower():
+                count["failed_other_reason"] += 1
+                self.lane.note(f"{self.kind}: {op} {key} failed, but not with a checksum {phase.fails_with}")
+            if op == "get":
+                self.check_nothing_left(key, path, count)
         if op == "put":
             self.settle_put(key, size, new, outcome == "ok", count)
+
+    @staticmethod
+    def destinations(path: str, remove: bool = False) -> List[str]:
+        """The download's destination and any temporary file beside it (`<name>.hipobj-XXXXXXXX`
+        of the CLI and Python, src/engine/io.rs): removed before a GET, so that what a client
+        killed earlier left does not count against the next one."""
+        d, name = os.path.split(path)
+        found = sorted(f for f in os.listdir(d) if f == name or f.startswith(name + "."))
+        if remove:
+            for f in found:
+                os.remove(os.path.join(d, f))
+        return found
+
+    def check_nothing_left(self, key: str, path: str, count: Counter) -> None:
+        """A failed GET leaves no destination: no file, no temporary file (issue 37)."""
+        left = self.destinations(path, remove=True)
+        if left:
+            count["left_behind"] += 1
+            self.lane.note(f"{self.kind}: a failed GET of {key} left {left} behind")
 
     def settle_put(self, key: str, size: int, new: str, ok: bool, count: Counter) -> None:
         """After a PUT: the stored object is the whole new one, or (after a failure) the old one."""
@@ -413,6 +462,22 @@ class Lane:
         self.resources: Dict[str, Dict[str, object]] = {}
         self.parked = threading.Semaphore(0)
         self.workers = [Worker(self, k) for k in kinds]
+
+    def stored_object_paths(self) -> List[str]:
+        """The data files of the objects the clients stored (each client's own keys)."""
+        return [self.server.object_path(k) for w in self.workers for k in w.keys if w.stored[k] is not None]
+
+    def seed(self) -> None:
+        """Every client's keys stored before the first phase (over plain HTTP), so that a phase
+        run alone (HIPOBJ_FAULTS_ONLY) that only reads has objects to read."""
+        for w in self.workers:
+            for i, key in enumerate(w.keys):
+                path = os.path.join(WORK, f"seed-{key}")
+                with open(path, "wb") as f:
+                    f.write(os.urandom(SIZES[i % len(SIZES)]))
+                self.server.put_plain(key, path)
+                w.stored[key], w.size[key] = digest(path), os.path.getsize(path)
+                os.remove(path)
 
     def take_scripted_failure(self) -> bool:
         with self.scripted_lock:
@@ -472,6 +537,7 @@ class Lane:
         r = self.server.curl("-f", "-X", "PUT", f"{self.server.url}/{BUCKET}")
         if r.returncode != 0:
             raise RuntimeError(f"CreateBucket: {r.stderr.decode()}")
+        self.seed()
         # the long-lived Python client starts before the clock of any phase (tens of seconds)
         for w in self.workers:
             if w.kind == "py":
@@ -493,7 +559,8 @@ class Lane:
 def verdict(phase: faults.Phase, c: Counter, res: Dict[str, object]) -> List[str]:
     """What is wrong with a phase (nothing: it passed), against its budget in faults.schedule()."""
     bad = []
-    for what in ("corrupt", "hung", "changed_by_failure", "failed_unclear"):
+    for what in ("corrupt", "hung", "changed_by_failure", "failed_unclear", "left_behind",
+                 "failed_other_reason"):
         if c[what]:
             bad.append(f"{what} {c[what]}")
     if c["retries"] > phase.max_retries:
@@ -517,7 +584,7 @@ def verdict(phase: faults.Phase, c: Counter, res: Dict[str, object]) -> List[str
 
 
 COLUMNS = ("started", "ok_first", "ok_retried", "retries", "failed_put", "failed_get", "failed_unclear",
-           "killed", "corrupt", "hung", "changed_by_failure")
+           "killed", "corrupt", "hung", "changed_by_failure", "left_behind")
 
 
 def report(lane: Lane, schedule: List[faults.Phase], bench: Dict[str, object], wall: float,

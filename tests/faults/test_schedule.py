@@ -85,6 +85,45 @@ class VerdictTest(unittest.TestCase):
         self.assertEqual(lane.verdict(p, c, BACK), ["1 puts succeeded (they must fail)"])
 
 
+class ChecksumPhasesTest(unittest.TestCase):
+    """Issue 37's phases: a changed stored object and a server writing at the wrong offset must
+    fail every GET clearly, by the clients' checksum check, leaving nothing behind."""
+
+    CHANGED = "stored object bytes changed on disk"
+    OFFSET = "server RDMA WRITE at the wrong offset (+4096)"
+
+    def test_every_get_must_fail_once_tried_with_a_mismatch(self):
+        for name in (self.CHANGED, self.OFFSET):
+            p = phase(name)
+            self.assertEqual((p.attempts("get"), p.fails_with, p.max_retries), (1, "mismatch", 0), name)
+            c = Counter(started=3, started_get=3, failed_get=3)
+            self.assertEqual(lane.verdict(p, c, BACK), [], name)
+            c.update(started=1, started_get=1, ok_first=1, ok_get=1)
+            self.assertEqual(lane.verdict(p, c, BACK), ["1 gets succeeded (they must fail)"], name)
+        self.assertEqual(phase(self.CHANGED).ops, ("get",), "a PUT would replace the changed bytes")
+        self.assertEqual(phase(self.OFFSET).attempts("put"), 5)
+
+    def test_a_destination_left_behind_or_another_error_fails(self):
+        p = phase(self.CHANGED)
+        c = Counter(started=3, started_get=3, failed_get=3, left_behind=1)
+        self.assertEqual(lane.verdict(p, c, BACK), ["left_behind 1"])
+        c = Counter(started=3, started_get=3, failed_get=3, failed_other_reason=2)
+        self.assertEqual(lane.verdict(p, c, BACK), ["failed_other_reason 2"])
+
+    def test_netem_corrupt_allows_no_failure(self):
+        c = Counter(started=10, ok_first=9, failed_get=1)
+        self.assertIn("1 gets failed", lane.verdict(phase("netem corrupt 1%"), c, BACK))
+
+    def test_a_destination_and_its_temporary_file_are_found(self):
+        d = tempfile.mkdtemp()
+        for name in ("cli-get", "cli-get.hipobj-0a1b2c3d", "cli-put", "c-get"):
+            open(os.path.join(d, name), "w").close()
+        path = os.path.join(d, "cli-get")
+        self.assertEqual(lane.Worker.destinations(path), ["cli-get", "cli-get.hipobj-0a1b2c3d"])
+        lane.Worker.destinations(path, remove=True)
+        self.assertEqual(sorted(os.listdir(d)), ["c-get", "cli-put"])
+
+
 class CutShortOnce(http.server.BaseHTTPRequestHandler):
     """An object server killed while it sends: the first GET gets status 200 and half the body,
     then the connection closes; the next GETs get the whole body."""

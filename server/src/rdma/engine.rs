@@ -47,6 +47,10 @@ pub struct EngineSettings {
     /// Token transfers still to fail on purpose (`--inject-rdma-failures`; tests only).
     #[cfg(feature = "fault-injection")]
     pub inject_failures: u64,
+    /// Bytes every GET's WRITE lands past the client's address (`--inject-write-offset`; tests
+    /// only).
+    #[cfg(feature = "fault-injection")]
+    pub inject_write_offset: u64,
     /// Copy every GET through a staging buffer instead of registering the store's file
     /// (`--copy-gets`).
     pub copy_gets: bool,
@@ -66,6 +70,8 @@ impl From<&crate::config::RdmaSettings> for EngineSettings {
             v2: s.v2.clone(),
             #[cfg(feature = "fault-injection")]
             inject_failures: s.inject_failures,
+            #[cfg(feature = "fault-injection")]
+            inject_write_offset: s.inject_write_offset,
             copy_gets: s.copy_gets,
         }
     }
@@ -87,6 +93,9 @@ pub struct Engine<P: RdmaPort> {
     /// Token transfers still to fail on purpose (`--inject-rdma-failures`; tests only).
     #[cfg(feature = "fault-injection")]
     injections_left: AtomicU64,
+    /// `--inject-write-offset` (tests only).
+    #[cfg(feature = "fault-injection")]
+    inject_write_offset: u64,
     copy_gets: bool,
     /// A file registration was refused: GETs are copied from then on.
     registration_refused: AtomicBool,
@@ -147,6 +156,8 @@ impl<P: RdmaPort> Engine<P> {
             stats,
             #[cfg(feature = "fault-injection")]
             injections_left: AtomicU64::new(settings.inject_failures),
+            #[cfg(feature = "fault-injection")]
+            inject_write_offset: settings.inject_write_offset,
             copy_gets: settings.copy_gets,
             registration_refused: AtomicBool::new(false),
         }
@@ -171,6 +182,20 @@ impl<P: RdmaPort> Engine<P> {
         if let Err(e) = qp.to_error() {
             warn!(error = %e, "moving the QP to ERR failed");
         }
+    }
+
+    /// A GET's WRITE plan as `--inject-write-offset` makes it: moved into the client's memory
+    /// and shortened (`inject::shifted_write`), answered 200 all the same. Tests only.
+    #[cfg(feature = "fault-injection")]
+    pub(super) fn injected_write(&self, plan: Plan) -> Plan {
+        if self.inject_write_offset == 0 {
+            return plan;
+        }
+        warn!(
+            by = self.inject_write_offset,
+            "injected fault: this GET's RDMA WRITE lands at the wrong offset"
+        );
+        super::inject::shifted_write(plan, self.inject_write_offset)
     }
 
     pub fn port(&self) -> &P {
@@ -523,6 +548,11 @@ impl<P: RdmaPort> Engine<P> {
             },
             last_imm: None,
             send_inv: remote_inv_of(token),
+        };
+        #[cfg(feature = "fault-injection")]
+        let plan = match dir {
+            Direction::Write(_) | Direction::Registered => self.injected_write(plan),
+            Direction::Read(_) => plan,
         };
         let result = Transfer::new(&mut pairing.qp, memory, plan, self.deadlines, &self.stats)
             .and_then(|t| t.run(dir));
@@ -1036,6 +1066,37 @@ mod tests {
             .iter()
             .position(|e| *e == QpLog::Destroyed(server.qp_num));
         assert!(to_err.is_some() && to_err < destroyed, "{log:?}");
+    }
+
+    /// `--inject-write-offset`: the GET is answered 200 with the object's bytes one offset off
+    /// in the client's memory (staged and straight from the file), and a PUT is untouched.
+    #[cfg(feature = "fault-injection")]
+    #[test]
+    fn injected_write_offset_lands_a_gets_bytes_shifted_and_answers_200() {
+        for copy_gets in [false, true] {
+            let f = fixture_with(
+                DoublePort::new(),
+                &EngineSettings {
+                    inject_write_offset: 100,
+                    copy_gets,
+                    ..settings()
+                },
+            );
+            let data = pattern(3000);
+            object(&f, "k", &data);
+            f.port.add_region(RKEY, BASE, vec![0; 3000]);
+            let server = pair(&f, 3, 3000, "k");
+            assert!(
+                matches!(
+                    get(&f, token(3, 3000, server.lid), "k", None),
+                    RdmaOutcome::Fetched { bytes: 3000, .. }
+                ),
+                "copy_gets {copy_gets}"
+            );
+            let landed = f.port.region(RKEY);
+            assert_eq!(landed[..100], [0; 100], "copy_gets {copy_gets}");
+            assert_eq!(landed[100..], data[..2900], "copy_gets {copy_gets}");
+        }
     }
 
     #[cfg(feature = "fault-injection")]

@@ -6,12 +6,15 @@
 //!   deadlines that follow progress and the measured rate;
 //!   `local_end`: the file side of a transfer (inline or on its own thread);
 //!   `staging`: registered staging buffers; `engine`: one request end to end;
+//!   `inject`: test-only faults (`--inject-write-offset`, feature `fault-injection`);
 //!   `worker`: the dedicated RDMA threads and the 503 limit; `selection`: which bytes a GET
 //!   sends (Range, client buffer size).
 //! - hipobj-rc-v2 (docs/protocol.md section 10): `session` (the session table: owners, cookies,
 //!   states, deadlines, limits) and `v2` (PREPARE / READY / CANCEL on the engine).
 
 pub mod engine;
+#[cfg(feature = "fault-injection")]
+pub mod inject;
 pub mod local_end;
 pub mod pairing;
 pub mod patience;

@@ -411,6 +411,8 @@ impl<P: RdmaPort> Engine<P> {
             last_imm: Some(cookie),
             send_inv: None,
         };
+        #[cfg(feature = "fault-injection")]
+        let plan = self.injected_write(plan);
         let result = Transfer::new(&mut qp, &staging, plan, self.deadlines, &self.stats)
             .and_then(|t| t.run(Direction::Write(&mut *object)));
         // Destroyed while the staging buffer is still held: nothing of it is posted afterwards.
@@ -817,6 +819,30 @@ mod tests {
         // One session moves one transfer.
         assert_eq!(rejected(ready_as(&f, tester(), id, COOKIE)), 409);
         assert_eq!(f.port.posted().len(), 8);
+    }
+
+    /// `--inject-write-offset`: a v2 GET's bytes land one offset off and FINAL is still 200.
+    #[cfg(feature = "fault-injection")]
+    #[test]
+    fn injected_write_offset_shifts_a_v2_get_and_answers_final_200() {
+        let settings = EngineSettings {
+            watchdog: Duration::from_millis(200),
+            v2: v2_settings(),
+            inject_write_offset: 64,
+            ..test_fixture::settings()
+        };
+        let f = test_fixture::fixture_with(DoublePort::new(), &settings);
+        let data = pattern(3000);
+        object(&f, "k", &data);
+        f.port.add_region(RKEY, BASE, vec![0; 2000]);
+        let (id, ..) = prepared(prepare_as(&f, tester(), "k", 2000, V2Kind::Get { offset: 0 }));
+        assert!(matches!(
+            ready_as(&f, tester(), id, COOKIE),
+            V2Outcome::Moved { bytes: 2000, .. }
+        ));
+        let landed = f.port.region(RKEY);
+        assert_eq!(landed[..64], [0; 64]);
+        assert_eq!(landed[64..], data[..1936]);
     }
 
     #[test]

@@ -100,7 +100,12 @@ mod tests {
     ) -> (OpError, hipObjChecksumStatus_t, String) {
         let owned: Vec<(CString, CString)> = headers
             .iter()
-            .map(|(n, v)| (CString::new(*n).expect("name"), CString::new(*v).expect("value")))
+            .map(|(n, v)| {
+                (
+                    CString::new(*n).expect("name"),
+                    CString::new(*v).expect("value"),
+                )
+            })
             .collect();
         let names: Vec<*const c_char> = owned.iter().map(|(n, _)| n.as_ptr()).collect();
         let values: Vec<*const c_char> = owned.iter().map(|(_, v)| v.as_ptr()).collect();
@@ -164,7 +169,10 @@ mod tests {
         let (_, _, short) = call(b"123456780", &headers, 10);
         assert_eq!(short, text[..9]);
         let (e, status, none) = call(b"123456780", &headers, 0);
-        assert_eq!((e, status, none.as_str()), (OpError::Success, HIPOBJ_CHECKSUM_MISMATCH, ""));
+        assert_eq!(
+            (e, status, none.as_str()),
+            (OpError::Success, HIPOBJ_CHECKSUM_MISMATCH, "")
+        );
     }
 
     #[test]
@@ -177,6 +185,19 @@ mod tests {
         assert!(text.contains("COMPOSITE"), "{text}");
     }
 
+    /// One call's arguments, as C passes them.
+    #[derive(Clone, Copy)]
+    struct Args {
+        bytes: *const c_void,
+        size: usize,
+        names: *const *const c_char,
+        values: *const *const c_char,
+        count: usize,
+        status: *mut hipObjChecksumStatus_t,
+        message: *mut c_char,
+        message_len: usize,
+    }
+
     #[test]
     fn null_arguments_are_invalid_values_and_write_nothing() {
         let mut status = -1;
@@ -184,23 +205,67 @@ mod tests {
         let name = c"x-amz-checksum-crc32";
         let names = [name.as_ptr()];
         let values = [null::<c_char>()];
-        let cases: [(*const c_void, usize, *const *const c_char, *const *const c_char, usize, bool, *mut c_char, usize); 6] = [
-            (null(), 1, null(), null(), 0, true, message.as_mut_ptr(), 8),
-            (OBJECT.as_ptr().cast(), 9, null(), names.as_ptr(), 1, true, message.as_mut_ptr(), 8),
-            (OBJECT.as_ptr().cast(), 9, names.as_ptr(), values.as_ptr(), 1, true, message.as_mut_ptr(), 8),
-            (OBJECT.as_ptr().cast(), 9, null(), null(), 0, false, message.as_mut_ptr(), 8),
-            (OBJECT.as_ptr().cast(), 9, null(), null(), 0, true, null_mut(), 8),
-            (OBJECT.as_ptr().cast(), 9, null(), null(), 0, true, message.as_mut_ptr(), usize::MAX),
+        let valid = Args {
+            bytes: OBJECT.as_ptr().cast(),
+            size: OBJECT.len(),
+            names: null(),
+            values: null(),
+            count: 0,
+            status: &mut status,
+            message: message.as_mut_ptr(),
+            message_len: message.len(),
+        };
+        let cases = [
+            Args {
+                bytes: null(),
+                ..valid
+            },
+            Args {
+                values: names.as_ptr(),
+                count: 1,
+                ..valid
+            },
+            Args {
+                names: names.as_ptr(),
+                values: values.as_ptr(),
+                count: 1,
+                ..valid
+            },
+            Args {
+                status: null_mut(),
+                ..valid
+            },
+            Args {
+                message: null_mut(),
+                ..valid
+            },
+            Args {
+                message_len: usize::MAX,
+                ..valid
+            },
         ];
-        for (i, (p, size, n, v, count, with_status, m, len)) in cases.into_iter().enumerate() {
-            let s: *mut c_int = if with_status { &mut status } else { null_mut() };
+        for (i, a) in cases.into_iter().enumerate() {
             // SAFETY: each pointer is NULL or valid for what the call reads or writes; the
             // invalid ones are refused before any access.
-            let e = unsafe { hipObjChecksumCheck(p, size, n, v, count, s, m, len) };
+            let e = unsafe {
+                hipObjChecksumCheck(
+                    a.bytes,
+                    a.size,
+                    a.names,
+                    a.values,
+                    a.count,
+                    a.status,
+                    a.message,
+                    a.message_len,
+                )
+            };
             assert_eq!(e.opError, OpError::InvalidValue, "case {i}");
         }
         assert_eq!(status, -1, "nothing written");
-        assert!(message.iter().all(|&c| c == b'x' as c_char), "nothing written");
+        assert!(
+            message.iter().all(|&c| c == b'x' as c_char),
+            "nothing written"
+        );
         // size 0 needs no pointer: the empty object
         let crc = CrcAlgo::Crc32.encode(CrcAlgo::Crc32.of(b""));
         let (e, status, _) = call(b"", &[("x-amz-checksum-crc32", crc.as_str())], 8);

@@ -353,7 +353,7 @@ def schedule() -> List[Phase]:
               "`<data>/faults/<key>`, put back after the phase", 0,
               "the stored CRC64NVME no longer matches the bytes: each client reads twice, then "
               "fails naming the algorithm and both values, and leaves no destination (no file, "
-              "no temporary file); a retry would read the same bytes",
+              "no temporary file); every client must be caught; a retry would read the same bytes",
               must_fail=("get",), ops=("get",), fails_with="mismatch"),
         Phase(Netem("corrupt 1%"), "`netem corrupt 1%` (a bit flipped in 1 % of the packets)", 2,
               "RoCE's ICRC (and the UDP/TCP checksums) drop a corrupted packet, so RC retransmits "
@@ -361,8 +361,9 @@ def schedule() -> List[Phase]:
         Phase(WrongWriteOffset(4096), "the server restarted as target/e2e/hipobj-server-faults "
               "`--inject-write-offset 4096`, the usual one restarted after the phase", 0,
               "every GET is answered 200 with the bytes 4 KiB off: detected by the clients' "
-              "checksum, read twice, never delivered; PUTs are not touched and need no retry",
-              must_fail=("get",), fails_with="mismatch"),
+              "checksum, read twice, never delivered; only GETs run, so that every client is "
+              "caught within the phase (each must be)",
+              must_fail=("get",), ops=("get",), fails_with="mismatch"),
     ]
 
 

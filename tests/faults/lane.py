@@ -198,6 +198,27 @@ def at_baseline(name: str, base: Optional[int], now: int) -> bool:
 
 
 RDMA_KINDS = ("qp", "cq", "mr", "pd", "ctx")
+# The Soft-RoCE counters of both devices (`rdma statistic show`) a phase reports: packets, and the
+# RC recovery that loss or a dropped corrupt packet (bad ICRC) costs: NAKed sequence errors,
+# requester retries, duplicates, and work requests that ran out of retries.
+RXE_COUNTERS = ("sent_pkts", "rcvd_pkts", "rcvd_seq_err", "out_of_seq_request", "duplicate_request",
+                "completer_retry_err", "retry_exceeded_err", "ack_deferred")
+
+
+def rxe_counters() -> Dict[str, int]:
+    """RXE_COUNTERS summed over the RDMA devices; {} when `rdma statistic` is not available."""
+    r = subprocess.run(["rdma", "statistic", "show"], capture_output=True, text=True)
+    total: Counter = Counter()
+    for line in r.stdout.splitlines():
+        words = line.split()
+        for name, value in zip(words, words[1:]):
+            if name in RXE_COUNTERS and value.isdigit():
+                total[name] += int(value)
+    return dict(total)
+
+
+def counter_delta(before: Dict[str, int], after: Dict[str, int]) -> Dict[str, int]:
+    return {k: after[k] - before.get(k, 0) for k in after}
 
 
 def rdma_resources(server_pid: int) -> Dict[str, int]:
@@ -496,6 +517,7 @@ class Lane:
         self.counts[self.phase] = {w.kind: Counter() for w in self.workers}
         started = time.monotonic()
         before = self.server.stats() or {}
+        rxe_before = rxe_counters()
         fault.begin(self)
         stop = threading.Event()
         actor = threading.Thread(target=fault.during, args=(self, stop))
@@ -509,10 +531,14 @@ class Lane:
             w.stop.set()
         for _ in self.workers:
             self.parked.acquire()
+        # what the server counted while the fault acted (a fault that restarts the server at its
+        # end would otherwise leave the new one's zeros)
+        counted = server_counters(before, self.server.stats() or {})
         fault.end(self)
         self.resources[self.phase] = self.settle()
         self.resources[self.phase]["wall_s"] = round(time.monotonic() - started, 1)
-        self.resources[self.phase]["server"] = server_counters(before, self.server.stats() or {})
+        self.resources[self.phase]["server"] = counted
+        self.resources[self.phase]["rxe"] = counter_delta(rxe_before, rxe_counters())
 
     def settle(self) -> Dict[str, object]:
         """Wait until every resource is back at its baseline; report what was not."""
@@ -556,9 +582,16 @@ class Lane:
         subprocess.run(["umount", DATA_TMPFS], stderr=subprocess.DEVNULL)
 
 
-def verdict(phase: faults.Phase, c: Counter, res: Dict[str, object]) -> List[str]:
-    """What is wrong with a phase (nothing: it passed), against its budget in faults.schedule()."""
+def verdict(phase: faults.Phase, c: Counter, res: Dict[str, object],
+            by_client: Optional[Dict[str, Counter]] = None) -> List[str]:
+    """What is wrong with a phase (nothing: it passed), against its budget in faults.schedule().
+    `by_client`: each client's counts; in a phase whose failures must say `fails_with`, every
+    client must have been caught at least once."""
     bad = []
+    if phase.fails_with:
+        for kind, kc in sorted((by_client or {}).items()):
+            if not any(kc[f"failed_{op}"] for op in phase.must_fail):
+                bad.append(f"{kind}: no {'/'.join(phase.must_fail)} failed")
     for what in ("corrupt", "hung", "changed_by_failure", "failed_unclear", "left_behind",
                  "failed_other_reason"):
         if c[what]:
@@ -600,7 +633,7 @@ def report(lane: Lane, schedule: List[faults.Phase], bench: Dict[str, object], w
         per_kind = lane.counts[phase.name]
         total = sum(per_kind.values(), Counter())
         res = lane.resources[phase.name]
-        bad = verdict(phase, total, res)
+        bad = verdict(phase, total, res, per_kind)
         passed &= not bad
         rows.append({"fault": phase.name, "total": dict(total), "max_retries": phase.max_retries,
                      "failures_rule": phase.failures_rule(),
@@ -609,6 +642,7 @@ def report(lane: Lane, schedule: List[faults.Phase], bench: Dict[str, object], w
         cells = [str(total[c]) for c in COLUMNS]
         if not quiet:
             print(f"  {phase.name}: server {res['server']}", flush=True)
+            print(f"  {phase.name}: rxe {res.get('rxe', {})}", flush=True)
             print(f"  phase '{phase.name}': retries {total['retries']}, budget {phase.max_retries}"
                   f"{'' if total['retries'] <= phase.max_retries else ' OVER'}", flush=True)
         lines.append(f"| {phase.name} | " + " | ".join(cells) + f" | {phase.max_retries}" +

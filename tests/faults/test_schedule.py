@@ -101,7 +101,14 @@ class ChecksumPhasesTest(unittest.TestCase):
             c.update(started=1, started_get=1, ok_first=1, ok_get=1)
             self.assertEqual(lane.verdict(p, c, BACK), ["1 gets succeeded (they must fail)"], name)
         self.assertEqual(phase(self.CHANGED).ops, ("get",), "a PUT would replace the changed bytes")
-        self.assertEqual(phase(self.OFFSET).attempts("put"), 5)
+
+    def test_every_client_must_be_caught(self):
+        p = phase(self.OFFSET)
+        by_client = {"c": Counter(failed_get=1), "cli": Counter(failed_get=2), "py": Counter()}
+        c = Counter(started=3, started_get=3, failed_get=3)
+        self.assertEqual(lane.verdict(p, c, BACK, by_client), ["py: no get failed"])
+        by_client["py"]["failed_get"] = 1
+        self.assertEqual(lane.verdict(p, c, BACK, by_client), [])
 
     def test_a_destination_left_behind_or_another_error_fails(self):
         p = phase(self.CHANGED)

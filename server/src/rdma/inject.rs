@@ -44,13 +44,16 @@ mod tests {
     #[test]
     fn injected_write_offset_moves_the_destination_and_stays_inside_it() {
         let p = shifted_write(plan(3000), 100);
-        assert_eq!((p.remote.addr, p.total, p.remote.rkey), (0x1100, 2900, 7));
+        assert_eq!(
+            (p.remote.addr, p.total, p.remote.rkey),
+            (0x1000 + 100, 2900, 7)
+        );
         assert_eq!(p.last_imm, Some(9), "the rest of the plan is kept");
         // the end of the WRITE is where the client's memory ends: inside its MR or window
         assert_eq!(p.remote.addr + p.total, 0x1000 + 3000);
         // a shorter object still writes one byte; an empty one nothing
         let short = shifted_write(plan(10), 100);
-        assert_eq!((short.remote.addr, short.total), (0x1009, 1));
+        assert_eq!((short.remote.addr, short.total), (0x1000 + 9, 1));
         assert_eq!(shifted_write(plan(0), 100).total, 0);
         assert_eq!(shifted_write(plan(3000), 0).remote.addr, 0x1000);
     }

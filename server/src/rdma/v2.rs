@@ -835,7 +835,13 @@ mod tests {
         let data = pattern(3000);
         object(&f, "k", &data);
         f.port.add_region(RKEY, BASE, vec![0; 2000]);
-        let (id, ..) = prepared(prepare_as(&f, tester(), "k", 2000, V2Kind::Get { offset: 0 }));
+        let (id, ..) = prepared(prepare_as(
+            &f,
+            tester(),
+            "k",
+            2000,
+            V2Kind::Get { offset: 0 },
+        ));
         assert!(matches!(
             ready_as(&f, tester(), id, COOKIE),
             V2Outcome::Moved { bytes: 2000, .. }

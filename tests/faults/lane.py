@@ -610,6 +610,11 @@ def verdict(phase: faults.Phase, c: Counter, res: Dict[str, object],
         bad.append("the lasting fault failed no operation")
     if not res["back"]:
         bad.append(f"resources not back: {res['diff']}")
+    if phase.drops_packets:
+        rxe = res.get("rxe") or {}
+        dropped = rxe.get("sent_pkts", 0) - rxe.get("rcvd_pkts", 0)
+        if not rxe or dropped <= 0:
+            bad.append(f"the fault dropped no RDMA packet (rxe {rxe or 'counters unavailable'})")
     ok_ops = c["ok_first"] + c["ok_retried"]
     if ok_ops == 0 and not phase.must_fail:
         bad.append("no operation succeeded")

@@ -117,9 +117,18 @@ class ChecksumPhasesTest(unittest.TestCase):
         c = Counter(started=3, started_get=3, failed_get=3, failed_other_reason=2)
         self.assertEqual(lane.verdict(p, c, BACK), ["failed_other_reason 2"])
 
-    def test_netem_corrupt_allows_no_failure(self):
+    def test_netem_corrupt_allows_no_failure_and_must_drop_packets(self):
+        p = phase("netem corrupt 1%")
+        dropped = dict(BACK, rxe={"sent_pkts": 10897, "rcvd_pkts": 10789})
+        c = Counter(started=10, ok_first=10)
+        self.assertEqual(lane.verdict(p, c, dropped), [])
         c = Counter(started=10, ok_first=9, failed_get=1)
-        self.assertIn("1 gets failed", lane.verdict(phase("netem corrupt 1%"), c, BACK))
+        self.assertIn("1 gets failed", lane.verdict(p, c, dropped))
+        c = Counter(started=10, ok_first=10)
+        none = dict(BACK, rxe={"sent_pkts": 7531, "rcvd_pkts": 7531})
+        self.assertEqual(len(lane.verdict(p, c, none)), 1)
+        self.assertIn("dropped no RDMA packet", lane.verdict(p, c, none)[0])
+        self.assertIn("counters unavailable", lane.verdict(p, c, BACK)[0])
 
     def test_a_destination_and_its_temporary_file_are_found(self):
         d = tempfile.mkdtemp()

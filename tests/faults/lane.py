@@ -227,13 +227,21 @@ def rdma_resources(server_pid: int) -> Dict[str, int]:
     own (the long-lived Python client's session) and is not counted."""
     total: Counter = Counter({kind: 0 for kind in RDMA_KINDS})
     for kind in RDMA_KINDS:
-        out = subprocess.run(["rdma", "resource", "show", kind], capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            words = line.split()
-            pid = int(words[words.index("pid") + 1]) if "pid" in words[:-1] else None
-            if pid is None or pid == server_pid or not os.path.exists(f"/proc/{pid}"):
-                total[kind] += 1
+        total[kind] += len(counted_rdma_lines(server_pid, kind))
     return dict(total)
+
+
+def counted_rdma_lines(server_pid: int, kind: str) -> List[str]:
+    """The lines of `rdma resource show KIND` that rdma_resources counts (printed when a count is
+    not back, to name the owner)."""
+    out = subprocess.run(["rdma", "resource", "show", kind], capture_output=True, text=True).stdout
+    counted = []
+    for line in out.splitlines():
+        words = line.split()
+        pid = int(words[words.index("pid") + 1]) if "pid" in words[:-1] else None
+        if pid is None or pid == server_pid or not os.path.exists(f"/proc/{pid}"):
+            counted.append(line.strip())
+    return counted
 
 
 class Worker(threading.Thread):
@@ -547,6 +555,9 @@ class Lane:
             now = self.server.resources()
             diff = {k: (self.baseline.get(k), v) for k, v in now.items() if not at_baseline(k, self.baseline.get(k), v)}
             if not diff or time.monotonic() > deadline:
+                for kind in (k for k in diff if k in RDMA_KINDS):
+                    assert self.server.proc is not None
+                    self.note(f"{kind} counted: {counted_rdma_lines(self.server.proc.pid, kind)}")
                 return {"back": not diff, "diff": diff}
             time.sleep(0.5)
 

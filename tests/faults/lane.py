@@ -225,22 +225,50 @@ def rdma_resources(server_pid: int) -> Dict[str, int]:
     """QPs, CQs, MRs, PDs and contexts of every RDMA device (`rdma resource show KIND`) held by
     the server, the kernel, or a process that no longer exists (a leak). A live client holds its
     own (the long-lived Python client's session) and is not counted."""
-    total: Counter = Counter({kind: 0 for kind in RDMA_KINDS})
+    lines = rdma_lines()
+    return {kind: len(found) for kind, found in counted_rdma_lines(lines, server_pid).items()}
+
+
+def rdma_lines() -> Dict[str, List[str]]:
+    return {kind: subprocess.run(["rdma", "resource", "show", kind], capture_output=True,
+                                 text=True).stdout.splitlines() for kind in RDMA_KINDS}
+
+
+def rdma_fields(line: str) -> Dict[str, str]:
+    """The device (`link rxe0/1 ...` or `dev rxe0 ...`) and the pid, pdn and ctxn of a line."""
+    words = line.split()
+    out = {"dev": words[1].split("/")[0]} if len(words) > 1 else {}
+    for name, value in zip(words, words[1:]):
+        if name in ("pid", "pdn", "ctxn"):
+            out[name] = value
+    return out
+
+
+def alive(pid: str) -> bool:
+    return os.path.exists(f"/proc/{pid}")
+
+
+def counted_rdma_lines(lines: Dict[str, List[str]], server_pid: int,
+                       is_alive=alive) -> Dict[str, List[str]]:
+    """The lines of each kind that rdma_resources counts: the server's, the kernel's, a gone
+    process's. A resource made by a thread that has exited shows no pid (the kernel names the
+    creating thread): its owner is its PD's or context's process (the Python client's transfer
+    engine makes QPs on its worker threads and keeps them in its session's pool)."""
+    owner: Dict[Tuple[str, str, str], Optional[str]] = {}
+    for kind, ident in (("ctx", "ctxn"), ("pd", "pdn")):
+        for line in lines.get(kind, []):
+            f = rdma_fields(line)
+            if ident in f:
+                owner[(kind, f["dev"], f[ident])] = f.get("pid") or owner.get(("ctx", f["dev"], f.get("ctxn", "")))
+    counted: Dict[str, List[str]] = {}
     for kind in RDMA_KINDS:
-        total[kind] += len(counted_rdma_lines(server_pid, kind))
-    return dict(total)
-
-
-def counted_rdma_lines(server_pid: int, kind: str) -> List[str]:
-    """The lines of `rdma resource show KIND` that rdma_resources counts (printed when a count is
-    not back, to name the owner)."""
-    out = subprocess.run(["rdma", "resource", "show", kind], capture_output=True, text=True).stdout
-    counted = []
-    for line in out.splitlines():
-        words = line.split()
-        pid = int(words[words.index("pid") + 1]) if "pid" in words[:-1] else None
-        if pid is None or pid == server_pid or not os.path.exists(f"/proc/{pid}"):
-            counted.append(line.strip())
+        counted[kind] = []
+        for line in lines.get(kind, []):
+            f = rdma_fields(line)
+            pid = (f.get("pid") or owner.get(("pd", f.get("dev", ""), f.get("pdn", "")))
+                   or owner.get(("ctx", f.get("dev", ""), f.get("ctxn", ""))))
+            if pid is None or pid == str(server_pid) or not is_alive(pid):
+                counted[kind].append(line.strip())
     return counted
 
 
@@ -555,9 +583,10 @@ class Lane:
             now = self.server.resources()
             diff = {k: (self.baseline.get(k), v) for k, v in now.items() if not at_baseline(k, self.baseline.get(k), v)}
             if not diff or time.monotonic() > deadline:
+                assert self.server.proc is not None
+                counted = counted_rdma_lines(rdma_lines(), self.server.proc.pid)
                 for kind in (k for k in diff if k in RDMA_KINDS):
-                    assert self.server.proc is not None
-                    self.note(f"{kind} counted: {counted_rdma_lines(self.server.proc.pid, kind)}")
+                    self.note(f"{kind} counted: {counted[kind]}")
                 return {"back": not diff, "diff": diff}
             time.sleep(0.5)
 

@@ -140,6 +140,34 @@ class ChecksumPhasesTest(unittest.TestCase):
         self.assertEqual(sorted(os.listdir(d)), ["c-get", "cli-put"])
 
 
+class RdmaOwnersTest(unittest.TestCase):
+    """A QP or CQ made by a thread that has exited shows no pid (seen in the lane on 2026-12-04:
+    the Python client's engine QP on rxe0, counted as a leak in 3 phases): its PD or context names
+    the live owner. The kernel's own, the server's and a gone process's are counted."""
+
+    LINES = {
+        "qp": ["link rxe0/1 lqpn 1 type GSI state RTS sq-psn 0 comm [ib_core]",
+               "link rxe0/1 lqpn 193 rqpn 29 type RC state RTS rq-psn 1 sq-psn 2 path-mig-state MIGRATED pdn 4",
+               "link rxe1/1 lqpn 29 rqpn 193 type RC state RTS rq-psn 2 sq-psn 1 pdn 2 pid 700 comm hipobj-server",
+               "link rxe0/1 lqpn 300 type RC state RTS pdn 9 pid 999 comm get-object"],
+        "cq": ["dev rxe0 cqn 0 cqe 1023 users 2 poll-ctx WORKQUEUE comm [ib_core]",
+               "dev rxe0 cqn 177 cqe 31 users 2 adaptive-moderation off ctxn 4"],
+        "pd": ["dev rxe0 users 5 local_dma_lkey 0x0 ctxn 4 pdn 4 pid 500 comm python3",
+               "dev rxe1 users 3 local_dma_lkey 0x0 ctxn 2 pdn 2 pid 700 comm hipobj-server"],
+        "ctx": ["dev rxe0 ctxn 4 pid 500 comm python3", "dev rxe1 ctxn 2 pid 700 comm hipobj-server"],
+        "mr": [],
+    }
+
+    def test_a_resource_of_an_exited_thread_belongs_to_its_live_process(self):
+        got = lane.counted_rdma_lines(self.LINES, 700, is_alive=lambda pid: pid in ("500", "700"))
+        # the kernel's GSI QP, the server's, and the one of get-object (pid 999, gone)
+        self.assertEqual(got["qp"], [self.LINES["qp"][i] for i in (0, 2, 3)])
+        self.assertEqual([len(got[k]) for k in ("cq", "pd", "ctx")], [1, 1, 1])
+        # once that process is gone, its resources are a leak
+        gone = lane.counted_rdma_lines(self.LINES, 700, is_alive=lambda pid: pid == "700")
+        self.assertEqual([len(gone[k]) for k in ("qp", "cq", "pd", "ctx")], [4, 2, 2, 2])
+
+
 class CutShortOnce(http.server.BaseHTTPRequestHandler):
     """An object server killed while it sends: the first GET gets status 200 and half the body,
     then the connection closes; the next GETs get the whole body."""

@@ -2,6 +2,7 @@
 #include "s3_curl.h"
 
 #include <hipobj.h>
+#include <hipobj_checksum.h>
 
 #include <curl/curl.h>
 #include <stdio.h>
@@ -113,22 +114,66 @@ static struct curl_slist *base_headers(void) {
     return curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
 }
 
+/* A header line's value after `name_len` bytes of name and colon, trimmed; its length in *vl. */
+static const char *header_value(const char *buf, size_t len, size_t name_len, size_t *vl) {
+    const char *v = buf + name_len;
+    *vl = len - name_len;
+    while (*vl && (*v == ' ' || *v == '\t')) { v++; (*vl)--; }
+    while (*vl && (v[*vl - 1] == '\r' || v[*vl - 1] == '\n' || v[*vl - 1] == ' ')) (*vl)--;
+    return v;
+}
+
+/* Keeps an x-amz-checksum-* header (x-amz-checksum-crc64nvme, -type, ...) for s3_check_landed. */
+static void keep_checksum_header(struct s3_request *r, const char *buf, size_t len) {
+    static const char prefix[] = "x-amz-checksum-";
+    const char *colon = memchr(buf, ':', len);
+    size_t name_len, vl;
+    const char *v;
+    if (!colon || r->checksum_count == S3_CHECKSUM_HEADERS) return;
+    name_len = (size_t)(colon - buf);
+    if (name_len <= sizeof prefix - 1 || name_len >= sizeof r->checksum_names[0] ||
+        strncasecmp(buf, prefix, sizeof prefix - 1) != 0)
+        return;
+    v = header_value(buf, len, name_len + 1, &vl);
+    if (vl >= sizeof r->checksum_values[0]) return;
+    memcpy(r->checksum_names[r->checksum_count], buf, name_len);
+    r->checksum_names[r->checksum_count][name_len] = 0;
+    memcpy(r->checksum_values[r->checksum_count], v, vl);
+    r->checksum_values[r->checksum_count][vl] = 0;
+    r->checksum_count++;
+}
+
 static size_t on_header(char *buf, size_t size, size_t n, void *userdata) {
     struct s3_request *r = userdata;
-    size_t len = size * n;
+    size_t len = size * n, vl;
     static const char name[] = "x-amz-rdma-reply:";
     if (len > sizeof name - 1 && strncasecmp(buf, name, sizeof name - 1) == 0) {
-        const char *v = buf + sizeof name - 1;
-        size_t vl = len - (sizeof name - 1);
-        while (vl && (*v == ' ' || *v == '\t')) { v++; vl--; }
-        while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' ')) vl--;
+        const char *v = header_value(buf, len, sizeof name - 1, &vl);
         if (vl < sizeof r->reply) {
             memcpy(r->reply, v, vl);
             r->reply_len = vl;
             r->have_reply = 1;
         }
     }
+    keep_checksum_header(r, buf, len);
     return len;
+}
+
+int s3_check_landed(const struct s3_request *r, const void *buf, size_t len, char *message, size_t message_len) {
+    const char *names[S3_CHECKSUM_HEADERS], *values[S3_CHECKSUM_HEADERS];
+    hipObjChecksumStatus_t status;
+    hipObjError_t e;
+    size_t i;
+    for (i = 0; i < r->checksum_count; i++) {
+        names[i] = r->checksum_names[i];
+        values[i] = r->checksum_values[i];
+    }
+    e = hipObjChecksumCheck(buf, len, names, values, r->checksum_count, &status, message, message_len);
+    if (e.opError != hipObjSuccess) {
+        fprintf(stderr, "hipObjChecksumCheck: %s\n", hipObjGetErrorString(e.opError));
+        return -1;
+    }
+    return status;
 }
 
 static size_t discard(char *p, size_t s, size_t n, void *u) {
@@ -145,6 +190,7 @@ int s3_send_request(void *ctx, const char *token, size_t token_len) {
     if (!c) return -1;
     r->have_reply = 0;
     r->http_status = 0;
+    r->checksum_count = 0;
     r->requests++;
     /* The server accepts a token only from the address its GID names: send from that address. */
     if (hipObjTokenClientNic(token, nic_ip, sizeof nic_ip).opError == hipObjSuccess && nic_ip[0]) {
@@ -157,6 +203,7 @@ int s3_send_request(void *ctx, const char *token, size_t token_len) {
         snprintf(range, sizeof range, "Range: %s", r->range);
         h = curl_slist_append(h, range);
     }
+    if (r->checksum_mode && strcmp(r->method, "GET") == 0) h = curl_slist_append(h, "x-amz-checksum-mode: ENABLED");
     if (strcmp(r->method, "PUT") == 0) {
         /* the server RDMA-READs the data: the request body is empty */
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
@@ -227,7 +274,11 @@ int s3_plain_get(struct s3_request *r, void *buf, size_t size, size_t *received)
     int rc;
     CURL *c = new_request(r, url, sizeof url, userpwd, sizeof userpwd, sigv4, sizeof sigv4);
     if (!c) return -1;
+    r->checksum_count = 0;
+    if (r->checksum_mode) h = curl_slist_append(h, "x-amz-checksum-mode: ENABLED");
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, into_buffer);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &k);
     rc = finish_plain(r, c, h, url);

@@ -16,6 +16,9 @@ struct s3_target {
     const char *bucket, *key;
 };
 
+/* The most x-amz-checksum-* headers of a reply kept (the CRCs, the SHAs and the type). */
+#define S3_CHECKSUM_HEADERS 8
+
 /* One transfer's state, the `ctx` of hipObjGet/hipObjPut. */
 struct s3_request {
     const struct s3_target *target;
@@ -26,6 +29,11 @@ struct s3_request {
     size_t reply_len;
     int have_reply;
     int requests;       /* requests sent (a first transfer pairs: 2) */
+    int checksum_mode;  /* GET: ask for the object's stored checksums (x-amz-checksum-mode: ENABLED) */
+    /* the last response's x-amz-checksum-* headers, for s3_check_landed */
+    char checksum_names[S3_CHECKSUM_HEADERS][48];
+    char checksum_values[S3_CHECKSUM_HEADERS][128];
+    size_t checksum_count;
 };
 
 /* Fills `t` from the options before the positional arguments; returns the index of the first
@@ -48,6 +56,12 @@ int s3_recv_reply(void *ctx, char *reply, size_t *reply_len);
 
 /* Whether the server declined RDMA (HTTP 501 / reply "501"): then use plain HTTP. */
 int s3_declined_rdma(const struct s3_request *r);
+
+/* The end-to-end check (include/hipobj_checksum.h): the `len` bytes that landed in `buf` against
+ * the checksum the last response carried (a request with checksum_mode set asks for it). Returns
+ * HIPOBJ_CHECKSUM_VERIFIED, _MISMATCH or _UNCHECKED with `message` saying what it found, or -1
+ * after printing why the check could not run. */
+int s3_check_landed(const struct s3_request *r, const void *buf, size_t len, char *message, size_t message_len);
 
 /* Plain HTTP (no token): the object's bytes in the body. 0 on a 2xx status. */
 int s3_plain_get(struct s3_request *r, void *buf, size_t size, size_t *received);

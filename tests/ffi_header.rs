@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 
 const HEADER: &str = include_str!("../include/hipobj.h");
 const HEADER_V2: &str = include_str!("../include/hipobj_v2.h");
+const HEADER_CHECKSUM: &str = include_str!("../include/hipobj_checksum.h");
 
 fn macro_value(name: &str) -> Option<u32> {
     HEADER
@@ -40,6 +41,21 @@ fn the_v2_header_declares_the_v2_exports() {
     assert_eq!(declared(HEADER_V2), exported);
     assert!(HEADER_V2.contains("#define hipObjNotSupported ((hipObjOpError_t)13)"));
     assert_eq!(hipobj::error::OpError::NotSupported as i32, 13);
+}
+
+#[test]
+fn the_checksum_header_declares_its_export_and_the_status_values() {
+    use hipobj::ffi::checksum::*;
+    let exported: BTreeSet<&str> = EXPORTED_FUNCTIONS_CHECKSUM.iter().copied().collect();
+    assert_eq!(declared(HEADER_CHECKSUM), exported);
+    for (name, value) in [
+        ("HIPOBJ_CHECKSUM_VERIFIED", HIPOBJ_CHECKSUM_VERIFIED),
+        ("HIPOBJ_CHECKSUM_MISMATCH", HIPOBJ_CHECKSUM_MISMATCH),
+        ("HIPOBJ_CHECKSUM_UNCHECKED", HIPOBJ_CHECKSUM_UNCHECKED),
+    ] {
+        let line = format!("#define {name} ((hipObjChecksumStatus_t){value})");
+        assert!(HEADER_CHECKSUM.contains(&line), "{line}");
+    }
 }
 
 #[test]

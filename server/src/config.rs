@@ -94,6 +94,11 @@ pub struct RdmaSettings {
     /// builds with the cargo feature `fault-injection`.
     #[cfg(feature = "fault-injection")]
     pub inject_failures: u64,
+    /// `--inject-write-offset N`: fault injection for tests: every GET's RDMA WRITE lands N bytes
+    /// after where the client asked (a server bug the client's end-to-end checksum must catch).
+    /// Only in builds with the cargo feature `fault-injection`.
+    #[cfg(feature = "fault-injection")]
+    pub inject_write_offset: u64,
     /// `--copy-gets`: every GET goes through a staging buffer (no file registration).
     pub copy_gets: bool,
 }
@@ -141,6 +146,8 @@ impl Default for RdmaSettings {
             v2: V2Settings::default(),
             #[cfg(feature = "fault-injection")]
             inject_failures: 0,
+            #[cfg(feature = "fault-injection")]
+            inject_write_offset: 0,
             copy_gets: false,
         }
     }
@@ -262,6 +269,13 @@ pub struct Cli {
     /// built with the cargo feature `fault-injection` accepts it; the shipped one refuses it.
     #[arg(long, value_name = "N")]
     inject_rdma_failures: Option<u64>,
+    /// Fault injection for tests: every GET's RDMA WRITE lands N bytes after the client's address
+    /// (the object's first bytes at the destination's byte N; its last N bytes are not sent, so
+    /// the WRITE stays inside the client's buffer) and is answered 200, as a server with an
+    /// offset bug would: the client's end-to-end checksum must catch it. 0 injects nothing. Only
+    /// a server built with the cargo feature `fault-injection` accepts it.
+    #[arg(long, value_name = "N")]
+    inject_write_offset: Option<u64>,
     /// Copy every token GET through a registered staging buffer. By default a GET longer than
     /// one chunk is sent straight from the object's file: its pages are mapped read-only and
     /// registered for the transfer (no copy; they stay pinned only while it runs), falling back
@@ -361,7 +375,9 @@ impl Config {
         }
         // Refused here in a build without the feature; only such a build uses the value.
         #[cfg_attr(not(feature = "fault-injection"), allow(unused_variables))]
-        let inject_failures = inject_failures(cli.inject_rdma_failures)?;
+        let inject_failures = injection("--inject-rdma-failures", cli.inject_rdma_failures)?;
+        #[cfg_attr(not(feature = "fault-injection"), allow(unused_variables))]
+        let inject_write_offset = injection("--inject-write-offset", cli.inject_write_offset)?;
         let tls = match (&cli.tls_cert, &cli.tls_key) {
             (Some(cert), Some(key)) => {
                 Some(tls::server_config(cert, key).map_err(ConfigError::Tls)?)
@@ -408,6 +424,8 @@ impl Config {
                 },
                 #[cfg(feature = "fault-injection")]
                 inject_failures,
+                #[cfg(feature = "fault-injection")]
+                inject_write_offset,
                 copy_gets: cli.copy_gets,
             },
             tls,
@@ -415,19 +433,21 @@ impl Config {
     }
 }
 
-/// `--inject-rdma-failures N`: N in a build with the cargo feature `fault-injection`; in any other
-/// build the flag is refused, so a test that counts on injected failures never runs against a
-/// server that injects none.
-fn inject_failures(given: Option<u64>) -> Result<u64, ConfigError> {
+/// A fault-injection flag (`--inject-rdma-failures N`, `--inject-write-offset N`): N in a build
+/// with the cargo feature `fault-injection`; in any other build the flag is refused, so a test
+/// that counts on injected faults never runs against a server that injects none.
+fn injection(flag: &str, given: Option<u64>) -> Result<u64, ConfigError> {
     match given {
         None => Ok(0),
         Some(n) if cfg!(feature = "fault-injection") => Ok(n),
         Some(_) => Err(ConfigError::Cli(
             <Cli as clap::CommandFactory>::command().error(
                 clap::error::ErrorKind::ArgumentConflict,
-                "--inject-rdma-failures: this hipobj-server was built without fault injection \
-                 (cargo feature `fault-injection`; the lane's build is \
-                 target/e2e/hipobj-server-faults, made by scripts/build-e2e)",
+                format!(
+                    "{flag}: this hipobj-server was built without fault injection \
+                     (cargo feature `fault-injection`; the lane's build is \
+                     target/e2e/hipobj-server-faults, made by scripts/build-e2e)"
+                ),
             ),
         )),
     }
@@ -578,22 +598,31 @@ mod tests {
     /// cargo feature `fault-injection` takes it.
     #[test]
     fn fault_injection_only_in_a_build_with_the_feature() {
-        let args = "--listen 127.0.0.1:1 --data-dir /x --anonymous --inject-rdma-failures 2";
-        #[cfg(not(feature = "fault-injection"))]
-        {
-            let err = parse(args).expect_err("refused without the feature");
-            assert_eq!(
-                clap_kind(Err(err)),
-                clap::error::ErrorKind::ArgumentConflict
-            );
-            let message = parse(args).expect_err("refused").to_string();
-            assert!(
-                message.contains("built without fault injection"),
-                "{message}"
-            );
+        for flag in ["--inject-rdma-failures", "--inject-write-offset"] {
+            let args = format!("--listen 127.0.0.1:1 --data-dir /x --anonymous {flag} 2");
+            #[cfg(not(feature = "fault-injection"))]
+            {
+                let err = parse(&args).expect_err("refused without the feature");
+                assert_eq!(
+                    clap_kind(Err(err)),
+                    clap::error::ErrorKind::ArgumentConflict
+                );
+                let message = parse(&args).expect_err("refused").to_string();
+                assert!(
+                    message.contains("built without fault injection") && message.contains(flag),
+                    "{message}"
+                );
+            }
+            #[cfg(feature = "fault-injection")]
+            {
+                let rdma = parse(&args).expect("valid").rdma;
+                let taken = match flag {
+                    "--inject-rdma-failures" => rdma.inject_failures,
+                    _ => rdma.inject_write_offset,
+                };
+                assert_eq!(taken, 2, "{flag}");
+            }
         }
-        #[cfg(feature = "fault-injection")]
-        assert_eq!(parse(args).expect("valid").rdma.inject_failures, 2);
         // Without the flag every build starts.
         parse("--listen 127.0.0.1:1 --data-dir /x --anonymous").expect("valid");
     }

@@ -186,6 +186,82 @@ pub unsafe fn c_string_prefix<'a>(p: NonNull<c_char>, max: usize) -> &'a [u8] {
     unsafe { std::slice::from_raw_parts(base, len) }
 }
 
+/// The bytes `hipObjChecksumCheck` reads: `hostPtr` NULL while `size > 0` ->
+/// `hipObjInvalidValue`; size 0 is an empty object (the pointer is not read).
+///
+/// # Safety
+/// `p` is NULL or valid for reads of `size` bytes for `'a`.
+pub unsafe fn host_bytes<'a>(p: *const c_void, size: usize) -> Result<&'a [u8]> {
+    if size == 0 {
+        return Ok(&[]);
+    }
+    // SAFETY: the caller's guarantee, passed on.
+    unsafe { byte_slice(p.cast(), size) }.map_err(|_| Error::invalid("hostPtr is NULL"))
+}
+
+/// A reply's headers as (name, value) pairs: `names` or `values` NULL while `count > 0`, or a
+/// name or value NULL -> `hipObjInvalidValue`. Bytes that are not UTF-8 are replaced (no
+/// checksum header or value contains them).
+///
+/// # Safety
+/// `names` and `values` are NULL or each point at `count` readable pointers, each NULL or a
+/// NUL-terminated string.
+pub unsafe fn header_pairs(
+    names: *const *const c_char,
+    values: *const *const c_char,
+    count: usize,
+) -> Result<Vec<(String, String)>> {
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    if names.is_null() || values.is_null() {
+        return Err(Error::invalid("headerNames or headerValues is NULL"));
+    }
+    if count > isize::MAX as usize / std::mem::size_of::<*const c_char>() {
+        return Err(Error::invalid("headerCount exceeds any array's size"));
+    }
+    // SAFETY: non-NULL, count pointers readable per the caller, count * 8 <= isize::MAX.
+    let (names, values) = unsafe {
+        (
+            std::slice::from_raw_parts(names, count),
+            std::slice::from_raw_parts(values, count),
+        )
+    };
+    names
+        .iter()
+        .zip(values)
+        .map(|(&n, &v)| {
+            if n.is_null() || v.is_null() {
+                return Err(Error::invalid("a header name or value is NULL"));
+            }
+            // SAFETY: non-NULL and NUL-terminated per the caller.
+            let text = |p| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+            Ok((text(n), text(v)))
+        })
+        .collect()
+}
+
+/// Where a description is written: NULL while `len > 0` -> `hipObjInvalidValue`; `len` 0 is no
+/// description (`None`).
+///
+/// # Safety
+/// `p` is NULL or valid for writes of `len` bytes for `'a`, and nothing else accesses them.
+pub unsafe fn message_buffer<'a>(p: *mut c_char, len: usize) -> Result<Option<&'a mut [u8]>> {
+    if len == 0 {
+        return Ok(None);
+    }
+    if p.is_null() {
+        return Err(Error::invalid("message is NULL"));
+    }
+    if isize::try_from(len).is_err() {
+        return Err(Error::invalid("messageLen exceeds any object's size"));
+    }
+    // SAFETY: non-NULL, len <= isize::MAX, writable and unaliased for len bytes per the caller.
+    Ok(Some(unsafe {
+        std::slice::from_raw_parts_mut(p.cast::<u8>(), len)
+    }))
+}
+
 /// Everything `hipObjGet`/`hipObjPut` check after initialisation, in order: `ops` NULL or a
 /// callback NULL, then devPtr NULL, size 0, offset < 0 (all `hipObjInvalidValue`).
 ///

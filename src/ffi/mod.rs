@@ -6,7 +6,8 @@
 //! * [`error`] is the only conversion from the core's [`Error`](crate::error::Error) to
 //!   [`hipObjError_t`], and the error strings;
 //! * [`types`] has `#[repr(C)]` copies of the header's types;
-//! * the other files hold the exports, one file per area. Each checks its arguments, makes one
+//! * the other files hold the exports, one file per area (`checksum`: include/hipobj_checksum.h;
+//!   `v2`: include/hipobj_v2.h). Each checks its arguments, makes one
 //!   core call, and maps the result once.
 //!
 //! This is the only module with `#[no_mangle]`. Parameter and field names follow the header.
@@ -15,6 +16,7 @@
 pub mod args;
 pub mod boundary;
 pub mod buffer;
+pub mod checksum;
 pub mod error;
 pub mod lifecycle;
 pub mod token;
@@ -24,6 +26,7 @@ pub mod v2;
 pub mod version;
 
 pub use buffer::{hipObjBufDeregister, hipObjBufRegister, hipObjBufRegisterHost};
+pub use checksum::{hipObjChecksumCheck, EXPORTED_FUNCTIONS_CHECKSUM};
 pub use error::hipObjGetErrorString;
 pub use lifecycle::{hipObjInit, hipObjShutdown};
 pub use token::{

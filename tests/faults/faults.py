@@ -173,6 +173,48 @@ def restore_routes(dev: str, peer: str) -> None:
     sh("ip", "neigh", "replace", ADDR[peer], "lladdr", peer_mac, "dev", dev, "nud", "permanent")
 
 
+class StoredBytesChanged(Fault):
+    """One byte of every stored object of the phase's clients changed in place in the server's
+    data directory (`<data>/<bucket>/<key>`: same file, size and inode, so the server still
+    serves the checksum it stored with the object); put back at the end. Every GET must fail
+    clearly and leave no destination."""
+
+    name = "stored object bytes changed on disk"
+
+    def begin(self, lane) -> None:
+        self.changed = []
+        for path in lane.stored_object_paths():
+            with open(path, "r+b") as f:
+                at = os.fstat(f.fileno()).st_size // 2
+                f.seek(at)
+                old = f.read(1)
+                f.seek(at)
+                f.write(bytes([old[0] ^ 0x5A]))
+            self.changed.append((path, at, old))
+
+    def end(self, lane) -> None:
+        for path, at, old in self.changed:
+            with open(path, "r+b") as f:
+                f.seek(at)
+                f.write(old)
+
+
+class WrongWriteOffset(Fault):
+    """The server replaced by its fault-injection build (target/e2e/hipobj-server-faults) with
+    `--inject-write-offset N`: every GET's RDMA WRITE lands N bytes past the client's address and
+    is answered 200. The usual server is back at the end (same address, same data directory)."""
+
+    def __init__(self, by: int = 4096):
+        self.by = by
+        self.name = f"server RDMA WRITE at the wrong offset (+{by})"
+
+    def begin(self, lane) -> None:
+        lane.server.restart(faulty=["--inject-write-offset", str(self.by)])
+
+    def end(self, lane) -> None:
+        lane.server.restart(faulty=None)
+
+
 class Mixed(Fault):
     """Several at once: CPU starvation, 1 % loss, one server restart, client kills."""
 
@@ -227,6 +269,16 @@ class Phase:
     may_fail: Tuple[str, ...] = ()
     max_failed: int = 0
     must_fail: Tuple[str, ...] = ()
+    # The operations the clients run in this phase (a phase whose fault is in the stored objects
+    # runs GETs only: a PUT would replace what the fault changed).
+    ops: Tuple[str, ...] = ("put", "get")
+    # What each failure of a must-fail operation says (lowercase), e.g. "mismatch": the checksum
+    # check caught it, not some other error.
+    fails_with: str = ""
+    # The fault must have dropped packets that RC then recovered: the Soft-RoCE devices received
+    # fewer packets than they sent (netem corrupt: a corrupted packet fails RoCE's ICRC or the
+    # UDP checksum and is dropped). Proves the fault acted, so its 0 corrupt means something.
+    drops_packets: bool = False
 
     @property
     def name(self) -> str:
@@ -242,7 +294,9 @@ class Phase:
 
     def failures_rule(self) -> str:
         if self.must_fail:
-            return f"{'/'.join(o.upper() + 's' for o in self.must_fail)} must fail (tried once)"
+            said = f", each a checksum {self.fails_with}" if self.fails_with else ""
+            only = "" if self.ops == ("put", "get") else f" (only {'/'.join(o.upper() + 's' for o in self.ops)} run)"
+            return f"{'/'.join(o.upper() + 's' for o in self.must_fail)} must fail (tried once){said}{only}"
         if self.may_fail:
             return f"{'/'.join(o.upper() + 's' for o in self.may_fail)}: at most {self.max_failed}"
         return "none"
@@ -297,6 +351,26 @@ def schedule() -> List[Phase]:
               "(3 retries, 3.5 s of backoff, cover 3 s): 3 x 3; R = 2 or 3 in every run; headroom 3"),
         Phase(Mixed(), "cpu starvation + loss 1 % + one restart + two client kills", 12,
               "the restart as above (3 x 3) and the loss as above (2), and 1; R <= 3 in 14 runs"),
+        # Issue 37: what landed is what was stored. The lane compares SHA-256s itself; these
+        # phases hold the clients' own end-to-end check (docs/protocol.md section 15) to it.
+        Phase(StoredBytesChanged(), "one byte of each stored object XORed in place in "
+              "`<data>/faults/<key>`, put back after the phase", 0,
+              "the stored CRC64NVME no longer matches the bytes: each client reads twice, then "
+              "fails naming the algorithm and both values, and leaves no destination (no file, "
+              "no temporary file); every client must be caught; a retry would read the same bytes",
+              must_fail=("get",), ops=("get",), fails_with="mismatch"),
+        Phase(Netem("corrupt 1%"), "`netem corrupt 1%` (a bit flipped in 1 % of the packets); "
+              "the devices must have dropped packets (rxe sent_pkts > rcvd_pkts)", 2,
+              "RoCE's ICRC (and the UDP/TCP checksums) drop a corrupted packet, so RC retransmits "
+              "it as under 1 % loss: 0 corrupt; 0 retries in the 2 lane runs of 2026-12-04 before this budget (11 and 12 operations), "
+              "rxe dropping 108 of 10897 packets and retrying 57 times in the second; 2 as under 1 % loss",
+              drops_packets=True),
+        Phase(WrongWriteOffset(4096), "the server restarted as target/e2e/hipobj-server-faults "
+              "`--inject-write-offset 4096`, the usual one restarted after the phase", 0,
+              "every GET is answered 200 with the bytes 4 KiB off: detected by the clients' "
+              "checksum, read twice, never delivered; only GETs run, so that every client is "
+              "caught within the phase (each must be)",
+              must_fail=("get",), ops=("get",), fails_with="mismatch"),
     ]
 
 

@@ -43,6 +43,8 @@ SETTLE_S = 20.0  # resources must be back within this (the pairing idle time is 
 # worker at most, --rdma-workers 4): MRs may rise above the baseline by that much, never more.
 STAGING_MRS = 4
 DATA_TMPFS = "/tmp/faults-fs"
+# The server with the test-only cargo feature fault-injection (scripts/build-e2e).
+FAULTS_SERVER = str(REPO / "target/e2e/hipobj-server-faults")
 WORK = "/tmp/faults-work"
 
 
@@ -59,7 +61,10 @@ class Server:
 
     def __init__(self, device: str, addr: str):
         self.device, self.addr = device, addr
-        self.bin = os.environ.get("HIPOBJ_SERVER_BIN", str(REPO / "target/release/hipobj-server"))
+        self.usual_bin = os.environ.get("HIPOBJ_SERVER_BIN", str(REPO / "target/release/hipobj-server"))
+        self.bin = self.usual_bin
+        # the fault-injection flags the server runs with (then self.bin is FAULTS_SERVER)
+        self.injected: List[str] = []
         self.data = os.path.join(DATA_TMPFS, "data")
         self.log = str(OUT / "server.log")
         self.url = f"http://{addr}:{PORT}"
@@ -74,7 +79,7 @@ class Server:
             self.proc = subprocess.Popen(
                 [self.bin, "--listen", f"{self.addr}:{PORT}", "--data-dir", self.data,
                  "--device", self.device, "--access-key", ACCESS, "--secret-key", SECRET,
-                 "--pairing-idle-secs", "2"],
+                 "--pairing-idle-secs", "2", *self.injected],
                 stdout=log, stderr=log)
             log.close()
         for _ in range(600):
@@ -96,6 +101,25 @@ class Server:
             self.up.clear()
             self.proc.kill()
             self.proc.wait()
+
+    def restart(self, faulty: Optional[List[str]]) -> None:
+        """kill -9 and start again on the same address and data directory: as the fault-injection
+        build with these flags (`faulty`), or as the usual server (None)."""
+        self.kill9()
+        self.bin = FAULTS_SERVER if faulty else self.usual_bin
+        self.injected = list(faulty or [])
+        self.start()
+
+    def object_path(self, key: str) -> str:
+        """Where the server keeps an object's bytes (server/src/backend/fs.rs; the lane's keys are
+        stored under their own names)."""
+        return os.path.join(self.data, BUCKET, key)
+
+    def put_plain(self, key: str, path: str) -> None:
+        """PUT a file over plain HTTP (the lane's own setup, not a client under test)."""
+        r = self.curl("-f", "-T", path, f"{self.url}/{BUCKET}/{key}")
+        if r.returncode != 0:
+            raise RuntimeError(f"PUT {key}: {r.stderr.decode()}")
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -174,21 +198,78 @@ def at_baseline(name: str, base: Optional[int], now: int) -> bool:
 
 
 RDMA_KINDS = ("qp", "cq", "mr", "pd", "ctx")
+# The Soft-RoCE counters of both devices (`rdma statistic show`) a phase reports: packets, and the
+# RC recovery that loss or a dropped corrupt packet (bad ICRC) costs: NAKed sequence errors,
+# requester retries, duplicates, and work requests that ran out of retries.
+RXE_COUNTERS = ("sent_pkts", "rcvd_pkts", "rcvd_seq_err", "out_of_seq_request", "duplicate_request",
+                "completer_retry_err", "retry_exceeded_err", "ack_deferred")
+
+
+def rxe_counters() -> Dict[str, int]:
+    """RXE_COUNTERS summed over the RDMA devices; {} when `rdma statistic` is not available."""
+    r = subprocess.run(["rdma", "statistic", "show"], capture_output=True, text=True)
+    total: Counter = Counter()
+    for line in r.stdout.splitlines():
+        words = line.split()
+        for name, value in zip(words, words[1:]):
+            if name in RXE_COUNTERS and value.isdigit():
+                total[name] += int(value)
+    return dict(total)
+
+
+def counter_delta(before: Dict[str, int], after: Dict[str, int]) -> Dict[str, int]:
+    return {k: after[k] - before.get(k, 0) for k in after}
 
 
 def rdma_resources(server_pid: int) -> Dict[str, int]:
     """QPs, CQs, MRs, PDs and contexts of every RDMA device (`rdma resource show KIND`) held by
     the server, the kernel, or a process that no longer exists (a leak). A live client holds its
     own (the long-lived Python client's session) and is not counted."""
-    total: Counter = Counter({kind: 0 for kind in RDMA_KINDS})
+    lines = rdma_lines()
+    return {kind: len(found) for kind, found in counted_rdma_lines(lines, server_pid).items()}
+
+
+def rdma_lines() -> Dict[str, List[str]]:
+    return {kind: subprocess.run(["rdma", "resource", "show", kind], capture_output=True,
+                                 text=True).stdout.splitlines() for kind in RDMA_KINDS}
+
+
+def rdma_fields(line: str) -> Dict[str, str]:
+    """The device (`link rxe0/1 ...` or `dev rxe0 ...`) and the pid, pdn and ctxn of a line."""
+    words = line.split()
+    out = {"dev": words[1].split("/")[0]} if len(words) > 1 else {}
+    for name, value in zip(words, words[1:]):
+        if name in ("pid", "pdn", "ctxn"):
+            out[name] = value
+    return out
+
+
+def alive(pid: str) -> bool:
+    return os.path.exists(f"/proc/{pid}")
+
+
+def counted_rdma_lines(lines: Dict[str, List[str]], server_pid: int,
+                       is_alive=alive) -> Dict[str, List[str]]:
+    """The lines of each kind that rdma_resources counts: the server's, the kernel's, a gone
+    process's. A resource made by a thread that has exited shows no pid (the kernel names the
+    creating thread): its owner is its PD's or context's process (the Python client's transfer
+    engine makes QPs on its worker threads and keeps them in its session's pool)."""
+    owner: Dict[Tuple[str, str, str], Optional[str]] = {}
+    for kind, ident in (("ctx", "ctxn"), ("pd", "pdn")):
+        for line in lines.get(kind, []):
+            f = rdma_fields(line)
+            if ident in f:
+                owner[(kind, f["dev"], f[ident])] = f.get("pid") or owner.get(("ctx", f["dev"], f.get("ctxn", "")))
+    counted: Dict[str, List[str]] = {}
     for kind in RDMA_KINDS:
-        out = subprocess.run(["rdma", "resource", "show", kind], capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            words = line.split()
-            pid = int(words[words.index("pid") + 1]) if "pid" in words[:-1] else None
-            if pid is None or pid == server_pid or not os.path.exists(f"/proc/{pid}"):
-                total[kind] += 1
-    return dict(total)
+        counted[kind] = []
+        for line in lines.get(kind, []):
+            f = rdma_fields(line)
+            pid = (f.get("pid") or owner.get(("pd", f.get("dev", ""), f.get("pdn", "")))
+                   or owner.get(("ctx", f.get("dev", ""), f.get("ctxn", ""))))
+            if pid is None or pid == str(server_pid) or not is_alive(pid):
+                counted[kind].append(line.strip())
+    return counted
 
 
 class Worker(threading.Thread):
@@ -313,6 +394,8 @@ class Worker(threading.Thread):
     def operation(self, phase: faults.Phase, count: Counter) -> None:
         key = self.keys[self.n % 2]
         op = "put" if self.stored[key] is None or (self.n // 2) % 2 == 0 else "get"
+        if op not in phase.ops:
+            op = phase.ops[0]
         self.n += 1
         count["started"] += 1
         count[f"started_{op}"] += 1
@@ -324,8 +407,7 @@ class Worker(threading.Thread):
             new = digest(path)
         else:
             size, new = self.size[key], None
-            if os.path.exists(path):
-                os.remove(path)
+            self.destinations(path, remove=True)
         outcome, rc, err, retried_err = "failed", 0, "", ""
         attempts = phase.attempts(op)
         for attempt in range(attempts):
@@ -357,8 +439,32 @@ class Worker(threading.Thread):
             count[f"failed_{op}" if clear else "failed_unclear"] += 1
             self.lane.note(f"{self.kind}: {op} {key} failed after {attempt + 1} tries (exit {rc}): "
                            f"{err.strip().splitlines()[-1:] if err.strip() else 'no message'}")
+            if clear and op in phase.must_fail and phase.fails_with not in err.lower():
+                count["failed_other_reason"] += 1
+                self.lane.note(f"{self.kind}: {op} {key} failed, but not with a checksum {phase.fails_with}")
+            if op == "get":
+                self.check_nothing_left(key, path, count)
         if op == "put":
             self.settle_put(key, size, new, outcome == "ok", count)
+
+    @staticmethod
+    def destinations(path: str, remove: bool = False) -> List[str]:
+        """The download's destination and any temporary file beside it (`<name>.hipobj-XXXXXXXX`
+        of the CLI and Python, src/engine/io.rs): removed before a GET, so that what a client
+        killed earlier left does not count against the next one."""
+        d, name = os.path.split(path)
+        found = sorted(f for f in os.listdir(d) if f == name or f.startswith(name + "."))
+        if remove:
+            for f in found:
+                os.remove(os.path.join(d, f))
+        return found
+
+    def check_nothing_left(self, key: str, path: str, count: Counter) -> None:
+        """A failed GET leaves no destination: no file, no temporary file (issue 37)."""
+        left = self.destinations(path, remove=True)
+        if left:
+            count["left_behind"] += 1
+            self.lane.note(f"{self.kind}: a failed GET of {key} left {left} behind")
 
     def settle_put(self, key: str, size: int, new: str, ok: bool, count: Counter) -> None:
         """After a PUT: the stored object is the whole new one, or (after a failure) the old one."""
@@ -414,6 +520,22 @@ class Lane:
         self.parked = threading.Semaphore(0)
         self.workers = [Worker(self, k) for k in kinds]
 
+    def stored_object_paths(self) -> List[str]:
+        """The data files of the objects the clients stored (each client's own keys)."""
+        return [self.server.object_path(k) for w in self.workers for k in w.keys if w.stored[k] is not None]
+
+    def seed(self) -> None:
+        """Every client's keys stored before the first phase (over plain HTTP), so that a phase
+        run alone (HIPOBJ_FAULTS_ONLY) that only reads has objects to read."""
+        for w in self.workers:
+            for i, key in enumerate(w.keys):
+                path = os.path.join(WORK, f"seed-{key}")
+                with open(path, "wb") as f:
+                    f.write(os.urandom(SIZES[i % len(SIZES)]))
+                self.server.put_plain(key, path)
+                w.stored[key], w.size[key] = digest(path), os.path.getsize(path)
+                os.remove(path)
+
     def take_scripted_failure(self) -> bool:
         with self.scripted_lock:
             if self.scripted_failures <= 0:
@@ -431,6 +553,7 @@ class Lane:
         self.counts[self.phase] = {w.kind: Counter() for w in self.workers}
         started = time.monotonic()
         before = self.server.stats() or {}
+        rxe_before = rxe_counters()
         fault.begin(self)
         stop = threading.Event()
         actor = threading.Thread(target=fault.during, args=(self, stop))
@@ -444,10 +567,14 @@ class Lane:
             w.stop.set()
         for _ in self.workers:
             self.parked.acquire()
+        # what the server counted while the fault acted (a fault that restarts the server at its
+        # end would otherwise leave the new one's zeros)
+        counted = server_counters(before, self.server.stats() or {})
         fault.end(self)
         self.resources[self.phase] = self.settle()
         self.resources[self.phase]["wall_s"] = round(time.monotonic() - started, 1)
-        self.resources[self.phase]["server"] = server_counters(before, self.server.stats() or {})
+        self.resources[self.phase]["server"] = counted
+        self.resources[self.phase]["rxe"] = counter_delta(rxe_before, rxe_counters())
 
     def settle(self) -> Dict[str, object]:
         """Wait until every resource is back at its baseline; report what was not."""
@@ -456,6 +583,10 @@ class Lane:
             now = self.server.resources()
             diff = {k: (self.baseline.get(k), v) for k, v in now.items() if not at_baseline(k, self.baseline.get(k), v)}
             if not diff or time.monotonic() > deadline:
+                assert self.server.proc is not None
+                counted = counted_rdma_lines(rdma_lines(), self.server.proc.pid)
+                for kind in (k for k in diff if k in RDMA_KINDS):
+                    self.note(f"{kind} counted: {counted[kind]}")
                 return {"back": not diff, "diff": diff}
             time.sleep(0.5)
 
@@ -472,6 +603,7 @@ class Lane:
         r = self.server.curl("-f", "-X", "PUT", f"{self.server.url}/{BUCKET}")
         if r.returncode != 0:
             raise RuntimeError(f"CreateBucket: {r.stderr.decode()}")
+        self.seed()
         # the long-lived Python client starts before the clock of any phase (tens of seconds)
         for w in self.workers:
             if w.kind == "py":
@@ -490,10 +622,18 @@ class Lane:
         subprocess.run(["umount", DATA_TMPFS], stderr=subprocess.DEVNULL)
 
 
-def verdict(phase: faults.Phase, c: Counter, res: Dict[str, object]) -> List[str]:
-    """What is wrong with a phase (nothing: it passed), against its budget in faults.schedule()."""
+def verdict(phase: faults.Phase, c: Counter, res: Dict[str, object],
+            by_client: Optional[Dict[str, Counter]] = None) -> List[str]:
+    """What is wrong with a phase (nothing: it passed), against its budget in faults.schedule().
+    `by_client`: each client's counts; in a phase whose failures must say `fails_with`, every
+    client must have been caught at least once."""
     bad = []
-    for what in ("corrupt", "hung", "changed_by_failure", "failed_unclear"):
+    if phase.fails_with:
+        for kind, kc in sorted((by_client or {}).items()):
+            if not any(kc[f"failed_{op}"] for op in phase.must_fail):
+                bad.append(f"{kind}: no {'/'.join(phase.must_fail)} failed")
+    for what in ("corrupt", "hung", "changed_by_failure", "failed_unclear", "left_behind",
+                 "failed_other_reason"):
         if c[what]:
             bad.append(f"{what} {c[what]}")
     if c["retries"] > phase.max_retries:
@@ -510,6 +650,11 @@ def verdict(phase: faults.Phase, c: Counter, res: Dict[str, object]) -> List[str
         bad.append("the lasting fault failed no operation")
     if not res["back"]:
         bad.append(f"resources not back: {res['diff']}")
+    if phase.drops_packets:
+        rxe = res.get("rxe") or {}
+        dropped = rxe.get("sent_pkts", 0) - rxe.get("rcvd_pkts", 0)
+        if not rxe or dropped <= 0:
+            bad.append(f"the fault dropped no RDMA packet (rxe {rxe or 'counters unavailable'})")
     ok_ops = c["ok_first"] + c["ok_retried"]
     if ok_ops == 0 and not phase.must_fail:
         bad.append("no operation succeeded")
@@ -517,7 +662,7 @@ def verdict(phase: faults.Phase, c: Counter, res: Dict[str, object]) -> List[str
 
 
 COLUMNS = ("started", "ok_first", "ok_retried", "retries", "failed_put", "failed_get", "failed_unclear",
-           "killed", "corrupt", "hung", "changed_by_failure")
+           "killed", "corrupt", "hung", "changed_by_failure", "left_behind")
 
 
 def report(lane: Lane, schedule: List[faults.Phase], bench: Dict[str, object], wall: float,
@@ -533,7 +678,7 @@ def report(lane: Lane, schedule: List[faults.Phase], bench: Dict[str, object], w
         per_kind = lane.counts[phase.name]
         total = sum(per_kind.values(), Counter())
         res = lane.resources[phase.name]
-        bad = verdict(phase, total, res)
+        bad = verdict(phase, total, res, per_kind)
         passed &= not bad
         rows.append({"fault": phase.name, "total": dict(total), "max_retries": phase.max_retries,
                      "failures_rule": phase.failures_rule(),
@@ -542,6 +687,7 @@ def report(lane: Lane, schedule: List[faults.Phase], bench: Dict[str, object], w
         cells = [str(total[c]) for c in COLUMNS]
         if not quiet:
             print(f"  {phase.name}: server {res['server']}", flush=True)
+            print(f"  {phase.name}: rxe {res.get('rxe', {})}", flush=True)
             print(f"  phase '{phase.name}': retries {total['retries']}, budget {phase.max_retries}"
                   f"{'' if total['retries'] <= phase.max_retries else ' OVER'}", flush=True)
         lines.append(f"| {phase.name} | " + " | ".join(cells) + f" | {phase.max_retries}" +

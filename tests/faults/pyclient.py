@@ -5,6 +5,10 @@ operation per line on stdin and answers one line on stdout:
     put BUCKET KEY FILE          -> "ok" | "err MESSAGE"
     get BUCKET KEY SIZE FILE     -> "ok" | "err MESSAGE"
 
+A GET of a key ending in "-1" is `download_file` (the transfer engine, into a temporary file
+renamed over FILE); of any other key `get_object(into=...)` into a buffer then written to FILE.
+Both check what landed against the object's stored checksum (issue 37).
+
 It prints "ready" once its hipobj.Session is open. tests/faults/lane.py runs it with
 target/python-venv's interpreter, times each operation, and restarts it when a fault killed it."""
 
@@ -34,6 +38,9 @@ def operation(session, s3, words: list) -> None:
         with open(words[3], "rb") as f:
             data = f.read()
         session.put_object(s3, bucket, key, from_=data)
+    elif key.endswith("-1"):
+        # the transfer engine: a temporary file beside FILE, renamed when complete and checked
+        session.download_file(s3, bucket, key, words[4])
     else:
         buf = bytearray(int(words[3]))
         got = session.get_object(s3, bucket, key, into=buf)

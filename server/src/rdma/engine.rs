@@ -38,6 +38,10 @@ pub struct EngineSettings {
     /// Token transfers still to fail on purpose (`--inject-rdma-failures`; tests only).
     #[cfg(feature = "fault-injection")]
     pub inject_failures: u64,
+    /// Bytes every GET's WRITE lands past the client's address (`--inject-write-offset`; tests
+    /// only).
+    #[cfg(feature = "fault-injection")]
+    pub inject_write_offset: u64,
     /// Copy every GET through a staging buffer instead of registering the store's file
     /// (`--copy-gets`).
     pub copy_gets: bool,
@@ -57,6 +61,8 @@ impl From<&crate::config::RdmaSettings> for EngineSettings {
             v2: s.v2.clone(),
             #[cfg(feature = "fault-injection")]
             inject_failures: s.inject_failures,
+            #[cfg(feature = "fault-injection")]
+            inject_write_offset: s.inject_write_offset,
             copy_gets: s.copy_gets,
         }
     }

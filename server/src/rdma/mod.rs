@@ -4,8 +4,9 @@
 //! - `port`: the [`port::RdmaPort`] seam; `verbs_port` implements it over `hipobj::verbs`.
 //! - `engine`: what a worker runs, one owner per concept over `shared` (the port, staging pool,
 //!   transfer shapes and deadlines, store, statistics): `paired` (one token request end to end,
-//!   over `pairing`, the pairing table) and `v2` (hipobj-rc-v2 below); `inject`: token transfers
-//!   failed on purpose (cargo feature `fault-injection`, tests only).
+//!   over `pairing`, the pairing table) and `v2` (hipobj-rc-v2 below); `inject`: faults injected on
+//!   purpose, a token transfer that fails or a GET written at the wrong offset (cargo feature
+//!   `fault-injection`, tests only).
 //! - `transfer`: chunked work requests, watchdog; `patience`: deadlines that follow progress and
 //!   the measured rate; `local_end`: the file side of a transfer (inline or on its own thread);
 //!   `staging`: registered staging buffers; `worker`: the dedicated RDMA threads and the 503

@@ -11,8 +11,6 @@ use hipobj::token::{Token, Transport};
 use tracing::{debug, warn};
 
 use super::engine::EngineSettings;
-#[cfg(feature = "fault-injection")]
-use super::inject::InjectedFailures;
 use super::pairing::{CheckoutError, KeyLease, Pairing, PairingKey, PairingTable};
 use super::port::{Peer, QpSetup, RdmaPort, RdmaQp};
 use super::selection::{select_bytes, SelectionError};
@@ -36,9 +34,6 @@ pub struct PairedTransfers<P: RdmaPort> {
     shared: Arc<Shared<P>>,
     pub(super) table: PairingTable<P::Qp>,
     file_gets: FileGets,
-    /// Token transfers still to fail on purpose (`--inject-rdma-failures`; tests only).
-    #[cfg(feature = "fault-injection")]
-    injected: InjectedFailures,
 }
 
 /// Whether a GET may be sent from its object's file: never with `--copy-gets`, nor after the
@@ -77,8 +72,6 @@ impl<P: RdmaPort> PairedTransfers<P> {
                 copy_gets: settings.copy_gets,
                 refused: AtomicBool::new(false),
             },
-            #[cfg(feature = "fault-injection")]
-            injected: InjectedFailures::new(settings.inject_failures),
             shared,
         }
     }
@@ -394,7 +387,8 @@ impl<P: RdmaPort> PairedTransfers<P> {
         };
         let pairing = lease.pairing_mut().ok_or(Fault::RDMA_FAILED)?;
         #[cfg(feature = "fault-injection")]
-        self.injected
+        self.shared
+            .injections
             .maybe_fail(&mut pairing.qp, token, &self.shared.stats);
         let plan = Plan {
             shape,
@@ -405,6 +399,11 @@ impl<P: RdmaPort> PairedTransfers<P> {
             },
             last_imm: None,
             send_inv: remote_inv_of(token),
+        };
+        #[cfg(feature = "fault-injection")]
+        let plan = match dir {
+            Direction::Write(_) | Direction::Registered => self.shared.injections.write_plan(plan),
+            Direction::Read(_) => plan,
         };
         let shared = &*self.shared;
         let result = Transfer::new(
@@ -949,6 +948,37 @@ mod tests {
             .iter()
             .position(|e| *e == QpLog::Destroyed(server.qp_num));
         assert!(to_err.is_some() && to_err < destroyed, "{log:?}");
+    }
+
+    /// `--inject-write-offset`: the GET is answered 200 with the object's bytes one offset off
+    /// in the client's memory (staged and straight from the file), and a PUT is untouched.
+    #[cfg(feature = "fault-injection")]
+    #[test]
+    fn injected_write_offset_lands_a_gets_bytes_shifted_and_answers_200() {
+        for copy_gets in [false, true] {
+            let f = fixture_with(
+                DoublePort::new(),
+                &EngineSettings {
+                    inject_write_offset: 100,
+                    copy_gets,
+                    ..settings()
+                },
+            );
+            let data = pattern(3000);
+            object(&f, "k", &data);
+            f.port.add_region(RKEY, BASE, vec![0; 3000]);
+            let server = pair(&f, 3, 3000, "k");
+            assert!(
+                matches!(
+                    get(&f, token(3, 3000, server.lid), "k", None),
+                    RdmaOutcome::Fetched { bytes: 3000, .. }
+                ),
+                "copy_gets {copy_gets}"
+            );
+            let landed = f.port.region(RKEY);
+            assert_eq!(landed[..100], [0; 100], "copy_gets {copy_gets}");
+            assert_eq!(landed[100..], data[..2900], "copy_gets {copy_gets}");
+        }
     }
 
     #[cfg(feature = "fault-injection")]

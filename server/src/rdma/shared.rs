@@ -9,6 +9,8 @@ use hipobj::token::{Token, Transport};
 use tracing::{info, warn};
 
 use super::engine::EngineSettings as Settings;
+#[cfg(feature = "fault-injection")]
+use super::inject::Injections;
 use super::port::{PortError, RdmaOp, RdmaPort};
 use super::staging::{Staged, StagingPool};
 use super::transfer::{Deadlines, Shape};
@@ -28,6 +30,9 @@ pub struct Shared<P: RdmaPort> {
     pub deadlines: Deadlines,
     pub storage: Arc<dyn Backend>,
     pub stats: Arc<Stats>,
+    /// Faults injected on purpose (`--inject-rdma-failures`, `--inject-write-offset`; tests only).
+    #[cfg(feature = "fault-injection")]
+    pub injections: Injections,
 }
 
 impl<P: RdmaPort> Shared<P> {
@@ -63,6 +68,8 @@ impl<P: RdmaPort> Shared<P> {
             port,
             storage,
             stats,
+            #[cfg(feature = "fault-injection")]
+            injections: Injections::new(settings.inject_failures, settings.inject_write_offset),
         }
     }
 

@@ -40,6 +40,8 @@ pub fn settings() -> EngineSettings {
         v2: crate::config::V2Settings::default(),
         #[cfg(feature = "fault-injection")]
         inject_failures: 0,
+        #[cfg(feature = "fault-injection")]
+        inject_write_offset: 0,
         copy_gets: false,
     }
 }

@@ -447,6 +447,8 @@ impl<P: RdmaPort> SessionTransfers<P> {
             last_imm: Some(cookie),
             send_inv: None,
         };
+        #[cfg(feature = "fault-injection")]
+        let plan = self.shared.injections.write_plan(plan);
         let result = Transfer::new(
             &mut qp,
             &staging,
@@ -965,6 +967,36 @@ mod tests {
             None,
             "across parts"
         );
+    }
+
+    /// `--inject-write-offset`: a v2 GET's bytes land one offset off and FINAL is still 200.
+    #[cfg(feature = "fault-injection")]
+    #[test]
+    fn injected_write_offset_shifts_a_v2_get_and_answers_final_200() {
+        let settings = EngineSettings {
+            watchdog: Duration::from_millis(200),
+            v2: v2_settings(),
+            inject_write_offset: 64,
+            ..test_fixture::settings()
+        };
+        let f = test_fixture::fixture_with(DoublePort::new(), &settings);
+        let data = pattern(3000);
+        object(&f, "k", &data);
+        f.port.add_region(RKEY, BASE, vec![0; 2000]);
+        let (id, ..) = prepared(prepare_as(
+            &f,
+            tester(),
+            "k",
+            2000,
+            V2Kind::Get { offset: 0 },
+        ));
+        assert!(matches!(
+            ready_as(&f, tester(), id, COOKIE),
+            V2Outcome::Moved { bytes: 2000, .. }
+        ));
+        let landed = f.port.region(RKEY);
+        assert_eq!(landed[..64], [0; 64]);
+        assert_eq!(landed[64..], data[..1936]);
     }
 
     #[test]

@@ -5,6 +5,9 @@
 //!
 //! Run in the VM with `--test-threads=1 --nocapture` to see the timings.
 
+#[path = "support/lane.rs"]
+mod lane;
+
 use std::net::Ipv6Addr;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -22,28 +25,13 @@ const CHUNK: usize = 512 * 1024;
 /// Server-side RTS values of docs/protocol.md rule 4.3 (never retry_cnt 7).
 use hipobj::verbs::rc::{RC_RETRY_CNT as RETRY_CNT, RC_TIMEOUT as TIMEOUT};
 
-fn device_hint() -> Option<Option<String>> {
-    // The lane sets "rxe0 rxe1" (space-separated); a nic hint is comma-separated.
-    let env = std::env::var("HIPOBJ_VM_DEVICES")
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .map(|v| v.split_whitespace().collect::<Vec<_>>().join(","));
-    if env.is_some() {
-        return Some(env);
-    }
-    let sysfs_has_devices = std::fs::read_dir("/sys/class/infiniband")
-        .map(|mut d| d.next().is_some())
-        .unwrap_or(false);
-    sysfs_has_devices.then_some(None)
-}
-
 /// The device under test; panics when there is none.
 fn open_device() -> Arc<Device> {
-    let hint = device_hint().expect(
+    let hint = lane::device_hint().expect(
         "no RDMA device (HIPOBJ_VM_DEVICES unset, /sys/class/infiniband empty): run in the lane",
     );
     let lib = Lib::load().expect("libibverbs.so.1 loads");
-    let devices = list_devices(&lib, hint.as_deref()).expect("ibv_get_device_list");
+    let devices = list_devices(&lib, Some(&hint)).expect("ibv_get_device_list");
     assert!(
         !devices.is_empty(),
         "an RDMA device with an ACTIVE port (hint {hint:?})"

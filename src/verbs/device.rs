@@ -510,7 +510,7 @@ mod tests {
         let mut without_ex = Lib::load_from(&["libibverbs.so.1"]).expect("libibverbs loads");
         without_ex.query_gid_ex = None;
         let without_ex = Arc::new(without_ex);
-        let devices = list_devices(&with_ex, hint.as_deref()).expect("list_devices");
+        let devices = list_devices(&with_ex, Some(&hint)).expect("list_devices");
         let name = &devices.first().expect("a device with an active port").name;
         let a = Device::open(&with_ex, name).expect("open with ibv_query_gid_ex");
         let b = Device::open(&without_ex, name).expect("open with the sysfs fallback");

@@ -6,27 +6,16 @@ use std::sync::Arc;
 
 use super::{list_devices, Access, Device, Lib, Mr, RcPeer, RcQp};
 
-/// The device hint when an RDMA device is present: the lane's `HIPOBJ_VM_DEVICES` ("rxe0 rxe1",
-/// made a comma-separated hint), or any device in sysfs; `None` when there is none.
-pub(crate) fn rdma_device_hint() -> Option<Option<String>> {
-    let env = std::env::var("HIPOBJ_VM_DEVICES")
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .map(|v| v.split_whitespace().collect::<Vec<_>>().join(","));
-    if env.is_some() {
-        return Some(env);
-    }
-    let present = std::fs::read_dir("/sys/class/infiniband")
-        .map(|mut d| d.next().is_some())
-        .unwrap_or(false);
-    present.then_some(None)
-}
+// The lane's devices, as the end-to-end tests find them (one owner: tests/support/lane.rs).
+#[path = "../../tests/support/lane.rs"]
+mod lane;
+pub(crate) use lane::device_hint as rdma_device_hint;
 
 /// The first device with an active port; panics without one.
 pub(crate) fn open() -> Arc<Device> {
     let hint = rdma_device_hint().expect("no RDMA device: this test needs one (the lane)");
     let lib = Lib::load().expect("libibverbs.so.1 loads");
-    let devices = list_devices(&lib, hint.as_deref()).expect("list_devices");
+    let devices = list_devices(&lib, Some(&hint)).expect("list_devices");
     let name = &devices.first().expect("a device with an active port").name;
     Device::open(&lib, name).expect("Device::open")
 }

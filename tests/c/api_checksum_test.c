@@ -10,19 +10,10 @@
 #include <stdio.h>
 #include <string.h>
 
-static int passed, failed;
+#include "check.h"
 
-static void check(int ok, const char *what, int line) {
-    if (ok) {
-        passed++;
-    } else {
-        failed++;
-        printf("FAIL (line %d): %s\n", line, what);
-    }
-}
-#define CHECK(cond) check((cond) ? 1 : 0, #cond, __LINE__)
 
-static int is_err(hipObjError_t e, hipObjOpError_t code) { return e.opError == code && e.hipError == 0; }
+
 
 /* "123456789" is the CRCs' check input; its CRC64NVME, as S3 writes it, is rosUhgp5mIg=. */
 static const char object[] = "123456789";

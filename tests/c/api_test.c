@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
+
 #ifdef __cplusplus
 #define HO_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
 #define HO_LANG "C++"
@@ -39,20 +41,9 @@ HO_STATIC_ASSERT(sizeof(hipObjHandle_t) == sizeof(void *), "handle size");
 HO_STATIC_ASSERT(sizeof(off_t) == 8, "64-bit off_t");
 HO_STATIC_ASSERT(hipObjBusy == 12, "hipObjBusy value");
 
-static int passed, failed;
 
-static void check(int ok, const char *what, int line) {
-    if (ok) {
-        passed++;
-    } else {
-        failed++;
-        printf("FAIL (line %d): %s\n", line, what);
-    }
-}
-#define CHECK(cond) check((cond) ? 1 : 0, #cond, __LINE__)
 #define CHECK_ERR(call, code) CHECK(is_err((call), (code)))
 
-static int is_err(hipObjError_t e, hipObjOpError_t code) { return e.opError == code && e.hipError == 0; }
 
 #ifdef __cplusplus
 extern "C" {

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
+
 #ifdef __cplusplus
 #define HO_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
 #else
@@ -50,19 +52,9 @@ HO_STATIC_ASSERT(sizeof(hipObjOpsV2_t) == 48, "ops size");
 HO_STATIC_ASSERT(hipObjNotSupported == 13, "hipObjNotSupported value");
 HO_STATIC_ASSERT(HIPOBJ_DIAG_DEADLINE_EXPIRED == 0x54494D45, "deadline marker");
 
-static int passed, failed, callbacks;
+static int callbacks;
 
-static void check(int ok, const char *what, int line) {
-    if (ok) {
-        passed++;
-    } else {
-        failed++;
-        printf("FAIL (line %d): %s\n", line, what);
-    }
-}
-#define CHECK(cond) check((cond) ? 1 : 0, #cond, __LINE__)
 
-static int is_err(hipObjError_t e, hipObjOpError_t code) { return e.opError == code && e.hipError == 0; }
 
 #ifdef __cplusplus
 extern "C" {

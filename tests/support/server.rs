@@ -7,25 +7,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The RDMA devices the tests may use: `$HIPOBJ_VM_DEVICES` (set by tests/vm/run), else the devices
-/// in /sys/class/infiniband. Empty = no RDMA here.
-pub fn rdma_devices() -> Vec<String> {
-    if let Ok(v) = std::env::var("HIPOBJ_VM_DEVICES") {
-        let d: Vec<String> = v.split_whitespace().map(str::to_string).collect();
-        if !d.is_empty() {
-            return d;
-        }
-    }
-    let mut d: Vec<String> = std::fs::read_dir("/sys/class/infiniband")
-        .map(|it| {
-            it.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    d.sort();
-    d
-}
+#[path = "lane.rs"]
+mod lane;
+pub use lane::rdma_devices;
 
 /// (client device, server device): two devices when there are two, else both on the one.
 /// The lane's (client, server) devices; panics without one: every caller is an RDMA test that

@@ -614,21 +614,12 @@ mod tests {
     #[cfg(feature = "sim-gpu")]
     #[test]
     fn the_crc_of_device_memory_is_read_back_through_the_bounce() {
-        use crate::hip::SimGpu;
+        use crate::hip::{DeviceBuffer, SimGpu};
         let gpu = SimGpu::new(1);
         let data: Vec<u8> = (0..100_003u32).map(|i| (i * 7 + i / 251) as u8).collect();
-        let ptr = gpu.alloc_device(0, data.len()).expect("device memory");
-        // SAFETY: `ptr` is a device allocation of `data.len()` bytes; `data` is host memory.
-        unsafe {
-            gpu.copy_blocking(
-                0,
-                ptr,
-                data.as_ptr() as usize,
-                data.len(),
-                CopyDirection::HostToDevice,
-            )
-        }
-        .expect("upload");
+        let buffer = DeviceBuffer::new(gpu.clone(), 0, data.len()).expect("device memory");
+        buffer.write(0, &data).expect("upload");
+        let ptr = buffer.addr();
         for bounce in [4096, 65_536, DEVICE_BOUNCE] {
             for algo in [CrcAlgo::Crc64Nvme, CrcAlgo::Crc32c] {
                 // SAFETY: `ptr .. + data.len()` is device memory of device 0, allocated above.

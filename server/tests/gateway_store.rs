@@ -393,3 +393,24 @@ fn token_less_requests_pass_through_with_the_stores_semantics() {
     assert_eq!(back.status, 200);
     assert!(back.body == body);
 }
+
+/// The store's checksums reach the gateway's view of an object (`head_object`, which the RDMA
+/// GET path and the gateway's own HEAD and GET answers read): an object PUT to the store with a
+/// CRC32 keeps it through the gateway (docs/protocol.md section 15).
+#[test]
+fn the_stores_checksums_pass_through_the_gateway() {
+    let store = test_store();
+    let args = store.gateway_args();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let gw = common::Server::start(&args);
+    assert_eq!(gw.request("PUT", "/sums", &[], b"").status, 200);
+    // CRC32("123456789") as S3 writes it.
+    let crc32 = [("x-amz-checksum-crc32", "y/Q5Jg==".to_string())];
+    let put = gw.request("PUT", "/sums/obj", &crc32, b"123456789");
+    assert_eq!(put.status, 200, "{}", put.text());
+    let info = proxy(&store, TEST_SECRET_KEY)
+        .head_object("sums", "obj")
+        .expect("head");
+    assert_eq!(info.checksums.crc32.as_deref(), Some("y/Q5Jg=="));
+    assert!(!info.checksums.composite);
+}

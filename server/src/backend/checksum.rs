@@ -100,6 +100,19 @@ pub struct Checksums {
 }
 
 impl Checksums {
+    /// The checksums an S3 store's HEAD or GET answer names (`x-amz-checksum-<algorithm>`, and
+    /// `x-amz-checksum-type: COMPOSITE` for a multipart object's digest of its parts), read
+    /// through `header` (lowercase names): what a gateway keeps of its store's object.
+    pub fn from_reply(header: impl Fn(&str) -> Option<String>) -> Checksums {
+        let mut sums = Checksums::default();
+        for algo in ChecksumAlgo::ALL {
+            let name = format!("x-amz-checksum-{}", algo.as_str().to_ascii_lowercase());
+            sums.set(algo, header(&name));
+        }
+        sums.composite = header("x-amz-checksum-type").as_deref() == Some("COMPOSITE");
+        sums
+    }
+
     pub fn get(&self, algo: ChecksumAlgo) -> Option<&String> {
         match algo {
             ChecksumAlgo::Crc32 => self.crc32.as_ref(),
@@ -237,6 +250,39 @@ pub fn composite(algo: ChecksumAlgo, parts: &[&Checksums]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A store's answer names its checksums as S3 does; each is kept under its algorithm, and a
+    /// COMPOSITE type marks the values as digests of parts.
+    #[test]
+    fn a_stores_reply_names_the_checksums_the_gateway_keeps() {
+        let reply = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let full = Checksums::from_reply(reply(&[
+            ("x-amz-checksum-crc64nvme", "rosUhgp5mIg="),
+            ("x-amz-checksum-crc32c", "4waSgw=="),
+            ("x-amz-checksum-type", "FULL_OBJECT"),
+        ]));
+        assert_eq!(full.crc64nvme.as_deref(), Some("rosUhgp5mIg="));
+        assert_eq!(full.crc32c.as_deref(), Some("4waSgw=="));
+        assert_eq!(
+            (full.crc32.as_deref(), full.sha256.as_deref()),
+            (None, None)
+        );
+        assert!(!full.composite);
+        let parts = Checksums::from_reply(reply(&[
+            ("x-amz-checksum-crc32", "AAAAAA==-3"),
+            ("x-amz-checksum-type", "COMPOSITE"),
+        ]));
+        assert_eq!(parts.crc32.as_deref(), Some("AAAAAA==-3"));
+        assert!(parts.composite);
+        assert!(Checksums::from_reply(reply(&[])).is_empty());
+    }
     use hipobj::checksum::{CrcAlgo, CrcPieces};
 
     #[test]

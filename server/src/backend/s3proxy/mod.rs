@@ -179,7 +179,7 @@ fn info_from_headers(key: &str, resp: &Response) -> StorageResult<ObjectInfo> {
             .to_string(),
         last_modified,
         meta,
-        checksums: Default::default(),
+        checksums: Checksums::from_reply(header),
         parts: None,
         part_sizes: Vec::new(),
         part_checksums: Vec::new(),
@@ -278,8 +278,14 @@ impl Backend for S3ProxyBackend {
         Ok(ObjectReader::new(info, selected, Box::new(source)))
     }
 
+    /// The store's HEAD, asked for the object's checksums (`x-amz-checksum-mode: ENABLED`), which
+    /// the gateway passes on: to its own HEAD and GET answers, and to an RDMA GET's (docs/protocol.md
+    /// section 15).
     fn head_object(&self, bucket: &str, key: &str) -> StorageResult<ObjectInfo> {
-        let resp = self.send("HEAD", &object_path(bucket, key), Body::Empty)?;
+        let mode = [("x-amz-checksum-mode".to_string(), "ENABLED".to_string())];
+        let resp = self
+            .store
+            .send("HEAD", &object_path(bucket, key), &mode, Body::Empty)?;
         info_from_headers(key, &resp)
     }
 

@@ -72,12 +72,5 @@ int main(void) {
     verified_and_mismatch();
     unchecked();
     invalid_arguments();
-    printf("api_checksum_test (%s): %d passed, %d failed\n",
-#ifdef __cplusplus
-           "C++",
-#else
-           "C",
-#endif
-           passed, failed);
-    return failed ? 1 : 0;
+    return report("api_checksum_test");
 }

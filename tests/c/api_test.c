@@ -279,6 +279,5 @@ int main(void) {
     token_client_nic();
     not_initialized();
     init_rejects_invalid_configs();
-    printf("%s API test: %d passed, %d failed\n", HO_LANG, passed, failed);
-    return failed == 0 ? 0 : 1;
+    return report("API test");
 }

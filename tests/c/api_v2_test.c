@@ -139,12 +139,5 @@ int main(void) {
     error_string();
     not_initialized();
     init_rejects_invalid_configs();
-    printf("api_v2_test (%s): %d passed, %d failed\n",
-#ifdef __cplusplus
-           "C++",
-#else
-           "C",
-#endif
-           passed, failed);
-    return failed ? 1 : 0;
+    return report("api_v2_test");
 }

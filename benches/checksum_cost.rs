@@ -54,12 +54,17 @@ enum Nic {
 }
 
 impl Nic {
+    /// `memcpy` (or nothing), or a rate in GB/s; anything else is refused, never measured as
+    /// something it did not ask for.
     fn parse(arg: Option<String>) -> Nic {
-        match arg.as_deref().map(str::parse::<f64>) {
-            None | Some(Err(_)) => Nic::Memcpy,
-            Some(Ok(gbps)) => Nic::Dma {
-                bytes_per_sec: gbps * 1e9,
-                free_at: Mutex::new(Instant::now()),
+        match arg.as_deref() {
+            None | Some("memcpy") => Nic::Memcpy,
+            Some(text) => match text.parse::<f64>() {
+                Ok(gbps) if gbps > 0.0 && gbps.is_finite() => Nic::Dma {
+                    bytes_per_sec: gbps * 1e9,
+                    free_at: Mutex::new(Instant::now()),
+                },
+                _ => panic!("NIC {text:?}: give `memcpy` or a rate in GB/s above 0"),
             },
         }
     }

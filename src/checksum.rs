@@ -450,6 +450,11 @@ impl ObjectChecksum {
             }),
         }
     }
+
+    /// Compare with the bytes that landed, all of them in hand.
+    pub fn check_bytes(&self, landed: &[u8]) -> Result<CrcAlgo, Mismatch> {
+        self.check(Some(self.algo.of(landed)))
+    }
 }
 
 #[cfg(test)]

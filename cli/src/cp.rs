@@ -543,7 +543,7 @@ fn plain(s3: &S3, copy: &Copy, checked: bool) -> Result<(), Failure> {
             // The same end-to-end check as over RDMA, before anything is written.
             if let (true, Some(Ok(stored))) = (checked, stored) {
                 stored
-                    .check(Some(stored.algo.of(&body)))
+                    .check_bytes(&body)
                     .map_err(|m| Failure::Transfer(format!("{}: {m}", copy.name())))?;
             }
             std::fs::write(file, body).map_err(|e| io(file, e))

@@ -28,7 +28,7 @@ fn check(bytes: &[u8], headers: &[(String, String)]) -> (hipObjChecksumStatus_t,
             .map(|(_, v)| v.clone())
     };
     match ObjectChecksum::from_headers(header) {
-        Ok(stored) => match stored.check(Some(stored.algo.of(bytes))) {
+        Ok(stored) => match stored.check_bytes(bytes) {
             Ok(algo) => (
                 HIPOBJ_CHECKSUM_VERIFIED,
                 Verdict::Verified(algo).to_string(),

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::hip::{CopyDirection, GpuRuntime, HipError};
+use crate::hip::{read_device_memory, GpuRuntime, HipError};
 use crc_fast::{CrcAlgorithm, Digest};
 
 /// A CRC algorithm S3 stores: the ones whose values combine.
@@ -77,6 +77,11 @@ impl CrcAlgo {
     /// The value of `data`.
     pub fn of(self, data: &[u8]) -> u64 {
         crc_fast::checksum(self.crc_fast(), data)
+    }
+
+    /// The value of `a ++ b` from the values of `a` and of `b` (`b_len` bytes).
+    pub fn combine(self, a: u64, b: u64, b_len: u64) -> u64 {
+        crc_fast::checksum_combine(self.crc_fast(), a, b, b_len)
     }
 
     /// A value as S3 writes it: base64 of its big-endian bytes.
@@ -203,17 +208,8 @@ pub unsafe fn of_device_memory(
     let mut done = 0usize;
     while done < len {
         let n = host.len().min(len - done);
-        // SAFETY: the caller's contract covers `ptr + done .. + n` (inside `ptr .. ptr + len`);
-        // `host` is host memory of at least `n` bytes that does not overlap device memory.
-        unsafe {
-            gpu.copy_blocking(
-                device,
-                host.as_mut_ptr() as usize,
-                ptr + done,
-                n,
-                CopyDirection::DeviceToHost,
-            )?
-        };
+        // SAFETY: the caller's contract covers `ptr + done .. + n` (inside `ptr .. ptr + len`).
+        unsafe { read_device_memory(gpu, device, ptr + done, &mut host[..n])? };
         digest.update(&host[..n]);
         done += n;
     }

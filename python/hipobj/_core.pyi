@@ -1,6 +1,6 @@
 """Type stubs of the native module hipobj._core (python/src/*.rs)."""
 
-from typing import Any, Callable, ClassVar, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Tuple, Union
 
 class HipObjError(Exception):
     code: ClassVar[int]
@@ -64,3 +64,8 @@ def engine_download(store_: Any, path: str, first: int, length: int, part_size: 
 def engine_download_to(store_: Any, write_at: Callable[[int, bytes], Any], first: int, length: int, part_size: int, concurrency: int, progress: Optional[Callable[[int], Any]] = None) -> Tuple[int, int, int, bool]: ...
 def engine_download_into(store_: Any, registration: Registration, offset: int, first: int, length: int, part_size: int, concurrency: int, progress: Optional[Callable[[int], Any]] = None) -> Tuple[int, int, int, bool]: ...
 def engine_upload(store_: Any, path: str, length: int, part_size: int, threshold: int, concurrency: int, progress: Optional[Callable[[int], Any]] = None) -> Tuple[int, int, int, bool]: ...
+# An upload from memory: each segment is host bytes or (Registration, offset, length); a part
+# inside one registration is sent from there. (bytes, parts, retries, multipart, checksum).
+def engine_upload_from(store_: Any, segments: List[Union[bytes, Tuple[Registration, int, int]]], part_size: int, threshold: int, concurrency: int, progress: Optional[Callable[[int], Any]] = None, send_checksum: bool = True) -> Tuple[int, int, int, bool, str]: ...
+# The CRC of registered bytes, S3-encoded (base64, as in x-amz-checksum-* headers).
+def crc_of(registration: Registration, offset: int, size: int, algorithm: str = "CRC64NVME") -> str: ...

@@ -5,7 +5,7 @@
 
 use crate::errors;
 use crate::registration::Registration;
-use hipobj::checksum::{ChecksumMode, ObjectChecksum, Unchecked, Verdict};
+use hipobj::checksum::{ChecksumMode, CrcAlgo, ObjectChecksum, Unchecked, Verdict};
 use pyo3::prelude::*;
 use std::collections::HashMap;
 
@@ -69,4 +69,29 @@ pub fn check_landed(
         Ok(algo) => Ok(Verdict::Verified(algo).to_string()),
         Err(m) => Err(errors::checksum_mismatch(py, what, &m)),
     }
+}
+
+/// The CRC (`algorithm`: CRC64NVME, CRC32C or CRC32) of `size` bytes at `offset` of
+/// `registration`, S3-encoded as in `x-amz-checksum-*` headers, read where the bytes are (host
+/// memory in place, device memory through a host bounce), the GIL released meanwhile.
+#[pyfunction]
+#[pyo3(signature = (registration, offset, size, algorithm="CRC64NVME"))]
+pub fn crc_of(
+    py: Python<'_>,
+    registration: PyRef<'_, Registration>,
+    offset: usize,
+    size: usize,
+    algorithm: &str,
+) -> PyResult<String> {
+    let algo = CrcAlgo::parse(algorithm).ok_or_else(|| {
+        errors::invalid(format!(
+            "checksum algorithm {algorithm:?}: expected one of CRC64NVME, CRC32C, CRC32"
+        ))
+    })?;
+    let runtime = registration.live_runtime()?;
+    let base = registration.base();
+    let value = py
+        .allow_threads(|| runtime.crc_of_registered(base, offset, size, algo))
+        .map_err(errors::to_py)?;
+    Ok(algo.encode(value))
 }

@@ -10,10 +10,10 @@ use crate::transfer::{rdma_transfer, Failed};
 use hipobj::checksum::{CrcAlgo, ObjectChecksum};
 use hipobj::engine::{
     self, Classify, CompletedPart, EngineError, ErrorClass, FileSink, FileSource, HostBuffers, Job,
-    ObjectStore, PartHead, PutTarget, Report, Settings, Sink, Slice,
+    ObjectStore, PartHead, PutTarget, Report, Segment, Settings, Sink, Slice,
 };
 use hipobj::runtime::{Runtime, TransferKind};
-use pyo3::exceptions::PyOSError;
+use pyo3::exceptions::{PyOSError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::collections::HashMap;
@@ -426,4 +426,96 @@ pub fn engine_upload(
         engine::upload(&store, &source, length, &buffers, job)
     })
     .map(done)
+}
+
+/// One item of `engine_upload_from`'s list, held for the call: a `bytes` object, or a slice of a
+/// live registration (with the object that owns its memory).
+enum Held<'py> {
+    Bytes(Bound<'py, PyBytes>),
+    Registered {
+        slice: Slice,
+        _registration: Bound<'py, Registration>,
+        _owner: Option<PyObject>,
+    },
+}
+
+/// Item `i` of the list: `bytes`, or `(Registration, offset, length)` inside the registration.
+fn held<'py>(i: usize, item: &Bound<'py, PyAny>) -> PyResult<Held<'py>> {
+    if let Ok(bytes) = item.downcast::<PyBytes>() {
+        return Ok(Held::Bytes(bytes.clone()));
+    }
+    let Ok((registration, offset, length)) =
+        item.extract::<(Bound<'py, Registration>, usize, usize)>()
+    else {
+        return Err(PyTypeError::new_err(format!(
+            "segment {i}: expected bytes or a (Registration, offset, length) tuple, not {}",
+            item.get_type()
+        )));
+    };
+    let (base, owner) = {
+        let reg = registration.borrow();
+        if offset
+            .checked_add(length)
+            .map_or(true, |end| end > reg.len())
+        {
+            return Err(errors::invalid(format!(
+                "segment {i}: {length} bytes at {offset} do not fit the {}-byte registration",
+                reg.len()
+            )));
+        }
+        reg.live_runtime()?;
+        (reg.base(), reg.owner(item.py()))
+    };
+    Ok(Held::Registered {
+        slice: Slice {
+            base,
+            offset,
+            len: length,
+        },
+        _registration: registration,
+        _owner: owner,
+    })
+}
+
+/// The segments `segments` (a list of `bytes` and `(Registration, offset, length)` tuples) end
+/// to end as the object: one PUT up to `threshold`, else a multipart upload in parts of
+/// `part_size`, `concurrency` at once. A part that lies whole in one registration is sent from
+/// there (no copy); the others are copied into registered host buffers first. With
+/// `send_checksum`, each PUT carries the CRC64NVME of the bytes it moves (as `engine_upload`).
+#[pyfunction]
+#[pyo3(signature = (store_, segments, part_size, threshold, concurrency, progress=None, send_checksum=true))]
+#[allow(clippy::too_many_arguments)]
+pub fn engine_upload_from(
+    py: Python<'_>,
+    store_: PyObject,
+    segments: Vec<Bound<'_, PyAny>>,
+    part_size: u64,
+    threshold: u64,
+    concurrency: usize,
+    progress: Option<PyObject>,
+    send_checksum: bool,
+) -> PyResult<Done> {
+    let mut settings = settings(part_size, threshold, concurrency);
+    if !send_checksum {
+        settings.upload_checksum = None;
+    }
+    let store = store(store_)?;
+    let held = segments
+        .iter()
+        .enumerate()
+        .map(|(i, item)| held(i, item))
+        .collect::<PyResult<Vec<Held<'_>>>>()?;
+    let segments: Vec<Segment<'_>> = held
+        .iter()
+        .map(|h| match h {
+            Held::Bytes(b) => Segment::Bytes(b.as_bytes()),
+            Held::Registered { slice, .. } => Segment::Registered(*slice),
+        })
+        .collect();
+    let buffers = HostBuffers(store.rt.clone());
+    let out = with_job(py, settings, progress, |job| {
+        engine::upload_from(&store, &segments, &*store.rt, &buffers, job)
+    });
+    drop(held);
+    out.map(done)
 }

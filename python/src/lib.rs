@@ -136,5 +136,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(engine::engine_download_to, m)?)?;
     m.add_function(wrap_pyfunction!(engine::engine_download_into, m)?)?;
     m.add_function(wrap_pyfunction!(engine::engine_upload, m)?)?;
+    m.add_function(wrap_pyfunction!(engine::engine_upload_from, m)?)?;
+    m.add_function(wrap_pyfunction!(checksum::crc_of, m)?)?;
     Ok(())
 }

@@ -153,3 +153,41 @@ def test_sharded_checkpoint_in_one_call(session, client, bucket):
         assert np.array_equal(got[name], ref), name
     # views of one destination per shard, not one allocation per tensor
     assert got["layer.0.weight"].base is not None
+
+
+def test_an_upload_from_memory_sends_host_bytes_and_registered_memory(session, client, bucket):
+    from hipobj import _core
+
+    header, tail = pattern(1004, 57), pattern(4321, 58)
+    tensor = np.frombuffer(pattern(12 * MB + 77, 55), dtype=np.uint8)
+    n = tensor.size - 7 - 70
+    expected = header + tensor[7 : 7 + n].tobytes() + tail
+    moved = []
+    with session.register(tensor) as reg:
+        # Parts of 5 MiB: the first and the last span segments (copied), the second lies in the
+        # registration (sent from there).
+        store = session._store(client, bucket, "engine/from-memory")
+        done = _core.engine_upload_from(store, [header, (reg, 7, n), tail], 5 * MB, 5 * MB, 3, moved.append)
+        size, parts, retries, multipart, _ = done
+        assert (size, parts, multipart) == (len(expected), 3, True), done
+        # One PUT straight from the registration; the CRC64NVME the server computed itself is
+        # the one crc_of reads where the bytes are.
+        single = session._store(client, bucket, "engine/from-memory-one")
+        one_put = _core.engine_upload_from(single, [(reg, 7, n)], 5 * MB, 16 * MB, 3)
+        assert (one_put[1], one_put[3]) == (1, False), one_put
+        crc = _core.crc_of(reg, 7, n)
+        with pytest.raises(hipobj.InvalidValueError):
+            _core.crc_of(reg, 7, tensor.size)
+        with pytest.raises(hipobj.InvalidValueError):
+            _core.engine_upload_from(single, [(reg, 8, tensor.size)], 5 * MB, 16 * MB, 3)
+        with pytest.raises(TypeError):
+            _core.engine_upload_from(single, [bytearray(3)], 5 * MB, 16 * MB, 3)
+    assert sum(moved) == len(expected)
+    assert client.get_object(Bucket=bucket, Key="engine/from-memory")["Body"].read() == expected
+    head = client.head_object(Bucket=bucket, Key="engine/from-memory", ChecksumMode="ENABLED")
+    assert head.get("ChecksumType") == "FULL_OBJECT" and head.get("ChecksumCRC64NVME"), head
+    assert not client.list_multipart_uploads(Bucket=bucket).get("Uploads"), "nothing left behind"
+    one = client.head_object(Bucket=bucket, Key="engine/from-memory-one", ChecksumMode="ENABLED")
+    assert one.get("ChecksumCRC64NVME") == crc, (one, crc)
+    assert client.get_object(Bucket=bucket, Key="engine/from-memory-one")["Body"].read() == expected[1004:-4321]
+    print(f"engine_upload_from {size} bytes: {parts} parts, retries {retries}")

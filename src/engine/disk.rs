@@ -2,8 +2,9 @@
 //! by the worker's disk thread while the worker's next ranged GET lands in its other buffer, and an
 //! upload's next part is read from the file while the current one is uploaded (as s5cmd and
 //! boto3's transfer manager keep the disk and the network busy at once). Each worker has at most
-//! two buffers: the first from the ring, the second registered only when the first is at the disk
-//! (and the worker goes on with one if that registration fails).
+//! two buffers: the first from the ring (or registered when the worker first needs one: an upload
+//! from registered memory sends most parts without), the second registered only when the first is
+//! at the disk (and the worker goes on with one if that registration fails).
 
 use super::plan::Part;
 use super::ring::{Buffers, Slot};
@@ -31,6 +32,8 @@ pub(super) struct Disk<'b> {
     at_disk: usize,
     /// Buffers free for the worker's next transfer.
     free: Vec<Box<dyn Slot>>,
+    /// Whether the worker has its first buffer (it may register it when it needs it).
+    has_first: bool,
     /// Whether the worker may still register its second buffer.
     may_grow: bool,
     buffers: &'b dyn Buffers,
@@ -38,13 +41,15 @@ pub(super) struct Disk<'b> {
 }
 
 impl<'b> Disk<'b> {
-    /// The worker's disk thread, started in `scope`, and its first buffer `first`.
+    /// The worker's disk thread, started in `scope`, and its first buffer `first` (`None`:
+    /// registered when the worker first needs a buffer, and a refusal then is that part's
+    /// failure).
     pub(super) fn start<'scope, 'env: 'scope>(
         scope: &'scope Scope<'scope, 'env>,
         name: String,
         side: FileSide<'env>,
         progress: &'env (dyn Fn(u64) + Sync),
-        first: Box<dyn Slot>,
+        first: Option<Box<dyn Slot>>,
         buffers: &'b dyn Buffers,
         buffer_len: usize,
     ) -> io::Result<Disk<'b>> {
@@ -70,7 +75,8 @@ impl<'b> Disk<'b> {
             to_disk: Some(to_disk),
             from_disk,
             at_disk: 0,
-            free: vec![first],
+            has_first: first.is_some(),
+            free: first.into_iter().collect(),
             may_grow: true,
             buffers,
             buffer_len,
@@ -80,7 +86,7 @@ impl<'b> Disk<'b> {
     /// A buffer for the next transfer: a spare one, or the one the disk thread finishes next (its
     /// failure is the copy's).
     pub(super) fn free_buffer(&mut self) -> io::Result<Box<dyn Slot>> {
-        if let Some(slot) = self.spare() {
+        if let Some(slot) = self.spare()? {
             return Ok(slot);
         }
         if self.at_disk == 0 {
@@ -92,20 +98,30 @@ impl<'b> Disk<'b> {
         r.map(|()| slot)
     }
 
-    /// A buffer at hand without waiting: a free one, or the second one registered now (once; if
-    /// that registration is refused, the worker goes on with one).
-    fn spare(&mut self) -> Option<Box<dyn Slot>> {
+    /// A buffer at hand without waiting: a free one, the first one registered now (its refusal
+    /// is the caller's failure), or the second one registered now (once; if that registration is
+    /// refused, the worker goes on with one).
+    fn spare(&mut self) -> io::Result<Option<Box<dyn Slot>>> {
         if let Some(slot) = self.free.pop() {
-            return Some(slot);
+            return Ok(Some(slot));
+        }
+        if !self.has_first {
+            let first = self
+                .buffers
+                .slot(self.buffer_len)
+                .map_err(io::Error::other)?;
+            self.has_first = true;
+            return Ok(Some(first));
         }
         if !self.may_grow {
-            return None;
+            return Ok(None);
         }
         self.may_grow = false;
-        self.buffers
+        Ok(self
+            .buffers
             .slot(self.buffer_len)
             .inspect_err(|e| tracing::debug!("a second ring buffer was refused ({e}): one it is"))
-            .ok()
+            .ok())
     }
 
     /// Give a buffer back unused (its transfer failed).
@@ -137,13 +153,20 @@ impl<'b> Disk<'b> {
             }
             slot
         };
-        // Read ahead only into a buffer at hand: with one buffer, the next part is read when due.
+        self.read_next(next)?;
+        Ok(slot)
+    }
+
+    /// With `next`, have the disk thread read that part meanwhile, into a buffer at hand (with
+    /// one buffer, the next part is read when due). The worker's next [`Disk::load`] must be of
+    /// `next`.
+    pub(super) fn read_next(&mut self, next: Option<Part>) -> io::Result<()> {
         if let Some(next) = next {
-            if let Some(spare) = self.spare() {
+            if let Some(spare) = self.spare()? {
                 self.send(spare, next)?;
             }
         }
-        Ok(slot)
+        Ok(())
     }
 
     /// The buffer the disk thread read `part` into (waits for it).

@@ -11,6 +11,10 @@
 //! fresh token. A multipart upload is completed when every part arrived and aborted when the copy
 //! fails or is cancelled.
 //!
+//! An upload's bytes may also lie in memory already ([`upload_from`]: host bytes and registered
+//! memory, a checkpoint's): a part that lies whole in registered memory is sent from there, with
+//! no ring buffer and no copy.
+//!
 //! The S3 side stays the caller's: the engine calls an [`ObjectStore`] (the command line's own
 //! client, or boto3 callbacks in the Python package) for each RDMA transfer of a buffer slice and
 //! for the multipart bookkeeping.
@@ -22,6 +26,7 @@ mod plan;
 mod retry;
 mod ring;
 mod run;
+mod segments;
 mod verify;
 
 pub use io::{FileSink, FileSource, Sink, Source};
@@ -29,6 +34,7 @@ pub use plan::{Part, Plan, MAX_PARTS, MAX_PART_SIZE, MIN_PART_SIZE};
 pub use retry::{Classify, ErrorClass, Retrier, RetryPolicy};
 pub use ring::{Buffers, HostBuffers, HostSlot, Slot};
 pub use run::{download, download_into, upload};
+pub use segments::{upload_from, RegisteredMemory, Segment};
 
 use crate::checksum::{CrcAlgo, Mismatch, ObjectChecksum, Unchecked, Verdict};
 use std::fmt;

@@ -7,6 +7,7 @@ use super::pace::Pace;
 use super::plan::{Part, Plan, MAX_PARTS};
 use super::retry::Retrier;
 use super::ring::{Buffers, Slot};
+use super::segments::Segments;
 use super::verify::{read_through, CheckingSink, CheckingSource, Covered};
 use super::{
     CompletedPart, EngineError, Job, ObjectStore, PartHead, PutTarget, Report, Sink, Slice, Source,
@@ -132,6 +133,15 @@ fn for_each_part<S: Send, T: Send, E: Send>(
     done.ok_or(EngineError::Cancelled { retries: 0 })
 }
 
+/// When a copy's workers register their first ring buffer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RingStart {
+    /// Before any part moves (a refusal fails the copy before it starts).
+    Now,
+    /// When a worker first needs one: an upload from registered memory may need none.
+    WhenNeeded,
+}
+
 /// The workers' disks ([`Disk`]): each with its ring buffer and its disk thread, run by
 /// `for_each_part`; the parts' results, or the first failure (a part's, then the disks'). An
 /// upload's workers take their next part ahead, for their disk to read meanwhile.
@@ -140,9 +150,18 @@ fn with_disks<'a, T: Send, E: Send>(
     buffers: &'a dyn Buffers,
     plan: &Plan,
     job: &'a Job<'a>,
+    start: RingStart,
     work: &PartWork<'_, Disk<'a>, T, E>,
 ) -> Outcome<Vec<T>, E> {
-    let slots = ring(buffers, plan, job.settings.concurrency)?;
+    let slots: Vec<Option<Box<dyn Slot>>> = match start {
+        RingStart::Now => ring(buffers, plan, job.settings.concurrency)?
+            .into_iter()
+            .map(Some)
+            .collect(),
+        RingStart::WhenNeeded => (0..workers(plan, job.settings.concurrency))
+            .map(|_| None)
+            .collect(),
+    };
     let len = slots_len(plan)?;
     let ahead = matches!(side, FileSide::Source(_));
     std::thread::scope(|scope| {
@@ -169,6 +188,11 @@ fn slots_len<E>(plan: &Plan) -> Outcome<usize, E> {
         .map_err(|_| EngineError::Library(Error::invalid("the part size does not fit memory")))
 }
 
+/// Workers for `plan`: `concurrency`, but no more than it has parts.
+fn workers(plan: &Plan, concurrency: usize) -> usize {
+    concurrency.max(1).min(plan.count())
+}
+
 /// The ring's first buffers: one per worker, as large as the largest part (a worker's [`Disk`]
 /// registers its second when it needs one).
 fn ring<E>(
@@ -176,9 +200,8 @@ fn ring<E>(
     plan: &Plan,
     concurrency: usize,
 ) -> Outcome<Vec<Box<dyn Slot>>, E> {
-    let workers = concurrency.max(1).min(plan.count());
     let len = slots_len(plan)?;
-    (0..workers)
+    (0..workers(plan, concurrency))
         .map(|_| buffers.slot(len).map_err(EngineError::Library))
         .collect()
 }
@@ -378,6 +401,7 @@ fn download_once<S: ObjectStore>(
         buffers,
         plan,
         job,
+        RingStart::Now,
         &|disk: &mut Disk<'_>, part, _| {
             let slot = disk.free_buffer().map_err(EngineError::Io)?;
             if let Err(e) = get_part(store, &retrier, slot.slice(part.len as usize), part) {
@@ -401,10 +425,9 @@ pub fn download_into<S: ObjectStore>(
     let len = dest.len as u64;
     let plan = Plan::ranges(start, len, job.settings.part_size).map_err(EngineError::Library)?;
     let retrier = Retrier::new(job);
-    let workers = job.settings.concurrency.max(1).min(plan.count());
     let result = for_each_part(
         &plan,
-        &mut vec![(); workers],
+        &mut vec![(); workers(&plan, job.settings.concurrency)],
         false,
         job.cancel,
         &|_, part, _| {
@@ -421,6 +444,55 @@ pub fn download_into<S: ObjectStore>(
     report(result, &retrier, len)
 }
 
+/// What an upload sends: bytes `0 .. len` of `source`, through the ring, except the parts that
+/// lie whole in one registered slice of `direct`, sent from there without a copy.
+#[derive(Clone, Copy)]
+pub(super) struct Outgoing<'a> {
+    pub source: &'a dyn Source,
+    pub len: u64,
+    pub direct: Option<&'a Segments<'a>>,
+}
+
+impl Outgoing<'_> {
+    /// The registered slice that holds `part` whole, if one does.
+    fn direct(&self, part: Part) -> Option<Slice> {
+        self.direct?.slice(part.pos, part.len)
+    }
+
+    /// `part` unless it goes direct: the part a disk thread may read ahead.
+    fn copied(&self, part: Option<Part>) -> Option<Part> {
+        part.filter(|p| self.direct(*p).is_none())
+    }
+
+    /// When the workers need their ring buffers: before anything moves for a file, when a part
+    /// is first copied for registered memory (all of an upload's parts may go direct).
+    fn ring_start(&self) -> RingStart {
+        match self.direct {
+            None => RingStart::Now,
+            Some(_) => RingStart::WhenNeeded,
+        }
+    }
+}
+
+/// The registered slice that holds `part` whole, if one does, with its CRC (computed where the
+/// bytes are) recorded with `checking`.
+fn direct_part<E>(
+    out: &Outgoing<'_>,
+    checking: &Option<CheckingSource<'_>>,
+    part: Part,
+) -> Outcome<Option<Slice>, E> {
+    let (Some(segments), Some(slice)) = (out.direct, out.direct(part)) else {
+        return Ok(None);
+    };
+    if let Some(checking) = checking {
+        let value = segments
+            .crc(slice, checking.algo())
+            .map_err(EngineError::Library)?;
+        checking.record(part.pos, part.len, value);
+    }
+    Ok(Some(slice))
+}
+
 /// `len` bytes of `source` (offsets `0 .. len`) as the object: one PUT up to the multipart
 /// threshold, else a multipart upload with one RDMA UploadPart per part, completed when every
 /// part arrived and aborted when the copy fails or is cancelled.
@@ -431,41 +503,67 @@ pub fn upload<S: ObjectStore>(
     buffers: &dyn Buffers,
     job: &Job<'_>,
 ) -> Outcome<Report, S::Error> {
-    if len == 0 {
+    let out = Outgoing {
+        source,
+        len,
+        direct: None,
+    };
+    send(store, out, buffers, job)
+}
+
+/// An upload of `out` ([`upload`]).
+pub(super) fn send<S: ObjectStore>(
+    store: &S,
+    out: Outgoing<'_>,
+    buffers: &dyn Buffers,
+    job: &Job<'_>,
+) -> Outcome<Report, S::Error> {
+    if out.len == 0 {
         return Err(EngineError::Library(Error::invalid(
             "an empty object has no bytes to move over RDMA",
         )));
     }
-    let single = len <= job.settings.multipart_threshold && len <= MAX_REGISTRATION as u64;
+    let single = out.len <= job.settings.multipart_threshold && out.len <= MAX_REGISTRATION as u64;
     if single {
-        upload_single(store, source, len, buffers, job)
+        upload_single(store, out, buffers, job)
     } else {
-        upload_multipart(store, source, len, buffers, job)
+        upload_multipart(store, out, buffers, job)
     }
 }
 
 fn upload_single<S: ObjectStore>(
     store: &S,
-    source: &dyn Source,
-    len: u64,
+    out: Outgoing<'_>,
     buffers: &dyn Buffers,
     job: &Job<'_>,
 ) -> Outcome<Report, S::Error> {
+    let len = out.len;
     let retrier = Retrier::new(job);
     let plan = Plan::ranges(0, len, len).map_err(EngineError::Library)?;
-    let mut slots = ring(buffers, &plan, 1)?;
-    let slot = slots
-        .first_mut()
-        .ok_or_else(|| EngineError::Library(Error::internal("no ring buffer")))?;
-    let n = len as usize;
-    let checking = CheckingSource::wrap(source, job.settings.upload_checksum);
-    slot.load(read_through(&checking, source), 0, n)
-        .map_err(EngineError::Io)?;
+    let whole = plan
+        .part(0)
+        .ok_or_else(|| EngineError::Library(Error::internal("no part")))?;
+    let checking = CheckingSource::wrap(out.source, job.settings.upload_checksum);
+    // A ring buffer only for bytes that are not in one registered slice already.
+    let mut slots = Vec::new();
+    let slice = match direct_part(&out, &checking, whole)? {
+        Some(slice) => slice,
+        None => {
+            slots = ring(buffers, &plan, 1)?;
+            let slot = slots
+                .first_mut()
+                .ok_or_else(|| EngineError::Library(Error::internal("no ring buffer")))?;
+            let n = len as usize;
+            slot.load(read_through(&checking, out.source), 0, n)
+                .map_err(EngineError::Io)?;
+            slot.slice(n)
+        }
+    };
     let checksum = checking.as_ref().and_then(|c| c.part(0));
-    let slice = slot.slice(n);
     retrier.store(&|| "PUT".into(), || {
         store.put(slice, PutTarget::Object, checksum)
     })?;
+    drop(slots);
     (job.progress)(len);
     Ok(Report {
         bytes: len,
@@ -477,44 +575,88 @@ fn upload_single<S: ObjectStore>(
     })
 }
 
+/// A multipart upload under way, as its workers see it.
+struct PartUpload<'u, S> {
+    store: &'u S,
+    out: Outgoing<'u>,
+    checking: &'u Option<CheckingSource<'u>>,
+    retrier: &'u Retrier<'u>,
+    id: &'u str,
+}
+
+impl<S: ObjectStore> PartUpload<'_, S> {
+    /// A worker's `part`: its bytes sent from where they are (registered memory) or from a ring
+    /// buffer its disk filled, as UploadPart `part.index + 1`. The disk reads `next` meanwhile
+    /// when it is copied.
+    fn send(
+        &self,
+        disk: &mut Disk<'_>,
+        part: Part,
+        next: Option<Part>,
+    ) -> Outcome<CompletedPart, S::Error> {
+        let next = self.out.copied(next);
+        let (slice, slot) = match direct_part(&self.out, self.checking, part)? {
+            Some(slice) => {
+                disk.read_next(next).map_err(EngineError::Io)?;
+                (slice, None)
+            }
+            None => {
+                let source = read_through(self.checking, self.out.source);
+                let slot = disk.load(source, part, next).map_err(EngineError::Io)?;
+                (slot.slice(part.len as usize), Some(slot))
+            }
+        };
+        let number = part.index as u32 + 1;
+        let target = PutTarget::Part {
+            upload_id: self.id,
+            number,
+        };
+        let checksum = self.checking.as_ref().and_then(|c| c.part(part.pos));
+        let answer = self.retrier.store(&|| format!("UploadPart {number}"), || {
+            self.store.put(slice, target, checksum)
+        });
+        if let Some(slot) = slot {
+            disk.give_back(slot);
+        }
+        let etag = answer?.ok_or_else(|| {
+            EngineError::Library(Error::s3(format!("UploadPart {number} answered no ETag")))
+        })?;
+        Ok(CompletedPart { number, etag })
+    }
+}
+
 fn upload_multipart<S: ObjectStore>(
     store: &S,
-    source: &dyn Source,
-    len: u64,
+    out: Outgoing<'_>,
     buffers: &dyn Buffers,
     job: &Job<'_>,
 ) -> Outcome<Report, S::Error> {
+    let len = out.len;
     let plan = Plan::multipart(len, job.settings.part_size).map_err(EngineError::Library)?;
     let retrier = Retrier::new(job);
     let algo = job.settings.upload_checksum;
-    let checking = CheckingSource::wrap(source, algo);
-    let source = read_through(&checking, source);
+    let checking = CheckingSource::wrap(out.source, algo);
+    let source = read_through(&checking, out.source);
     let id = retrier.store(&|| "CreateMultipartUpload".into(), || {
         store.create_upload(algo)
     })?;
+    let parts = PartUpload {
+        store,
+        out,
+        checking: &checking,
+        retrier: &retrier,
+        id: &id,
+    };
     let uploaded = with_disks(
         FileSide::Source(source),
         buffers,
         &plan,
         job,
+        out.ring_start(),
         &|disk: &mut Disk<'_>, part, next| {
-            let slot = disk.load(source, part, next).map_err(EngineError::Io)?;
-            let slice = slot.slice(part.len as usize);
-            let number = part.index as u32 + 1;
-            let target = PutTarget::Part {
-                upload_id: &id,
-                number,
-            };
-            let checksum = checking.as_ref().and_then(|c| c.part(part.pos));
-            let answer = retrier.store(&|| format!("UploadPart {number}"), || {
-                store.put(slice, target, checksum)
-            });
-            disk.give_back(slot);
-            let etag = answer?.ok_or_else(|| {
-                EngineError::Library(Error::s3(format!("UploadPart {number} answered no ETag")))
-            })?;
+            let done = parts.send(disk, part, next)?;
             (job.progress)(part.len);
-            Ok(CompletedPart { number, etag })
+            Ok(done)
         },
     );
     let whole = checking.as_ref().and_then(|c| c.whole(len));

@@ -52,6 +52,8 @@ struct Store {
     parts: Vec<PartHead>,
     /// The GETs asked (object offset, length).
     gets: Mutex<Vec<(u64, u64)>>,
+    /// The slice each PUT (0) or UploadPart (its number) was sent from, last attempt.
+    put_slices: Mutex<BTreeMap<u32, Slice>>,
 }
 
 impl Store {
@@ -125,6 +127,11 @@ impl ObjectStore for Store {
             self.part_1_saw_it
                 .store(flag.load(Ordering::SeqCst), Ordering::SeqCst);
         }
+        let number = match target {
+            PutTarget::Object => 0,
+            PutTarget::Part { number, .. } => number,
+        };
+        self.put_slices.lock().unwrap().insert(number, slice);
         // SAFETY: as in `get`; the slice is read only.
         let data = unsafe { std::slice::from_raw_parts(Self::memory(slice), slice.len) }.to_vec();
         // As a server does (docs/protocol.md rule 4.9): a checksum that does not describe the
@@ -983,3 +990,5 @@ fn a_composite_object_whose_parts_cannot_be_checked_says_why() {
     assert_eq!(download_all(&store, s, &sink).unwrap().checksum, why);
     assert_eq!(*sink.0.lock().unwrap(), object);
 }
+
+mod segments;

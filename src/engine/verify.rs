@@ -6,7 +6,6 @@
 
 use super::io::{Sink, Source};
 use crate::checksum::{CrcAlgo, CrcPieces, Mismatch, ObjectChecksum};
-use crc_fast::Digest;
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::Mutex;
@@ -95,13 +94,14 @@ impl Sink for CheckingSink<'_> {
 
 /// A source that checksums each part it reads, as the bytes land in the registered buffer that
 /// the RDMA READ of the PUT will move (docs/protocol.md rule 4.9: checksums describe the moved
-/// bytes). The parts' values go with their PUTs; combined, the whole object's goes with the
-/// multipart upload's completion.
+/// bytes); a part sent from registered memory in place has its CRC computed there and
+/// [`CheckingSource::record`]ed. The parts' values go with their PUTs; combined, the whole
+/// object's goes with the multipart upload's completion.
 pub(super) struct CheckingSource<'a> {
     inner: &'a dyn Source,
     algo: CrcAlgo,
-    /// The digest of each part read, by its offset in the copy.
-    parts: Mutex<BTreeMap<u64, Digest>>,
+    /// The value and length of each part, by its offset in the copy.
+    parts: Mutex<BTreeMap<u64, (u64, u64)>>,
 }
 
 impl<'a> CheckingSource<'a> {
@@ -114,27 +114,40 @@ impl<'a> CheckingSource<'a> {
         })
     }
 
-    fn parts(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Digest>> {
+    pub(super) fn algo(&self) -> CrcAlgo {
+        self.algo
+    }
+
+    fn parts(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, (u64, u64)>> {
         self.parts.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The checksum of the part read at `pos`.
+    /// The CRC `value` of the `len` bytes of the part at `pos`, computed by the caller.
+    pub(super) fn record(&self, pos: u64, len: u64, value: u64) {
+        self.parts().insert(pos, (value, len));
+    }
+
+    /// The checksum of the part read (or recorded) at `pos`.
     pub(super) fn part(&self, pos: u64) -> Option<ObjectChecksum> {
-        let value = self.parts().get(&pos)?.finalize();
+        let (value, _) = *self.parts().get(&pos)?;
         Some(ObjectChecksum {
             algo: self.algo,
             value,
         })
     }
 
-    /// The checksum of bytes `[0, len)` from the parts read, if they cover them once each.
+    /// The checksum of bytes `[0, len)` from the parts, if they cover them once each, in order.
     pub(super) fn whole(&self, len: u64) -> Option<ObjectChecksum> {
-        let mut pieces = CrcPieces::new(self.algo);
-        for (pos, digest) in self.parts().iter() {
-            pieces.add_digest(*pos, *digest);
+        let mut whole: Option<(u64, u64)> = None;
+        for (&pos, &(value, n)) in self.parts().iter() {
+            whole = match whole {
+                None if pos == 0 => Some((value, n)),
+                Some((acc, at)) if pos == at => Some((self.algo.combine(acc, value, n), at + n)),
+                _ => return None,
+            };
         }
-        let value = pieces.value(len)?;
-        Some(ObjectChecksum {
+        let (value, covered) = whole?;
+        (covered == len).then_some(ObjectChecksum {
             algo: self.algo,
             value,
         })
@@ -144,9 +157,7 @@ impl<'a> CheckingSource<'a> {
 impl Source for CheckingSource<'_> {
     fn read_at(&self, buf: &mut [u8], pos: u64) -> io::Result<()> {
         self.inner.read_at(buf, pos)?;
-        let mut digest = self.algo.digest();
-        digest.update(buf);
-        self.parts().insert(pos, digest);
+        self.record(pos, buf.len() as u64, self.algo.of(buf));
         Ok(())
     }
 }

@@ -107,6 +107,31 @@ pub fn check_inside_allocation(
     Ok(range)
 }
 
+/// Copy `dst.len()` bytes of device memory at `ptr` on `device` into host memory `dst`, and
+/// return when they are there: the one device-to-host read of bytes the library did not allocate
+/// (a registration's, for its CRC or for an upload's ring).
+///
+/// # Safety
+/// `ptr .. ptr + dst.len()` must be device memory of `device` that stays allocated for the call.
+pub unsafe fn read_device_memory(
+    gpu: &dyn GpuRuntime,
+    device: i32,
+    ptr: usize,
+    dst: &mut [u8],
+) -> Result<(), HipError> {
+    // SAFETY: the caller's contract covers the device side; `dst` is a live host slice of that
+    // length, exclusively borrowed, which cannot overlap device memory.
+    unsafe {
+        gpu.copy_blocking(
+            device,
+            dst.as_mut_ptr() as usize,
+            ptr,
+            dst.len(),
+            CopyDirection::DeviceToHost,
+        )
+    }
+}
+
 /// A device range exported as a dmabuf: `ibv_reg_dmabuf_mr(pd, offset, len, iova = ptr, fd, ..)`.
 #[derive(Debug)]
 pub struct DmabufExport {

@@ -19,7 +19,7 @@ use crate::pool::{AppConnection, PoolConnections, Protection};
 use crate::registry::{Buffer, BufferKind};
 use crate::stager::StagerHandle;
 use crate::verbs::{self, Device};
-use hipobj_actors::registry::Registry;
+use hipobj_actors::registry::{Entry, Registry};
 use hipobj_actors::supervisor::InitError;
 pub use select::names_one_nic;
 use select::{choose_nic, resolve_gpu};
@@ -246,10 +246,42 @@ impl Runtime {
         self.registry.lookup(ptr).map(|e| e.payload().kind())
     }
 
+    /// The length of the registration based at `ptr`, if there is one.
+    pub fn registered_len(&self, ptr: usize) -> Option<usize> {
+        self.registry.lookup(ptr).map(|e| e.payload().mr().len())
+    }
+
+    /// Bytes `offset .. offset + len` of the registration based at `ptr`: the registration (held,
+    /// it stays registered while held) and the address of the bytes; refused when they leave it.
+    fn registered_bytes(
+        &self,
+        ptr: usize,
+        offset: usize,
+        len: usize,
+    ) -> Result<(Arc<Entry<Buffer>>, usize)> {
+        let entry = self.registry.lookup(ptr).ok_or_else(|| {
+            Error::new(OpError::BufNotRegistered, "no registration at this address")
+        })?;
+        let buffer = entry.payload();
+        offset
+            .checked_add(len)
+            .filter(|end| *end <= buffer.mr().len())
+            .ok_or_else(|| Error::invalid(format!("{len} bytes at {offset} exceed the buffer")))?;
+        let at = buffer.base() + offset;
+        Ok((entry, at))
+    }
+
+    /// The GPU whose device memory a registration that is not host memory is.
+    fn gpu_of_device_memory(&self) -> Result<&Gpu> {
+        self.gpu
+            .as_ref()
+            .ok_or_else(|| Error::invalid("device memory registered without a GPU runtime"))
+    }
+
     /// The CRC (`algo`) of `len` bytes at `offset` of the registration based at `ptr`, read where
     /// they are: host memory in place, device memory (direct or staged) on the GPU itself,
     /// through a host bounce (`checksum::of_device_memory`). The check of one GET's landed bytes
-    /// (docs/protocol.md section 15).
+    /// (docs/protocol.md section 15), and the checksum of an upload's part sent from there.
     pub fn crc_of_registered(
         &self,
         ptr: usize,
@@ -257,26 +289,15 @@ impl Runtime {
         len: usize,
         algo: crate::checksum::CrcAlgo,
     ) -> Result<u64> {
-        let entry = self.registry.lookup(ptr).ok_or_else(|| {
-            Error::new(OpError::BufNotRegistered, "no registration at this address")
-        })?;
-        let buffer = entry.payload();
-        let end = offset
-            .checked_add(len)
-            .filter(|end| *end <= buffer.mr().len())
-            .ok_or_else(|| Error::invalid(format!("{len} bytes at {offset} exceed the buffer")))?;
-        let at = buffer.base() + offset;
-        if buffer.kind() == BufferKind::Host {
-            // SAFETY: `at .. base + end` lies inside the registered host memory (checked above),
-            // which the entry we hold keeps registered, hence alive, for this call; the bytes are
-            // plain data, readable whatever they hold.
-            let landed = unsafe { std::slice::from_raw_parts(at as *const u8, end - offset) };
+        let (entry, at) = self.registered_bytes(ptr, offset, len)?;
+        if entry.payload().kind() == BufferKind::Host {
+            // SAFETY: `at .. at + len` lies inside the registered host memory (checked by
+            // `registered_bytes`), which the entry we hold keeps registered, hence alive, for
+            // this call; the bytes are plain data, readable whatever they hold.
+            let landed = unsafe { std::slice::from_raw_parts(at as *const u8, len) };
             return Ok(algo.of(landed));
         }
-        let gpu = self
-            .gpu
-            .as_ref()
-            .ok_or_else(|| Error::invalid("device memory registered without a GPU runtime"))?;
+        let gpu = self.gpu_of_device_memory()?;
         // SAFETY: `at .. + len` lies inside the registered device memory of the GPU this runtime
         // stages through (checked above), which the entry we hold keeps registered for this call.
         unsafe {
@@ -290,6 +311,26 @@ impl Runtime {
             )
         }
         .map_err(|e| e.to_error(OpError::RdmaError))
+    }
+
+    /// Copy `dst.len()` bytes at `offset` of the registration based at `ptr` into `dst`: host
+    /// memory by memcpy, device memory (direct or staged) by the GPU runtime's device-to-host
+    /// copy (`hip::read_device_memory`). An upload's bytes that go through its ring.
+    pub fn read_registered(&self, ptr: usize, offset: usize, dst: &mut [u8]) -> Result<()> {
+        let len = dst.len();
+        let (entry, at) = self.registered_bytes(ptr, offset, len)?;
+        if entry.payload().kind() == BufferKind::Host {
+            // SAFETY: as in `crc_of_registered`: `at .. at + len` is registered host memory,
+            // kept alive by the entry we hold; `dst` is ours, so the two do not overlap.
+            let src = unsafe { std::slice::from_raw_parts(at as *const u8, len) };
+            dst.copy_from_slice(src);
+            return Ok(());
+        }
+        let gpu = self.gpu_of_device_memory()?;
+        // SAFETY: `at .. + len` lies inside the registered device memory of the GPU this runtime
+        // stages through (checked above), which the entry we hold keeps registered for this call.
+        unsafe { crate::hip::read_device_memory(gpu.runtime.as_ref(), gpu.device, at, dst) }
+            .map_err(|e| e.to_error(OpError::RdmaError))
     }
 
     /// The GPU runtime in use and the device it stages through (`None` without a GPU), for

@@ -1,4 +1,5 @@
-//! `hipobj cp`: objects to files and files to objects through the transfer engine
+//! `hipobj cp`: objects to files and files to objects, each copy over the path `--transport`
+//! gives it (`crate::transport`): plain HTTP, or RDMA through the transfer engine
 //! (`hipobj::engine`): ranged GETs or a multipart upload, `--concurrency` transfers in flight over
 //! a small ring of registered buffers, retries as the AWS SDKs do them, a progress bar by bytes
 //! moved, and a closing line with the retries used. `--recursive` copies a prefix to a directory
@@ -10,12 +11,14 @@ use crate::failure::{Failure, Retryable};
 use crate::s3::{ObjectPath, StoredChecksum, S3};
 use crate::session::Session;
 use crate::store::ObjectStoreCli;
+use crate::transport::Paths;
 use crate::units::{mb_per_s, parse_range};
 use hipobj::checksum::{Unchecked, Verdict};
 use hipobj::engine::{
     self, EngineError, FileSink, FileSource, Job, Report, Settings, MIN_PART_SIZE,
 };
 use hipobj::rcv2::negotiate::{Choice, Protocol};
+use hipobj::transport::{Direction, Mode, Path as Way};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -300,25 +303,23 @@ pub fn run(args: &CpArgs) -> Result<(), Failure> {
     let s3 = S3::new(&args.endpoint.endpoint, creds)?
         .with_protocol(args.endpoint.protocol.rdma_protocol);
     let copies = plan(args, &s3)?;
-    let session = Session::open_with(
-        args.endpoint.nic.as_deref(),
-        args.endpoint.gpu,
-        args.concurrency.map(usize::from),
-    )?;
-    learn_protocol(&s3, &session, &copies)?;
+    let mut endpoint = args.endpoint.clone();
+    if args.http_fallback {
+        endpoint.transport = Mode::Auto;
+    }
+    let paths = Paths::open(&endpoint, args.concurrency.map(usize::from))?;
+    if let Some(session) = &paths.session {
+        learn_protocol(&s3, session, &copies)?;
+    }
     let cancel = crate::interrupt::install();
     let total: u64 = copies.iter().map(Copy::len).sum();
     let bar = progress(total, args.quiet);
     let t0 = Instant::now();
     let mut tally = Tally::default();
-    let mut fell_back = false;
     let mut failures = Vec::new();
     for copy in &copies {
-        match one(args, &s3, &session, copy, &bar, cancel) {
-            Ok((report, plain)) => {
-                tally.add(&report);
-                fell_back |= plain;
-            }
+        match one(args, &s3, &paths, copy, &bar, cancel) {
+            Ok(report) => tally.add(&report),
             Err((f, n)) => {
                 tally.retries += n;
                 bar.suspend(|| eprintln!("hipobj: {}: {f}", copy.name()));
@@ -331,11 +332,6 @@ pub fn run(args: &CpArgs) -> Result<(), Failure> {
     }
     bar.finish_and_clear();
     let secs = t0.elapsed().as_secs_f64();
-    let how = if fell_back {
-        "plain HTTP (server declined RDMA)".to_string()
-    } else {
-        format!("RDMA via {}", session.nic())
-    };
     let what = match copies.as_slice() {
         [one] => one.name(),
         all => format!(
@@ -350,7 +346,7 @@ pub fn run(args: &CpArgs) -> Result<(), Failure> {
         eprintln!("hipobj: {what}, {} retries", tally.retries);
         return Err(first);
     }
-    println!("{}", closing_line(&what, total, secs, &how, &tally));
+    println!("{}", closing_line(&what, total, secs, &paths.how(), &tally));
     Ok(())
 }
 
@@ -375,11 +371,67 @@ fn learn_protocol(s3: &S3, session: &Session, copies: &[Copy]) -> Result<(), Fai
     Ok(())
 }
 
-type CopyResult = Result<(Report, bool), (Failure, u64)>;
+type CopyResult = Result<Report, (Failure, u64)>;
 
-/// One copy through the engine (or plain HTTP after a 501 with --http-fallback): its report and
-/// whether it went over plain HTTP; a failure with the retries it used.
+/// One copy over the path the decision gives it (`Paths::transport`), its outcome recorded: over
+/// RDMA through the engine, or over plain HTTP (also after a 501 under `auto`, which then takes
+/// plain HTTP to this endpoint from now on). Its report; a failure with the retries it used.
 fn one(
+    args: &CpArgs,
+    s3: &S3,
+    paths: &Paths,
+    copy: &Copy,
+    bar: &ProgressBar,
+    cancel: &AtomicBool,
+) -> CopyResult {
+    let direction = match copy {
+        Copy::Download { .. } => Direction::Get,
+        Copy::Upload { .. } => Direction::Put,
+    };
+    let destination = Paths::destination(&args.endpoint);
+    let t = &paths.transport;
+    let mut ticket = t.pick(s3.endpoint(), copy.len(), direction, destination);
+    if ticket.path() == Way::Rdma {
+        let session = paths.session.as_ref().ok_or_else(|| {
+            let why = t
+                .missing_device()
+                .unwrap_or_else(|| "no RDMA session".into());
+            (Failure::NoNic(why), 0)
+        })?;
+        match over_rdma(args, s3, session, copy, bar, cancel) {
+            Ok(report) => {
+                t.record(&ticket, copy.len());
+                return Ok(report);
+            }
+            Err((Failure::RdmaDeclined(m), _)) if t.mode() != Mode::Rdma => {
+                if t.declined(s3.endpoint()) {
+                    bar.suspend(|| eprintln!("{m}: copying over plain HTTP"));
+                }
+                ticket = t.pick(s3.endpoint(), copy.len(), direction, destination);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let report = plain(args, s3, copy).map_err(|f| (f, 0))?;
+    bar.inc(copy.len());
+    t.record(&ticket, copy.len());
+    Ok(report)
+}
+
+/// What a download is checked against (None for an upload).
+fn stored(args: &CpArgs, s3: &S3, copy: &Copy) -> Result<Option<StoredChecksum>, Failure> {
+    let Copy::Download { obj, stored, .. } = copy else {
+        return Ok(None);
+    };
+    Ok(Some(match stored {
+        _ if !args.checksum_mode.checks() => Err(Unchecked::Off),
+        Some(stored) => *stored,
+        None => s3.object_head(obj)?.1,
+    }))
+}
+
+/// One copy through the engine over RDMA: its report; a failure with the retries it used.
+fn over_rdma(
     args: &CpArgs,
     s3: &S3,
     session: &Session,
@@ -393,14 +445,7 @@ fn one(
         Copy::Upload { obj, .. } => (obj, true),
     };
     let mut settings = settings(args, session, s3, sending);
-    if let Copy::Download { obj, stored, .. } = copy {
-        let mode = args.checksum_mode;
-        settings.checksum = Some(match stored {
-            _ if !mode.checks() => Err(Unchecked::Off),
-            Some(stored) => *stored,
-            None => s3.object_head(obj).map_err(|f| (f, 0))?.1,
-        });
-    }
+    settings.checksum = stored(args, s3, copy).map_err(|f| (f, 0))?;
     let job = Job {
         settings,
         progress: &progress,
@@ -419,23 +464,7 @@ fn one(
             file, first, len, ..
         } => upload(&store, session, file, *first, *len, &job),
     };
-    match result {
-        Ok(report) => Ok((report, false)),
-        Err(EngineError::Store {
-            error:
-                Retryable {
-                    failure: Failure::RdmaDeclined(m),
-                    ..
-                },
-            retries,
-        }) if args.http_fallback => {
-            bar.suspend(|| eprintln!("{m}: falling back to plain HTTP"));
-            plain(s3, copy, args.checksum_mode.checks()).map_err(|f| (f, retries))?;
-            bar.inc(copy.len());
-            Ok((Report::default(), true))
-        }
-        Err(e) => Err(engine_failure(e, copy)),
-    }
+    result.map_err(|e| engine_failure(e, copy))
 }
 
 /// What a failed engine run means for the user, and the retries it used.
@@ -529,24 +558,40 @@ fn check_size(store: &ObjectStoreCli<'_>, len: u64) -> Result<(), EngineError<Re
     Ok(())
 }
 
-/// A copy over plain HTTP (the server declined RDMA and --http-fallback was given).
-fn plain(s3: &S3, copy: &Copy, checked: bool) -> Result<(), Failure> {
+/// A copy over plain HTTP (one request, the body in memory), a download checked end to end as
+/// over RDMA before anything is written: its report.
+fn plain(args: &CpArgs, s3: &S3, copy: &Copy) -> Result<Report, Failure> {
+    let stored = stored(args, s3, copy)?;
+    let mut report = Report {
+        bytes: copy.len(),
+        parts: 1,
+        ..Report::default()
+    };
     match copy {
         Copy::Download {
             obj,
             file,
             first,
             len,
-            stored,
+            ..
         } => {
-            let body = s3.get_plain(obj, Some((*first, first + len - 1)))?;
-            // The same end-to-end check as over RDMA, before anything is written.
-            if let (true, Some(Ok(stored))) = (checked, stored) {
-                stored
-                    .check_bytes(&body)
-                    .map_err(|m| Failure::Transfer(format!("{}: {m}", copy.name())))?;
+            let body = match len {
+                0 => Vec::new(),
+                _ => s3.get_plain(obj, Some((*first, first + len - 1)))?,
+            };
+            report.checksum = match stored {
+                Some(Ok(stored)) => Verdict::Verified(
+                    stored
+                        .check_bytes(&body)
+                        .map_err(|m| Failure::Transfer(format!("{}: {m}", copy.name())))?,
+                ),
+                Some(Err(why)) => Verdict::Unchecked(why),
+                None => Verdict::NotAsked,
+            };
+            if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
             }
-            std::fs::write(file, body).map_err(|e| io(file, e))
+            std::fs::write(file, body).map_err(|e| io(file, e))?;
         }
         Copy::Upload {
             file,
@@ -559,7 +604,8 @@ fn plain(s3: &S3, copy: &Copy, checked: bool) -> Result<(), Failure> {
             let mut body = vec![0u8; *len as usize];
             f.read_exact_at(&mut body, *first)
                 .map_err(|e| io(file, e))?;
-            s3.put_plain(obj, body)
+            s3.put_plain(obj, body)?;
         }
     }
+    Ok(report)
 }

@@ -13,6 +13,7 @@ mod rdma;
 mod s3;
 mod session;
 mod store;
+mod transport;
 mod units;
 
 use clap::Parser;

@@ -35,6 +35,9 @@ fn hipobj(server: &Server, args: &[&str]) -> Output {
         .args(args)
         .env("AWS_ENDPOINT_URL", format!("http://{}", server.addr))
         .env("HIPOBJ_NIC", cli)
+        // These tests exercise RDMA: forced (--transport auto would take plain HTTP below 1 MiB;
+        // --http-fallback still means auto).
+        .env("HIPOBJ_TRANSPORT", "rdma")
         .env("AWS_ACCESS_KEY_ID", ACCESS)
         .env("AWS_SECRET_ACCESS_KEY", SECRET)
         .env_remove("AWS_PROFILE")
@@ -478,6 +481,7 @@ fn hipobj_measured(server: &Server, args: &[&str]) -> (Output, i64) {
         .args(args)
         .env("AWS_ENDPOINT_URL", format!("http://{}", server.addr))
         .env("HIPOBJ_NIC", cli)
+        .env("HIPOBJ_TRANSPORT", "rdma")
         .env("AWS_ACCESS_KEY_ID", ACCESS)
         .env("AWS_SECRET_ACCESS_KEY", SECRET)
         .env_remove("AWS_PROFILE")

@@ -389,6 +389,19 @@ impl Transport {
         direction: Direction,
         destination: Destination,
     ) -> Ticket {
+        self.pick_as(self.mode, endpoint, bytes, direction, destination)
+    }
+
+    /// [`Transport::pick`] under another mode for this one transfer (a benchmark's forced
+    /// columns, whose measurements the decision keeps).
+    pub fn pick_as(
+        &self,
+        mode: Mode,
+        endpoint: &str,
+        bytes: u64,
+        direction: Direction,
+        destination: Destination,
+    ) -> Ticket {
         let class = SizeClass::of(bytes);
         let now = self.clock.now();
         let mut state = self.state.lock();
@@ -398,7 +411,7 @@ impl Transport {
             direction,
             destination,
         };
-        let (path, reason) = match self.mode {
+        let (path, reason) = match mode {
             Mode::Rdma => (Path::Rdma, Reason::Forced),
             Mode::Http => (Path::Http, Reason::Forced),
             Mode::Auto if state.no_device.is_some() => (Path::Http, Reason::NoRdmaDevice),

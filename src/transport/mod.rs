@@ -471,6 +471,33 @@ impl Transport {
         counters.switches += cell.switches - before;
     }
 
+    /// A transfer of `bytes` to `endpoint` took `path` for `reason` and lasted `secs` seconds
+    /// (for callers that keep no [`Ticket`]: the C helper, an application that times itself).
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_outcome(
+        &self,
+        endpoint: &str,
+        bytes: u64,
+        direction: Direction,
+        destination: Destination,
+        path: Path,
+        reason: Reason,
+        secs: f64,
+    ) {
+        let ticket = Ticket {
+            key: Key {
+                endpoint: endpoint.to_owned(),
+                class: SizeClass::of(bytes),
+                direction,
+                destination,
+            },
+            path,
+            reason,
+            started: Duration::ZERO,
+        };
+        self.record_timed(&ticket, bytes, secs);
+    }
+
     /// No RDMA device is usable in this process (`why` names what is missing): `auto` takes HTTP
     /// from now on. True the first time (the caller says why, once).
     pub fn no_rdma_device(&self, why: &str) -> bool {

@@ -6,7 +6,7 @@
  * busy fabric can make plain HTTP (the application's own S3 client) the
  * faster path. A fixed size threshold is right on one fabric only. This
  * helper is the decision the command line and the Python package use
- * (docs/perf.md, "RDMA or HTTP"): it keeps, per endpoint, size class
+ * (docs/transport.md): it keeps, per endpoint, size class
  * (powers of 4 from 4 KiB), direction and destination, the recent throughput
  * of each path the application reports, and answers which path the next
  * transfer takes:

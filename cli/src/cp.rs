@@ -8,6 +8,7 @@
 use crate::args::CpArgs;
 use crate::credentials;
 use crate::failure::{Failure, Retryable};
+use crate::plain::{HttpStore, PlainBuffers};
 use crate::s3::{ObjectPath, StoredChecksum, S3};
 use crate::session::Session;
 use crate::store::ObjectStoreCli;
@@ -15,7 +16,8 @@ use crate::transport::Paths;
 use crate::units::{mb_per_s, parse_range};
 use hipobj::checksum::{Unchecked, Verdict};
 use hipobj::engine::{
-    self, EngineError, FileSink, FileSource, Job, Report, Settings, MIN_PART_SIZE,
+    self, Buffers, EngineError, FileSink, FileSource, Job, ObjectStore, Report, Settings,
+    MIN_PART_SIZE,
 };
 use hipobj::rcv2::negotiate::{Choice, Protocol};
 use hipobj::transport::{Direction, Mode, Path as Way};
@@ -50,6 +52,18 @@ impl Copy {
         match self {
             Copy::Download { len, .. } | Copy::Upload { len, .. } => *len,
         }
+    }
+
+    /// The object copied from or to.
+    fn object(&self) -> &ObjectPath {
+        match self {
+            Copy::Download { obj, .. } | Copy::Upload { obj, .. } => obj,
+        }
+    }
+
+    /// Whether the copy sends bytes (an upload).
+    fn sending(&self) -> bool {
+        matches!(self, Copy::Upload { .. })
     }
 
     fn name(&self) -> String {
@@ -270,15 +284,18 @@ fn list_files(dir: &Path, prefix: &ObjectPath) -> Result<Vec<Copy>, Failure> {
     Ok(copies)
 }
 
-/// The engine's settings from the arguments: an upload's parts are at least 5 MiB; a transfer
-/// that may be hipobj-rc-v2 moves at most 2^31 - 1 bytes, and to an endpoint that speaks it an
-/// upload up to that size goes as ONE PUT (v2 servers need not honour an UploadPart's query:
-/// elbencho's s3rdma-server stores each part as the whole object).
-fn settings(args: &CpArgs, session: &Session, s3: &S3, upload: bool) -> Settings {
-    let mut s = Settings::with_concurrency(
-        args.concurrency
-            .map_or(session.max_transfers(), usize::from),
-    );
+/// The engine's settings from the arguments: an upload's parts are at least 5 MiB. Over RDMA
+/// (`session`), a transfer that may be hipobj-rc-v2 moves at most 2^31 - 1 bytes, and to an
+/// endpoint that speaks it an upload up to that size goes as ONE PUT (v2 servers need not honour
+/// an UploadPart's query: elbencho's s3rdma-server stores each part as the whole object).
+fn settings(args: &CpArgs, session: Option<&Session>, s3: &S3, upload: bool) -> Settings {
+    let concurrency = args.concurrency.map(usize::from).unwrap_or_else(|| {
+        session.map_or_else(
+            || hipobj::env::EnvConfig::from_env().max_transfers,
+            Session::max_transfers,
+        )
+    });
+    let mut s = Settings::with_concurrency(concurrency);
     s.part_size = if upload {
         args.part_size.max(MIN_PART_SIZE)
     } else {
@@ -286,7 +303,7 @@ fn settings(args: &CpArgs, session: &Session, s3: &S3, upload: bool) -> Settings
     };
     s.multipart_threshold = s.part_size;
     let negotiation = s3.negotiation();
-    if let Some(max) = negotiation.max_transfer(s3.endpoint()) {
+    if let (Some(max), Some(_)) = (negotiation.max_transfer(s3.endpoint()), session) {
         s.part_size = s.part_size.min(max);
         s.multipart_threshold = if upload && negotiation.first(s3.endpoint()) == Protocol::V2 {
             max
@@ -412,8 +429,7 @@ fn one(
             Err(e) => return Err(e),
         }
     }
-    let report = plain(args, s3, copy).map_err(|f| (f, 0))?;
-    bar.inc(copy.len());
+    let report = over_http(args, s3, copy, bar, cancel)?;
     t.record(&ticket, copy.len());
     Ok(report)
 }
@@ -430,7 +446,8 @@ fn stored(args: &CpArgs, s3: &S3, copy: &Copy) -> Result<Option<StoredChecksum>,
     }))
 }
 
-/// One copy through the engine over RDMA: its report; a failure with the retries it used.
+/// One copy through the engine over RDMA (the session's registered buffers): its report; a
+/// failure with the retries it used.
 fn over_rdma(
     args: &CpArgs,
     s3: &S3,
@@ -439,13 +456,9 @@ fn over_rdma(
     bar: &ProgressBar,
     cancel: &AtomicBool,
 ) -> CopyResult {
-    let progress = |n: u64| bar.inc(n);
-    let (obj, sending) = match copy {
-        Copy::Download { obj, .. } => (obj, false),
-        Copy::Upload { obj, .. } => (obj, true),
-    };
-    let mut settings = settings(args, session, s3, sending);
+    let mut settings = settings(args, Some(session), s3, copy.sending());
     settings.checksum = stored(args, s3, copy).map_err(|f| (f, 0))?;
+    let progress = |n: u64| bar.inc(n);
     let job = Job {
         settings,
         progress: &progress,
@@ -454,17 +467,54 @@ fn over_rdma(
     let store = ObjectStoreCli {
         s3,
         runtime: session.runtime(),
-        object: obj,
+        object: copy.object(),
     };
-    let result = match copy {
+    through_engine(s3, copy, &store, session, &job).map_err(|e| engine_failure(e, copy))
+}
+
+/// One copy through the engine over plain HTTP (ranged GETs, PUTs or a multipart upload, from a
+/// ring of plain host buffers): its report; a failure with the retries it used.
+fn over_http(
+    args: &CpArgs,
+    s3: &S3,
+    copy: &Copy,
+    bar: &ProgressBar,
+    cancel: &AtomicBool,
+) -> CopyResult {
+    let mut settings = settings(args, None, s3, copy.sending());
+    settings.checksum = stored(args, s3, copy).map_err(|f| (f, 0))?;
+    let progress = |n: u64| bar.inc(n);
+    let job = Job {
+        settings,
+        progress: &progress,
+        cancel,
+    };
+    let store = HttpStore {
+        s3,
+        object: copy.object(),
+    };
+    through_engine(s3, copy, &store, &PlainBuffers, &job).map_err(|e| engine_failure(e, copy))
+}
+
+/// `copy` through the engine with `store` and the ring `buffers`.
+fn through_engine<S: ObjectStore<Error = Retryable>>(
+    s3: &S3,
+    copy: &Copy,
+    store: &S,
+    buffers: &dyn Buffers,
+    job: &Job<'_>,
+) -> Result<Report, EngineError<Retryable>> {
+    match copy {
         Copy::Download {
             file, first, len, ..
-        } => download(&store, session, file, *first, *len, &job),
+        } => download(store, buffers, file, *first, *len, job),
         Copy::Upload {
-            file, first, len, ..
-        } => upload(&store, session, file, *first, *len, &job),
-    };
-    result.map_err(|e| engine_failure(e, copy))
+            file,
+            obj,
+            first,
+            len,
+        } => upload(s3, obj, store, buffers, file, *first, *len, job),
+    }
 }
 
 /// What a failed engine run means for the user, and the retries it used.
@@ -497,9 +547,9 @@ fn engine_failure(e: EngineError<Retryable>, copy: &Copy) -> (Failure, u64) {
     }
 }
 
-fn download(
-    store: &ObjectStoreCli<'_>,
-    session: &Session,
+fn download<S: ObjectStore<Error = Retryable>>(
+    store: &S,
+    buffers: &dyn Buffers,
     file: &Path,
     first: u64,
     len: u64,
@@ -509,102 +559,41 @@ fn download(
         std::fs::create_dir_all(dir).map_err(EngineError::Io)?;
     }
     let sink = FileSink::create(file, len).map_err(EngineError::Io)?;
-    let report = engine::download(store, first, len, &sink, session, job)?;
+    let report = engine::download(store, first, len, &sink, buffers, job)?;
     sink.finish().map_err(EngineError::Io)?;
     Ok(report)
 }
 
-fn upload(
-    store: &ObjectStoreCli<'_>,
-    session: &Session,
+#[allow(clippy::too_many_arguments)]
+fn upload<S: ObjectStore<Error = Retryable>>(
+    s3: &S3,
+    obj: &ObjectPath,
+    store: &S,
+    buffers: &dyn Buffers,
     file: &Path,
     first: u64,
     len: u64,
     job: &Job<'_>,
 ) -> Result<Report, EngineError<Retryable>> {
-    if len == 0 {
-        // Nothing for RDMA to move: an empty object over plain HTTP.
-        store
-            .s3
-            .put_plain(store.object, Vec::new())
-            .map_err(|failure| EngineError::Store {
-                error: Retryable::new(failure, engine::ErrorClass::Fatal),
-                retries: 0,
-            })?;
-        return Ok(Report::default());
-    }
-    let source = FileSource::open(file, first).map_err(EngineError::Io)?;
-    let report = engine::upload(store, &source, len, session, job)?;
-    if report.multipart {
-        check_size(store, len)?;
-    }
-    Ok(report)
-}
-
-/// After a multipart upload: the object has all the bytes (a server that ignored the parts'
-/// query would have kept only one part, or none).
-fn check_size(store: &ObjectStoreCli<'_>, len: u64) -> Result<(), EngineError<Retryable>> {
     let fatal = |failure| EngineError::Store {
         error: Retryable::new(failure, engine::ErrorClass::Fatal),
         retries: 0,
     };
-    let size = store.s3.object_size(store.object).map_err(fatal)?;
-    if size != len {
-        return Err(fatal(Failure::Transfer(format!(
-            "{}: the completed multipart upload has {size} bytes, not {len}",
-            store.object
-        ))));
+    if len == 0 {
+        // Nothing for the engine to move: an empty object in one plain-HTTP PUT.
+        s3.put_plain(obj, Vec::new()).map_err(fatal)?;
+        return Ok(Report::default());
     }
-    Ok(())
-}
-
-/// A copy over plain HTTP (one request, the body in memory), a download checked end to end as
-/// over RDMA before anything is written: its report.
-fn plain(args: &CpArgs, s3: &S3, copy: &Copy) -> Result<Report, Failure> {
-    let stored = stored(args, s3, copy)?;
-    let mut report = Report {
-        bytes: copy.len(),
-        parts: 1,
-        ..Report::default()
-    };
-    match copy {
-        Copy::Download {
-            obj,
-            file,
-            first,
-            len,
-            ..
-        } => {
-            let body = match len {
-                0 => Vec::new(),
-                _ => s3.get_plain(obj, Some((*first, first + len - 1)))?,
-            };
-            report.checksum = match stored {
-                Some(Ok(stored)) => Verdict::Verified(
-                    stored
-                        .check_bytes(&body)
-                        .map_err(|m| Failure::Transfer(format!("{}: {m}", copy.name())))?,
-                ),
-                Some(Err(why)) => Verdict::Unchecked(why),
-                None => Verdict::NotAsked,
-            };
-            if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
-            }
-            std::fs::write(file, body).map_err(|e| io(file, e))?;
-        }
-        Copy::Upload {
-            file,
-            obj,
-            first,
-            len,
-        } => {
-            use std::os::unix::fs::FileExt;
-            let f = std::fs::File::open(file).map_err(|e| io(file, e))?;
-            let mut body = vec![0u8; *len as usize];
-            f.read_exact_at(&mut body, *first)
-                .map_err(|e| io(file, e))?;
-            s3.put_plain(obj, body)?;
+    let source = FileSource::open(file, first).map_err(EngineError::Io)?;
+    let report = engine::upload(store, &source, len, buffers, job)?;
+    if report.multipart {
+        // The object has all the bytes (a server that ignored the parts' query would have kept
+        // only one part, or none).
+        let size = s3.object_size(obj).map_err(fatal)?;
+        if size != len {
+            return Err(fatal(Failure::Transfer(format!(
+                "{obj}: the completed multipart upload has {size} bytes, not {len}"
+            ))));
         }
     }
     Ok(report)

@@ -9,6 +9,7 @@ mod failure;
 mod gpu;
 mod info;
 mod interrupt;
+mod plain;
 mod rdma;
 mod s3;
 mod session;

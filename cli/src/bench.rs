@@ -473,6 +473,13 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
             "--iterations must be >= 1 and --concurrency 1..64".into(),
         ));
     }
+    // The bench measures RDMA against plain HTTP: without a device it says which is missing
+    // (not the library's "no usable GPU").
+    if let Some(detail) = crate::transport::rdma_missing() {
+        return Err(Failure::NoNic(format!(
+            "{detail} (hipobj bench measures RDMA against plain HTTP)"
+        )));
+    }
     let creds = credentials::resolve(&args.endpoint.credentials)?;
     let http_s3 = match &args.http_endpoint {
         Some(url) => Some(S3::new(url, creds.clone())?),

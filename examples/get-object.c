@@ -4,7 +4,13 @@
  *
  * ENDPOINT, REGION and the keys default to AWS_ENDPOINT_URL, AWS_REGION (AWS_DEFAULT_REGION) and
  * AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY; NIC to HIPOBJ_NIC. SIZE is the object's size (the
- * buffer the server writes into). A server that declines RDMA (501) is read over plain HTTP.
+ * buffer the server writes into).
+ *
+ * The path is the RDMA-or-HTTP decision's (include/hipobj_transport.h): RDMA for an object of 1 MiB
+ * or more, plain HTTP below, until the decision has measured both (a program that reads many
+ * objects from one endpoint gets the faster path as measured; this one records its one outcome
+ * to show how). A server that declines RDMA (501), or a host where hipObjInit() finds no usable
+ * RDMA device, is read over plain HTTP, said once.
  *
  * The GET asks for the object's stored checksum (x-amz-checksum-mode: ENABLED) and checks the
  * bytes that landed against it (include/hipobj_checksum.h) before FILE is written: a mismatch is
@@ -14,40 +20,81 @@
 
 #include <hipobj.h>
 #include <hipobj_checksum.h>
+#include <hipobj_transport.h>
 
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
-/* One GET of the whole object into buf: over RDMA, or plain HTTP when the server declines it.
- * 0 with the bytes received in *received, or -1 after printing why. */
-static int get_once(struct s3_request *req, unsigned char *buf, size_t size, size_t *received) {
-    const struct s3_target *t = req->target;
-    hipObjError_t e = hipObjGet(NULL, buf, size, 0, &(hipObjOps_t){s3_send_request, s3_recv_reply}, req);
-    if (e.opError == hipObjSuccess) {
-        printf("GET s3://%s/%s: %zu bytes over RDMA (%d requests)\n", t->bucket, t->key, size, req->requests);
-        *received = size;
-        return 0;
-    }
-    if (s3_declined_rdma(req)) {
-        printf("server declined RDMA (501): falling back to plain HTTP\n");
-        if (s3_plain_get(req, buf, size, received) != 0) return -1;
-        printf("GET s3://%s/%s: %zu bytes over plain HTTP\n", t->bucket, t->key, *received);
-        return 0;
-    }
-    fprintf(stderr, "hipObjGet: %s (HTTP %ld, reply '%.*s')\n", hipObjGetErrorString(e.opError), req->http_status,
-            (int)req->reply_len, req->reply);
+static const char *reason_name(hipObjTransportReason_t r) {
+    static const char *names[] = {"forced", "default start", "measured", "probe", "no RDMA device",
+                                  "server declined RDMA"};
+    return r >= 0 && r <= HIPOBJ_REASON_DECLINED ? names[r] : "?";
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The decision's path for this GET of `size` bytes to host memory (and why). */
+static int choose(hipObjTransport_t *tp, const struct s3_target *t, size_t size, hipObjTransportPath_t *path,
+                  hipObjTransportReason_t *reason) {
+    hipObjError_t e =
+        hipObjTransportChoose(tp, t->endpoint, size, HIPOBJ_TRANSPORT_GET, HIPOBJ_TRANSPORT_HOST, path, reason);
+    if (e.opError == hipObjSuccess) return 0;
+    fprintf(stderr, "hipObjTransportChoose: %s\n", hipObjGetErrorString(e.opError));
     return -1;
+}
+
+/* One GET of the whole object into buf over the path the decision gives (plain HTTP after a 501),
+ * its outcome recorded. 0 with the bytes received in *received, or -1 after printing why. */
+static int get_once(hipObjTransport_t *tp, struct s3_request *req, unsigned char *buf, size_t size,
+                    size_t *received) {
+    const struct s3_target *t = req->target;
+    hipObjTransportPath_t path;
+    hipObjTransportReason_t reason;
+    double t0 = now_s();
+    if (choose(tp, t, size, &path, &reason) != 0) return -1;
+    if (path == HIPOBJ_PATH_RDMA) {
+        int first = 0;
+        hipObjError_t e = hipObjGet(NULL, buf, size, 0, &(hipObjOps_t){s3_send_request, s3_recv_reply}, req);
+        if (e.opError == hipObjSuccess) {
+            printf("GET s3://%s/%s: %zu bytes over RDMA (%s, %d requests)\n", t->bucket, t->key, size,
+                   reason_name(reason), req->requests);
+            *received = size;
+            hipObjTransportRecord(tp, t->endpoint, size, HIPOBJ_TRANSPORT_GET, HIPOBJ_TRANSPORT_HOST, path, reason,
+                                  now_s() - t0);
+            return 0;
+        }
+        if (!s3_declined_rdma(req)) {
+            fprintf(stderr, "hipObjGet: %s (HTTP %ld, reply '%.*s')\n", hipObjGetErrorString(e.opError),
+                    req->http_status, (int)req->reply_len, req->reply);
+            return -1;
+        }
+        hipObjTransportNoRdma(tp, t->endpoint, &first);
+        if (first) printf("server declined RDMA (501): falling back to plain HTTP\n");
+        t0 = now_s();
+        if (choose(tp, t, size, &path, &reason) != 0) return -1;
+    }
+    if (s3_plain_get(req, buf, size, received) != 0) return -1;
+    printf("GET s3://%s/%s: %zu bytes over plain HTTP (%s)\n", t->bucket, t->key, *received, reason_name(reason));
+    hipObjTransportRecord(tp, t->endpoint, *received, HIPOBJ_TRANSPORT_GET, HIPOBJ_TRANSPORT_HOST, path, reason,
+                          now_s() - t0);
+    return 0;
 }
 
 /* GET, check, and on a mismatch GET and check once more. 0 when the bytes may be saved (verified,
  * or stored without a checksum), -1 after printing why not. */
-static int get_checked(struct s3_request *req, unsigned char *buf, size_t size, size_t *received) {
+static int get_checked(hipObjTransport_t *tp, struct s3_request *req, unsigned char *buf, size_t size,
+                       size_t *received) {
     const struct s3_target *t = req->target;
     char message[256];
     int attempt, found = -1;
     for (attempt = 1; attempt <= 2; attempt++) {
-        if (get_once(req, buf, size, received) != 0) return -1;
+        if (get_once(tp, req, buf, size, received) != 0) return -1;
         found = s3_check_landed(req, buf, *received, message, sizeof message);
         if (found != HIPOBJ_CHECKSUM_MISMATCH) break;
         if (attempt == 1) fprintf(stderr, "GET s3://%s/%s: %s; reading the object again\n", t->bucket, t->key, message);
@@ -67,7 +114,8 @@ int main(int argc, char **argv) {
     struct s3_request req = {0};
     size_t size, received;
     unsigned char *buf;
-    int arg = s3_parse_args(argc, argv, &target), status = 1;
+    hipObjTransport_t *tp = NULL;
+    int arg = s3_parse_args(argc, argv, &target), status = 1, rdma;
     if (arg < 0 || argc - arg != 4) {
         fprintf(stderr, "usage: %s [-e ENDPOINT] [-n NIC] [-r REGION] [-a ACCESS_KEY -s SECRET_KEY] [-c CA_BUNDLE] BUCKET KEY SIZE FILE\n",
                 argv[0]);
@@ -77,14 +125,27 @@ int main(int argc, char **argv) {
     target.key = argv[arg + 1];
     size = strtoull(argv[arg + 2], NULL, 10);
     buf = malloc(size ? size : 1);
-    if (!buf) return 1;
-    if (s3_host_session_open(&target, buf, size) != 0) goto out;
+    if (!buf || hipObjTransportCreate(HIPOBJ_TRANSPORT_AUTO, &tp).opError != hipObjSuccess) {
+        free(buf);
+        return 1;
+    }
+    rdma = s3_host_session_open(&target, buf, size) == 0;
+    if (!rdma) {
+        /* No usable RDMA device (hipObjInit said why above): plain HTTP, as the decision answers. */
+        printf("no usable RDMA device: reading over plain HTTP\n");
+        hipObjTransportNoRdma(tp, NULL, NULL);
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+    }
     req.target = &target;
     req.method = "GET";
     req.checksum_mode = 1;
-    if (get_checked(&req, buf, size, &received) == 0 && s3_save_file(argv[arg + 3], buf, received) == 0) status = 0;
-    s3_host_session_close(buf);
-out:
+    if (get_checked(tp, &req, buf, size, &received) == 0 && s3_save_file(argv[arg + 3], buf, received) == 0)
+        status = 0;
+    if (rdma)
+        s3_host_session_close(buf);
+    else
+        curl_global_cleanup();
+    hipObjTransportDestroy(tp);
     free(buf);
     return status;
 }

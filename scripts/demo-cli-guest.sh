@@ -44,10 +44,10 @@ echo "\$ hipobj info"
 attempt "$HIPOBJ" info
 attempt "$HIPOBJ" mb s3://demo >/dev/null
 head -c $((64 << 20)) /dev/urandom > /tmp/demo-in
-echo "\$ hipobj cp /tmp/demo-in s3://demo/obj"
-attempt "$HIPOBJ" cp /tmp/demo-in s3://demo/obj
-echo "\$ hipobj cp s3://demo/obj /tmp/demo-out"
-attempt "$HIPOBJ" cp s3://demo/obj /tmp/demo-out
+echo "\$ hipobj cp --transport rdma /tmp/demo-in s3://demo/obj"
+attempt "$HIPOBJ" cp --transport rdma /tmp/demo-in s3://demo/obj
+echo "\$ hipobj cp --transport rdma s3://demo/obj /tmp/demo-out"
+attempt "$HIPOBJ" cp --transport rdma s3://demo/obj /tmp/demo-out
 if cmp -s /tmp/demo-in /tmp/demo-out; then
   echo "bytes equal: $(stat -c %s /tmp/demo-out) bytes"
 else

@@ -1,7 +1,7 @@
 //! hipObject: moves S3 objects straight between storage servers and GPU or host memory over RDMA.
 //!
 //! The crate is a safe Rust core (`token`, `reply`, `env`, `verbs`, `hip`, `registry`, `pool`,
-//! `stager`, `runtime`, `checksum`, and the transfer `engine` the command line and the Python package share) under a thin `extern "C"` layer (`ffi`) that implements `include/hipobj.h`.
+//! `stager`, `runtime`, `checksum`, the transfer `engine` and its RDMA-or-HTTP decision `transport`, the command line and the Python package share) under a thin `extern "C"` layer (`ffi`) that implements `include/hipobj.h`.
 
 pub mod checksum;
 pub mod engine;
@@ -20,5 +20,6 @@ pub mod runtime;
 pub mod s3error;
 pub mod stager;
 pub mod token;
+pub mod transport;
 pub mod verbs;
 pub mod version;

@@ -119,3 +119,30 @@ fn enum_order_matches_op_error() {
 fn tokens_are_documented_as_not_for_free() {
     assert!(HEADER.contains("never with free()"));
 }
+
+const HEADER_TRANSPORT: &str = include_str!("../include/hipobj_transport.h");
+
+#[test]
+fn the_transport_header_declares_its_exports_and_values() {
+    use hipobj::ffi::transport::*;
+    let exported: BTreeSet<&str> = EXPORTED_FUNCTIONS_TRANSPORT.iter().copied().collect();
+    assert_eq!(declared(HEADER_TRANSPORT), exported);
+    fn names<T>(table: &[(&'static str, T)]) -> Vec<&'static str> {
+        table.iter().map(|(n, _)| *n).collect()
+    }
+    let lines = |ty: &str, names: Vec<&str>| -> Vec<String> {
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| format!("#define {n} (({ty}){i})"))
+            .collect()
+    };
+    let mut want = lines("hipObjTransportMode_t", names(&MODES));
+    want.extend(lines("hipObjTransportPath_t", names(&PATHS)));
+    want.extend(lines("hipObjTransportReason_t", names(&REASONS)));
+    want.extend(lines("hipObjTransportDirection_t", names(&DIRECTIONS)));
+    want.extend(lines("hipObjTransportDestination_t", names(&DESTINATIONS)));
+    for line in want {
+        assert!(HEADER_TRANSPORT.contains(&line), "{line}");
+    }
+}

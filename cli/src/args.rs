@@ -3,6 +3,7 @@
 use clap::{Args, Parser, Subcommand};
 use hipobj::checksum::ChecksumMode;
 use hipobj::rcv2::negotiate::Choice;
+use hipobj::transport::Mode;
 
 #[derive(Parser, Debug)]
 #[command(name = "hipobj", version, about = "Copy S3 objects over RDMA with hipObject, measure it, describe the RDMA devices",
@@ -14,9 +15,9 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Copy an object to a file (`cp s3://BUCKET/KEY FILE`) or a file to an object (`cp FILE s3://BUCKET/KEY`) over RDMA; with --recursive a prefix to a directory and back.
+    /// Copy an object to a file (`cp s3://BUCKET/KEY FILE`) or a file to an object (`cp FILE s3://BUCKET/KEY`) over RDMA or plain HTTP (--transport); with --recursive a prefix to a directory and back.
     Cp(CpArgs),
-    /// Sizes x concurrency x GET/PUT over RDMA, and the same over plain HTTP on the same server.
+    /// Sizes x concurrency x GET/PUT over RDMA, over plain HTTP on the same server, and as --transport auto chooses.
     Bench(BenchArgs),
     /// RDMA devices, ports and GIDs (and which one hipObject uses), GPUs (HIP or CUDA) and their closest NIC.
     Info(InfoArgs),
@@ -57,6 +58,11 @@ pub struct Endpoint {
     /// Land in / send from memory of GPU N (HIP or CUDA, the runtime the library loads)
     #[arg(long, value_name = "N")]
     pub gpu: Option<i32>,
+    /// How the bytes move: auto (per endpoint and size, the faster of RDMA and plain HTTP as
+    /// measured, RDMA from 1 MiB up until then; plain HTTP where no RDMA device is usable or the
+    /// server declines RDMA), rdma (always: fails without a device), http (always plain HTTP)
+    #[arg(long, env = "HIPOBJ_TRANSPORT", default_value = "auto", value_parser = Mode::parse)]
+    pub transport: Mode,
     #[command(flatten)]
     pub protocol: ProtocolArgs,
     #[command(flatten)]
@@ -97,7 +103,8 @@ pub struct CpArgs {
     /// prefix
     #[arg(long, short)]
     pub recursive: bool,
-    /// If the server declines RDMA (501), copy over plain HTTP instead of failing
+    /// Deprecated, kept for scripts: the same as --transport auto (which copies over plain HTTP
+    /// when the server declines RDMA with 501), whatever --transport or HIPOBJ_TRANSPORT say
     #[arg(long)]
     pub http_fallback: bool,
     /// Check each download end to end against the object's stored checksum (CRC64NVME, CRC32C

@@ -1,6 +1,9 @@
 //! `hipobj bench`: for each operation x size x concurrency, `--iterations` timed transfers per
 //! thread over RDMA, then the same requests over plain HTTP (the body carries the data) against
-//! the same server; MB/s, ops/s, p50/p99 latency of each, and the RDMA/HTTP ratios.
+//! the same server, then (under `--transport auto`, the default) as the decision of
+//! `hipobj::transport` chooses per transfer, which has measured the two forced columns too;
+//! MB/s, ops/s, p50/p99 latency of each, the RDMA/HTTP ratios, auto over the faster of the two,
+//! and the decision's counters.
 
 use crate::args::BenchArgs;
 use crate::credentials;
@@ -11,6 +14,7 @@ use crate::session::Session;
 use crate::units::{mb_per_s, size_text};
 use hipobj::engine::{Retrier, RetryPolicy};
 use hipobj::runtime::TransferKind;
+use hipobj::transport::{Destination, Direction, Mode, Path, Transport};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -56,6 +60,10 @@ pub struct Cell {
     pub concurrency: usize,
     pub rdma: Stats,
     pub http: Stats,
+    /// As `--transport auto` chooses (absent under `--transport rdma` or `http`).
+    pub auto: Option<Stats>,
+    /// Auto MB/s over the faster of RDMA and HTTP MB/s.
+    pub ratio_auto: Option<f64>,
     /// RDMA MB/s over HTTP MB/s.
     pub ratio_mb_per_s: f64,
     /// HTTP p50 over RDMA p50 (above 1: RDMA is faster).
@@ -82,6 +90,47 @@ pub struct Report {
     /// request the server served over RDMA (a failed try is not counted). A lane check compares
     /// it with the server's own count.
     pub rdma_transfers: usize,
+    /// The decision's counters over the whole run (forced columns included).
+    pub transport: TransportCounters,
+}
+
+/// What went each way (`hipobj::transport::Counters`), for the JSON.
+#[derive(Debug, Serialize)]
+pub struct TransportCounters {
+    pub rdma_transfers: u64,
+    pub rdma_bytes: u64,
+    pub http_transfers: u64,
+    pub http_bytes: u64,
+    /// Per path, transfers by reason ("forced", "default start", "measured", "probe", ...).
+    pub rdma_by_reason: std::collections::BTreeMap<&'static str, u64>,
+    pub http_by_reason: std::collections::BTreeMap<&'static str, u64>,
+    /// Times a cell changed the path it holds.
+    pub switches: u64,
+    /// The same, in words.
+    pub text: String,
+}
+
+impl TransportCounters {
+    fn of(t: &Transport) -> TransportCounters {
+        let c = t.counters();
+        let by = |p: Path| {
+            hipobj::transport::Reason::ALL
+                .iter()
+                .map(|r| (r.as_str(), c.path(p).because(*r)))
+                .filter(|(_, n)| *n > 0)
+                .collect()
+        };
+        TransportCounters {
+            rdma_transfers: c.rdma.transfers,
+            rdma_bytes: c.rdma.bytes,
+            http_transfers: c.http.transfers,
+            http_bytes: c.http.bytes,
+            rdma_by_reason: by(Path::Rdma),
+            http_by_reason: by(Path::Http),
+            switches: c.switches,
+            text: c.to_string(),
+        }
+    }
 }
 
 /// The nearest-rank percentile `p` (0..100] of sorted durations, in ms.
@@ -201,6 +250,32 @@ struct RdmaPath<'a> {
     s3: &'a S3,
     retry: &'a Retrier<'a>,
     transfers: AtomicUsize,
+    /// The decision every timed transfer is recorded in.
+    transport: &'a Transport,
+    destination: Destination,
+}
+
+impl RdmaPath<'_> {
+    /// `op` timed and recorded as one transfer of `size` bytes taken under `mode`.
+    fn recorded(
+        &self,
+        mode: Mode,
+        endpoint: &str,
+        op: Op,
+        size: u64,
+        run: impl FnOnce(Path) -> Result<(), Failure>,
+    ) -> Result<(), Failure> {
+        let direction = match op {
+            Op::Get => Direction::Get,
+            Op::Put => Direction::Put,
+        };
+        let ticket = self
+            .transport
+            .pick_as(mode, endpoint, size, direction, self.destination);
+        run(ticket.path())?;
+        self.transport.record(&ticket, size);
+        Ok(())
+    }
 }
 
 /// One RDMA transfer of the whole buffer, retried by the engine's standard-mode rule; counted
@@ -265,13 +340,74 @@ fn rdma_cell(
             }
             Ok((buf, obj))
         },
-        |(buf, obj)| rdma_transfer(path, buf, kind, obj),
+        |(buf, obj)| {
+            path.recorded(Mode::Rdma, path.s3.endpoint(), op, size, |_| {
+                rdma_transfer(path, buf, kind, obj)
+            })
+        },
+    )?;
+    let retried = path.retry.retries() as usize - retried_before;
+    Ok(stats(lat, errors, retried, wall, size))
+}
+
+/// One plain-HTTP GET (its length checked) or PUT of the benchmark object.
+fn http_op(s3: &S3, op: Op, obj: &ObjectPath, data: &[u8]) -> Result<(), Failure> {
+    match op {
+        Op::Get => {
+            let body = s3.get_plain(obj, None)?;
+            if body.len() != data.len() {
+                return Err(Failure::Transfer(format!(
+                    "GET {obj}: {} bytes, expected {}",
+                    body.len(),
+                    data.len()
+                )));
+            }
+            Ok(())
+        }
+        Op::Put => s3.put_plain(obj, data.to_vec()),
+    }
+}
+
+/// The cell as `--transport auto` runs it: each timed operation over the path the decision
+/// gives it (RDMA on this thread's registered buffer, or plain HTTP to the same endpoint).
+fn auto_cell(
+    path: &RdmaPath<'_>,
+    session: &Session,
+    args: &BenchArgs,
+    op: Op,
+    size: u64,
+    threads: usize,
+) -> Result<Stats, Failure> {
+    let data = pattern(size);
+    let kind = if op == Op::Get {
+        TransferKind::Get
+    } else {
+        TransferKind::Put
+    };
+    let retried_before = path.retry.retries() as usize;
+    let (lat, errors, wall) = run_threads(
+        threads,
+        args.iterations,
+        |t| {
+            let mut buf = session.buffer(size as usize)?;
+            if op == Op::Put {
+                buf.fill(&data)?;
+            }
+            Ok((buf, object(&args.bucket, op, size, t)))
+        },
+        |(buf, obj)| {
+            path.recorded(Mode::Auto, path.s3.endpoint(), op, size, |way| match way {
+                Path::Rdma => rdma_transfer(path, buf, kind, obj),
+                Path::Http => http_op(path.s3, op, obj, &data),
+            })
+        },
     )?;
     let retried = path.retry.retries() as usize - retried_before;
     Ok(stats(lat, errors, retried, wall, size))
 }
 
 fn http_cell(
+    path: &RdmaPath<'_>,
     s3: &S3,
     args: &BenchArgs,
     op: Op,
@@ -295,18 +431,10 @@ fn http_cell(
             }
             Ok(obj)
         },
-        |obj| match op {
-            Op::Get => {
-                let body = s3.get_plain(obj, None)?;
-                if body.len() as u64 != size {
-                    return Err(Failure::Transfer(format!(
-                        "GET {obj}: {} bytes, expected {size}",
-                        body.len()
-                    )));
-                }
-                Ok(())
-            }
-            Op::Put => s3.put_plain(obj, data.clone()),
+        |obj| {
+            path.recorded(Mode::Http, s3.endpoint(), op, size, |_| {
+                http_op(s3, op, obj, &data)
+            })
         },
     )?;
     Ok(stats(lat, errors, 0, wall, size))
@@ -345,6 +473,13 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
             "--iterations must be >= 1 and --concurrency 1..64".into(),
         ));
     }
+    // The bench measures RDMA against plain HTTP: without a device it says which is missing
+    // (not the library's "no usable GPU").
+    if let Some(detail) = crate::transport::rdma_missing() {
+        return Err(Failure::NoNic(format!(
+            "{detail} (hipobj bench measures RDMA against plain HTTP)"
+        )));
+    }
     let creds = credentials::resolve(&args.endpoint.credentials)?;
     let http_s3 = match &args.http_endpoint {
         Some(url) => Some(S3::new(url, creds.clone())?),
@@ -369,11 +504,15 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
     let policy = RetryPolicy::standard();
     let never_cancelled = AtomicBool::new(false);
     let retry = Retrier::with_policy(&policy, &never_cancelled);
+    let transport = Transport::new(Mode::Auto);
     let path = RdmaPath {
         s3: &s3,
         retry: &retry,
         transfers: AtomicUsize::new(0),
+        transport: &transport,
+        destination: crate::transport::Paths::destination(&args.endpoint),
     };
+    let with_auto = args.endpoint.transport == Mode::Auto;
     pair_connections(&path, &session, args, connections)?;
     let cells_total = args.ops.len() * args.sizes.len() * args.concurrency.len();
     let bar = if args.json {
@@ -392,7 +531,10 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
             for &threads in &args.concurrency {
                 bar.set_message(format!("{} {} x{threads}", op.name(), size_text(size)));
                 let rdma = rdma_cell(&path, &session, args, op, size, threads)?;
-                let http = http_cell(http, args, op, size, threads)?;
+                let http = http_cell(&path, http, args, op, size, threads)?;
+                let auto = with_auto
+                    .then(|| auto_cell(&path, &session, args, op, size, threads))
+                    .transpose()?;
                 let perftest = match op {
                     Op::Get => args.perftest_write,
                     Op::Put => args.perftest_read,
@@ -404,15 +546,19 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
                     concurrency: threads,
                     ratio_mb_per_s: ratio(rdma.mb_per_s, http.mb_per_s),
                     ratio_p50: ratio(http.p50_ms, rdma.p50_ms),
+                    ratio_auto: auto
+                        .as_ref()
+                        .map(|a| ratio(a.mb_per_s, rdma.mb_per_s.max(http.mb_per_s))),
                     rdma,
                     http,
+                    auto,
                 });
                 bar.inc(1);
             }
         }
     }
     bar.finish_and_clear();
-    let failed = cells.iter().map(|c| c.rdma.errors + c.http.errors).sum();
+    let failed = cells.iter().map(Cell::errors).sum();
     let report = Report {
         endpoint: s3.endpoint().to_owned(),
         http_endpoint: http.endpoint().to_owned(),
@@ -424,6 +570,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         retried: retry.retries() as usize,
         failed,
         rdma_transfers: path.transfers.load(Ordering::Relaxed),
+        transport: TransportCounters::of(&transport),
     };
     if args.json {
         let text = serde_json::to_string_pretty(&report)
@@ -438,6 +585,19 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         )));
     }
     Ok(())
+}
+
+impl Cell {
+    /// Timed operations that failed, every column's.
+    fn errors(&self) -> usize {
+        self.rdma.errors + self.http.errors + self.auto.as_ref().map_or(0, |a| a.errors)
+    }
+
+    /// Timed operations, every column's.
+    fn timed(&self) -> usize {
+        let auto = self.auto.as_ref().map_or(0, |a| a.operations + a.errors);
+        self.rdma.operations + self.rdma.errors + self.http.operations + self.http.errors + auto
+    }
 }
 
 fn table(r: &Report) -> String {
@@ -468,7 +628,7 @@ fn table(r: &Report) -> String {
         "p99 ms",
     ];
     out.push_str(&format!(
-        "{:<4} {:>7} {:>4} | {:>9} {:>8} {:>8} {:>8} | {:>9} {:>8} {:>8} {:>8} | {:>9} {:>9}{}\n",
+        "{:<4} {:>7} {:>4} | {:>9} {:>8} {:>8} {:>8} | {:>9} {:>8} {:>8} {:>8} | {:>9} {:>9} | {:>9} {:>8} {:>8}{}\n",
         "op",
         "size",
         "conc",
@@ -482,6 +642,9 @@ fn table(r: &Report) -> String {
         heads[7],
         "MB/s x",
         "p50 x",
+        "auto MB/s",
+        "p50 ms",
+        "auto x",
         if perftest { " | vs perftest" } else { "" }
     ));
     for c in &r.cells {
@@ -491,14 +654,20 @@ fn table(r: &Report) -> String {
         if c.rdma.retried > 0 {
             vs.push_str(&format!("  ({} RDMA retries)", c.rdma.retried));
         }
-        if c.rdma.errors + c.http.errors > 0 {
+        if c.errors() > 0 {
             vs.push_str(&format!(
-                "  ({} RDMA / {} HTTP operations failed)",
-                c.rdma.errors, c.http.errors
+                "  ({} RDMA / {} HTTP / {} auto operations failed)",
+                c.rdma.errors,
+                c.http.errors,
+                c.auto.as_ref().map_or(0, |a| a.errors)
             ));
         }
+        let auto = match (&c.auto, c.ratio_auto) {
+            (Some(a), Some(x)) => format!("{:>9.1} {:>8.2} {:>7.2}x", a.mb_per_s, a.p50_ms, x),
+            _ => format!("{:>9} {:>8} {:>8}", "-", "-", "-"),
+        };
         out.push_str(&format!(
-            "{:<4} {:>7} {:>4} | {:>9.1} {:>8.1} {:>8.2} {:>8.2} | {:>9.1} {:>8.1} {:>8.2} {:>8.2} | {:>8.2}x {:>8.2}x{vs}\n",
+            "{:<4} {:>7} {:>4} | {:>9.1} {:>8.1} {:>8.2} {:>8.2} | {:>9.1} {:>8.1} {:>8.2} {:>8.2} | {:>8.2}x {:>8.2}x | {auto}{vs}\n",
             c.op.name(),
             size_text(c.size),
             c.concurrency,
@@ -515,18 +684,15 @@ fn table(r: &Report) -> String {
         ));
     }
     out.push_str(
-        "MB/s x = RDMA MB/s / HTTP MB/s; p50 x = HTTP p50 / RDMA p50 (above 1: RDMA is faster)\n",
+        "MB/s x = RDMA MB/s / HTTP MB/s; p50 x = HTTP p50 / RDMA p50 (above 1: RDMA is faster); auto x = auto MB/s / the faster of RDMA and HTTP MB/s\n",
     );
+    out.push_str(&format!("transport decision: {}\n", r.transport.text));
     if perftest {
         out.push_str(
             "vs perftest = RDMA MB/s / ib_write_bw (GET) or ib_read_bw (PUT) of the same boot\n",
         );
     }
-    let timed: usize = r
-        .cells
-        .iter()
-        .map(|c| c.rdma.operations + c.rdma.errors + c.http.operations + c.http.errors)
-        .sum();
+    let timed: usize = r.cells.iter().map(Cell::timed).sum();
     out.push_str(&format!(
         "hipobj bench: {timed} timed operations, retried {}, failed {} (a transient failure is tried up to {} times); {} RDMA transfers completed, pairing and warm-ups included\n",
         r.retried,

@@ -1,4 +1,5 @@
-//! `hipobj cp`: objects to files and files to objects through the transfer engine
+//! `hipobj cp`: objects to files and files to objects, each copy over the path `--transport`
+//! gives it (`crate::transport`): plain HTTP, or RDMA through the transfer engine
 //! (`hipobj::engine`): ranged GETs or a multipart upload, `--concurrency` transfers in flight over
 //! a small ring of registered buffers, retries as the AWS SDKs do them, a progress bar by bytes
 //! moved, and a closing line with the retries used. `--recursive` copies a prefix to a directory
@@ -7,15 +8,19 @@
 use crate::args::CpArgs;
 use crate::credentials;
 use crate::failure::{Failure, Retryable};
+use crate::plain::{HttpStore, PlainBuffers};
 use crate::s3::{ObjectPath, StoredChecksum, S3};
 use crate::session::Session;
 use crate::store::ObjectStoreCli;
+use crate::transport::Paths;
 use crate::units::{mb_per_s, parse_range};
 use hipobj::checksum::{Unchecked, Verdict};
 use hipobj::engine::{
-    self, EngineError, FileSink, FileSource, Job, Report, Settings, MIN_PART_SIZE,
+    self, Buffers, EngineError, FileSink, FileSource, Job, ObjectStore, Report, Settings,
+    MIN_PART_SIZE,
 };
 use hipobj::rcv2::negotiate::{Choice, Protocol};
+use hipobj::transport::{Direction, Mode, Path as Way};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -47,6 +52,18 @@ impl Copy {
         match self {
             Copy::Download { len, .. } | Copy::Upload { len, .. } => *len,
         }
+    }
+
+    /// The object copied from or to.
+    fn object(&self) -> &ObjectPath {
+        match self {
+            Copy::Download { obj, .. } | Copy::Upload { obj, .. } => obj,
+        }
+    }
+
+    /// Whether the copy sends bytes (an upload).
+    fn sending(&self) -> bool {
+        matches!(self, Copy::Upload { .. })
     }
 
     fn name(&self) -> String {
@@ -267,15 +284,18 @@ fn list_files(dir: &Path, prefix: &ObjectPath) -> Result<Vec<Copy>, Failure> {
     Ok(copies)
 }
 
-/// The engine's settings from the arguments: an upload's parts are at least 5 MiB; a transfer
-/// that may be hipobj-rc-v2 moves at most 2^31 - 1 bytes, and to an endpoint that speaks it an
-/// upload up to that size goes as ONE PUT (v2 servers need not honour an UploadPart's query:
-/// elbencho's s3rdma-server stores each part as the whole object).
-fn settings(args: &CpArgs, session: &Session, s3: &S3, upload: bool) -> Settings {
-    let mut s = Settings::with_concurrency(
-        args.concurrency
-            .map_or(session.max_transfers(), usize::from),
-    );
+/// The engine's settings from the arguments: an upload's parts are at least 5 MiB. Over RDMA
+/// (`session`), a transfer that may be hipobj-rc-v2 moves at most 2^31 - 1 bytes, and to an
+/// endpoint that speaks it an upload up to that size goes as ONE PUT (v2 servers need not honour
+/// an UploadPart's query: elbencho's s3rdma-server stores each part as the whole object).
+fn settings(args: &CpArgs, session: Option<&Session>, s3: &S3, upload: bool) -> Settings {
+    let concurrency = args.concurrency.map(usize::from).unwrap_or_else(|| {
+        session.map_or_else(
+            || hipobj::env::EnvConfig::from_env().max_transfers,
+            Session::max_transfers,
+        )
+    });
+    let mut s = Settings::with_concurrency(concurrency);
     s.part_size = if upload {
         args.part_size.max(MIN_PART_SIZE)
     } else {
@@ -283,7 +303,7 @@ fn settings(args: &CpArgs, session: &Session, s3: &S3, upload: bool) -> Settings
     };
     s.multipart_threshold = s.part_size;
     let negotiation = s3.negotiation();
-    if let Some(max) = negotiation.max_transfer(s3.endpoint()) {
+    if let (Some(max), Some(_)) = (negotiation.max_transfer(s3.endpoint()), session) {
         s.part_size = s.part_size.min(max);
         s.multipart_threshold = if upload && negotiation.first(s3.endpoint()) == Protocol::V2 {
             max
@@ -300,25 +320,23 @@ pub fn run(args: &CpArgs) -> Result<(), Failure> {
     let s3 = S3::new(&args.endpoint.endpoint, creds)?
         .with_protocol(args.endpoint.protocol.rdma_protocol);
     let copies = plan(args, &s3)?;
-    let session = Session::open_with(
-        args.endpoint.nic.as_deref(),
-        args.endpoint.gpu,
-        args.concurrency.map(usize::from),
-    )?;
-    learn_protocol(&s3, &session, &copies)?;
+    let mut endpoint = args.endpoint.clone();
+    if args.http_fallback {
+        endpoint.transport = Mode::Auto;
+    }
+    let paths = Paths::open(&endpoint, args.concurrency.map(usize::from))?;
+    if let Some(session) = &paths.session {
+        learn_protocol(&s3, session, &copies)?;
+    }
     let cancel = crate::interrupt::install();
     let total: u64 = copies.iter().map(Copy::len).sum();
     let bar = progress(total, args.quiet);
     let t0 = Instant::now();
     let mut tally = Tally::default();
-    let mut fell_back = false;
     let mut failures = Vec::new();
     for copy in &copies {
-        match one(args, &s3, &session, copy, &bar, cancel) {
-            Ok((report, plain)) => {
-                tally.add(&report);
-                fell_back |= plain;
-            }
+        match one(args, &s3, &paths, copy, &bar, cancel) {
+            Ok(report) => tally.add(&report),
             Err((f, n)) => {
                 tally.retries += n;
                 bar.suspend(|| eprintln!("hipobj: {}: {f}", copy.name()));
@@ -331,11 +349,6 @@ pub fn run(args: &CpArgs) -> Result<(), Failure> {
     }
     bar.finish_and_clear();
     let secs = t0.elapsed().as_secs_f64();
-    let how = if fell_back {
-        "plain HTTP (server declined RDMA)".to_string()
-    } else {
-        format!("RDMA via {}", session.nic())
-    };
     let what = match copies.as_slice() {
         [one] => one.name(),
         all => format!(
@@ -350,7 +363,7 @@ pub fn run(args: &CpArgs) -> Result<(), Failure> {
         eprintln!("hipobj: {what}, {} retries", tally.retries);
         return Err(first);
     }
-    println!("{}", closing_line(&what, total, secs, &how, &tally));
+    println!("{}", closing_line(&what, total, secs, &paths.how(), &tally));
     Ok(())
 }
 
@@ -375,11 +388,67 @@ fn learn_protocol(s3: &S3, session: &Session, copies: &[Copy]) -> Result<(), Fai
     Ok(())
 }
 
-type CopyResult = Result<(Report, bool), (Failure, u64)>;
+type CopyResult = Result<Report, (Failure, u64)>;
 
-/// One copy through the engine (or plain HTTP after a 501 with --http-fallback): its report and
-/// whether it went over plain HTTP; a failure with the retries it used.
+/// One copy over the path the decision gives it (`Paths::transport`), its outcome recorded: over
+/// RDMA through the engine, or over plain HTTP (also after a 501 under `auto`, which then takes
+/// plain HTTP to this endpoint from now on). Its report; a failure with the retries it used.
 fn one(
+    args: &CpArgs,
+    s3: &S3,
+    paths: &Paths,
+    copy: &Copy,
+    bar: &ProgressBar,
+    cancel: &AtomicBool,
+) -> CopyResult {
+    let direction = match copy {
+        Copy::Download { .. } => Direction::Get,
+        Copy::Upload { .. } => Direction::Put,
+    };
+    let destination = Paths::destination(&args.endpoint);
+    let t = &paths.transport;
+    let mut ticket = t.pick(s3.endpoint(), copy.len(), direction, destination);
+    if ticket.path() == Way::Rdma {
+        let session = paths.session.as_ref().ok_or_else(|| {
+            let why = t
+                .missing_device()
+                .unwrap_or_else(|| "no RDMA session".into());
+            (Failure::NoNic(why), 0)
+        })?;
+        match over_rdma(args, s3, session, copy, bar, cancel) {
+            Ok(report) => {
+                t.record(&ticket, copy.len());
+                return Ok(report);
+            }
+            Err((Failure::RdmaDeclined(m), _)) if t.mode() != Mode::Rdma => {
+                if t.declined(s3.endpoint()) {
+                    bar.suspend(|| eprintln!("{m}: copying over plain HTTP"));
+                }
+                ticket = t.pick(s3.endpoint(), copy.len(), direction, destination);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let report = over_http(args, s3, copy, bar, cancel)?;
+    t.record(&ticket, copy.len());
+    Ok(report)
+}
+
+/// What a download is checked against (None for an upload).
+fn stored(args: &CpArgs, s3: &S3, copy: &Copy) -> Result<Option<StoredChecksum>, Failure> {
+    let Copy::Download { obj, stored, .. } = copy else {
+        return Ok(None);
+    };
+    Ok(Some(match stored {
+        _ if !args.checksum_mode.checks() => Err(Unchecked::Off),
+        Some(stored) => *stored,
+        None => s3.object_head(obj)?.1,
+    }))
+}
+
+/// One copy through the engine over RDMA (the session's registered buffers): its report; a
+/// failure with the retries it used.
+fn over_rdma(
     args: &CpArgs,
     s3: &S3,
     session: &Session,
@@ -387,20 +456,9 @@ fn one(
     bar: &ProgressBar,
     cancel: &AtomicBool,
 ) -> CopyResult {
+    let mut settings = settings(args, Some(session), s3, copy.sending());
+    settings.checksum = stored(args, s3, copy).map_err(|f| (f, 0))?;
     let progress = |n: u64| bar.inc(n);
-    let (obj, sending) = match copy {
-        Copy::Download { obj, .. } => (obj, false),
-        Copy::Upload { obj, .. } => (obj, true),
-    };
-    let mut settings = settings(args, session, s3, sending);
-    if let Copy::Download { obj, stored, .. } = copy {
-        let mode = args.checksum_mode;
-        settings.checksum = Some(match stored {
-            _ if !mode.checks() => Err(Unchecked::Off),
-            Some(stored) => *stored,
-            None => s3.object_head(obj).map_err(|f| (f, 0))?.1,
-        });
-    }
     let job = Job {
         settings,
         progress: &progress,
@@ -409,32 +467,53 @@ fn one(
     let store = ObjectStoreCli {
         s3,
         runtime: session.runtime(),
-        object: obj,
+        object: copy.object(),
     };
-    let result = match copy {
+    through_engine(s3, copy, &store, session, &job).map_err(|e| engine_failure(e, copy))
+}
+
+/// One copy through the engine over plain HTTP (ranged GETs, PUTs or a multipart upload, from a
+/// ring of plain host buffers): its report; a failure with the retries it used.
+fn over_http(
+    args: &CpArgs,
+    s3: &S3,
+    copy: &Copy,
+    bar: &ProgressBar,
+    cancel: &AtomicBool,
+) -> CopyResult {
+    let mut settings = settings(args, None, s3, copy.sending());
+    settings.checksum = stored(args, s3, copy).map_err(|f| (f, 0))?;
+    let progress = |n: u64| bar.inc(n);
+    let job = Job {
+        settings,
+        progress: &progress,
+        cancel,
+    };
+    let store = HttpStore {
+        s3,
+        object: copy.object(),
+    };
+    through_engine(s3, copy, &store, &PlainBuffers, &job).map_err(|e| engine_failure(e, copy))
+}
+
+/// `copy` through the engine with `store` and the ring `buffers`.
+fn through_engine<S: ObjectStore<Error = Retryable>>(
+    s3: &S3,
+    copy: &Copy,
+    store: &S,
+    buffers: &dyn Buffers,
+    job: &Job<'_>,
+) -> Result<Report, EngineError<Retryable>> {
+    match copy {
         Copy::Download {
             file, first, len, ..
-        } => download(&store, session, file, *first, *len, &job),
+        } => download(store, buffers, file, *first, *len, job),
         Copy::Upload {
-            file, first, len, ..
-        } => upload(&store, session, file, *first, *len, &job),
-    };
-    match result {
-        Ok(report) => Ok((report, false)),
-        Err(EngineError::Store {
-            error:
-                Retryable {
-                    failure: Failure::RdmaDeclined(m),
-                    ..
-                },
-            retries,
-        }) if args.http_fallback => {
-            bar.suspend(|| eprintln!("{m}: falling back to plain HTTP"));
-            plain(s3, copy, args.checksum_mode.checks()).map_err(|f| (f, retries))?;
-            bar.inc(copy.len());
-            Ok((Report::default(), true))
-        }
-        Err(e) => Err(engine_failure(e, copy)),
+            file,
+            obj,
+            first,
+            len,
+        } => upload(s3, obj, store, buffers, file, *first, *len, job),
     }
 }
 
@@ -468,9 +547,9 @@ fn engine_failure(e: EngineError<Retryable>, copy: &Copy) -> (Failure, u64) {
     }
 }
 
-fn download(
-    store: &ObjectStoreCli<'_>,
-    session: &Session,
+fn download<S: ObjectStore<Error = Retryable>>(
+    store: &S,
+    buffers: &dyn Buffers,
     file: &Path,
     first: u64,
     len: u64,
@@ -480,86 +559,42 @@ fn download(
         std::fs::create_dir_all(dir).map_err(EngineError::Io)?;
     }
     let sink = FileSink::create(file, len).map_err(EngineError::Io)?;
-    let report = engine::download(store, first, len, &sink, session, job)?;
+    let report = engine::download(store, first, len, &sink, buffers, job)?;
     sink.finish().map_err(EngineError::Io)?;
     Ok(report)
 }
 
-fn upload(
-    store: &ObjectStoreCli<'_>,
-    session: &Session,
+#[allow(clippy::too_many_arguments)]
+fn upload<S: ObjectStore<Error = Retryable>>(
+    s3: &S3,
+    obj: &ObjectPath,
+    store: &S,
+    buffers: &dyn Buffers,
     file: &Path,
     first: u64,
     len: u64,
     job: &Job<'_>,
 ) -> Result<Report, EngineError<Retryable>> {
-    if len == 0 {
-        // Nothing for RDMA to move: an empty object over plain HTTP.
-        store
-            .s3
-            .put_plain(store.object, Vec::new())
-            .map_err(|failure| EngineError::Store {
-                error: Retryable::new(failure, engine::ErrorClass::Fatal),
-                retries: 0,
-            })?;
-        return Ok(Report::default());
-    }
-    let source = FileSource::open(file, first).map_err(EngineError::Io)?;
-    let report = engine::upload(store, &source, len, session, job)?;
-    if report.multipart {
-        check_size(store, len)?;
-    }
-    Ok(report)
-}
-
-/// After a multipart upload: the object has all the bytes (a server that ignored the parts'
-/// query would have kept only one part, or none).
-fn check_size(store: &ObjectStoreCli<'_>, len: u64) -> Result<(), EngineError<Retryable>> {
     let fatal = |failure| EngineError::Store {
         error: Retryable::new(failure, engine::ErrorClass::Fatal),
         retries: 0,
     };
-    let size = store.s3.object_size(store.object).map_err(fatal)?;
-    if size != len {
-        return Err(fatal(Failure::Transfer(format!(
-            "{}: the completed multipart upload has {size} bytes, not {len}",
-            store.object
-        ))));
+    if len == 0 {
+        // Nothing for the engine to move: an empty object in one plain-HTTP PUT.
+        s3.put_plain(obj, Vec::new()).map_err(fatal)?;
+        return Ok(Report::default());
     }
-    Ok(())
-}
-
-/// A copy over plain HTTP (the server declined RDMA and --http-fallback was given).
-fn plain(s3: &S3, copy: &Copy, checked: bool) -> Result<(), Failure> {
-    match copy {
-        Copy::Download {
-            obj,
-            file,
-            first,
-            len,
-            stored,
-        } => {
-            let body = s3.get_plain(obj, Some((*first, first + len - 1)))?;
-            // The same end-to-end check as over RDMA, before anything is written.
-            if let (true, Some(Ok(stored))) = (checked, stored) {
-                stored
-                    .check_bytes(&body)
-                    .map_err(|m| Failure::Transfer(format!("{}: {m}", copy.name())))?;
-            }
-            std::fs::write(file, body).map_err(|e| io(file, e))
-        }
-        Copy::Upload {
-            file,
-            obj,
-            first,
-            len,
-        } => {
-            use std::os::unix::fs::FileExt;
-            let f = std::fs::File::open(file).map_err(|e| io(file, e))?;
-            let mut body = vec![0u8; *len as usize];
-            f.read_exact_at(&mut body, *first)
-                .map_err(|e| io(file, e))?;
-            s3.put_plain(obj, body)
+    let source = FileSource::open(file, first).map_err(EngineError::Io)?;
+    let report = engine::upload(store, &source, len, buffers, job)?;
+    if report.multipart {
+        // The object has all the bytes (a server that ignored the parts' query would have kept
+        // only one part, or none).
+        let size = s3.object_size(obj).map_err(fatal)?;
+        if size != len {
+            return Err(fatal(Failure::Transfer(format!(
+                "{obj}: the completed multipart upload has {size} bytes, not {len}"
+            ))));
         }
     }
+    Ok(report)
 }

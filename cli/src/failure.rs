@@ -105,7 +105,7 @@ impl Failure {
                 said("no such bucket or object (404)")
             )),
             501 => Failure::RdmaDeclined(format!(
-                "{what}: {}; --http-fallback copies over plain HTTP instead",
+                "{what}: {}; --transport auto copies over plain HTTP instead",
                 said("the server declines RDMA (501)")
             )),
             _ => Failure::Http(format!("{what}: {reply}")),

@@ -9,10 +9,12 @@ mod failure;
 mod gpu;
 mod info;
 mod interrupt;
+mod plain;
 mod rdma;
 mod s3;
 mod session;
 mod store;
+mod transport;
 mod units;
 
 use clap::Parser;

@@ -524,6 +524,47 @@ impl S3 {
     }
 
     /// Plain-HTTP PUT of `body`.
+    /// Bytes `first ..= last` of an object over plain HTTP (one ranged GET, its failure
+    /// classified for a retry).
+    pub fn get_range(&self, obj: &ObjectPath, first: u64, last: u64) -> Result<Vec<u8>, Retryable> {
+        let url = self.url(&obj.bucket, Some(&obj.key));
+        let what = || format!("GET {obj} bytes {first}-{last}");
+        let range = [("range", format!("bytes={first}-{last}"))];
+        let r = self.call("GET", &url, &range, Vec::new(), &what)?;
+        if !(200..300).contains(&r.status) {
+            let failure = Failure::Http(format!("{}: HTTP {}", what(), r.status));
+            return Err(Retryable::new(
+                failure,
+                ErrorClass::of_status(r.status, None),
+            ));
+        }
+        Ok(r.body)
+    }
+
+    /// A PUT of `body` over plain HTTP (an UploadPart with `query`, see [`part_query`]), with the
+    /// checksum header of its bytes when given: the ETag the server answered.
+    pub fn put_body(
+        &self,
+        obj: &ObjectPath,
+        query: &str,
+        body: Vec<u8>,
+        checksum: Option<ObjectChecksum>,
+    ) -> Result<Option<String>, Retryable> {
+        let url = format!("{}{query}", self.url(&obj.bucket, Some(&obj.key)));
+        let what = || format!("PUT {obj}{query}");
+        let mut headers = vec![("content-type", "application/octet-stream".to_owned())];
+        headers.extend(checksum.map(|c| (c.algo.header(), c.encoded())));
+        let r = self.call("PUT", &url, &headers, body, &what)?;
+        if !(200..300).contains(&r.status) {
+            let failure = Failure::Http(format!("{}: HTTP {}", what(), r.status));
+            return Err(Retryable::new(
+                failure,
+                ErrorClass::of_status(r.status, None),
+            ));
+        }
+        Ok(r.header("etag").map(str::to_owned))
+    }
+
     pub fn put_plain(&self, obj: &ObjectPath, body: Vec<u8>) -> Result<(), Failure> {
         let url = self.url(&obj.bucket, Some(&obj.key));
         let headers = [("content-type", "application/octet-stream".to_owned())];

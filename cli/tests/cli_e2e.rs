@@ -35,6 +35,9 @@ fn hipobj(server: &Server, args: &[&str]) -> Output {
         .args(args)
         .env("AWS_ENDPOINT_URL", format!("http://{}", server.addr))
         .env("HIPOBJ_NIC", cli)
+        // These tests exercise RDMA: forced (--transport auto would take plain HTTP below 1 MiB;
+        // --http-fallback still means auto).
+        .env("HIPOBJ_TRANSPORT", "rdma")
         .env("AWS_ACCESS_KEY_ID", ACCESS)
         .env("AWS_SECRET_ACCESS_KEY", SECRET)
         .env_remove("AWS_PROFILE")
@@ -398,6 +401,9 @@ fn bench_json_parses() {
             "1,2",
             "--iterations",
             "3",
+            // the auto column beside the forced ones (the helper's environment forces rdma)
+            "--transport",
+            "auto",
         ],
     ));
     let v: serde_json::Value =
@@ -405,7 +411,7 @@ fn bench_json_parses() {
     let cells = v["cells"].as_array().expect("cells");
     assert_eq!(cells.len(), 2 * 2 * 2, "ops x sizes x concurrency");
     for c in cells {
-        for path in ["rdma", "http"] {
+        for path in ["rdma", "http", "auto"] {
             let st = &c[path];
             assert!(st["mb_per_s"].as_f64().unwrap_or(0.0) > 0.0, "{c}");
             assert!(
@@ -419,7 +425,27 @@ fn bench_json_parses() {
             );
         }
         assert!(c["ratio_mb_per_s"].as_f64().unwrap_or(0.0) > 0.0, "{c}");
+        assert!(c["ratio_auto"].as_f64().unwrap_or(0.0) > 0.0, "{c}");
     }
+    // Every timed operation is in the decision's counters: forced RDMA, forced HTTP, and auto's.
+    let t = &v["transport"];
+    let timed: u64 = cells
+        .iter()
+        .map(|c| 3 * 3 * c["concurrency"].as_u64().unwrap_or(0))
+        .sum();
+    let counted =
+        t["rdma_transfers"].as_u64().unwrap_or(0) + t["http_transfers"].as_u64().unwrap_or(0);
+    assert_eq!(counted, timed, "{t}");
+    assert_eq!(
+        t["rdma_by_reason"]["forced"].as_u64(),
+        Some(timed / 3),
+        "{t}"
+    );
+    assert_eq!(
+        t["http_by_reason"]["forced"].as_u64(),
+        Some(timed / 3),
+        "{t}"
+    );
     assert!(v["nic"].as_str().unwrap_or("").starts_with("rxe"), "{v}");
     // the bench's own count of its RDMA transfers is what the server served over RDMA
     let stats: serde_json::Value = serde_json::from_str(&server.stats()).expect("server stats");
@@ -478,6 +504,7 @@ fn hipobj_measured(server: &Server, args: &[&str]) -> (Output, i64) {
         .args(args)
         .env("AWS_ENDPOINT_URL", format!("http://{}", server.addr))
         .env("HIPOBJ_NIC", cli)
+        .env("HIPOBJ_TRANSPORT", "rdma")
         .env("AWS_ACCESS_KEY_ID", ACCESS)
         .env("AWS_SECRET_ACCESS_KEY", SECRET)
         .env_remove("AWS_PROFILE")

@@ -7,8 +7,8 @@
 //!   [`hipObjError_t`], and the error strings;
 //! * [`types`] has `#[repr(C)]` copies of the header's types;
 //! * the other files hold the exports, one file per area (`checksum`: include/hipobj_checksum.h;
-//!   `v2`: include/hipobj_v2.h). Each checks its arguments, makes one
-//!   core call, and maps the result once.
+//!   `transport`: include/hipobj_transport.h; `v2`: include/hipobj_v2.h). Each checks its
+//!   arguments, makes one core call, and maps the result once.
 //!
 //! This is the only module with `#[no_mangle]`. Parameter and field names follow the header.
 #![allow(non_snake_case)]
@@ -21,6 +21,7 @@ pub mod error;
 pub mod lifecycle;
 pub mod token;
 pub mod transfer;
+pub mod transport;
 pub mod types;
 pub mod v2;
 pub mod version;
@@ -33,6 +34,10 @@ pub use token::{
     hipObjGetRdmaToken, hipObjParseRdmaReply, hipObjPutRdmaToken, hipObjTokenClientNic,
 };
 pub use transfer::{hipObjBufSync, hipObjGet, hipObjPut};
+pub use transport::{
+    hipObjTransportChoose, hipObjTransportCounters, hipObjTransportCreate, hipObjTransportDestroy,
+    hipObjTransportNoRdma, hipObjTransportRecord, EXPORTED_FUNCTIONS_TRANSPORT,
+};
 pub use types::{hipObjConfig_t, hipObjError_t, hipObjOps_t};
 pub use v2::{
     hipObjFreeNicV2, hipObjGetV2, hipObjInitV2, hipObjInterfaceSnapshotV2, hipObjNicV2,

@@ -22,6 +22,7 @@
 //!
 //! Nothing is retried and nothing falls back after READY: the buffer's state is then unknown.
 
+use super::grace;
 use super::{
     wire, CancelRequest, Cookie, FinalAnswer, Op, PrepareAnswer, PrepareRequest, Psn, ReadyRequest,
     Session, Target, WireError, MAX_TRANSFER,
@@ -380,8 +381,9 @@ struct Exchange {
 /// Longest pause between writing READY and posting a PUT's write (see [`put_grace`]).
 pub const MAX_PUT_GRACE: Duration = Duration::from_millis(250);
 
-/// How long a PUT waits after READY is written before its WRITE_WITH_IMM: the PREPARE round trip,
-/// at most [`MAX_PUT_GRACE`]. A server that connects its QP and posts its receive only when
+/// How long a PUT to a peer that needs a wait (`grace`: one that posts its receive only after
+/// READY) waits after READY is written before its WRITE_WITH_IMM: the PREPARE round trip, at
+/// most [`MAX_PUT_GRACE`]. A server that connects its QP and posts its receive only when
 /// READY arrives (elbencho's s3rdma-server) drops packets that come before; RC retransmits them
 /// (7 tries 67 ms apart), and a busy server that needs longer than that would fail the transfer.
 /// Waiting about as long as the server took to answer PREPARE covers it without a fixed sleep:
@@ -420,11 +422,25 @@ fn move_data(
     if status != 0 {
         return Err(Error::s3(format!("sendReadyRequest failed ({status})")));
     }
-    if let (Op::Put, Some((addr, rkey))) = (x.op, answer.staging) {
-        std::thread::sleep(put_grace(x.round_trip).min(clock.left()));
-        path.push(addr, rkey, x.cookie)?;
+    let put = match (x.op, answer.staging) {
+        (Op::Put, Some((addr, rkey))) => {
+            // The wait is the peer's, as learned (`grace`): none for a peer whose receive is
+            // posted before it answers PREPARE.
+            let peer = &answer.server.gid;
+            let plan = grace::PEERS.plan(peer, x.size, put_grace(x.round_trip));
+            std::thread::sleep(plan.wait.min(clock.left()));
+            let posted = Instant::now();
+            path.push(addr, rkey, x.cookie)?;
+            Some((plan, posted))
+        }
+        _ => None,
+    };
+    let data = path.await_data(x.cookie, clock.end);
+    if let Some((plan, posted)) = put {
+        let write = data.as_ref().ok().map(|()| posted.elapsed());
+        grace::PEERS.learn(&answer.server.gid, plan, write);
     }
-    path.await_data(x.cookie, clock.end)?;
+    data?;
     clock.check("before reading FINAL")?;
     ops.budget(clock.left(), clock.left());
     let fin = {

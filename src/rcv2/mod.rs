@@ -3,6 +3,7 @@
 //! and by `hipobj-server`; the 88-hex token inside PREPARE is [`crate::token::Token`].
 
 pub mod client;
+pub mod grace;
 pub mod negotiate;
 pub mod wire;
 

@@ -509,7 +509,10 @@ class Lane:
         self.server = Server(devices[-1], addrs[devices[-1]])
         self.client_env = dict(os.environ, AWS_ENDPOINT_URL=self.server.url, AWS_ACCESS_KEY_ID=ACCESS,
                                AWS_SECRET_ACCESS_KEY=SECRET, AWS_REGION="us-east-1",
-                               HIPOBJ_NIC=devices[0], RUST_LOG="off")
+                               HIPOBJ_NIC=devices[0], RUST_LOG="off",
+                               # the lane exercises RDMA under faults: forced (issue 39's auto
+                               # would send some transfers over plain HTTP)
+                               HIPOBJ_TRANSPORT="rdma")
         self.phase = ""
         self.spec: Optional[faults.Phase] = None
         self.scripted_failures = SCRIPTED_FAILURES

@@ -3,7 +3,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build deps test unit ctest lint loom fuzz-short e2e-ceph s3-conformance s3-conformance-full s3-conformance-gateway s3-conformance-ceph e2e demo bench-server python clean install uninstall examples
+.PHONY: all build deps test unit ctest lint loom fuzz-short frameworks e2e-ceph s3-conformance s3-conformance-full s3-conformance-gateway s3-conformance-ceph e2e demo bench-server python clean install uninstall examples
 
 # Where `make install` puts the library, header, pkg-config/CMake files and the two binaries.
 PREFIX ?= /usr/local
@@ -80,6 +80,15 @@ e2e: build python
 	CARGO=$(CARGO) scripts/install-s3s-fs
 	scripts/build-e2e
 	tests/vm/e2e
+
+# Issue 38: PyTorch DCP (2 ranks under torchrun), safetensors save and fsspec with pandas/pyarrow
+# over RDMA, in their own lane boot (torch, pandas and pyarrow need SSE4.2; the main boot is a
+# plain qemu64). Installs torch & co. into the project's venv once (scripts/python-deps --frameworks).
+frameworks: python
+	scripts/python-deps --frameworks
+	scripts/build-e2e
+	flock /tmp/hipobj-lane.lock tests/vm/run --timeout 2400 --mem 6G \
+	  --cpu qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt,+pclmulqdq -- tests/vm/frameworks
 
 # Every stage in order, timed (scripts/test prints each stage's time and the total).
 test:

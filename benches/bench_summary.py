@@ -401,6 +401,38 @@ def cp_against_summary(report: dict) -> list:
     return out
 
 
+# --- benches/frameworks (issue 38) -----------------------------------------------------------
+
+def _frameworks_times(report: dict, what: str, method: str) -> dict:
+    """{round: seconds} of every transfer of `what` by `method`."""
+    return {t["round"]: t["seconds"] for t in report["transfers"] if t["what"] == what and t["method"] == method}
+
+
+def frameworks_ratio(report: dict, what: str, method: str, baseline: str) -> Figure:
+    """`method`'s speed over `baseline`'s for `what` (the same bytes each time): median time of
+    the baseline's transfers / median time of the method's; spread over the alternating rounds."""
+    mine, theirs = _frameworks_times(report, what, method), _frameworks_times(report, what, baseline)
+    rounds = sorted(set(mine) & set(theirs))
+    per_round = [theirs[r] / mine[r] for r in rounds]
+    size = next(t["bytes"] for t in report["transfers"] if t["what"] == what)
+    rate = lambda xs: size / median(xs) / 1e6  # noqa: E731
+    return Figure(median(theirs.values()) / median(mine.values()), min(per_round), max(per_round),
+                  len(mine) + len(theirs),
+                  f"{len(mine)} {what} each, alternating rounds; spread over the rounds",
+                  f"{baseline}'s median {rate(theirs.values()):.1f} MB/s ({method} {rate(mine.values()):.1f} MB/s)")
+
+
+FRAMEWORKS_FIGURES = [
+    ("dcp-save", "hipobj", "s3torchconnector"), ("dcp-save", "hipobj", "hipobj-http"),
+    ("dcp-load", "hipobj", "s3torchconnector"), ("dcp-load", "hipobj", "hipobj-http"),
+    ("safetensors-load", "hipobj", "runai"),
+]
+
+
+def frameworks_summary(report: dict) -> list:
+    return [frameworks_ratio(report, *f).line(f"{f[0]} {f[1]} over {f[2]}") for f in FRAMEWORKS_FIGURES]
+
+
 # --- outcomes (exit codes, pass counts) ------------------------------------------------------
 
 def exit_time(log: str, pattern: str) -> Figure:
@@ -477,6 +509,7 @@ SUMMARIES = {
     "engine": lambda path: engine_summary(load_json(path)),
     "cp-against": lambda path: cp_against_summary(load_json(path)),
     "checksum-cost": lambda path: checksum_cost_summary(text(path)),
+    "frameworks": lambda path: frameworks_summary(load_json(path)),
 }
 
 

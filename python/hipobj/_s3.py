@@ -241,6 +241,30 @@ class S3Call:
             self.status, self.headers, self.body = response.status_code, answer, response.content or b""
         return response.status_code, answer
 
+    def http(self, kind: str, address: int, length: int) -> None:
+        """The operation over plain HTTP, its bytes in host memory at `address` (the body of a
+        PUT, or where a GET's body goes): RDMA off (``TransferConfig(transport="http")``)."""
+        from ._memory import host_view
+
+        view = host_view(address, length)
+        params = dict(self.params)
+        if kind == "put":
+            params["Body"] = bytes(view)
+        self.exception = None
+        try:
+            response = self.operation(**params)
+        except ClientError as e:
+            meta = e.response.get("ResponseMetadata", {})
+            self.status, self.headers, self.exception = meta.get("HTTPStatusCode"), meta.get("HTTPHeaders", {}), e
+            raise
+        except Exception as e:
+            self.exception = e
+            raise
+        meta = response["ResponseMetadata"]
+        self.status, self.headers = meta.get("HTTPStatusCode"), meta.get("HTTPHeaders", {})
+        if kind == "get":
+            read_body_into(response["Body"], view, length)
+
     @staticmethod
     def _drain(body: Any, headers: Dict[str, str]) -> None:
         if body is None:
@@ -249,4 +273,21 @@ class S3Call:
         # that ignored the token sent the object itself: drop the connection instead of reading.
         if int(headers.get("content-length", "0") or 0) <= 65536:
             body.read()
+        body.close()
+
+
+def read_body_into(body: Any, view: memoryview, length: int, chunk: int = 1 << 20) -> None:
+    """Exactly `length` bytes of an HTTP body into `view` (closed after); a shorter or longer body
+    is an error."""
+    done = 0
+    try:
+        while done < length:
+            got = body.read(min(chunk, length - done))
+            if not got:
+                raise _core.S3Error(f"the HTTP body ended after {done} of {length} bytes")
+            view[done : done + len(got)] = got
+            done += len(got)
+        if body.read(1):
+            raise _core.S3Error(f"the HTTP body is longer than the {length} bytes asked for")
+    finally:
         body.close()

@@ -15,7 +15,7 @@ from . import _core
 from ._core import ChecksumMismatchError, InvalidValueError, NotInitializedError, Registration, S3Error
 from ._errors import RdmaNotSupportedError
 from ._memory import describe, host_view
-from ._s3 import BYTES_HEADER, S3Call, endpoint_of, get_params, prepare_client
+from ._s3 import BYTES_HEADER, S3Call, endpoint_of, get_params, prepare_client, read_body_into
 from ._transfer import CopyResult, FileObjectWriter, Store, TransferConfig
 
 log = logging.getLogger("hipobj")
@@ -284,7 +284,7 @@ class Session:
         self._check_open()
         config = config or TransferConfig()
         size, headers = _head_with_checksums(client, bucket, key)
-        store = self._store(client, bucket, key)
+        store = self._store(client, bucket, key, config=config)
         done = _core.engine_download(
             store,
             str(filename),
@@ -314,7 +314,7 @@ class Session:
         size, headers = _head_with_checksums(client, bucket, key)
         writer = FileObjectWriter(fileobj)
         concurrency = self._concurrency(config) if writer.seekable else 1
-        store = self._store(client, bucket, key)
+        store = self._store(client, bucket, key, config=config)
         done = _core.engine_download_to(
             store,
             writer.write_at,
@@ -347,7 +347,7 @@ class Session:
         if size == 0:
             client.put_object(Bucket=bucket, Key=key, Body=b"", **(extra_args or {}))
             return CopyResult(0, 0, 0)
-        store = self._store(client, bucket, key, extra_args)
+        store = self._store(client, bucket, key, extra_args, config)
         chunk, threshold = self._upload_sizes(client, bucket, config)
         # The core sends the CRC64NVME of what each PUT moves, unless the caller chose a checksum.
         own_checksum = any(k.startswith("Checksum") for k in (extra_args or {}))
@@ -401,9 +401,18 @@ class Session:
             raise S3Error(f"{endpoint_of(client)}: the probe got no answer that names a protocol")
         return spoken
 
-    def _store(self, client: Any, bucket: str, key: str, extra_args: Optional[Dict[str, Any]] = None) -> Store:
+    def _store(
+        self,
+        client: Any,
+        bucket: str,
+        key: str,
+        extra_args: Optional[Dict[str, Any]] = None,
+        config: Optional[TransferConfig] = None,
+    ) -> Store:
+        """The engine's S3 side for `bucket/key`; `config.transport` says how its bytes move."""
         self._client(client)
-        return Store(client, bucket, key, extra_args, self._negotiation)
+        transport = (config or TransferConfig()).transport
+        return Store(client, bucket, key, extra_args, self._negotiation, transport)
 
     def _concurrency(self, config: TransferConfig) -> int:
         n = config.max_concurrency or self.max_transfers
@@ -447,15 +456,7 @@ class Session:
         if length > reg.size - offset:
             body.close()
             raise InvalidValueError(f"the object ({length} bytes) does not fit the buffer after offset {offset}")
-        view = host_view(reg.address + offset, length)
-        done = 0
-        while done < length:
-            chunk = body.read(min(_HTTP_CHUNK, length - done))
-            if not chunk:
-                raise S3Error(f"the HTTP body ended after {done} of {length} bytes")
-            view[done : done + len(chunk)] = chunk
-            done += len(chunk)
-        body.close()
+        read_body_into(body, host_view(reg.address + offset, length), length, _HTTP_CHUNK)
         log.warning("hipobj: %s/%s: the server has no RDMA (501); read over HTTP", params["Bucket"], params["Key"])
         headers = response["ResponseMetadata"].get("HTTPHeaders", {})
         return TransferResult("http", length, 2, headers.get("etag"), headers)

@@ -37,6 +37,10 @@ class TransferConfig:
     # or CRC32; a mismatch reads the object again once, then raises ChecksumMismatchError and
     # leaves the file as it was); "when_required" and "off" check nothing.
     checksum_mode: str = "when_supported"
+    # How the bytes move: "rdma" (the server reads or writes the registered memory), or "http"
+    # (RDMA off: plain HTTP bodies from and into the same host memory, through the same engine:
+    # parts, concurrency, retries and checksums as with RDMA).
+    transport: str = "rdma"
 
 
 @dataclass
@@ -79,9 +83,11 @@ class Store:
         key: str,
         extra_args: Optional[Dict[str, Any]] = None,
         negotiation: Any = None,
+        transport: str = "rdma",
     ):
         self.client, self.bucket, self.key = client, bucket, key
         self.negotiation = negotiation
+        self.transport = transport
         self.extra_args = dict(extra_args or {})
         self._parts: Dict[int, S3Call] = {}
         self._lock = threading.Lock()

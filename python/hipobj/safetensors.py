@@ -1,6 +1,12 @@
-"""Load a ``.safetensors`` checkpoint (one file, or the shards of a
-``model.safetensors.index.json``) from S3 straight into memory: one ranged GET reads each file's
-header, then the whole data section arrives by concurrent RDMA ranged GETs into one registered
+"""Safetensors checkpoints in S3, moved by RDMA.
+
+``save`` writes tensors (torch or numpy, host or device memory) as one ``.safetensors`` object,
+or as shards with a Hugging Face index (``model-00001-of-00003.safetensors`` and
+``model.safetensors.index.json``): each object is the header followed by the tensors' own
+registered memory, uploaded by the engine without a copy of the tensors.
+
+``load`` reads one file, or every shard of an index: one ranged GET reads each file's header,
+then the whole data section arrives by concurrent RDMA ranged GETs into one registered
 destination, and the tensors are views of it: numpy arrays (``device=None``) or torch tensors
 (``device="cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``)."""
 
@@ -12,8 +18,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from . import _core
 from ._core import InvalidValueError
+from ._pinned import Pinned, gather, is_torch, nbytes, upload
 from ._session import Session, current_session
-from ._transfer import TransferConfig
+from ._transfer import CopyResult, TransferConfig
 
 # The first ranged GET asks for this much: enough for the 8-byte length and most headers.
 _HEADER_PROBE = 1 << 16
@@ -113,7 +120,7 @@ def _load_one(client: Any, bucket: str, key: str, device: Optional[Any], session
     dest = _destination(size, device)
     if size:
         with session.register(dest) as reg:
-            store = session._store(client, bucket, key)
+            store = session._store(client, bucket, key, config=config)
             _core.engine_download_into(
                 store, reg, 0, data_start, size, config.multipart_chunksize, session._concurrency(config)
             )
@@ -169,3 +176,119 @@ def _load_sharded(client: Any, bucket: str, key: str, device: Optional[Any], ses
     if missing:
         raise InvalidValueError(f"{bucket}/{key}: the shards lack {sorted(missing)[:5]}")
     return tensors
+
+
+# save ----------------------------------------------------------------------------------------
+
+_NUMPY_CODES = {v: k for k, v in _NUMPY_DTYPES.items()}
+_TORCH_CODES = {v: k for k, v in _TORCH_DTYPES.items()}
+
+
+def _dtype_code(t: Any) -> str:
+    """The safetensors dtype name of a torch tensor or numpy array."""
+    if is_torch(t):
+        name = str(t.dtype).split(".")[-1]
+        codes = _TORCH_CODES
+    else:
+        name = t.dtype.name
+        codes = _NUMPY_CODES
+    if name not in codes:
+        raise InvalidValueError(f"dtype {name} has no safetensors name")
+    return codes[name]
+
+
+def _header(tensors: List[Tuple[str, Any]], metadata: Optional[Dict[str, str]]) -> bytes:
+    """The 8-byte length and the JSON header of one file holding `tensors` in this order (no gap
+    between them, as the format requires), padded with spaces so the data starts 8-byte aligned."""
+    header: Dict[str, Any] = {}
+    if metadata:
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+            raise InvalidValueError("safetensors metadata maps str to str")
+        header["__metadata__"] = dict(metadata)
+    pos = 0
+    for name, t in tensors:
+        n = nbytes(t)
+        header[name] = {"dtype": _dtype_code(t), "shape": list(t.shape), "data_offsets": [pos, pos + n]}
+        pos += n
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-(8 + len(text)) % 8)
+    return struct.pack("<Q", len(text)) + text
+
+
+def _ordered(tensors: Dict[str, Any]) -> List[Tuple[str, Any]]:
+    """Largest elements first, then by name (what the safetensors package writes: every tensor
+    stays aligned to its element size)."""
+    def itemsize(t: Any) -> int:
+        return t.element_size() if is_torch(t) else t.itemsize
+
+    for name, t in tensors.items():
+        if not isinstance(name, str):
+            raise InvalidValueError(f"tensor names are str, not {type(name).__name__}")
+        if not (is_torch(t) or hasattr(t, "__array_interface__")):
+            raise InvalidValueError(f"{name}: {type(t).__name__} is neither a torch tensor nor a numpy array")
+    return sorted(tensors.items(), key=lambda kv: (-itemsize(kv[1]), kv[0]))
+
+
+def _shards(ordered: List[Tuple[str, Any]], max_shard_size: Optional[int]) -> List[List[Tuple[str, Any]]]:
+    """The tensors cut into shards of at most `max_shard_size` bytes of data (a larger tensor
+    alone in its shard), in order, as Hugging Face's ``split_torch_state_dict_into_shards``."""
+    if max_shard_size is None:
+        return [ordered]
+    if max_shard_size <= 0:
+        raise InvalidValueError(f"max_shard_size must be > 0, not {max_shard_size}")
+    shards: List[List[Tuple[str, Any]]] = [[]]
+    size = 0
+    for name, t in ordered:
+        n = nbytes(t)
+        if shards[-1] and size + n > max_shard_size:
+            shards.append([])
+            size = 0
+        shards[-1].append((name, t))
+        size += n
+    return shards
+
+
+def _shard_keys(key: str, count: int) -> List[str]:
+    if count == 1:
+        return [key]
+    stem = key[: -len(".safetensors")] if key.endswith(".safetensors") else key
+    return [f"{stem}-{i:05d}-of-{count:05d}.safetensors" for i in range(1, count + 1)]
+
+
+def save(
+    client: Any,
+    bucket: str,
+    key: str,
+    tensors: Dict[str, Any],
+    metadata: Optional[Dict[str, str]] = None,
+    max_shard_size: Optional[int] = None,
+    session: Optional[Session] = None,
+    config: Optional[TransferConfig] = None,
+) -> Dict[str, Any]:
+    """Write `tensors` (name -> torch tensor or numpy array, contiguous; host memory, or device
+    memory where the Session has the GPU, staged through host memory otherwise) as the
+    safetensors object `bucket/key`, like ``safetensors.torch.save_file``.
+
+    With `max_shard_size` (bytes) and more data than that, the tensors go into shards named as
+    Hugging Face names them (``model-00001-of-00003.safetensors`` for ``model.safetensors``) and
+    an index ``<key>.index.json`` maps each tensor to its shard, written after every shard
+    arrived. Each object is uploaded by the engine straight from the tensors' registered memory
+    (parts inside one tensor) with its CRC64NVME; one registration per tensor storage for the
+    whole save. Returns ``{"keys": [...], "index": key or None, "bytes": n, "copies": [CopyResult]}``."""
+    session = session or current_session()
+    ordered = _ordered(tensors)
+    shards = _shards(ordered, max_shard_size)
+    keys = _shard_keys(key, len(shards))
+    copies: List[CopyResult] = []
+    with Pinned(session) as pinned:
+        for shard_key, shard in zip(keys, shards):
+            parts: List[Any] = [_header(shard, metadata)]
+            parts += [pinned.segment(t) for _, t in shard]
+            copies.append(upload(session, client, bucket, shard_key, gather(parts), config))
+    index = None
+    if len(keys) > 1:
+        index = key + ".index.json"
+        weight_map = {name: k.rsplit("/", 1)[-1] for k, shard in zip(keys, shards) for name, _ in shard}
+        body = {"metadata": {"total_size": sum(nbytes(t) for _, t in ordered), **(metadata or {})}, "weight_map": weight_map}
+        client.put_object(Bucket=bucket, Key=index, Body=json.dumps(body, indent=2).encode())
+    return {"keys": keys, "index": index, "bytes": sum(c.size for c in copies), "copies": copies}

@@ -12,6 +12,7 @@ use hipobj::engine::{
     self, Classify, CompletedPart, EngineError, ErrorClass, FileSink, FileSource, HostBuffers, Job,
     ObjectStore, PartHead, PutTarget, Report, Segment, Settings, Sink, Slice,
 };
+use hipobj::registry::BufferKind;
 use hipobj::runtime::{Runtime, TransferKind};
 use pyo3::exceptions::{PyOSError, PyTypeError};
 use pyo3::prelude::*;
@@ -51,6 +52,9 @@ impl fmt::Display for StoreError {
 struct PyStore {
     store: PyObject,
     rt: Arc<Runtime>,
+    /// The store's `transport` is "http": each request moves its bytes over plain HTTP from and
+    /// into the same (host) memory instead of by RDMA (`TransferConfig(transport="http")`).
+    http: bool,
 }
 
 /// The class the store gives a failure (`retry_class(call, exception)`): "transient",
@@ -99,6 +103,39 @@ impl PyStore {
             .map_err(|f| self.failed(call, f))
     }
 
+    /// One request's bytes: by RDMA, or over plain HTTP when the store says so.
+    fn transfer(&self, kind: TransferKind, slice: Slice, call: &PyObject) -> Result<(), StoreError> {
+        if !self.http {
+            return self.rdma(kind, slice, call);
+        }
+        let address = self.host_address(slice)?;
+        let name = match kind {
+            TransferKind::Get => "get",
+            TransferKind::Put => "put",
+        };
+        Python::with_gil(|py| {
+            call.call_method1(py, "http", (name, address, slice.len))
+                .map(drop)
+                .map_err(|err| StoreError {
+                    class: class_of(py, &self.store, Some(call), Some(&err), ErrorClass::Fatal),
+                    err,
+                    retry_after: None,
+                })
+        })
+    }
+
+    /// The address of `slice` when it is host memory (plain HTTP reaches no other).
+    fn host_address(&self, slice: Slice) -> Result<usize, StoreError> {
+        match self.rt.buffer_kind(slice.base) {
+            Some(BufferKind::Host) => Ok(slice.base + slice.offset),
+            _ => Err(StoreError {
+                err: errors::invalid("transport 'http' moves host memory only: register host memory"),
+                class: ErrorClass::Fatal,
+                retry_after: None,
+            }),
+        }
+    }
+
     fn failed(&self, call: &PyObject, f: Failed) -> StoreError {
         Python::with_gil(|py| {
             let library = ErrorClass::of_library(&f.error);
@@ -136,7 +173,7 @@ impl ObjectStore for PyStore {
     fn get(&self, slice: Slice, first: u64) -> Result<u64, StoreError> {
         let last = first + slice.len as u64 - 1;
         let call = self.call("request", ("get", first, last, None::<String>, None::<u32>))?;
-        self.rdma(TransferKind::Get, slice, &call)?;
+        self.transfer(TransferKind::Get, slice, &call)?;
         Ok(Self::header(&call, "x-amz-rdma-bytes-transferred")
             .and_then(|v| v.parse().ok())
             .unwrap_or(slice.len as u64))
@@ -157,7 +194,7 @@ impl ObjectStore for PyStore {
             "request",
             ("put", None::<u64>, None::<u64>, id, number, checksum),
         )?;
-        self.rdma(TransferKind::Put, slice, &call)?;
+        self.transfer(TransferKind::Put, slice, &call)?;
         Ok(Self::header(&call, "etag").or_else(|| Self::header(&call, "x-amz-rdma-etag")))
     }
 
@@ -284,7 +321,21 @@ fn with_job<T: Send>(
 fn store(store: PyObject) -> PyResult<PyStore> {
     let rt =
         hipobj::runtime::current().ok_or_else(|| to_py(hipobj::error::Error::not_initialized()))?;
-    Ok(PyStore { store, rt })
+    let transport: String = Python::with_gil(|py| {
+        store
+            .getattr(py, "transport")
+            .and_then(|t| t.extract::<String>(py))
+    })?;
+    let http = match transport.as_str() {
+        "rdma" => false,
+        "http" => true,
+        other => {
+            return Err(errors::invalid(format!(
+                "transport must be 'rdma' or 'http', not {other:?}"
+            )))
+        }
+    };
+    Ok(PyStore { store, rt, http })
 }
 
 /// Object bytes `first .. first + length` into the file `path` (written beside it, renamed

@@ -1,0 +1,167 @@
+"""A 2-rank distributed checkpoint over RDMA with torch.distributed.checkpoint (DCP):
+
+    torchrun --nproc-per-node 2 python/examples/dcp_torchrun.py save   --endpoint URL --nic rxe0 ...
+    torchrun --nproc-per-node 2 python/examples/dcp_torchrun.py load   --endpoint URL --nic rxe0 ...
+
+Every rank builds the same model and takes one Adam step (same seed), so each knows every
+tensor's value. `save` writes the model's and the optimizer's state with every tensor sharded
+by rows (DTensor Shard(0)) through hipobj's StorageWriter; `load` reads it into a fresh state
+with another sharding (columns, Shard(1), for matrices; replicated vectors) through hipobj's
+StorageReader, or with `--reader s3torchconnector` through s3torchconnector's S3StorageReader
+over plain HTTP, and checks every tensor equal. Credentials: AWS_ACCESS_KEY_ID /
+AWS_SECRET_ACCESS_KEY. The process group is gloo (CPU tensors)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+
+def build_model(embedding_rows: int) -> torch.nn.Module:
+    """An embedding (the one tensor over 64 MiB) and a stack of linear layers."""
+    torch.manual_seed(0)
+    layers = [torch.nn.Embedding(embedding_rows, 1024)]
+    layers += [torch.nn.Linear(1024, 1024) for _ in range(6)]
+    layers += [torch.nn.Linear(1024 if i == 0 else 512, 512) for i in range(8)]
+    return torch.nn.Sequential(*layers)
+
+
+def trained_state(embedding_rows: int) -> dict:
+    """Model and Adam state after one step: the same on every rank."""
+    model = build_model(embedding_rows)
+    optim = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for p in model.parameters():
+        p.grad = torch.randn_like(p)
+    optim.step()
+    names = {id(p): n for n, p in model.named_parameters()}
+    state = {"model": {n: p.detach() for n, p in model.named_parameters()}, "optim": {}}
+    for p, s in optim.state.items():
+        name = names[id(p)]
+        state["optim"][name] = {"exp_avg": s["exp_avg"], "exp_avg_sq": s["exp_avg_sq"], "step": s["step"]}
+    state["optim_groups"] = {"lr": 1e-3, "betas": [0.9, 0.999], "note": "param_groups as bytes"}
+    return state
+
+
+def placements(t: torch.Tensor, phase: str) -> list:
+    if phase == "save":
+        return [Shard(0)]
+    return [Shard(1)] if t.dim() == 2 else [Replicate()]
+
+
+def sharded(state: dict, mesh, phase: str, fresh: bool) -> dict:
+    """The state with every floating tensor a DTensor placed for `phase` (zeros when fresh)."""
+
+    def one(v):
+        if isinstance(v, dict):
+            return {k: one(x) for k, x in v.items()}
+        if isinstance(v, torch.Tensor) and v.is_floating_point() and v.dim() > 0:
+            return distribute_tensor(torch.zeros_like(v) if fresh else v, mesh, placements(v, phase))
+        if isinstance(v, torch.Tensor):
+            return torch.zeros_like(v) if fresh else v.clone()
+        return "unset" if fresh else v
+
+    return {k: one(v) for k, v in state.items()}
+
+
+def compare(loaded: dict, expected: dict, mesh, where: str = "") -> int:
+    """Tensors checked; raises on the first difference."""
+    count = 0
+    for k, v in expected.items():
+        got = loaded[k]
+        if isinstance(v, dict):
+            count += compare(got, v, mesh, f"{where}{k}.")
+        elif isinstance(v, torch.Tensor) and v.is_floating_point() and v.dim() > 0:
+            want = distribute_tensor(v, mesh, placements(v, "load")).to_local()
+            if not torch.equal(got.to_local(), want):
+                raise SystemExit(f"{where}{k}: the loaded shard differs")
+            count += 1
+        elif isinstance(v, torch.Tensor):
+            if not torch.equal(got, v):
+                raise SystemExit(f"{where}{k}: differs")
+            count += 1
+        elif got != v:
+            raise SystemExit(f"{where}{k}: {got!r} != {v!r}")
+    return count
+
+
+def nbytes(state: dict) -> int:
+    return sum(
+        nbytes(v) if isinstance(v, dict) else (v.numel() * v.element_size() if isinstance(v, torch.Tensor) else 0)
+        for v in state.values()
+    )
+
+
+def client(args):
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3", endpoint_url=args.endpoint, region_name="us-east-1", config=Config(s3={"addressing_style": "path"})
+    )
+
+
+def s3torchconnector_reader(args):
+    """s3torchconnector's DCP reader for our endpoint (its S3StorageReader names no endpoint,
+    so its file system gets a client for ours)."""
+    from s3torchconnector import S3ClientConfig
+    from s3torchconnector._s3client import S3Client
+    from s3torchconnector.dcp import S3StorageReader
+    from s3torchconnector.dcp.s3_file_system import S3FileSystem
+
+    reader = S3StorageReader("us-east-1", args.path)
+    config = S3ClientConfig(force_path_style=True)
+    s3 = S3Client("us-east-1", endpoint=args.endpoint, s3client_config=config)
+    reader.fs = S3FileSystem("us-east-1", s3_client=s3, reader_constructor=reader._reader_constructor)
+    reader.path = reader.fs.init_path(args.path)
+    return reader
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("phase", choices=["save", "load"])
+    ap.add_argument("--endpoint", required=True)
+    ap.add_argument("--path", required=True, help="s3://bucket/prefix")
+    ap.add_argument("--nic", default=None)
+    ap.add_argument("--embedding-rows", type=int, default=17000)
+    ap.add_argument("--reader", choices=["hipobj", "s3torchconnector"], default="hipobj")
+    args = ap.parse_args()
+
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    mesh = init_device_mesh("cpu", (world,))
+    expected = trained_state(args.embedding_rows)
+    s3 = client(args)
+
+    import hipobj
+    from hipobj.torch.dcp import StorageReader, StorageWriter
+
+    with hipobj.Session(nic=args.nic) as session:
+        t0 = time.monotonic()
+        if args.phase == "save":
+            state = sharded(expected, mesh, "save", fresh=False)
+            dcp.save(state, storage_writer=StorageWriter(s3, args.path, session=session))
+            checked = 0
+        else:
+            state = sharded(expected, mesh, "load", fresh=True)
+            reader = s3torchconnector_reader(args) if args.reader == "s3torchconnector" else StorageReader(s3, args.path, session=session)
+            dcp.load(state, storage_reader=reader)
+            checked = compare(state, expected, mesh)
+        seconds = time.monotonic() - t0
+        dist.barrier()
+    report = {"rank": rank, "phase": args.phase, "reader": args.reader, "seconds": round(seconds, 3),
+              "state_bytes": nbytes(expected), "tensors_checked": checked}
+    print("dcp_torchrun " + json.dumps(report), flush=True)
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,264 @@
+"""An fsspec filesystem for S3 over RDMA, protocol ``hipobj``: ``hipobj://bucket/key``.
+
+    import pandas as pd
+    df = pd.read_parquet("hipobj://data/part-0.parquet",
+                         storage_options={"endpoint_url": "http://10.0.0.2:9000", "key": "...",
+                                          "secret": "...", "nic": "rxe0"})
+
+Reads and writes of at least ``rdma_threshold`` bytes (1 MiB) move by RDMA through the transfer
+engine (ranged GETs straight into a registered buffer; uploads by RDMA PUT or multipart upload),
+smaller ones over plain HTTP with the same boto3 client. Listing, HEAD and deletes are plain S3
+calls. pandas, pyarrow (``pyarrow.fs.PyFileSystem(pyarrow.fs.FSSpecHandler(fs))``) and anything
+else that opens files through fsspec use it unchanged; the package registers the protocol with
+fsspec (an entry point, and on import of this module).
+
+Options: ``client`` (a boto3 S3 client) or ``endpoint_url``/``key``/``secret``/``region_name``
+(a path-style client is made); ``session`` (default: the open ``hipobj.Session``; with ``nic``
+and none open, this filesystem opens one for the process); ``rdma_threshold``; ``config``
+(a ``hipobj.TransferConfig``: part size and concurrency)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+from fsspec import register_implementation
+from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
+
+from . import _core
+from ._core import NotInitializedError
+from ._pinned import upload
+from ._session import Session, current_session
+from ._transfer import TransferConfig
+
+MB = 1 << 20
+
+
+class HipObjFileSystem(AbstractFileSystem):
+    protocol = ("hipobj",)
+    root_marker = ""
+    cachable = False  # a boto3 client is not a cache key
+
+    def __init__(
+        self,
+        client: Any = None,
+        session: Optional[Session] = None,
+        endpoint_url: Optional[str] = None,
+        key: Optional[str] = None,
+        secret: Optional[str] = None,
+        region_name: str = "us-east-1",
+        nic: Optional[str] = None,
+        rdma_threshold: int = MB,
+        config: Optional[TransferConfig] = None,
+        **kwargs: Any,
+    ):
+        super().__init__(**kwargs)
+        self.client = client or _client(endpoint_url, key, secret, region_name)
+        self._session = session
+        self._nic = nic
+        self.rdma_threshold = rdma_threshold
+        self.config = config or TransferConfig()
+        self.moved: Dict[str, int] = {"rdma": 0, "http": 0}
+
+    @property
+    def session(self) -> Session:
+        if self._session is not None:
+            return self._session
+        try:
+            return current_session()
+        except NotInitializedError:
+            if self._nic is None:
+                raise
+            self._session = Session(nic=self._nic).open()
+            return self._session
+
+    # names -----------------------------------------------------------------------------------
+    @staticmethod
+    def _split(path: str) -> tuple:
+        path = HipObjFileSystem._strip_protocol(path).lstrip("/")
+        bucket, _, key = path.partition("/")
+        return bucket, key
+
+    # listing -----------------------------------------------------------------------------------
+    def ls(self, path: str, detail: bool = True, **kwargs: Any) -> List[Any]:
+        bucket, key = self._split(path)
+        if not bucket:
+            entries = [
+                {"name": b["Name"], "size": 0, "type": "directory"} for b in self.client.list_buckets()["Buckets"]
+            ]
+        else:
+            entries = self._list(bucket, key)
+            if not entries:
+                head = self._head(bucket, key)
+                if head is None:
+                    raise FileNotFoundError(path)
+                entries = [head]
+        return entries if detail else [e["name"] for e in entries]
+
+    def _list(self, bucket: str, key: str) -> List[Dict[str, Any]]:
+        prefix = key.rstrip("/") + "/" if key else ""
+        entries: List[Dict[str, Any]] = []
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, Delimiter="/")
+        for page in pages:
+            for p in page.get("CommonPrefixes", []):
+                entries.append({"name": f"{bucket}/{p['Prefix'].rstrip('/')}", "size": 0, "type": "directory"})
+            for o in page.get("Contents", []):
+                entries.append({"name": f"{bucket}/{o['Key']}", "size": o["Size"], "type": "file", "ETag": o.get("ETag")})
+        return entries
+
+    def _head(self, bucket: str, key: str) -> Optional[Dict[str, Any]]:
+        if not key:
+            return None
+        try:
+            head = self.client.head_object(Bucket=bucket, Key=key)
+        except self.client.exceptions.ClientError as e:
+            if e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+                return None
+            raise
+        return {"name": f"{bucket}/{key}", "size": head["ContentLength"], "type": "file", "ETag": head.get("ETag")}
+
+    def info(self, path: str, **kwargs: Any) -> Dict[str, Any]:
+        bucket, key = self._split(path)
+        head = self._head(bucket, key)
+        if head is not None:
+            return head
+        if not key or self._list(bucket, key):
+            return {"name": f"{bucket}/{key}".rstrip("/"), "size": 0, "type": "directory"}
+        raise FileNotFoundError(path)
+
+    # whole objects -------------------------------------------------------------------------------
+    def cat_file(self, path: str, start: Optional[int] = None, end: Optional[int] = None, **kwargs: Any) -> bytes:
+        bucket, key = self._split(path)
+        size = self.info(path)["size"]
+        start = 0 if start is None else (start if start >= 0 else size + start)
+        end = size if end is None else (min(end, size) if end >= 0 else size + end)
+        return self.read_range(bucket, key, start, end)
+
+    def read_range(self, bucket: str, key: str, start: int, end: int) -> bytes:
+        """Object bytes start..end (exclusive): by RDMA into a registered buffer from
+        ``rdma_threshold`` up, over HTTP below."""
+        n = end - start
+        if n <= 0:
+            return b""
+        if n < self.rdma_threshold:
+            self.moved["http"] += n
+            rng = f"bytes={start}-{end - 1}"
+            return self.client.get_object(Bucket=bucket, Key=key, Range=rng)["Body"].read()
+        session = self.session
+        buf = np.empty(n, dtype=np.uint8)
+        with session.register(buf) as reg:
+            store = session._store(self.client, bucket, key, config=self.config)
+            _core.engine_download_into(
+                store, reg, 0, start, n, self.config.multipart_chunksize, session._concurrency(self.config)
+            )
+        self.moved["rdma"] += n
+        return buf.tobytes()
+
+    def pipe_file(self, path: str, value: bytes, **kwargs: Any) -> None:
+        bucket, key = self._split(path)
+        self.write_object(bucket, key, bytes(value))
+
+    def write_object(self, bucket: str, key: str, data: bytes) -> None:
+        if len(data) < self.rdma_threshold:
+            self.moved["http"] += len(data)
+            self.client.put_object(Bucket=bucket, Key=key, Body=data)
+            return
+        upload(self.session, self.client, bucket, key, [data], self.config)
+        self.moved["rdma"] += len(data)
+
+    def put_file(self, lpath: str, rpath: str, callback: Any = None, **kwargs: Any) -> None:
+        if os.path.isdir(lpath):
+            return
+        bucket, key = self._split(rpath)
+        size = os.path.getsize(lpath)
+        if size < self.rdma_threshold:
+            with open(lpath, "rb") as f:
+                self.write_object(bucket, key, f.read())
+            return
+        self.session.upload_file(self.client, lpath, bucket, key, config=self.config)
+        self.moved["rdma"] += size
+
+    def get_file(self, rpath: str, lpath: str, callback: Any = None, outfile: Any = None, **kwargs: Any) -> None:
+        bucket, key = self._split(rpath)
+        size = self.info(rpath)["size"]
+        if size < self.rdma_threshold:
+            data = self.read_range(bucket, key, 0, size)
+            with open(lpath, "wb") as f:
+                f.write(data)
+            return
+        self.session.download_file(self.client, bucket, key, lpath, config=self.config)
+        self.moved["rdma"] += size
+
+    def rm_file(self, path: str) -> None:
+        bucket, key = self._split(path)
+        self.client.delete_object(Bucket=bucket, Key=key)
+
+    def _rm(self, path: str) -> None:
+        self.rm_file(path)
+
+    def mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
+        bucket, key = self._split(path)
+        if not key:
+            self.client.create_bucket(Bucket=bucket)
+
+    def makedirs(self, path: str, exist_ok: bool = False) -> None:
+        bucket, _ = self._split(path)
+        try:
+            self.mkdir(bucket)
+        except self.client.exceptions.BucketAlreadyOwnedByYou:
+            if not exist_ok:
+                raise
+
+    def _open(
+        self,
+        path: str,
+        mode: str = "rb",
+        block_size: Any = None,
+        autocommit: bool = True,
+        cache_options: Any = None,
+        **kwargs: Any,
+    ) -> "HipObjFile":
+        return HipObjFile(self, path, mode, block_size=block_size or "default", autocommit=autocommit, cache_options=cache_options, **kwargs)
+
+
+class HipObjFile(AbstractBufferedFile):
+    """A file of a HipObjFileSystem: reads through fsspec's cache, each fetch by RDMA or HTTP by
+    its size; writes gathered in a local temporary file and uploaded at close."""
+
+    DEFAULT_BLOCK_SIZE = 8 * MB
+
+    def _fetch_range(self, start: int, end: int) -> bytes:
+        bucket, key = self.fs._split(self.path)
+        return self.fs.read_range(bucket, key, start, min(end, self.size))
+
+    def _initiate_upload(self) -> None:
+        self._spool = tempfile.NamedTemporaryFile(prefix="hipobj-fsspec-")
+
+    def _upload_chunk(self, final: bool = False) -> bool:
+        self._spool.write(self.buffer.getbuffer())
+        if final:
+            self._spool.flush()
+            try:
+                self.fs.put_file(self._spool.name, self.path)
+            finally:
+                self._spool.close()
+        return True
+
+
+def _client(endpoint_url: Optional[str], key: Optional[str], secret: Optional[str], region_name: str) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint_url,
+        aws_access_key_id=key,
+        aws_secret_access_key=secret,
+        region_name=region_name,
+        config=Config(s3={"addressing_style": "path"}),
+    )
+
+
+register_implementation("hipobj", HipObjFileSystem, clobber=True)

@@ -1,0 +1,415 @@
+"""``torch.distributed.checkpoint`` storage in S3 over RDMA: ``StorageWriter`` and
+``StorageReader``, for ``dcp.save`` / ``dcp.load`` with or without a process group.
+
+    import torch.distributed.checkpoint as dcp
+    from hipobj.torch.dcp import StorageReader, StorageWriter
+
+    dcp.save(state_dict, storage_writer=StorageWriter(s3, "s3://ckpt/step-1000"))
+    dcp.load(state_dict, storage_reader=StorageReader(s3, "s3://ckpt/step-1000"))
+
+Layout: DCP's file-system layout, so that its ``FileSystemReader`` family (s3torchconnector's
+``S3StorageReader`` among them) reads our checkpoints, and our reader theirs. Each rank writes
+one object ``__<rank>_0.distcp``: its byte items, then one ``torch.save`` record per tensor, whose
+tensor bytes are stored as they are in memory. The writer builds each record's few hundred bytes
+of zip framing around the tensor without touching the tensor, and the engine uploads the object
+straight from the tensors' registered memory (host, or GPU where the Session has it). The
+coordinator removes an existing ``.metadata`` before any rank writes and writes the new one last,
+so a save that dies on the way leaves no loadable checkpoint.
+
+Each tensor record's ``_StorageInfo`` carries an extra attribute ``hipobj`` (where the raw bytes
+start, the chunk's shape and dtype, their CRC64NVME). The reader GETs each requested region by
+ranged RDMA GETs straight into the destination tensor when the region is contiguous in both,
+staged through one registered host buffer otherwise, and checks every read of a whole chunk
+against its CRC64NVME. Records without the attribute (written by torch's own writers) are read
+whole and deserialised with ``torch.load`` as ``FileSystemReader`` does."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import math
+import pickle
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+from torch.distributed.checkpoint import StorageReader as _Reader
+from torch.distributed.checkpoint import StorageWriter as _Writer
+from torch.distributed.checkpoint.filesystem import _StorageInfo, _StoragePrefix
+from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
+from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPlanner, ReadItem, SavePlan, SavePlanner, WriteItemType
+from torch.distributed.checkpoint.storage import WriteResult
+from torch.futures import Future
+
+from .. import _core
+from .._core import ChecksumMismatchError, InvalidValueError, S3Error
+from .._pinned import Pinned, Segment, gather, upload
+from .._session import Session, current_session
+from .._transfer import TransferConfig
+
+METADATA = ".metadata"
+SUFFIX = ".distcp"
+CRC = "CRC64NVME"
+
+
+def split_path(path: str) -> Tuple[str, str]:
+    """("bucket", "prefix/") of "s3://bucket/prefix"."""
+    if not isinstance(path, str) or not path.startswith("s3://"):
+        raise InvalidValueError(f"a checkpoint path is s3://bucket/prefix, not {path!r}")
+    bucket, _, prefix = path[len("s3://") :].partition("/")
+    if not bucket:
+        raise InvalidValueError(f"{path!r} names no bucket")
+    prefix = prefix.strip("/")
+    return bucket, prefix + "/" if prefix else ""
+
+
+class _Checkpoint:
+    """Where a checkpoint lives and how its objects move: `path` is ``s3://bucket/prefix``,
+    `client` a boto3 S3 client, `session` the hipobj Session (default: the open one), `config`
+    the engine's part size, concurrency and transport."""
+
+    def __init__(
+        self,
+        client: Any,
+        path: str,
+        session: Optional[Session] = None,
+        config: Optional[TransferConfig] = None,
+    ):
+        self.client = client
+        self._session = session
+        self.config = config or TransferConfig()
+        self._at(path)
+        self.reset()
+
+    def reset(self, checkpoint_id: Any = None) -> None:
+        if checkpoint_id:
+            self._at(str(checkpoint_id))
+
+    def _at(self, path: str) -> None:
+        self.bucket, self.prefix = split_path(str(path))
+        self.path = str(path)
+
+    @property
+    def session(self) -> Session:
+        return self._session or current_session()
+
+    def key(self, name: str) -> str:
+        return self.prefix + name
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: Any) -> bool:
+        return isinstance(checkpoint_id, str) and checkpoint_id.startswith("s3://")
+
+
+# writing -------------------------------------------------------------------------------------
+
+
+class _Capture:
+    """A write-only stream for ``torch.save`` of a stand-in tensor: keeps the small writes (the
+    zip framing and the pickle) and notes where the storage's bytes would go, without reading
+    them (torch hands the storage over as one buffer of exactly its size at its address)."""
+
+    def __init__(self, address: int, size: int):
+        self.address, self.size = address, size
+        self.head, self.tail = bytearray(), bytearray()
+        self.data_at: Optional[int] = None
+        self.pos = 0
+
+    def write(self, b: Any) -> int:
+        view = memoryview(b)
+        n = view.nbytes
+        if self.data_at is None and n == self.size and n and _address(view) == self.address:
+            self.data_at = self.pos
+        elif self.data_at is None:
+            self.head += view.cast("B")
+        else:
+            self.tail += view.cast("B")
+        self.pos += n
+        return n
+
+    def flush(self) -> None:
+        pass
+
+
+def _address(view: memoryview) -> int:
+    return int(np.frombuffer(view, dtype=np.uint8).ctypes.data)
+
+
+def _framing(t: torch.Tensor) -> Tuple[bytes, bytes]:
+    """(bytes before, bytes after) the tensor's data in ``torch.save(t)``'s output: the record of
+    a CPU tensor of `t`'s dtype and shape, CRC32 fields left 0 (torch.load does not need them)."""
+    stand_in = torch.empty(t.shape, dtype=t.dtype)  # never read: its pages stay untouched
+    size = stand_in.numel() * stand_in.element_size()
+    capture = _Capture(stand_in.data_ptr(), size)
+    saved = torch.serialization.get_crc32_options()
+    torch.serialization.set_crc32_options(False)
+    try:
+        torch.save(stand_in, capture)
+    finally:
+        torch.serialization.set_crc32_options(saved)
+    if size and capture.data_at is None:
+        raise InvalidValueError("torch.save did not hand the tensor's storage over in one write")
+    return bytes(capture.head), bytes(capture.tail)
+
+
+class StorageWriter(_Checkpoint, _Writer):
+    """DCP storage writer: ``StorageWriter(client, "s3://bucket/prefix", session=None, config=None)``.
+    ``copies`` holds what the engine reported of this rank's uploads."""
+
+    rank: Optional[int] = None
+
+    def reset(self, checkpoint_id: Any = None) -> None:
+        super().reset(checkpoint_id)
+        self.save_id = str(uuid.uuid4())
+        self.copies: List[Any] = []
+
+    def set_up_storage_writer(self, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        self.rank = kwargs.get("rank")
+
+    def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
+        return plan
+
+    def prepare_global_plan(self, plans: List[SavePlan]) -> List[SavePlan]:
+        # The coordinator, before any rank writes: a checkpoint being overwritten stops being one.
+        self.client.delete_object(Bucket=self.bucket, Key=self.key(METADATA))
+        return [dataclasses.replace(p, storage_data=_StoragePrefix(f"__{i}_")) for i, p in enumerate(plans)]
+
+    def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future:
+        name = f"{plan.storage_data.prefix}0{SUFFIX}"
+        results: List[WriteResult] = []
+        parts: List[Any] = []
+        pos = 0
+        with Pinned(self.session) as pinned:
+            for item in plan.items:
+                if item.type == WriteItemType.BYTE_IO:
+                    data = bytes(planner.resolve_data(item).getbuffer())
+                    info = _StorageInfo(name, pos, len(data))
+                    parts.append(data)
+                else:
+                    tensor = planner.resolve_data(item).detach()
+                    info, pieces = self._tensor_record(name, pos, tensor, pinned)
+                    parts += pieces
+                results.append(WriteResult(index=item.index, size_in_bytes=info.length, storage_data=info))
+                pos += info.length
+            segments = gather(parts)
+            if segments:
+                self.copies.append(upload(self.session, self.client, self.bucket, self.key(name), segments, self.config))
+        future: Future = Future()
+        future.set_result(results)
+        return future
+
+    @staticmethod
+    def _tensor_record(name: str, pos: int, tensor: torch.Tensor, pinned: Pinned) -> Tuple[_StorageInfo, List[Any]]:
+        """The storage info and the pieces (framing bytes, registered tensor memory) of one
+        tensor's torch.save record at `pos` of the object `name`."""
+        if not tensor.is_contiguous():
+            tensor = tensor.contiguous()
+        head, tail = _framing(tensor)
+        size = tensor.numel() * tensor.element_size()
+        pieces: List[Any] = [head]
+        raw: Dict[str, Any] = {"data": pos + len(head), "shape": list(tensor.shape), "dtype": str(tensor.dtype)}
+        if size:
+            segment = pinned.segment(tensor)
+            raw[CRC] = _core.crc_of(segment[0], segment[1], segment[2], CRC)
+            pieces.append(segment)
+        pieces.append(tail)
+        info = _StorageInfo(name, pos, len(head) + size + len(tail))
+        info.hipobj = raw  # pickled with the info; torch's readers ignore it
+        return info, pieces
+
+    def finish(self, metadata: Metadata, results: List[List[WriteResult]]) -> None:
+        metadata.storage_data = {wr.index: wr.storage_data for rank in results for wr in rank}
+        metadata.storage_meta = self.storage_meta()
+        metadata.version = metadata.version or "1.0.0"
+        body = pickle.dumps(metadata)
+        self.client.put_object(Bucket=self.bucket, Key=self.key(METADATA), Body=body)
+
+    def storage_meta(self) -> Optional[StorageMeta]:
+        return StorageMeta(checkpoint_id=self.path, save_id=self.save_id)
+
+    @property
+    def checkpoint_id(self) -> str:
+        return self.path
+
+
+# reading -------------------------------------------------------------------------------------
+
+
+def _strides(shape: List[int]) -> List[int]:
+    strides, step = [], 1
+    for dim in reversed(shape):
+        strides.append(step)
+        step *= dim
+    return strides[::-1]
+
+
+def region_span(shape: List[int], offsets: List[int], lengths: List[int]) -> Tuple[int, int, bool]:
+    """(first element, end element, contiguous) of the box `offsets`+`lengths` of a row-major
+    array of `shape`: the smallest span of elements covering it, and whether the box is exactly
+    that span (every dimension after the first partial one is whole)."""
+    if any(n == 0 for n in lengths):
+        return 0, 0, True
+    strides = _strides(shape)
+    first = sum(o * s for o, s in zip(offsets, strides))
+    last = sum((o + n - 1) * s for o, n, s in zip(offsets, lengths, strides))
+    return first, last + 1, last + 1 - first == math.prod(lengths)
+
+
+@dataclasses.dataclass
+class _Read:
+    """One tensor read: object bytes `first..first+size` of `key` into `segment`; then, when
+    `view` is set, the box copied from the staging bytes into `target`."""
+
+    item: ReadItem
+    target: torch.Tensor
+    key: str
+    first: int
+    size: int
+    segment: Optional[Segment]
+    crc: Optional[str] = None
+    staged: Optional[Tuple[torch.Tensor, List[int], List[int], int]] = None
+
+
+class StorageReader(_Checkpoint, _Reader):
+    """DCP storage reader: ``StorageReader(client, "s3://bucket/prefix", session=None, config=None)``.
+    ``stats`` counts what the last load did and checked."""
+
+    def reset(self, checkpoint_id: Any = None) -> None:
+        super().reset(checkpoint_id)
+        self.storage_data: Dict[Any, Any] = {}
+        self.load_id = str(uuid.uuid4())
+        self.stats: Dict[str, int] = {}
+
+    def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+        key = self.key(METADATA)
+        try:
+            body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except self.client.exceptions.NoSuchKey:
+            raise S3Error(
+                f"s3://{self.bucket}/{key} does not exist: no checkpoint at {self.path} "
+                "(a save that did not finish writes none)"
+            ) from None
+        metadata = pickle.loads(body)  # the checkpoint's own pickle, as torch's readers load it
+        if getattr(metadata, "storage_meta", None) is None:
+            metadata.storage_meta = StorageMeta()
+        metadata.storage_meta.load_id = self.load_id
+        return metadata
+
+    def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        if metadata.storage_data is None:
+            raise InvalidValueError(f"{self.path}: the metadata has no storage data")
+        self.storage_data = metadata.storage_data
+
+    def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
+        return plan
+
+    def prepare_global_plan(self, plans: List[LoadPlan]) -> List[LoadPlan]:
+        return plans
+
+    @property
+    def checkpoint_id(self) -> str:
+        return self.path
+
+    def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future:
+        self.stats = {"tensors": 0, "bytes": 0, "direct": 0, "staged": 0, "verified": 0, "unchecked": 0}
+        with Pinned(self.session) as pinned:
+            reads: List[_Read] = []
+            for item in plan.items:
+                info = self.storage_data[item.storage_index]
+                if item.type == LoadItemType.BYTE_IO:
+                    planner.load_bytes(item, io.BytesIO(self._http_range(info.relative_path, info.offset, info.length)))
+                elif getattr(info, "hipobj", None) is None:
+                    self._read_foreign(item, info, planner)
+                else:
+                    reads.append(self._plan_read(item, info, planner, pinned))
+            self._run(reads)
+            pinned.finish_staged()  # device targets this Session cannot register got host copies
+            for read in reads:
+                self._finish(read, planner)
+        future: Future = Future()
+        future.set_result(None)
+        return future
+
+    # one tensor ------------------------------------------------------------------------------
+    def _plan_read(self, item: ReadItem, info: _StorageInfo, planner: LoadPlanner, pinned: Pinned) -> _Read:
+        raw = info.hipobj
+        target = planner.resolve_tensor(item).detach()
+        itemsize = target.element_size()
+        shape, offsets, lengths = list(raw["shape"]), list(item.storage_offsets), list(item.lengths)
+        first, end, contiguous = region_span(shape, offsets, lengths)
+        key = self.key(info.relative_path)
+        start = raw["data"] + first * itemsize
+        size = (end - first) * itemsize
+        whole = offsets == [0] * len(shape) and lengths == shape
+        crc = raw.get(CRC) if whole else None
+        if size == 0:
+            return _Read(item, target, key, start, 0, None)
+        if contiguous and target.is_contiguous():
+            segment = pinned.segment(target, for_write=True)
+            self.stats["direct"] += 1
+            return _Read(item, target, key, start, size, segment, crc)
+        stage = torch.empty(end - first, dtype=target.dtype)
+        self.stats["staged"] += 1
+        return _Read(item, target, key, start, size, pinned.segment(stage), crc, (stage, shape, offsets, first))
+
+    def _run(self, reads: List[_Read]) -> None:
+        """Every read's bytes, `concurrency` reads at once (each of a large one's parts too)."""
+        concurrency = self.session._concurrency(self.config)
+        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="hipobj-dcp") as pool:
+            list(pool.map(lambda r: self._fetch(r, concurrency), sorted(reads, key=lambda r: -r.size)))
+
+    def _fetch(self, read: _Read, concurrency: int) -> None:
+        if read.segment is None:
+            return
+        for attempt in (1, 2):
+            store = self.session._store(self.client, self.bucket, read.key, config=self.config)
+            reg, offset, _ = read.segment
+            _core.engine_download_into(
+                store, reg, offset, read.first, read.size, self.config.multipart_chunksize, concurrency
+            )
+            if read.crc is None:
+                return
+            got = _core.crc_of(reg, offset, read.size, CRC)
+            if got == read.crc:
+                return
+            if attempt == 2:
+                raise ChecksumMismatchError(
+                    f"s3://{self.bucket}/{read.key} bytes {read.first}+{read.size}: {CRC} of what landed "
+                    f"is {got}, the writer's is {read.crc} (read twice)"
+                )
+
+    def _finish(self, read: _Read, planner: LoadPlanner) -> None:
+        self.stats["tensors"] += 1
+        self.stats["bytes"] += read.size
+        self.stats["verified" if read.crc is not None else "unchecked"] += read.size > 0
+        if read.staged is not None:
+            stage, shape, offsets, first = read.staged
+            strides = _strides(shape)
+            box = torch.as_strided(
+                stage,
+                size=list(read.item.lengths),
+                stride=strides,
+                storage_offset=sum(o * s for o, s in zip(offsets, strides)) - first,
+            )
+            read.target.copy_(box)
+        planner.commit_tensor(read.item, read.target)
+
+    def _read_foreign(self, item: ReadItem, info: _StorageInfo, planner: LoadPlanner) -> None:
+        """A record written by torch's own writers: the whole torch.save record, deserialised."""
+        blob = self._http_range(info.relative_path, info.offset, info.length)
+        tensor = torch.load(io.BytesIO(blob), map_location="cpu", weights_only=True)
+        for dim, (o, n) in enumerate(zip(item.storage_offsets, item.lengths)):
+            tensor = tensor.narrow(dim, o, n)
+        target = planner.resolve_tensor(item).detach()
+        target.copy_(tensor)
+        planner.commit_tensor(item, target)
+        self.stats["tensors"] += 1
+        self.stats["unchecked"] += 1
+
+    def _http_range(self, name: str, offset: int, length: int) -> bytes:
+        if length == 0:
+            return b""
+        rng = f"bytes={offset}-{offset + length - 1}"
+        return self.client.get_object(Bucket=self.bucket, Key=self.key(name), Range=rng)["Body"].read()

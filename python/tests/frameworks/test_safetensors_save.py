@@ -1,0 +1,79 @@
+"""hipobj.safetensors.save (issue 38): a sharded checkpoint with an index, written by RDMA from
+the tensors' own memory, read back by the safetensors package and by hipobj.safetensors.load."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from safetensors.numpy import load as st_load_numpy
+from safetensors.torch import load as st_load_torch
+
+import hipobj
+import hipobj.safetensors
+
+MIB = 1 << 20
+
+
+def tensors() -> dict:
+    g = torch.Generator().manual_seed(7)
+    out = {
+        "embed.weight": torch.randn(3000, 1024, generator=g),  # 11.7 MiB: a multipart object
+        "head.weight": torch.randn(512, 1024, generator=g).to(torch.bfloat16),
+        "head.bias": torch.randn(512, generator=g).to(torch.float16),
+        "steps": torch.arange(17, dtype=torch.int32),
+        "mask": torch.rand(33, 7, generator=g) > 0.5,
+        "scale": torch.tensor(3.5),
+    }
+    for i in range(6):
+        out[f"layers.{i}.weight"] = torch.randn(640, 640, generator=g)
+    return out
+
+
+def get(client, bucket, key) -> bytes:
+    return client.get_object(Bucket=bucket, Key=key)["Body"].read()
+
+
+def test_three_shards_and_an_index_read_by_the_safetensors_package(session, client, bucket):
+    ts = tensors()
+    saved = hipobj.safetensors.save(
+        client, bucket, "st/model.safetensors", ts, metadata={"format": "pt"}, max_shard_size=6 * MIB, session=session
+    )
+    assert saved["keys"] == [f"st/model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
+    assert saved["index"] == "st/model.safetensors.index.json"
+    index = json.loads(get(client, bucket, saved["index"]))
+    assert set(index["weight_map"]) == set(ts)
+    assert index["metadata"]["total_size"] == sum(t.numel() * t.element_size() for t in ts.values())
+    back = {}
+    for key in saved["keys"]:
+        back.update(st_load_torch(get(client, bucket, key)))  # the safetensors package's reader
+    assert set(back) == set(ts)
+    for name, t in ts.items():
+        assert back[name].dtype == t.dtype and torch.equal(back[name], t), name
+    assert any(c.multipart for c in saved["copies"])
+    loaded = hipobj.safetensors.load(client, bucket, saved["index"], device="cpu", session=session)
+    for name, t in ts.items():
+        assert torch.equal(loaded[name], t), name
+
+
+def test_numpy_tensors_one_file(session, client, bucket):
+    rng = np.random.default_rng(3)
+    ts = {"a": rng.standard_normal((256, 300)).astype(np.float32), "b": rng.integers(0, 9, 1001, dtype=np.int16)}
+    saved = hipobj.safetensors.save(client, bucket, "st/np.safetensors", ts, session=session)
+    assert saved["keys"] == ["st/np.safetensors"] and saved["index"] is None
+    back = st_load_numpy(get(client, bucket, "st/np.safetensors"))
+    for name, t in ts.items():
+        assert np.array_equal(back[name], t)
+
+
+def test_bad_input_stores_nothing(session, client, bucket):
+    ts = {"ok": torch.ones(4), "strided": torch.ones(8, 8)[:, ::2]}
+    with pytest.raises(hipobj.InvalidValueError, match="contiguous"):
+        hipobj.safetensors.save(client, bucket, "st/bad.safetensors", ts, session=session)
+    with pytest.raises(hipobj.InvalidValueError, match="max_shard_size"):
+        hipobj.safetensors.save(client, bucket, "st/bad.safetensors", {"ok": torch.ones(4)}, max_shard_size=0, session=session)
+    listed = client.list_objects_v2(Bucket=bucket, Prefix="st/bad").get("Contents", [])
+    assert listed == []
+    assert session.register(bytearray(8)).deregister() is None  # every registration was released

@@ -104,7 +104,12 @@ impl PyStore {
     }
 
     /// One request's bytes: by RDMA, or over plain HTTP when the store says so.
-    fn transfer(&self, kind: TransferKind, slice: Slice, call: &PyObject) -> Result<(), StoreError> {
+    fn transfer(
+        &self,
+        kind: TransferKind,
+        slice: Slice,
+        call: &PyObject,
+    ) -> Result<(), StoreError> {
         if !self.http {
             return self.rdma(kind, slice, call);
         }
@@ -129,7 +134,9 @@ impl PyStore {
         match self.rt.buffer_kind(slice.base) {
             Some(BufferKind::Host) => Ok(slice.base + slice.offset),
             _ => Err(StoreError {
-                err: errors::invalid("transport 'http' moves host memory only: register host memory"),
+                err: errors::invalid(
+                    "transport 'http' moves host memory only: register host memory",
+                ),
                 class: ErrorClass::Fatal,
                 retry_after: None,
             }),

@@ -8,7 +8,7 @@
 use crate::args::CpArgs;
 use crate::credentials;
 use crate::failure::{Failure, Retryable};
-use crate::plain::{HttpStore, PlainBuffers};
+use crate::plain::HttpStore;
 use crate::s3::{ObjectPath, StoredChecksum, S3};
 use crate::session::Session;
 use crate::store::ObjectStoreCli;
@@ -16,8 +16,8 @@ use crate::transport::Paths;
 use crate::units::{mb_per_s, parse_range};
 use hipobj::checksum::{Unchecked, Verdict};
 use hipobj::engine::{
-    self, Buffers, EngineError, FileSink, FileSource, Job, ObjectStore, Report, Settings,
-    MIN_PART_SIZE,
+    self, Buffers, EngineError, FileSink, FileSource, Job, ObjectStore, PlainBuffers, Report,
+    Settings, MIN_PART_SIZE,
 };
 use hipobj::rcv2::negotiate::{Choice, Protocol};
 use hipobj::transport::{Direction, Mode, Path as Way};

@@ -7,51 +7,9 @@
 use crate::failure::Retryable;
 use crate::s3::{part_query, ObjectPath, S3};
 use hipobj::checksum::{CrcAlgo, ObjectChecksum};
-use hipobj::engine::{
-    Buffers, CompletedPart, ObjectStore, PartHead, PutTarget, Sink, Slice, Slot, Source,
-};
-use hipobj::error::Result;
-use std::io;
+use hipobj::engine::{CompletedPart, ObjectStore, PartHead, PutTarget, Slice};
 
-/// A ring buffer of plain host memory.
-struct PlainSlot {
-    memory: Vec<u8>,
-}
-
-impl Slot for PlainSlot {
-    fn base(&self) -> usize {
-        self.memory.as_ptr() as usize
-    }
-
-    fn load(&mut self, src: &dyn Source, pos: u64, len: usize) -> io::Result<()> {
-        let buf = self
-            .memory
-            .get_mut(..len)
-            .ok_or_else(|| io::Error::other("a part larger than its buffer"))?;
-        src.read_at(buf, pos)
-    }
-
-    fn store(&self, sink: &dyn Sink, pos: u64, len: usize) -> io::Result<()> {
-        let buf = self
-            .memory
-            .get(..len)
-            .ok_or_else(|| io::Error::other("a part larger than its buffer"))?;
-        sink.write_at(buf, pos)
-    }
-}
-
-/// The ring of a plain-HTTP copy: host memory, unregistered.
-pub struct PlainBuffers;
-
-impl Buffers for PlainBuffers {
-    fn slot(&self, len: usize) -> Result<Box<dyn Slot>> {
-        Ok(Box::new(PlainSlot {
-            memory: vec![0u8; len],
-        }))
-    }
-}
-
-/// One object of one endpoint over plain HTTP. Only ever run with [`PlainBuffers`]: the slices
+/// One object of one endpoint over plain HTTP. Only ever run with [`hipobj::engine::PlainBuffers`]: the slices
 /// the engine passes are then parts of a [`PlainSlot`]'s memory.
 pub struct HttpStore<'a> {
     pub s3: &'a S3,

@@ -5,6 +5,7 @@
 use crate::args::Endpoint;
 use crate::failure::Failure;
 use crate::session::Session;
+pub use hipobj::transport::rdma_missing;
 use hipobj::transport::{Counters, Destination, Mode, Path, Reason, Transport};
 
 /// The decision of one command, and the RDMA session when RDMA can be used.
@@ -107,19 +108,4 @@ fn without_rdma(transport: &Transport, why: &str) {
     if transport.no_rdma_device(why) {
         eprintln!("hipobj: {why}: moving the bytes over plain HTTP");
     }
-}
-
-/// Why no RDMA device can be used on this host, if none can: libibverbs missing, or no device
-/// with an active port. (A device that exists but is not the
-/// one asked for is the session's own error: it names the device.)
-pub fn rdma_missing() -> Option<String> {
-    let detail = match hipobj::verbs::Lib::load() {
-        Err(e) => format!("libibverbs cannot be loaded: {e}"),
-        Ok(lib) => match hipobj::verbs::list_devices(&lib, None) {
-            Ok(devices) if devices.is_empty() => "none with an active port on this host".into(),
-            Ok(_) => return None,
-            Err(e) => format!("cannot list them: {e}"),
-        },
-    };
-    Some(detail)
 }

@@ -32,16 +32,21 @@ class TransferResult:
     requests: int
     etag: Optional[str]
     headers: Dict[str, str]
+    reason: Optional[str]
 
 class TransferConfig:
     multipart_threshold: int
     multipart_chunksize: int
     max_concurrency: Optional[int]
+    checksum_mode: str
+    transport: Optional[str]
     def __init__(
         self,
         multipart_threshold: int = ...,
         multipart_chunksize: int = ...,
         max_concurrency: Optional[int] = None,
+        checksum_mode: str = ...,
+        transport: Optional[str] = None,
     ) -> None: ...
 
 class CopyResult:
@@ -61,7 +66,12 @@ class Session:
         gpu: Optional[int] = None,
         max_transfers: Optional[int] = None,
         bind_http: bool = True,
+        protocol: Optional[str] = None,
+        transport: Optional[str] = None,
     ) -> None: ...
+    @property
+    def transport(self) -> str: ...
+    def stats(self) -> Dict[str, Any]: ...
     def open(self) -> "Session": ...
     def close(self) -> None: ...
     def __enter__(self) -> "Session": ...

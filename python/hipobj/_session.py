@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple, Union
 
 from . import _core
-from ._core import ChecksumMismatchError, InvalidValueError, NotInitializedError, Registration, S3Error
+from ._core import (
+    AlreadyInitializedError,
+    ChecksumMismatchError,
+    InvalidValueError,
+    NicNotFoundError,
+    NotInitializedError,
+    Registration,
+    S3Error,
+)
 from ._errors import RdmaNotSupportedError
 from ._memory import describe, host_view
 from ._s3 import BYTES_HEADER, S3Call, endpoint_of, get_params, prepare_client, read_body_into
@@ -39,8 +47,9 @@ def current_session() -> "Session":
 class TransferResult:
     """What a get_object/put_object did.
 
-    via: "rdma", or "http" when the server answered 501 and ``fallback="http"`` moved the bytes
-    over plain HTTP. size: bytes moved (a GET: the object's or the range's length). requests:
+    via: "rdma" or "http": the path the Session's decision picked (``reason`` says why: "default
+    start", "measured", "probe", "forced", "no RDMA device", "server declined RDMA"), or "http"
+    when the server answered 501 and ``fallback="http"`` moved the bytes over plain HTTP. size: bytes moved (a GET: the object's or the range's length). requests:
     S3 requests sent (2 when the connection was paired first). etag: the object's ETag when the
     server sent one. headers: the last response's headers. protocol: the RC protocol of an RDMA
     transfer ("v1", or "v2": hipobj-rc-v2). checksum: what a GET's end-to-end check found
@@ -53,6 +62,7 @@ class TransferResult:
     headers: Dict[str, str] = field(default_factory=dict)
     protocol: Optional[str] = None
     checksum: str = "not checked"
+    reason: Optional[str] = None
 
 
 def _parse_range(rng: RangeArg) -> Optional[Tuple[int, int]]:
@@ -85,6 +95,12 @@ class Session:
     protocol: the RC protocol, "v1", "v2" (hipobj-rc-v2) or "auto" (None: HIPOBJ_RDMA_PROTOCOL,
     else "auto"): v1 first, hipobj-rc-v2 once an endpoint answers 501 with
     ``X-Amz-Rdma-Protocol-Status: unsupported``, remembered per endpoint for the Session.
+    transport: "auto", "rdma" or "http" (None: HIPOBJ_TRANSPORT, else "auto"): how each object
+    copy moves its bytes. "auto" decides per copy between RDMA and plain HTTP by what it measured
+    on that endpoint, size class, direction and destination (docs/transport.md); without a usable
+    RDMA device the Session opens without RDMA and moves host memory over plain HTTP (said once,
+    logger ``hipobj``). "rdma" always RDMA (no device: NicNotFoundError naming it); "http" never
+    opens RDMA. ``stats()`` counts what went each way, and why.
 
     Only one Session may be open at a time (AlreadyInitializedError otherwise)."""
 
@@ -95,8 +111,11 @@ class Session:
         max_transfers: Optional[int] = None,
         bind_http: bool = True,
         protocol: Optional[str] = None,
+        transport: Optional[str] = None,
     ):
         self._negotiation = _core.Negotiation(protocol)
+        self._transport = _core.Transport(transport)  # an unknown mode: InvalidValueError
+        self._rdma = False  # the RDMA runtime is open (hipObjInit succeeded)
         self._config = (nic, gpu, max_transfers)
         self._bind_http = bind_http
         self._open = False
@@ -108,24 +127,64 @@ class Session:
 
     # lifecycle -----------------------------------------------------------------------------
     def open(self) -> "Session":
-        """hipObjInit. Raises NicNotFoundError, RdmaError, AlreadyInitializedError, ..."""
+        """hipObjInit, unless the transport needs no RDMA (see the class). Raises NicNotFoundError
+        (also for transport="rdma" without an RDMA device), RdmaError, AlreadyInitializedError."""
         global _current
         nic, gpu, max_transfers = self._config
         with _current_lock:
-            _core.init(nic, gpu, max_transfers)
+            if _current is not None:
+                raise AlreadyInitializedError("a hipobj.Session is already open in this process")
+            self._rdma = self._open_rdma(nic, gpu, max_transfers)
             self._open = True
             _current = self
-        self.nic = _core.nic_name()
-        self.nic_address = _core.nic_address()
-        self.gpu = _core.gpu_device()
-        self.max_transfers = _core.max_transfers()
-        log.info("hipobj session: nic %s (%s), gpu %s", self.nic, self.nic_address, self.gpu)
+        if self._rdma:
+            self.nic = _core.nic_name()
+            self.nic_address = _core.nic_address()
+            self.gpu = _core.gpu_device()
+            self.max_transfers = _core.max_transfers()
+        else:
+            self.max_transfers = _core.default_max_transfers(max_transfers)
+        log.info("hipobj session: nic %s (%s), gpu %s, transport %s", self.nic, self.nic_address, self.gpu, self.transport)
         return self
+
+    def _open_rdma(self, nic: Optional[str], gpu: Optional[int], max_transfers: Optional[int]) -> bool:
+        """Open the RDMA runtime where the transport may use it: True when it is open."""
+        mode = self._transport.mode
+        if mode == "http":
+            return False
+        missing = _core.rdma_missing()
+        if missing is None:
+            _core.init(nic, gpu, max_transfers)
+            return True
+        why = f"no RDMA device ({missing})"
+        if mode == "rdma":
+            raise NicNotFoundError(f"{why}: transport='rdma' needs one")
+        if self._transport.no_rdma_device(why):
+            log.warning("hipobj: %s: moving the bytes over plain HTTP", why)
+        return False
+
+    @property
+    def transport(self) -> str:
+        """The Session's transport mode: "auto", "rdma" or "http"."""
+        return self._transport.mode
+
+    def stats(self) -> Dict[str, Any]:
+        """What the Session's copies moved each way, and why (the decision's counters):
+        ``{"rdma": {"transfers": n, "bytes": n, "by_reason": {"measured": n, ...}}, "http": {...},
+        "switches": n}``. A reason is listed once it counted a copy; ``switches`` counts how often
+        a cell's held path changed."""
+        return self._transport.counters()
 
     def close(self) -> None:
         """Deregister what this Session registered, then hipObjShutdown."""
         global _current
         if not self._open:
+            return
+        if not self._rdma:
+            with _current_lock:
+                self._open = False
+                if _current is self:
+                    _current = None
             return
         for reg in list(self._registrations):
             try:
@@ -135,6 +194,7 @@ class Session:
         with _current_lock:
             _core.shutdown()
             self._open = False
+            self._rdma = False
             if _current is self:
                 _current = None
 
@@ -145,7 +205,9 @@ class Session:
         self.close()
 
     def __repr__(self) -> str:
-        state = f"nic={self.nic!r} ({self.nic_address}), gpu={self.gpu}" if self._open else "closed"
+        state = "closed"
+        if self._open:
+            state = f"nic={self.nic!r} ({self.nic_address}), gpu={self.gpu}, transport={self.transport}"
         return f"<hipobj.Session {state}>"
 
     # registration --------------------------------------------------------------------------
@@ -155,6 +217,9 @@ class Session:
         ``__cuda_array_interface__`` or DLPack (ROCm PyTorch tensors). The memory stays pinned
         until ``deregister()``, the end of a ``with`` block, or the Session's close."""
         self._check_open()
+        if not self._rdma:
+            why = self._transport.missing_device or f"transport={self.transport!r}"
+            raise NotInitializedError(f"this Session has no RDMA runtime ({why}): nothing to register with")
         mem = describe(buf, has_gpu=self.gpu is not None)
         if mem is None:
             reg = _core.register_buffer(buf)
@@ -188,48 +253,86 @@ class Session:
         fallback: Optional[str] = None,
         checksum_mode: str = "when_supported",
     ) -> TransferResult:
-        """GET `bucket/key` by RDMA into `into` (a Registration, or a buffer registered for this
-        call only) at byte `offset`. `range`: (first, last) inclusive or "bytes=first-last".
-        The space from `offset` to the end of the buffer must hold the object (or the range).
-        fallback="http": on a 501 (no RDMA at the server) GET over plain HTTP into host memory.
+        """GET `bucket/key` into `into` (a Registration, or a buffer registered for this call
+        only; without an RDMA runtime, any writable host buffer) at byte `offset`, by the path the
+        Session's transport picks (``result.via``, ``result.reason``). `range`: (first, last)
+        inclusive or "bytes=first-last". The space from `offset` to the end of the buffer must hold
+        the object (or the range). fallback="http": on a 501 (no RDMA at the server) under
+        transport="rdma", GET over plain HTTP into host memory ("auto" does so by itself).
         checksum_mode (botocore's response_checksum_validation): "when_supported" checks the bytes
         that landed in host memory against the object's stored full-object CRC (docs/protocol.md
         section 15); a mismatch GETs again once, then raises ChecksumMismatchError: the buffer's
         bytes are then not the object's. The result's ``checksum`` says what the check found.
         The GIL is released while the bytes move."""
+        return self._get(client, bucket, key, into, offset, range, fallback, checksum_mode)
+
+    def _get(
+        self,
+        client: Any,
+        bucket: str,
+        key: str,
+        into: Any,
+        offset: int,
+        range: RangeArg,
+        fallback: Optional[str],
+        checksum_mode: str,
+        mode: Optional[str] = None,
+    ) -> TransferResult:
+        """get_object, its path picked under `mode` (None: the Session's)."""
         self._check_open()
         self._check_fallback(fallback)
         _core.checksum_mode(checksum_mode)  # an unknown mode is refused before anything moves
+        span = _parse_range(range)
+        params = get_params(bucket, key, span)
+        if not self._rdma:
+            view = _host_memory(into)
+            size = _span_size(view.nbytes, offset, span)
+            return self._http_get(client, params, view, offset, self._pick(client, size, "get", "host", mode))
         reg, temporary = self._registration_for(into)
         try:
-            span = _parse_range(range)
-            if offset < 0 or offset >= reg.size:
-                raise InvalidValueError(f"offset {offset} is outside the {reg.size}-byte buffer")
-            size = reg.size - offset if span is None else span[1] - span[0] + 1
-            params = get_params(bucket, key, span)
-            for attempt in (1, 2):
-                call = S3Call(client, "get_object", params, self._negotiation)
+            size = _span_size(reg.size, offset, span)
+            where = reg.destination
+            ticket = self._pick(client, size, "get", where, mode)
+            while ticket.path == "rdma":
                 try:
-                    result = self._transfer("get", reg, size, offset, call)
-                except RdmaNotSupportedError:
-                    if fallback != "http":
-                        raise
-                    return self._http_get(client, params, reg, offset)
-                result.size = int(call.headers.get(BYTES_HEADER, size))
-                try:
-                    result.checksum = _core.check_landed(
-                        reg, offset, result.size, _lower(call.headers), span is None, f"{bucket}/{key}", checksum_mode
-                    )
-                    return result
-                except ChecksumMismatchError as e:
-                    if attempt == 2:
-                        e.retries = 1
-                        raise
-                    log.warning("hipobj: %s; reading the object again", e)
-            raise AssertionError("unreachable")
+                    return self._rdma_get(client, params, reg, size, offset, span, checksum_mode, ticket)
+                except RdmaNotSupportedError as e:
+                    ticket = self._declined(client, size, "get", where, fallback, e)
+            return self._http_get(client, params, _host_memory(reg), offset, ticket)
         finally:
             if temporary:
                 reg.deregister()
+
+    def _rdma_get(
+        self,
+        client: Any,
+        params: Dict[str, Any],
+        reg: Registration,
+        size: int,
+        offset: int,
+        span: Optional[Tuple[int, int]],
+        checksum_mode: str,
+        ticket: Any,
+    ) -> TransferResult:
+        """One GET by RDMA, its landed bytes checked (read again once on a mismatch)."""
+        name = f"{params['Bucket']}/{params['Key']}"
+        for attempt in (1, 2):
+            call = S3Call(client, "get_object", params, self._negotiation)
+            result = self._transfer("get", reg, size, offset, call)
+            result.size = int(call.headers.get(BYTES_HEADER, size))
+            try:
+                headers = _lower(call.headers)
+                result.checksum = _core.check_landed(reg, offset, result.size, headers, span is None, name, checksum_mode)
+            except ChecksumMismatchError as e:
+                if attempt == 2:
+                    e.retries = 1
+                    raise
+                log.warning("hipobj: %s; reading the object again", e)
+                continue
+            ticket.record(result.size)
+            result.reason = ticket.reason
+            return result
+        raise AssertionError("unreachable")
 
     def put_object(
         self,
@@ -243,31 +346,71 @@ class Session:
         extra_args: Optional[Dict[str, Any]] = None,
     ) -> TransferResult:
         """PUT `size` bytes (None: to the end of the buffer) of `from_` at `offset` as
-        `bucket/key`; the server RDMA-READs them. extra_args: more put_object parameters, e.g.
-        the object's real checksum (``{"ChecksumCRC32": ...}``), which the server compares with
-        the moved bytes (without one, it stores the checksum botocore asks for by default).
-        fallback="http": on a 501 PUT the bytes over plain HTTP. The GIL is released while the
-        bytes move."""
+        `bucket/key`, by the path the Session's transport picks (RDMA: the server RDMA-READs
+        them). extra_args: more put_object parameters, e.g. the object's real checksum
+        (``{"ChecksumCRC32": ...}``), which the server compares with the moved bytes (without one,
+        it stores the checksum botocore asks for by default). fallback="http": on a 501 under
+        transport="rdma", PUT the bytes over plain HTTP ("auto" does so by itself). The GIL is
+        released while the bytes move."""
         self._check_open()
         self._check_fallback(fallback)
+        params = {**(extra_args or {}), "Bucket": bucket, "Key": key, "Body": b""}
+        if not self._rdma:
+            view = _host_memory(from_, writable=False)
+            size = _put_size(view.nbytes, offset, size)
+            return self._http_put(client, params, view, offset, size, self._pick(client, size, "put", "host"))
         reg, temporary = self._registration_for(from_)
         try:
-            if offset < 0 or offset >= reg.size:
-                raise InvalidValueError(f"offset {offset} is outside the {reg.size}-byte buffer")
-            size = reg.size - offset if size is None else size
-            params = {**(extra_args or {}), "Bucket": bucket, "Key": key, "Body": b""}
-            call = S3Call(client, "put_object", params, self._negotiation)
-            try:
-                return self._transfer("put", reg, size, offset, call)
-            except RdmaNotSupportedError:
-                if fallback != "http":
-                    raise
-                return self._http_put(client, bucket, key, reg, offset, size)
+            size = _put_size(reg.size, offset, size)
+            where = reg.destination
+            ticket = self._pick(client, size, "put", where)
+            while ticket.path == "rdma":
+                try:
+                    call = S3Call(client, "put_object", params, self._negotiation)
+                    result = self._transfer("put", reg, size, offset, call)
+                    ticket.record(size)
+                    result.reason = ticket.reason
+                    return result
+                except RdmaNotSupportedError as e:
+                    ticket = self._declined(client, size, "put", where, fallback, e)
+            return self._http_put(client, params, _host_memory(reg, writable=False), offset, size, ticket)
         finally:
             if temporary:
                 reg.deregister()
 
-    # the transfer engine: files and file objects of any size, boto3's shapes ---------------
+    # the decision: RDMA or plain HTTP, per object copy (issue 39) ---------------------------
+    def _pick(self, client: Any, size: int, direction: str, destination: str, mode: Optional[str] = None) -> Any:
+        """The path of one object copy (a ``_core.Ticket``: ``path``, ``reason``, ``record``), the
+        one place that turns a copy's mode (a TransferConfig's, None: the Session's) and the
+        Session into a path. Device memory goes by RDMA: plain HTTP cannot reach it. A path of
+        RDMA without an RDMA runtime is NicNotFoundError naming the missing device."""
+        if destination != "host":
+            if (mode or self.transport) == "http":
+                raise InvalidValueError("transport 'http' moves host memory only: device memory needs RDMA")
+            mode = "rdma"
+        ticket = self._transport.pick(endpoint_of(client), size, direction, destination, mode)
+        if ticket.path == "rdma" and not self._rdma:
+            why = self._transport.missing_device or f"the Session's transport is {self.transport!r}"
+            raise NicNotFoundError(f"{why}: transport='rdma' needs an RDMA device")
+        return ticket
+
+    def _declined(
+        self, client: Any, size: int, direction: str, destination: str, fallback: Optional[str], err: BaseException
+    ) -> Any:
+        """The server answered 501 (no RDMA): the ticket of the same copy over plain HTTP under
+        "auto" (said once per endpoint) or with fallback="http"; otherwise `err` is raised."""
+        if destination != "host":
+            raise RdmaNotSupportedError(f"{err}; plain HTTP cannot reach device memory") from err
+        endpoint = endpoint_of(client)
+        if self.transport == "auto":
+            if self._transport.declined(endpoint):
+                log.warning("hipobj: %s declined RDMA (501): moving its objects over plain HTTP", endpoint)
+            return self._pick(client, size, direction, destination)
+        if fallback != "http":
+            raise err
+        log.warning("hipobj: %s: the server has no RDMA (501); moving the bytes over HTTP", endpoint)
+        return self._pick(client, size, direction, destination, "http")
+
     def download_file(
         self,
         client: Any,
@@ -374,7 +517,8 @@ class Session:
         each part as the whole object). Under "auto" an unknown endpoint is probed first."""
         chunk, threshold = config.multipart_chunksize, config.multipart_threshold
         endpoint = endpoint_of(client)
-        if self._negotiation.choice == "auto" and self._negotiation.spoken(endpoint) is None:
+        probe = self._rdma and (config.transport or self.transport) != "http"
+        if probe and self._negotiation.choice == "auto" and self._negotiation.spoken(endpoint) is None:
             self.rdma_protocol(client, bucket)
         limit = self._negotiation.max_transfer(endpoint)
         if limit is None:
@@ -385,12 +529,12 @@ class Session:
     def rdma_protocol(self, client: Any, bucket: str = "hipobj-probe") -> str:
         """Which RC protocol `client`'s endpoint speaks: "v1", "v2" (hipobj-rc-v2) or "none"
         (it declines RDMA), found by a real RDMA GET of a key that does not exist in `bucket`
-        (and remembered, as any transfer's answer is)."""
+        (and remembered, as any transfer's answer is). Needs the RDMA runtime."""
         self._check_open()
         probe = bytearray(1)
         key = f".hipobj-probe/{os.urandom(4).hex()}"
         try:
-            self.get_object(client, bucket, key, probe)
+            self._get(client, bucket, key, probe, 0, None, None, "when_supported", mode="rdma")
         except RdmaNotSupportedError:
             return "none"
         except S3Error as e:
@@ -409,10 +553,15 @@ class Session:
         extra_args: Optional[Dict[str, Any]] = None,
         config: Optional[TransferConfig] = None,
     ) -> Store:
-        """The engine's S3 side for `bucket/key`; `config.transport` says how its bytes move."""
+        """The engine's S3 side for `bucket/key`; each copy picks its path (``_pick``) under
+        `config.transport` (None: the Session's)."""
         self._client(client)
-        transport = (config or TransferConfig()).transport
-        return Store(client, bucket, key, extra_args, self._negotiation, transport)
+        mode = (config or TransferConfig()).transport
+
+        def pick(size: int, direction: str, destination: str) -> Any:
+            return self._pick(client, size, direction, destination, mode)
+
+        return Store(client, bucket, key, extra_args, self._negotiation, pick)
 
     def _concurrency(self, config: TransferConfig) -> int:
         n = config.max_concurrency or self.max_transfers
@@ -440,36 +589,67 @@ class Session:
         protocol = self._negotiation.spoken(call.endpoint)
         return TransferResult("rdma", size, requests, call.etag(), call.headers, protocol)
 
-    # plain HTTP, after a 501 -----------------------------------------------------------------
-    @staticmethod
-    def _host_only(reg: Registration) -> None:
-        if reg.device:
-            raise RdmaNotSupportedError(
-                "the server does not do RDMA (501) and fallback='http' needs host memory"
-            )
-
-    def _http_get(self, client: Any, params: Dict[str, Any], reg: Registration, offset: int) -> TransferResult:
-        self._host_only(reg)
+    # plain HTTP: the path picked, or after a 501 --------------------------------------------
+    def _http_get(self, client: Any, params: Dict[str, Any], view: memoryview, offset: int, ticket: Any) -> TransferResult:
+        """GET over plain HTTP into host memory `view` at `offset` (ticket: the copy's path)."""
+        self._client(client)
         response = client.get_object(**params)
         body = response["Body"]
         length = int(response.get("ContentLength", 0))
-        if length > reg.size - offset:
+        if length > view.nbytes - offset:
             body.close()
             raise InvalidValueError(f"the object ({length} bytes) does not fit the buffer after offset {offset}")
-        read_body_into(body, host_view(reg.address + offset, length), length, _HTTP_CHUNK)
-        log.warning("hipobj: %s/%s: the server has no RDMA (501); read over HTTP", params["Bucket"], params["Key"])
+        read_body_into(body, view[offset : offset + length], length, _HTTP_CHUNK)
+        ticket.record(length)
         headers = response["ResponseMetadata"].get("HTTPHeaders", {})
-        return TransferResult("http", length, 2, headers.get("etag"), headers)
+        return TransferResult("http", length, 1, headers.get("etag"), headers, reason=ticket.reason)
 
-    def _http_put(self, client: Any, bucket: str, key: str, reg: Registration, offset: int, size: int) -> TransferResult:
-        self._host_only(reg)
-        if size <= 0 or offset + size > reg.size:
-            raise InvalidValueError(f"bytes {offset}..{offset}+{size} are not inside the {reg.size}-byte buffer")
-        body = bytes(host_view(reg.address + offset, size))
-        response = client.put_object(Bucket=bucket, Key=key, Body=body)
-        log.warning("hipobj: %s/%s: the server has no RDMA (501); written over HTTP", bucket, key)
+    def _http_put(
+        self, client: Any, params: Dict[str, Any], view: memoryview, offset: int, size: int, ticket: Any
+    ) -> TransferResult:
+        """PUT `size` bytes of host memory `view` from `offset` over plain HTTP."""
+        self._client(client)
+        response = client.put_object(**{**params, "Body": bytes(view[offset : offset + size])})
+        ticket.record(size)
         headers = response["ResponseMetadata"].get("HTTPHeaders", {})
-        return TransferResult("http", size, 2, headers.get("etag"), headers)
+        return TransferResult("http", size, 1, headers.get("etag"), headers, reason=ticket.reason)
+
+
+def _host_memory(buf: Any, writable: bool = True) -> memoryview:
+    """The bytes of host memory `buf` (a host Registration, or a contiguous buffer) as a flat
+    memoryview: what plain HTTP reads from or writes into. Device memory is refused (plain HTTP
+    cannot reach it)."""
+    if isinstance(buf, Registration):
+        if buf.device:
+            raise InvalidValueError("plain HTTP cannot reach device memory: the copy needs RDMA")
+        if writable and not buf.writable:
+            raise InvalidValueError("a GET into a read-only registration")
+        return host_view(buf.address, buf.size)
+    if describe(buf, has_gpu=False) is not None:
+        raise InvalidValueError("plain HTTP moves host memory only: pass a buffer (bytearray, numpy array, ...)")
+    view = memoryview(buf)
+    if not view.contiguous:
+        raise InvalidValueError("the buffer must be contiguous")
+    if writable and view.readonly:
+        raise InvalidValueError("a GET into a read-only buffer")
+    return view.cast("B")
+
+
+def _span_size(buffer_size: int, offset: int, span: Optional[Tuple[int, int]]) -> int:
+    """The bytes a GET moves into a `buffer_size`-byte buffer at `offset`."""
+    if offset < 0 or offset >= buffer_size:
+        raise InvalidValueError(f"offset {offset} is outside the {buffer_size}-byte buffer")
+    return buffer_size - offset if span is None else span[1] - span[0] + 1
+
+
+def _put_size(buffer_size: int, offset: int, size: Optional[int]) -> int:
+    """The bytes a PUT sends from a `buffer_size`-byte buffer at `offset` (None: to its end)."""
+    if offset < 0 or offset >= buffer_size:
+        raise InvalidValueError(f"offset {offset} is outside the {buffer_size}-byte buffer")
+    size = buffer_size - offset if size is None else size
+    if size <= 0 or offset + size > buffer_size:
+        raise InvalidValueError(f"bytes {offset}..{offset}+{size} are not inside the {buffer_size}-byte buffer")
+    return size
 
 
 def _head_with_checksums(client: Any, bucket: str, key: str) -> Tuple[int, Dict[str, str]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from botocore.exceptions import ConnectionError as BotoConnectionError
 from botocore.exceptions import (
@@ -37,10 +37,15 @@ class TransferConfig:
     # or CRC32; a mismatch reads the object again once, then raises ChecksumMismatchError and
     # leaves the file as it was); "when_required" and "off" check nothing.
     checksum_mode: str = "when_supported"
-    # How the bytes move: "rdma" (the server reads or writes the registered memory), or "http"
-    # (RDMA off: plain HTTP bodies from and into the same host memory, through the same engine:
-    # parts, concurrency, retries and checksums as with RDMA).
-    transport: str = "rdma"
+    # How the bytes move (issue 39): "auto" (the Session's decision picks RDMA or plain HTTP per
+    # copy by what it measured), "rdma" (the server reads or writes the registered memory), or
+    # "http" (RDMA off: plain HTTP bodies from and into the same host memory, through the same
+    # engine: parts, concurrency, retries and checksums as with RDMA). None: the Session's.
+    transport: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if self.transport is not None:  # an unknown value is refused before anything moves
+            self.transport = _core.transport_mode(self.transport)
 
 
 @dataclass
@@ -74,7 +79,9 @@ def retry_class(status: Optional[int], code: Optional[str], exc: Optional[BaseEx
 
 
 class Store:
-    """One object of one boto3 client, as the engine calls it (``_core.engine_*``)."""
+    """One object of one boto3 client, as the engine calls it (``_core.engine_*``). The engine
+    asks ``pick(size, direction, destination)`` once per copy (the Session's decision, a
+    ``_core.Ticket``) and sets ``transport`` to the path it answered, "rdma" or "http"."""
 
     def __init__(
         self,
@@ -83,14 +90,22 @@ class Store:
         key: str,
         extra_args: Optional[Dict[str, Any]] = None,
         negotiation: Any = None,
-        transport: str = "rdma",
+        pick: Optional[Callable[[int, str, str], Any]] = None,
     ):
         self.client, self.bucket, self.key = client, bucket, key
         self.negotiation = negotiation
-        self.transport = transport
+        self._pick = pick
+        self.transport: Optional[str] = None
         self.extra_args = dict(extra_args or {})
         self._parts: Dict[int, S3Call] = {}
         self._lock = threading.Lock()
+
+    def pick(self, size: int, direction: str, destination: str) -> Any:
+        """The path of this copy (``_core.Ticket``): `direction` "get"/"put", `destination`
+        "host", "gpu" or "gpu-bounce"."""
+        if self._pick is None:
+            raise _core.InvalidValueError("this Store has no Session decision to pick a path")
+        return self._pick(size, direction, destination)
 
     def request(
         self,

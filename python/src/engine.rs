@@ -1,17 +1,23 @@
 //! `hipobj._core.engine_*`: the core's transfer engine (`hipobj::engine`) with boto3 as its S3
 //! side. The Python store (`hipobj._transfer.Store`) makes each request's `S3Call` and runs the
-//! multipart bookkeeping; every RDMA transfer goes through `transfer::rdma_transfer`. The GIL is
-//! released while the engine runs; its worker threads take it for each callback.
+//! multipart bookkeeping; every RDMA transfer goes through `transfer::rdma_transfer`. Each copy
+//! asks the store's `pick` (the Session's decision, `hipobj::transport`) once which path it takes,
+//! moves every part by it (plain HTTP needs no RDMA runtime: its ring is plain host memory), and
+//! records the outcome. The GIL is released while the engine runs; its worker threads take it for
+//! each callback.
 
 use crate::checksum::stored_checksum;
 use crate::errors::{self, to_py};
 use crate::registration::Registration;
 use crate::transfer::{rdma_transfer, Failed};
+use crate::transport::{destination_of, Ticket};
 use hipobj::checksum::{CrcAlgo, ObjectChecksum};
 use hipobj::engine::{
-    self, Classify, CompletedPart, EngineError, ErrorClass, FileSink, FileSource, HostBuffers, Job,
-    ObjectStore, PartHead, PutTarget, Report, Segment, Settings, Sink, Slice,
+    self, Buffers, Classify, CompletedPart, EngineError, ErrorClass, FileSink, FileSource,
+    HostBuffers, Job, ObjectStore, PartHead, PlainBuffers, PutTarget, RegisteredMemory, Report,
+    Segment, Settings, Sink, Slice,
 };
+use hipobj::error::Error;
 use hipobj::registry::BufferKind;
 use hipobj::runtime::{Runtime, TransferKind};
 use pyo3::exceptions::{PyOSError, PyTypeError};
@@ -48,12 +54,12 @@ impl fmt::Display for StoreError {
     }
 }
 
-/// The Python store of one object, and the runtime its transfers use.
+/// The Python store of one object, and the runtime its RDMA transfers use (None: no RDMA here).
 struct PyStore {
     store: PyObject,
-    rt: Arc<Runtime>,
-    /// The store's `transport` is "http": each request moves its bytes over plain HTTP from and
-    /// into the same (host) memory instead of by RDMA (`TransferConfig(transport="http")`).
+    rt: Option<Arc<Runtime>>,
+    /// The copy's path is plain HTTP: each request moves its bytes as the HTTP body from and
+    /// into the same (host) memory instead of by RDMA.
     http: bool,
 }
 
@@ -98,7 +104,12 @@ impl PyStore {
 
     /// One RDMA transfer of `slice` whose requests `call.send` sends; `call` after success.
     fn rdma(&self, kind: TransferKind, slice: Slice, call: &PyObject) -> Result<(), StoreError> {
-        rdma_transfer(&self.rt, kind, slice, call)
+        let rt = self.rt.as_ref().ok_or_else(|| StoreError {
+            err: to_py(Error::not_initialized()),
+            class: ErrorClass::Fatal,
+            retry_after: None,
+        })?;
+        rdma_transfer(rt, kind, slice, call)
             .map(drop)
             .map_err(|f| self.failed(call, f))
     }
@@ -129,17 +140,26 @@ impl PyStore {
         })
     }
 
-    /// The address of `slice` when it is host memory (plain HTTP reaches no other).
+    /// The address of `slice` when it is host memory (plain HTTP reaches no other): a host
+    /// registration, or the plain ring's memory (registered with nothing).
     fn host_address(&self, slice: Slice) -> Result<usize, StoreError> {
-        match self.rt.buffer_kind(slice.base) {
-            Some(BufferKind::Host) => Ok(slice.base + slice.offset),
-            _ => Err(StoreError {
+        match self.rt.as_ref().and_then(|rt| rt.buffer_kind(slice.base)) {
+            None | Some(BufferKind::Host) => Ok(slice.base + slice.offset),
+            Some(_) => Err(StoreError {
                 err: errors::invalid(
                     "transport 'http' moves host memory only: register host memory",
                 ),
                 class: ErrorClass::Fatal,
                 retry_after: None,
             }),
+        }
+    }
+
+    /// The ring of this copy: registered host buffers for RDMA, plain ones for HTTP.
+    fn buffers(&self) -> Box<dyn Buffers> {
+        match (&self.rt, self.http) {
+            (Some(rt), false) => Box::new(HostBuffers(rt.clone())),
+            _ => Box::new(PlainBuffers),
         }
     }
 
@@ -297,13 +317,15 @@ fn settings(part_size: u64, threshold: u64, concurrency: usize) -> Settings {
     s
 }
 
-/// Run `f` with the GIL released, with a Job whose progress calls `progress(n)`.
-fn with_job<T: Send>(
+/// Run `f` with the GIL released, with a Job whose progress calls `progress(n)`; a copy that
+/// finished is recorded on `ticket` (its bytes, timed since the pick).
+fn with_job(
     py: Python<'_>,
     s: Settings,
     progress: Option<PyObject>,
-    f: impl FnOnce(&Job<'_>) -> Result<T, EngineError<StoreError>> + Send,
-) -> PyResult<T> {
+    ticket: &Py<Ticket>,
+    f: impl FnOnce(&Job<'_>) -> Result<Report, EngineError<StoreError>> + Send,
+) -> PyResult<Done> {
     let report = |n: u64| {
         if let Some(p) = &progress {
             Python::with_gil(|py| {
@@ -322,27 +344,48 @@ fn with_job<T: Send>(
         };
         f(&job)
     });
-    out.map_err(|e| raise(py, e))
+    let report = out.map_err(|e| raise(py, e))?;
+    ticket.get().record(report.bytes);
+    Ok(done(report))
 }
 
-fn store(store: PyObject) -> PyResult<PyStore> {
-    let rt =
-        hipobj::runtime::current().ok_or_else(|| to_py(hipobj::error::Error::not_initialized()))?;
-    let transport: String = Python::with_gil(|py| {
-        store
-            .getattr(py, "transport")
-            .and_then(|t| t.extract::<String>(py))
-    })?;
-    let http = match transport.as_str() {
-        "rdma" => false,
-        "http" => true,
-        other => {
-            return Err(errors::invalid(format!(
-                "transport must be 'rdma' or 'http', not {other:?}"
-            )))
-        }
-    };
-    Ok(PyStore { store, rt, http })
+/// The store of one copy of `size` bytes, and its ticket: the store's `pick(size, direction,
+/// destination)` answers the path (the Session's decision), which becomes its `transport`.
+fn store(
+    py: Python<'_>,
+    store: PyObject,
+    size: u64,
+    direction: &str,
+    destination: &str,
+) -> PyResult<(PyStore, Py<Ticket>)> {
+    let ticket: Py<Ticket> = store
+        .call_method1(py, "pick", (size, direction, destination))?
+        .extract(py)?;
+    let http = ticket.get().is_http();
+    store.setattr(py, "transport", if http { "http" } else { "rdma" })?;
+    let rt = hipobj::runtime::current();
+    if rt.is_none() && !http {
+        return Err(to_py(Error::not_initialized()));
+    }
+    Ok((PyStore { store, rt, http }, ticket))
+}
+
+/// Registered memory when there is no runtime: nothing is registered (an upload's segments are
+/// then all bytes, copied through the plain ring).
+struct NothingRegistered;
+
+impl RegisteredMemory for NothingRegistered {
+    fn registered_len(&self, _base: usize) -> Option<usize> {
+        None
+    }
+
+    fn crc(&self, _slice: Slice, _algo: CrcAlgo) -> hipobj::error::Result<u64> {
+        Err(Error::not_initialized())
+    }
+
+    fn read(&self, _slice: Slice, _dst: &mut [u8]) -> hipobj::error::Result<()> {
+        Err(Error::not_initialized())
+    }
 }
 
 /// Object bytes `first .. first + length` into the file `path` (written beside it, renamed
@@ -366,16 +409,16 @@ pub fn engine_download(
 ) -> PyResult<Done> {
     let mut settings = settings(part_size, part_size, concurrency);
     settings.checksum = Some(stored_checksum(checksum_mode, headers)?);
-    let store = store(store_)?;
+    let (store, ticket) = store(py, store_, length, "get", "host")?;
     let sink = FileSink::create(&path, length)
         .map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
-    let buffers = HostBuffers(store.rt.clone());
-    let report = with_job(py, settings, progress, |job| {
-        engine::download(&store, first, length, &sink, &buffers, job)
+    let buffers = store.buffers();
+    let done = with_job(py, settings, progress, &ticket, |job| {
+        engine::download(&store, first, length, &sink, &*buffers, job)
     })?;
     sink.finish()
         .map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
-    Ok(done(report))
+    Ok(done)
 }
 
 /// As `engine_download`, the bytes handed to `write_at(pos, data)` instead of a file (a
@@ -397,13 +440,12 @@ pub fn engine_download_to(
 ) -> PyResult<Done> {
     let mut settings = settings(part_size, part_size, concurrency);
     settings.checksum = Some(stored_checksum(checksum_mode, headers)?);
-    let store = store(store_)?;
+    let (store, ticket) = store(py, store_, length, "get", "host")?;
     let sink = PySink(write_at);
-    let buffers = HostBuffers(store.rt.clone());
-    with_job(py, settings, progress, |job| {
-        engine::download(&store, first, length, &sink, &buffers, job)
+    let buffers = store.buffers();
+    with_job(py, settings, progress, &ticket, |job| {
+        engine::download(&store, first, length, &sink, &*buffers, job)
     })
-    .map(done)
 }
 
 /// Object bytes `first .. first + length` straight into `registration` at `offset`: concurrent
@@ -422,7 +464,6 @@ pub fn engine_download_into(
     concurrency: usize,
     progress: Option<PyObject>,
 ) -> PyResult<Done> {
-    let store = store(store_)?;
     let (base, owner) = {
         let reg = registration.borrow(py);
         if !reg.writable() {
@@ -445,14 +486,16 @@ pub fn engine_download_into(
         offset,
         len: length,
     };
+    let (store, ticket) = store(py, store_, length as u64, "get", destination_of(base))?;
     let out = with_job(
         py,
         settings(part_size, part_size, concurrency),
         progress,
+        &ticket,
         |job| engine::download_into(&store, first, dest, job),
     );
     drop(owner);
-    out.map(done)
+    out
 }
 
 /// The file `path` (its first `length` bytes) as the object: one PUT up to `threshold`, else a
@@ -476,14 +519,13 @@ pub fn engine_upload(
     if !send_checksum {
         settings.upload_checksum = None;
     }
-    let store = store(store_)?;
+    let (store, ticket) = store(py, store_, length, "put", "host")?;
     let source = FileSource::open(&path, 0)
         .map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
-    let buffers = HostBuffers(store.rt.clone());
-    with_job(py, settings, progress, |job| {
-        engine::upload(&store, &source, length, &buffers, job)
+    let buffers = store.buffers();
+    with_job(py, settings, progress, &ticket, |job| {
+        engine::upload(&store, &source, length, &*buffers, job)
     })
-    .map(done)
 }
 
 /// One item of `engine_upload_from`'s list, held for the call: a `bytes` object, or a slice of a
@@ -557,7 +599,6 @@ pub fn engine_upload_from(
     if !send_checksum {
         settings.upload_checksum = None;
     }
-    let store = store(store_)?;
     let held = segments
         .iter()
         .enumerate()
@@ -570,10 +611,32 @@ pub fn engine_upload_from(
             Held::Registered { slice, .. } => Segment::Registered(*slice),
         })
         .collect();
-    let buffers = HostBuffers(store.rt.clone());
-    let out = with_job(py, settings, progress, |job| {
-        engine::upload_from(&store, &segments, &*store.rt, &buffers, job)
+    let size = held
+        .iter()
+        .map(|h| match h {
+            Held::Bytes(b) => b.as_bytes().len() as u64,
+            Held::Registered { slice, .. } => slice.len as u64,
+        })
+        .sum();
+    // Device memory among the segments is where the bytes come from (the decision's cell).
+    let from = held
+        .iter()
+        .find_map(|h| match h {
+            Held::Registered { slice, .. } => {
+                Some(destination_of(slice.base)).filter(|d| *d != "host")
+            }
+            Held::Bytes(_) => None,
+        })
+        .unwrap_or("host");
+    let (store, ticket) = store(py, store_, size, "put", from)?;
+    let buffers = store.buffers();
+    let memory: &dyn RegisteredMemory = match &store.rt {
+        Some(rt) => &**rt,
+        None => &NothingRegistered,
+    };
+    let out = with_job(py, settings, progress, &ticket, |job| {
+        engine::upload_from(&store, &segments, memory, &*buffers, job)
     });
     drop(held);
-    out.map(done)
+    out
 }

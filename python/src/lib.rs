@@ -8,6 +8,7 @@ mod engine;
 mod errors;
 mod registration;
 mod transfer;
+mod transport;
 
 use errors::to_py;
 use hipobj::env::{EnvConfig, MAX_MAX_TRANSFERS};
@@ -33,22 +34,31 @@ fn init(
         )));
     }
     let mut env = EnvConfig::from_env();
-    if let Some(n) = max_transfers {
-        env.max_transfers = usize::try_from(n)
-            .ok()
-            .filter(|n| (1..=MAX_MAX_TRANSFERS).contains(n))
-            .ok_or_else(|| {
-                errors::invalid(format!(
-                    "max_transfers must be 1..{MAX_MAX_TRANSFERS}, not {n}"
-                ))
-            })?;
-    }
+    env.max_transfers = default_max_transfers(max_transfers)?;
     let cfg = InitConfig {
         gpu_device,
         nic_hint: nic,
         env,
     };
     py.allow_threads(|| runtime::init(cfg)).map_err(to_py)
+}
+
+/// `max_transfers` checked (1..1024), or HIPOBJ_MAX_TRANSFERS, or 16: the transfers at once of a
+/// Session (its RDMA connections; without RDMA, the plain-HTTP copies' default concurrency).
+#[pyfunction]
+#[pyo3(signature = (max_transfers=None))]
+fn default_max_transfers(max_transfers: Option<i64>) -> PyResult<usize> {
+    let Some(n) = max_transfers else {
+        return Ok(EnvConfig::from_env().max_transfers);
+    };
+    usize::try_from(n)
+        .ok()
+        .filter(|n| (1..=MAX_MAX_TRANSFERS).contains(n))
+        .ok_or_else(|| {
+            errors::invalid(format!(
+                "max_transfers must be 1..{MAX_MAX_TRANSFERS}, not {n}"
+            ))
+        })
 }
 
 /// `hipObjShutdown`: a no-op when not initialised; transfers in progress finish first.
@@ -116,8 +126,13 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::add_to(m)?;
     m.add_class::<registration::Registration>()?;
     m.add_class::<transfer::Negotiation>()?;
+    m.add_class::<transport::Transport>()?;
+    m.add_class::<transport::Ticket>()?;
+    m.add_function(wrap_pyfunction!(transport::transport_mode, m)?)?;
+    m.add_function(wrap_pyfunction!(transport::rdma_missing, m)?)?;
     m.add_function(wrap_pyfunction!(init, m)?)?;
     m.add_function(wrap_pyfunction!(shutdown, m)?)?;
+    m.add_function(wrap_pyfunction!(default_max_transfers, m)?)?;
     m.add_function(wrap_pyfunction!(is_initialized, m)?)?;
     m.add_function(wrap_pyfunction!(nic_name, m)?)?;
     m.add_function(wrap_pyfunction!(nic_address, m)?)?;

@@ -174,6 +174,13 @@ impl Registration {
         self.device
     }
 
+    /// Where its bytes are, as the transport decision's cells say: "host", "gpu" (device memory
+    /// the NIC reaches directly) or "gpu-bounce" (device memory staged through host memory).
+    #[getter]
+    fn destination(&self) -> &'static str {
+        crate::transport::destination_of(self.base)
+    }
+
     /// Whether it is still registered with a live Session.
     #[getter(registered)]
     fn is_registered(&self) -> bool {

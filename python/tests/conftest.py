@@ -40,7 +40,7 @@ def bucket(client):
 @pytest.fixture(scope="module")
 def session(devices):
     client_dev, _ = devices
-    with hipobj.Session(nic=client_dev) as s:
+    with hipobj.Session(nic=client_dev, transport="rdma") as s:
         yield s
 
 

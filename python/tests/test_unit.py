@@ -295,3 +295,65 @@ def test_retry_classes_are_the_librarys():
         assert _transfer.retry_class(status, None, None) == hipobj._core.retry_class(status, None)
     assert _transfer.retry_class(None, None, ReadTimeoutError(endpoint_url="x")) == "timeout"
     assert _transfer.retry_class(None, None, EndpointConnectionError(endpoint_url="x")) == "transient"
+
+
+# The RDMA-or-HTTP decision's plumbing (issue 39): modes, the one pick, counters --------------
+
+class FakeClient:
+    class meta:
+        endpoint_url = "http://10.0.0.1:9000/"
+
+
+def test_transport_modes(monkeypatch):
+    from hipobj import _core
+
+    assert [_core.transport_mode(v) for v in ("auto", " RDMA ", "Http")] == ["auto", "rdma", "http"]
+    monkeypatch.delenv("HIPOBJ_TRANSPORT", raising=False)
+    assert _core.transport_mode() == "auto" and hipobj.Session().transport == "auto"
+    monkeypatch.setenv("HIPOBJ_TRANSPORT", "http")
+    assert hipobj.Session().transport == "http"
+    assert hipobj.Session(transport="rdma").transport == "rdma"  # the argument wins
+    assert hipobj.TransferConfig().transport is None  # the Session's
+    assert hipobj.TransferConfig(transport="AUTO").transport == "auto"
+    for bad in ("tcp", ""):
+        with pytest.raises(hipobj.InvalidValueError):
+            hipobj.TransferConfig(transport=bad)
+
+
+def test_pick_is_the_one_place(monkeypatch):
+    monkeypatch.delenv("HIPOBJ_TRANSPORT", raising=False)
+    s = hipobj.Session()
+    s._rdma = True  # as after a successful hipObjInit (nothing moves here)
+    small, large = s._pick(FakeClient, 64 << 10, "get", "host"), s._pick(FakeClient, 4 << 20, "get", "host")
+    assert (small.path, small.reason, large.path, large.reason) == ("http", "default start", "rdma", "default start")
+    device = s._pick(FakeClient, 4096, "get", "gpu")  # plain HTTP cannot reach device memory
+    assert (device.path, device.reason) == ("rdma", "forced")
+    forced = s._pick(FakeClient, 4 << 20, "put", "host", "http")  # a TransferConfig's mode
+    assert (forced.path, forced.reason) == ("http", "forced")
+    with pytest.raises(hipobj.InvalidValueError, match="host memory only"):
+        s._pick(FakeClient, 4096, "get", "gpu-bounce", "http")
+    for t, n in ((small, 64 << 10), (large, 4 << 20), (forced, 4 << 20)):
+        t.record(n)
+    stats = s.stats()
+    assert stats["rdma"] == {"transfers": 1, "bytes": 4 << 20, "by_reason": {"default start": 1}}
+    assert stats["http"] == {"transfers": 2, "bytes": (64 << 10) + (4 << 20), "by_reason": {"default start": 1, "forced": 1}}
+
+    s._rdma = False  # no runtime: auto goes over HTTP and says why; RDMA is refused naming it
+    assert s._transport.no_rdma_device("no RDMA device (none here)") is True
+    assert s._transport.no_rdma_device("again") is False  # said once
+    t = s._pick(FakeClient, 64 << 20, "get", "host")
+    assert (t.path, t.reason) == ("http", "no RDMA device")
+    with pytest.raises(hipobj.NicNotFoundError, match="no RDMA device \\(none here\\)"):
+        s._pick(FakeClient, 64 << 20, "get", "host", "rdma")
+
+
+def test_store_asks_the_session(monkeypatch):
+    monkeypatch.delenv("HIPOBJ_TRANSPORT", raising=False)
+    s = hipobj.Session()
+    s._rdma = True
+    client = make_client("http://127.0.0.1:9", "a", "b")
+    auto = s._store(client, "b", "k", config=hipobj.TransferConfig())
+    http = s._store(client, "b", "k", config=hipobj.TransferConfig(transport="http"))
+    assert auto.transport is None  # until the engine picks
+    assert auto.pick(8 << 20, "put", "host").path == "rdma"
+    assert (http.pick(8 << 20, "put", "host").path, http.pick(1, "get", "host").reason) == ("http", "forced")

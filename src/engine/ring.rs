@@ -1,4 +1,5 @@
-//! The ring: a few reusable registered buffers, one per worker, each as large as one part.
+//! The ring: a few reusable buffers, one per worker, each as large as one part: registered with
+//! the runtime for RDMA ([`HostBuffers`]), or plain host memory for plain HTTP ([`PlainBuffers`]).
 
 use super::io::{Sink, Source};
 use super::Slice;
@@ -47,10 +48,15 @@ impl HostSlot {
     }
 
     fn bytes(&self, len: usize) -> io::Result<&[u8]> {
-        self.memory
-            .get(..len)
-            .ok_or_else(|| io::Error::other("a part larger than its buffer"))
+        bytes(&self.memory, len)
     }
+}
+
+/// The first `len` bytes of `memory`.
+fn bytes(memory: &[u8], len: usize) -> io::Result<&[u8]> {
+    memory
+        .get(..len)
+        .ok_or_else(|| io::Error::other("a part larger than its buffer"))
 }
 
 impl Slot for HostSlot {
@@ -59,16 +65,20 @@ impl Slot for HostSlot {
     }
 
     fn load(&mut self, src: &dyn Source, pos: u64, len: usize) -> io::Result<()> {
-        let buf = self
-            .memory
-            .get_mut(..len)
-            .ok_or_else(|| io::Error::other("a part larger than its buffer"))?;
-        src.read_at(buf, pos)
+        load(&mut self.memory, src, pos, len)
     }
 
     fn store(&self, sink: &dyn Sink, pos: u64, len: usize) -> io::Result<()> {
         sink.write_at(self.bytes(len)?, pos)
     }
+}
+
+/// Fill the first `len` bytes of `memory` from `src` at `pos`.
+fn load(memory: &mut [u8], src: &dyn Source, pos: u64, len: usize) -> io::Result<()> {
+    let buf = memory
+        .get_mut(..len)
+        .ok_or_else(|| io::Error::other("a part larger than its buffer"))?;
+    src.read_at(buf, pos)
 }
 
 impl Drop for HostSlot {
@@ -85,5 +95,36 @@ pub struct HostBuffers(pub Arc<Runtime>);
 impl Buffers for HostBuffers {
     fn slot(&self, len: usize) -> Result<Box<dyn Slot>> {
         Ok(Box::new(HostSlot::new(&self.0, len)?))
+    }
+}
+
+/// A ring buffer of plain host memory, registered with nothing.
+struct PlainSlot {
+    memory: Vec<u8>,
+}
+
+impl Slot for PlainSlot {
+    fn base(&self) -> usize {
+        self.memory.as_ptr() as usize
+    }
+
+    fn load(&mut self, src: &dyn Source, pos: u64, len: usize) -> io::Result<()> {
+        load(&mut self.memory, src, pos, len)
+    }
+
+    fn store(&self, sink: &dyn Sink, pos: u64, len: usize) -> io::Result<()> {
+        sink.write_at(bytes(&self.memory, len)?, pos)
+    }
+}
+
+/// The ring of a plain-HTTP copy: host memory, unregistered (no RDMA runtime needed). A store run
+/// with it gets slices of plain `Vec`s, which its worker alone touches while a request runs.
+pub struct PlainBuffers;
+
+impl Buffers for PlainBuffers {
+    fn slot(&self, len: usize) -> Result<Box<dyn Slot>> {
+        Ok(Box::new(PlainSlot {
+            memory: vec![0u8; len],
+        }))
     }
 }

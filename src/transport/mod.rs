@@ -25,8 +25,10 @@
 
 mod cell;
 mod clock;
+mod device;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use device::rdma_missing;
 
 use cell::{Answer, Cell};
 use hipobj_actors::sync::Mutex;

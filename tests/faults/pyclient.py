@@ -50,7 +50,7 @@ def operation(session, s3, words: list) -> None:
 
 def main() -> int:
     s3 = client()
-    with hipobj.Session(nic=os.environ["HIPOBJ_NIC"]) as session:
+    with hipobj.Session(nic=os.environ["HIPOBJ_NIC"], transport="rdma") as session:
         print("ready", flush=True)
         for line in sys.stdin:
             try:

@@ -464,28 +464,11 @@ pub fn engine_download_into(
     concurrency: usize,
     progress: Option<PyObject>,
 ) -> PyResult<Done> {
-    let (base, owner) = {
-        let reg = registration.borrow(py);
-        if !reg.writable() {
-            return Err(errors::invalid("the destination is read-only"));
-        }
-        if offset
-            .checked_add(length)
-            .map_or(true, |end| end > reg.len())
-        {
-            return Err(errors::invalid(format!(
-                "{length} bytes at {offset} do not fit the {}-byte registration",
-                reg.len()
-            )));
-        }
-        reg.live_runtime()?;
-        (reg.base(), reg.owner(py))
-    };
-    let dest = Slice {
-        base,
-        offset,
-        len: length,
-    };
+    if !registration.borrow(py).writable() {
+        return Err(errors::invalid("the destination is read-only"));
+    }
+    let (dest, owner) = slice_of(&registration.borrow(py), py, offset, length, "")?;
+    let base = dest.base;
     let (store, ticket) = store(py, store_, length as u64, "get", destination_of(base))?;
     let out = with_job(
         py,
@@ -528,6 +511,33 @@ pub fn engine_upload(
     })
 }
 
+/// `length` bytes at `offset` of a live registration as one transfer's slice, with the object
+/// that owns its memory (held for the call); `what` prefixes the error of a slice that does not fit.
+fn slice_of(
+    reg: &Registration,
+    py: Python<'_>,
+    offset: usize,
+    length: usize,
+    what: &str,
+) -> PyResult<(Slice, Option<PyObject>)> {
+    if offset
+        .checked_add(length)
+        .map_or(true, |end| end > reg.len())
+    {
+        return Err(errors::invalid(format!(
+            "{what}{length} bytes at {offset} do not fit the {}-byte registration",
+            reg.len()
+        )));
+    }
+    reg.live_runtime()?;
+    let slice = Slice {
+        base: reg.base(),
+        offset,
+        len: length,
+    };
+    Ok((slice, reg.owner(py)))
+}
+
 /// One item of `engine_upload_from`'s list, held for the call: a `bytes` object, or a slice of a
 /// live registration (with the object that owns its memory).
 enum Held<'py> {
@@ -552,26 +562,15 @@ fn held<'py>(i: usize, item: &Bound<'py, PyAny>) -> PyResult<Held<'py>> {
             item.get_type()
         )));
     };
-    let (base, owner) = {
-        let reg = registration.borrow();
-        if offset
-            .checked_add(length)
-            .map_or(true, |end| end > reg.len())
-        {
-            return Err(errors::invalid(format!(
-                "segment {i}: {length} bytes at {offset} do not fit the {}-byte registration",
-                reg.len()
-            )));
-        }
-        reg.live_runtime()?;
-        (reg.base(), reg.owner(item.py()))
-    };
+    let (slice, owner) = slice_of(
+        &registration.borrow(),
+        item.py(),
+        offset,
+        length,
+        &format!("segment {i}: "),
+    )?;
     Ok(Held::Registered {
-        slice: Slice {
-            base,
-            offset,
-            len: length,
-        },
+        slice,
         _registration: registration,
         _owner: owner,
     })

@@ -19,7 +19,7 @@ rc=0
 for ((r = 1; r <= ROUNDS; r++)); do
   for proto in v1 v2; do
     echo "== round $r: --rdma-protocol $proto"
-    "$HIPOBJ" bench --rdma-protocol "$proto" --sizes 4K,1M,16M --concurrency 1,4 --iterations "${HIPOBJ_BENCH_ITERATIONS:-6}" --json \
+    "$HIPOBJ" bench --rdma-protocol "$proto" --sizes "${HIPOBJ_BENCH_SIZES:-4K,64K,1M,16M}" --concurrency 1,4 --iterations "${HIPOBJ_BENCH_ITERATIONS:-6}" --json \
       > "$out/$proto-$r.json" || rc=1
   done
 done

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Summarise benches/protocols: per (op, size, streams) the median over rounds of each column's
 MB/s and p50 latency (v1 RDMA, v2 RDMA, plain HTTP from both runs), and the ratios v2/v1 and
-RDMA/HTTP. Usage: protocols-summary.py DIR (the JSON files v1-N.json, v2-N.json of one boot)."""
+RDMA/HTTP; then (issue 39) `--transport auto` against the faster of forced RDMA and forced HTTP
+of the same round and protocol: the median over the rounds of auto MB/s / max(RDMA, HTTP) MB/s,
+its range and count, and the bytes auto moved over each path. Usage: protocols-summary.py DIR
+(the JSON files v1-N.json, v2-N.json of one boot)."""
 import json
 import statistics
 import sys
@@ -34,6 +37,28 @@ def main(folder):
         print(f"{k[0]:4} {k[1]:>9} {k[2]:>4} | {m['v1']:8.1f} {m['v2']:8.1f} {m['http']:9.1f} | "
               f"{p['v1']:7.2f}ms {p['v2']:7.2f}ms {p['http']:7.2f}ms | {m['v2'] / m['v1']:6.2f} "
               f"{m['v1'] / m['http']:7.2f} {m['v2'] / m['http']:7.2f} | {failed}")
+    auto_table(runs)
+
+
+def auto_table(runs):
+    """auto / the faster forced path, per cell and protocol, over the rounds."""
+    keys = sorted(runs["v1"][0], key=lambda k: (k[0], k[1], k[2]))
+    print(f"\n{'op':4} {'size':>9} {'strm':>4} | {'v1 auto/faster (range, n)':>28} | {'v2 auto/faster (range, n)':>28}")
+    worst = {}
+    for k in keys:
+        row = []
+        for proto in ("v1", "v2"):
+            ratios = [r[k]["auto"]["mb_per_s"] / max(r[k]["rdma"]["mb_per_s"], r[k]["http"]["mb_per_s"])
+                      for r in runs[proto] if k in r and r[k].get("auto")]
+            if not ratios:
+                row.append(f"{'-':>28}")
+                continue
+            m = statistics.median(ratios)
+            worst[proto] = min(worst.get(proto, m), m)
+            row.append(f"{m:>10.2f} ({min(ratios):.2f}-{max(ratios):.2f}, n={len(ratios)})".rjust(28))
+        print(f"{k[0]:4} {k[1]:>9} {k[2]:>4} | {row[0]} | {row[1]}")
+    for proto, m in sorted(worst.items()):
+        print(f"{proto}: lowest cell median auto/faster {m:.2f}")
 
 
 if __name__ == "__main__":

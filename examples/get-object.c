@@ -6,7 +6,8 @@
  * AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY; NIC to HIPOBJ_NIC. SIZE is the object's size (the
  * buffer the server writes into).
  *
- * The path is the RDMA-or-HTTP decision's (include/hipobj_transport.h): RDMA for an object of 1 MiB
+ * The path is the RDMA-or-HTTP decision's (include/hipobj_transport.h), in the mode HIPOBJ_TRANSPORT
+ * names (auto, rdma or http; auto when unset), as for the command line: RDMA for an object of 1 MiB
  * or more, plain HTTP below, until the decision has measured both (a program that reads many
  * objects from one endpoint gets the faster path as measured; this one records its one outcome
  * to show how). A server that declines RDMA (501), or a host where hipObjInit() finds no usable
@@ -125,15 +126,25 @@ int main(int argc, char **argv) {
     target.key = argv[arg + 1];
     size = strtoull(argv[arg + 2], NULL, 10);
     buf = malloc(size ? size : 1);
-    if (!buf || hipObjTransportCreate(HIPOBJ_TRANSPORT_AUTO, &tp).opError != hipObjSuccess) {
+    if (!buf || hipObjTransportCreate(HIPOBJ_TRANSPORT_FROM_ENV, &tp).opError != hipObjSuccess) {
+        fprintf(stderr, "%s\n", buf ? "HIPOBJ_TRANSPORT: expected auto, rdma or http" : "out of memory");
         free(buf);
         return 1;
     }
     rdma = s3_host_session_open(&target, buf, size) == 0;
     if (!rdma) {
-        /* No usable RDMA device (hipObjInit said why above): plain HTTP, as the decision answers. */
-        printf("no usable RDMA device: reading over plain HTTP\n");
+        /* No usable RDMA device (hipObjInit said why above): plain HTTP, as the decision answers,
+         * unless RDMA is forced. */
+        hipObjTransportPath_t path;
+        hipObjTransportReason_t reason;
         hipObjTransportNoRdma(tp, NULL, NULL);
+        if (choose(tp, &target, size, &path, &reason) != 0 || path == HIPOBJ_PATH_RDMA) {
+            fprintf(stderr, "HIPOBJ_TRANSPORT=rdma and no usable RDMA device: nothing read\n");
+            hipObjTransportDestroy(tp);
+            free(buf);
+            return 3;
+        }
+        printf("no usable RDMA device: reading over plain HTTP\n");
         curl_global_init(CURL_GLOBAL_DEFAULT);
     }
     req.target = &target;

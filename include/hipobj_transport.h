@@ -61,6 +61,12 @@ typedef int hipObjTransportMode_t;
 #define HIPOBJ_TRANSPORT_RDMA ((hipObjTransportMode_t)1)
 /* Always plain HTTP. */
 #define HIPOBJ_TRANSPORT_HTTP ((hipObjTransportMode_t)2)
+/* The mode the environment variable HIPOBJ_TRANSPORT names (auto, rdma or
+ * http, any case), as the command line and the Python package read it;
+ * AUTO when it is unset or empty. A program built on this helper thus
+ * follows the same switch as they do (a test that exists to exercise RDMA
+ * sets HIPOBJ_TRANSPORT=rdma). */
+#define HIPOBJ_TRANSPORT_FROM_ENV ((hipObjTransportMode_t)3)
 
 /* A path. */
 typedef int hipObjTransportPath_t;
@@ -96,8 +102,9 @@ typedef int hipObjTransportDestination_t;
 #define HIPOBJ_TRANSPORT_GPU_BOUNCE ((hipObjTransportDestination_t)2)
 
 /* Makes a decision in `mode` and writes it to *transport (only on success).
- * hipObjInvalidValue when transport is NULL or mode is not one of the
- * HIPOBJ_TRANSPORT_AUTO/RDMA/HTTP values. */
+ * hipObjInvalidValue when transport is NULL, mode is not one of the
+ * HIPOBJ_TRANSPORT_AUTO/RDMA/HTTP/FROM_ENV values, or mode is FROM_ENV and
+ * HIPOBJ_TRANSPORT holds something else than auto, rdma or http. */
 HIPOBJ_API hipObjError_t hipObjTransportCreate(hipObjTransportMode_t mode, hipObjTransport_t **transport);
 
 /* Frees a decision (NULL: nothing happens). No call on it may be running

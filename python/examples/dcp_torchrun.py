@@ -2,13 +2,15 @@
 
     torchrun --nproc-per-node 2 python/examples/dcp_torchrun.py save   --endpoint URL --nic rxe0 ...
     torchrun --nproc-per-node 2 python/examples/dcp_torchrun.py load   --endpoint URL --nic rxe0 ...
+    torchrun --nproc-per-node 2 python/examples/dcp_torchrun.py all    --endpoint URL --nic rxe0 ...
 
 Every rank builds the same model and takes one Adam step (same seed), so each knows every
 tensor's value. `save` writes the model's and the optimizer's state with every tensor sharded
 by rows (DTensor Shard(0)) through hipobj's StorageWriter; `load` reads it into a fresh state
 with another sharding (columns, Shard(1), for matrices; replicated vectors) through hipobj's
 StorageReader, or with `--reader s3torchconnector` through s3torchconnector's S3StorageReader
-over plain HTTP, and checks every tensor equal. Credentials: AWS_ACCESS_KEY_ID /
+over plain HTTP, and checks every tensor equal. `all` saves, then loads through both readers, in
+one launch (torch's start is minutes under emulation). Credentials: AWS_ACCESS_KEY_ID /
 AWS_SECRET_ACCESS_KEY. The process group is gloo (CPU tensors)."""
 
 from __future__ import annotations
@@ -126,7 +128,7 @@ def s3torchconnector_reader(args):
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("phase", choices=["save", "load"])
+    ap.add_argument("phase", choices=["save", "load", "all"])
     ap.add_argument("--endpoint", required=True)
     ap.add_argument("--path", required=True, help="s3://bucket/prefix")
     ap.add_argument("--nic", default=None)
@@ -143,22 +145,29 @@ def main() -> int:
     import hipobj
     from hipobj.torch.dcp import StorageReader, StorageWriter
 
+    steps = [("save", None)] if args.phase == "save" else [("load", args.reader)]
+    if args.phase == "all":
+        steps = [("save", None), ("load", "hipobj"), ("load", "s3torchconnector")]
     with hipobj.Session(nic=args.nic) as session:
-        t0 = time.monotonic()
-        if args.phase == "save":
-            state = sharded(expected, mesh, "save", fresh=False)
-            dcp.save(state, storage_writer=StorageWriter(s3, args.path, session=session))
-            checked = 0
-        else:
-            state = sharded(expected, mesh, "load", fresh=True)
-            reader = s3torchconnector_reader(args) if args.reader == "s3torchconnector" else StorageReader(s3, args.path, session=session)
-            dcp.load(state, storage_reader=reader)
-            checked = compare(state, expected, mesh)
-        seconds = time.monotonic() - t0
-        dist.barrier()
-    report = {"rank": rank, "phase": args.phase, "reader": args.reader, "seconds": round(seconds, 3),
-              "state_bytes": nbytes(expected), "tensors_checked": checked}
-    print("dcp_torchrun " + json.dumps(report), flush=True)
+        for phase, reader in steps:
+            t0 = time.monotonic()
+            if phase == "save":
+                state = sharded(expected, mesh, "save", fresh=False)
+                dcp.save(state, storage_writer=StorageWriter(s3, args.path, session=session))
+                checked = 0
+            else:
+                state = sharded(expected, mesh, "load", fresh=True)
+                if reader == "s3torchconnector":
+                    storage = s3torchconnector_reader(args)
+                else:
+                    storage = StorageReader(s3, args.path, session=session)
+                dcp.load(state, storage_reader=storage)
+                checked = compare(state, expected, mesh)
+            seconds = time.monotonic() - t0
+            dist.barrier()
+            report = {"rank": rank, "phase": phase, "reader": reader, "seconds": round(seconds, 3),
+                      "state_bytes": nbytes(expected), "tensors_checked": checked}
+            print("dcp_torchrun " + json.dumps(report), flush=True)
     dist.destroy_process_group()
     return 0
 

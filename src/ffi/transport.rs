@@ -39,10 +39,12 @@ pub type hipObjTransportDirection_t = c_int;
 pub type hipObjTransportDestination_t = c_int;
 
 /// The header's values, in the order of their numbers (the value is the index).
-pub const MODES: [(&str, Mode); 3] = [
-    ("HIPOBJ_TRANSPORT_AUTO", Mode::Auto),
-    ("HIPOBJ_TRANSPORT_RDMA", Mode::Rdma),
-    ("HIPOBJ_TRANSPORT_HTTP", Mode::Http),
+/// `None` is `HIPOBJ_TRANSPORT_FROM_ENV`: the mode `HIPOBJ_TRANSPORT` names ([`Mode::from_env`]).
+pub const MODES: [(&str, Option<Mode>); 4] = [
+    ("HIPOBJ_TRANSPORT_AUTO", Some(Mode::Auto)),
+    ("HIPOBJ_TRANSPORT_RDMA", Some(Mode::Rdma)),
+    ("HIPOBJ_TRANSPORT_HTTP", Some(Mode::Http)),
+    ("HIPOBJ_TRANSPORT_FROM_ENV", None),
 ];
 pub const PATHS: [(&str, Path); 2] = [
     ("HIPOBJ_PATH_RDMA", Path::Rdma),
@@ -125,7 +127,10 @@ pub unsafe extern "C" fn hipObjTransportCreate(
     transport: *mut *mut hipObjTransport_t,
 ) -> hipObjError_t {
     boundary::call("hipObjTransportCreate", || {
-        let mode = value(&MODES, mode, "mode is not a HIPOBJ_TRANSPORT_* mode")?;
+        let mode = match value(&MODES, mode, "mode is not a HIPOBJ_TRANSPORT_* mode")? {
+            Some(mode) => mode,
+            None => Mode::from_env().map_err(Error::invalid)?,
+        };
         let out = args::non_null(transport, "transport is NULL")?;
         let made = Box::into_raw(Box::new(hipObjTransport_t {
             inner: Transport::new(mode),
@@ -319,7 +324,7 @@ mod tests {
     fn bad_arguments_write_nothing() {
         let mut t = null_mut();
         // SAFETY: a valid out-pointer; the mode is out of range.
-        let e = unsafe { hipObjTransportCreate(3, &mut t) };
+        let e = unsafe { hipObjTransportCreate(4, &mut t) };
         assert_eq!(e.opError, OpError::InvalidValue);
         assert!(t.is_null());
         // SAFETY: a valid out-pointer.

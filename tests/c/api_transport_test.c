@@ -1,14 +1,19 @@
 /* The RDMA-or-HTTP decision's extension header (include/hipobj_transport.h) as a C11 or C++11
  * program sees it (compiled as both, -Wall -Wextra -Werror -pedantic): the values, the start (RDMA
  * from 1 MiB up, HTTP below), a cell that measures both paths and then holds the faster one, the
- * counters, "no RDMA" for the process and for one endpoint, forced modes, and the argument checks
+ * counters, "no RDMA" for the process and for one endpoint, forced modes, the mode HIPOBJ_TRANSPORT
+ * names, and the argument checks
  * (nothing written on a rejected call). Needs no hipObjInit(). Prints "N passed, M failed"; the
  * exit status is non-zero when anything failed. */
 
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200112L /* setenv */
+#endif
 #include "hipobj_transport.h"
 #include "hipobj_transport.h" /* #pragma once */
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "check.h"
 
@@ -16,6 +21,7 @@ static const char *ep = "http://10.0.0.2:9000";
 
 static void values(void) {
     CHECK(HIPOBJ_TRANSPORT_AUTO == 0 && HIPOBJ_TRANSPORT_RDMA == 1 && HIPOBJ_TRANSPORT_HTTP == 2);
+    CHECK(HIPOBJ_TRANSPORT_FROM_ENV == 3);
     CHECK(HIPOBJ_PATH_RDMA == 0 && HIPOBJ_PATH_HTTP == 1);
     CHECK(HIPOBJ_REASON_FORCED == 0 && HIPOBJ_REASON_DEFAULT_START == 1 && HIPOBJ_REASON_MEASURED == 2);
     CHECK(HIPOBJ_REASON_PROBE == 3 && HIPOBJ_REASON_NO_RDMA_DEVICE == 4 && HIPOBJ_REASON_DECLINED == 5);
@@ -92,10 +98,37 @@ static void forced(void) {
     hipObjTransportDestroy(t);
 }
 
+/* HIPOBJ_TRANSPORT_FROM_ENV: the mode the variable names (any case), AUTO when unset or empty, and
+ * an unknown name refused with nothing written. */
+static void from_env(void) {
+    hipObjTransport_t *t = NULL;
+    hipObjTransportReason_t why = -1;
+    CHECK(setenv("HIPOBJ_TRANSPORT", " RDMA", 1) == 0);
+    CHECK(is_err(hipObjTransportCreate(HIPOBJ_TRANSPORT_FROM_ENV, &t), hipObjSuccess));
+    CHECK(transfer(t, 4096, 1, 1000, &why) == HIPOBJ_PATH_RDMA && why == HIPOBJ_REASON_FORCED);
+    hipObjTransportDestroy(t);
+    CHECK(setenv("HIPOBJ_TRANSPORT", "http", 1) == 0);
+    CHECK(is_err(hipObjTransportCreate(HIPOBJ_TRANSPORT_FROM_ENV, &t), hipObjSuccess));
+    CHECK(transfer(t, 1 << 30, 1000, 1, &why) == HIPOBJ_PATH_HTTP && why == HIPOBJ_REASON_FORCED);
+    hipObjTransportDestroy(t);
+    CHECK(setenv("HIPOBJ_TRANSPORT", "", 1) == 0);
+    CHECK(is_err(hipObjTransportCreate(HIPOBJ_TRANSPORT_FROM_ENV, &t), hipObjSuccess));
+    CHECK(transfer(t, 4096, 1, 1000, &why) == HIPOBJ_PATH_HTTP && why == HIPOBJ_REASON_DEFAULT_START);
+    hipObjTransportDestroy(t);
+    hipObjTransport_t *const sentinel = (hipObjTransport_t *)&t;
+    t = sentinel;
+    CHECK(setenv("HIPOBJ_TRANSPORT", "tcp", 1) == 0);
+    CHECK(is_err(hipObjTransportCreate(HIPOBJ_TRANSPORT_FROM_ENV, &t), hipObjInvalidValue) && t == sentinel);
+    CHECK(unsetenv("HIPOBJ_TRANSPORT") == 0);
+    CHECK(is_err(hipObjTransportCreate(HIPOBJ_TRANSPORT_FROM_ENV, &t), hipObjSuccess) && t != sentinel);
+    CHECK(transfer(t, 1 << 20, 1000, 1, &why) == HIPOBJ_PATH_RDMA && why == HIPOBJ_REASON_DEFAULT_START);
+    hipObjTransportDestroy(t);
+}
+
 static void argument_checks(void) {
     hipObjTransport_t *t = (hipObjTransport_t *)&t; /* a sentinel that must survive */
     hipObjTransport_t *const sentinel = t;
-    CHECK(is_err(hipObjTransportCreate(3, &t), hipObjInvalidValue) && t == sentinel);
+    CHECK(is_err(hipObjTransportCreate(4, &t), hipObjInvalidValue) && t == sentinel);
     CHECK(is_err(hipObjTransportCreate(-1, &t), hipObjInvalidValue) && t == sentinel);
     CHECK(is_err(hipObjTransportCreate(HIPOBJ_TRANSPORT_AUTO, NULL), hipObjInvalidValue));
     CHECK(is_err(hipObjTransportCreate(HIPOBJ_TRANSPORT_AUTO, &t), hipObjSuccess) && t != sentinel);
@@ -123,6 +156,7 @@ int main(void) {
     values();
     auto_mode();
     forced();
+    from_env();
     argument_checks();
     return report("api_transport_test");
 }

@@ -1,7 +1,8 @@
 """Issue 38's acceptance: `torchrun --nproc-per-node 2` saves a model and its Adam state (about
 270 MiB, over a hundred tensors, one of 66 MiB) sharded by rows through our writer, then loads
 it sharded by columns through our reader, and through s3torchconnector's reader over HTTP:
-every tensor equal (python/examples/dcp_torchrun.py checks them)."""
+every tensor equal (python/examples/dcp_torchrun.py checks them). One launch does all three
+(`all`): torch's start takes minutes per process under emulation."""
 
 from __future__ import annotations
 
@@ -32,17 +33,19 @@ def torchrun(server, nic, *args) -> list:
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     reports = [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines() if line.startswith("dcp_torchrun ")]
-    assert len(reports) == 2, done.stdout[-3000:]
+    assert len(reports) == 2 * (3 if "all" in args else 1), done.stdout[-3000:]
     print(*reports, sep="\n")
     return reports
 
 
 def test_two_ranks_save_and_reshard_on_load(server, devices, client, bucket):
     where = f"s3://{bucket}/torchrun/step-1"
-    saved = torchrun(server, devices[0], "save", "--path", where)
-    assert saved[0]["state_bytes"] >= 256 << 20
+    reports = torchrun(server, devices[0], "all", "--path", where)
+    steps = [(r["phase"], r["reader"]) for r in reports]
+    assert sorted(set(steps)) == [("load", "hipobj"), ("load", "s3torchconnector"), ("save", None)], steps
+    assert all(steps.count(s) == 2 for s in set(steps)), steps
+    assert all(r["state_bytes"] >= 256 << 20 for r in reports), reports
     objects = client.list_objects_v2(Bucket=bucket, Prefix="torchrun/step-1/")["Contents"]
     assert {o["Key"].rsplit("/", 1)[1] for o in objects} == {"__0_0.distcp", "__1_0.distcp", ".metadata"}
-    for reader in ("hipobj", "s3torchconnector"):
-        loaded = torchrun(server, devices[0], "load", "--path", where, "--reader", reader)
-        assert all(r["tensors_checked"] > 100 for r in loaded), loaded
+    loads = [r for r in reports if r["phase"] == "load"]
+    assert all(r["tensors_checked"] > 100 for r in loads), loads

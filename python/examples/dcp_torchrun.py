@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -167,7 +168,10 @@ def main() -> int:
             dist.barrier()
             report = {"rank": rank, "phase": phase, "reader": reader, "seconds": round(seconds, 3),
                       "state_bytes": nbytes(expected), "tensors_checked": checked}
-            print("dcp_torchrun " + json.dumps(report), flush=True)
+            # one write(2) of the whole line: the ranks share the launcher's stdout, and a line
+            # written in pieces interleaves with the other rank's
+            sys.stdout.flush()
+            os.write(sys.stdout.fileno(), ("dcp_torchrun " + json.dumps(report) + "\n").encode())
     dist.destroy_process_group()
     return 0
 

@@ -32,6 +32,7 @@ def torchrun(server, nic, *args) -> list:
            EXAMPLE, *args, "--endpoint", server.endpoint, "--nic", nic]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    # each rank writes its report line in one write(2) (the example's); a torn line fails here
     reports = [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines() if line.startswith("dcp_torchrun ")]
     assert len(reports) == 2 * (3 if "all" in args else 1), done.stdout[-3000:]
     print(*reports, sep="\n")

@@ -86,9 +86,11 @@ e2e: build python
 # Issue 38: PyTorch DCP (2 ranks under torchrun), safetensors save and fsspec with pandas/pyarrow
 # over RDMA, in their own lane boot (torch, pandas and pyarrow need SSE4.2; the main boot is a
 # plain qemu64). Installs torch & co. into the project's venv once (scripts/python-deps --frameworks).
+# First, on the host in its own process: the same layers without an RDMA device (issue 39).
 frameworks: python
 	scripts/python-deps --frameworks
 	scripts/build-e2e
+	PYTHONDONTWRITEBYTECODE=1 HIPOBJ_SERVER_BIN=$(CURDIR)/target/release/hipobj-server target/python-venv/bin/python -m pytest -q -p no:cacheprovider python/tests/frameworks/test_no_device_frameworks.py
 	flock /tmp/hipobj-lane.lock tests/vm/run --timeout 2400 --mem 6G \
 	  --cpu qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt,+pclmulqdq -- tests/vm/frameworks
 

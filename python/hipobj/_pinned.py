@@ -1,20 +1,24 @@
 """The registrations behind tensors and arrays for one operation (a checkpoint's save or load, a
 safetensors file): one registration per distinct storage, however many tensors view it, all
 released together. Memory RDMA cannot reach (device memory on a Session without a GPU) is staged
-through a host copy instead, and says so."""
+through a host copy instead, and says so. On a Session without an RDMA runtime (no usable RDMA
+device, issue 39) nothing is registered: a segment is then the tensor's host memory itself (device
+memory through a host copy), which the engine moves over plain HTTP."""
 
 from __future__ import annotations
 
+import base64
 import logging
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ._core import DmabufNotSupportedError, InvalidValueError, Registration
 from ._errors import NoDeviceError
 
 log = logging.getLogger("hipobj")
 
-# (registration, byte offset in it, bytes): the memory of one tensor, as the engine takes it.
-Segment = Tuple[Registration, int, int]
+# The memory of one tensor, as the engine takes it: (registration, byte offset in it, bytes), or
+# on a Session without an RDMA runtime its bytes in host memory (a flat memoryview).
+Segment = Union[Tuple[Registration, int, int], memoryview]
 
 
 def is_torch(obj: Any) -> bool:
@@ -55,7 +59,9 @@ class Pinned:
     ``segment(t)`` is the registered memory of tensor or array `t` (C-contiguous), registering its
     storage once. When `t` lives in device memory that this Session cannot register (no GPU, or
     no dma-buf), ``staged`` says so and a host copy of `t` is registered instead (``for_write``:
-    the copy is written back by ``finish_staged()``)."""
+    the copy is written back by ``finish_staged()``). On a Session without an RDMA runtime the
+    segment is `t`'s host memory as a memoryview, registered with nothing (device memory: a host
+    copy, counted in ``staged`` and written back the same way)."""
 
     def __init__(self, session: Any):
         self.session = session
@@ -71,7 +77,9 @@ class Pinned:
 
     def segment(self, t: Any, for_write: bool = False) -> Segment:
         if not _contiguous(t):
-            raise InvalidValueError("a tensor or array to move by RDMA must be contiguous")
+            raise InvalidValueError("a tensor or array to move must be contiguous")
+        if not self.session._rdma:
+            return self._host(t, for_write)
         size = nbytes(t)
         key, owner, offset = _torch_storage(t) if is_torch(t) else _numpy_root(t)
         if key not in self._regs:
@@ -93,6 +101,20 @@ class Pinned:
             self._write_back.append((host, t))
         return reg, 0, size
 
+    def _host(self, t: Any, for_write: bool) -> memoryview:
+        """`t`'s bytes in host memory for plain HTTP (no RDMA runtime): its own memory, or a host
+        copy of device memory (``for_write``: an empty one, written back by ``finish_staged()``)."""
+        if not (is_torch(t) and t.device.type != "cpu"):
+            return _host_bytes(t)
+        if self.staged == 0:
+            log.info("hipobj: device memory staged through host memory: the Session has no RDMA runtime")
+        self.staged += 1
+        if not for_write:
+            return _host_bytes(t.to("cpu", copy=True))
+        host = _empty_host(t)
+        self._write_back.append((host, t))
+        return _host_bytes(host)
+
     def finish_staged(self) -> None:
         """Copy what landed in staged host copies to the device tensors they stand for."""
         for host, device in self._write_back:
@@ -105,6 +127,25 @@ class Pinned:
             reg.deregister()
 
 
+def _empty_host(t: Any) -> Any:
+    """An uninitialised host tensor of `t`'s dtype and shape (what a download then fills)."""
+    import torch
+
+    return torch.empty(t.shape, dtype=t.dtype, device="cpu")
+
+
+def _host_bytes(t: Any) -> memoryview:
+    """The bytes of host tensor or array `t` (C-contiguous) as a flat memoryview of its memory."""
+    if is_torch(t):
+        import torch
+
+        flat = t.detach().reshape(-1).view(torch.uint8)
+        return memoryview(flat.numpy())
+    import numpy as np
+
+    return memoryview(t.reshape(-1).view(np.uint8))
+
+
 def _contiguous(t: Any) -> bool:
     if is_torch(t):
         return bool(t.is_contiguous())
@@ -112,11 +153,15 @@ def _contiguous(t: Any) -> bool:
 
 
 def gather(parts: List[Any]) -> List[Any]:
-    """Engine segments from `parts` (bytes, or Segment tuples), adjacent bytes joined and empty
-    pieces dropped (``_core.engine_upload_from`` takes the list)."""
+    """Engine segments from `parts` (bytes, or Segments), adjacent bytes joined and empty pieces
+    dropped (``_core.engine_upload_from`` takes the list). A host-memory Segment (a memoryview: a
+    Session without an RDMA runtime) becomes bytes of its own."""
     out: List[Any] = []
     for part in parts:
-        if isinstance(part, (bytes, bytearray, memoryview)):
+        if isinstance(part, memoryview):
+            if part.nbytes:
+                out.append(bytes(part))
+        elif isinstance(part, (bytes, bytearray)):
             if not len(part):
                 continue
             if out and isinstance(out[-1], bytearray):
@@ -143,4 +188,71 @@ def upload(session: Any, client: Any, bucket: str, key: str, segments: List[Any]
     store = session._store(client, bucket, key, config=config)
     chunk, threshold = session._upload_sizes(client, bucket, config)
     done = _core.engine_upload_from(store, segments, chunk, threshold, session._concurrency(config))
+    return CopyResult(*done)
+
+
+def crc64nvme(segment: Segment) -> Optional[str]:
+    """The CRC64NVME of a segment's bytes, S3-encoded: registered memory by the library
+    (``_core.crc_of``); host memory (no RDMA runtime) by the AWS CRT's CRC64NVME, the one botocore
+    uses (awscrt). None, said once, when awscrt is not installed."""
+    from . import _core
+
+    if not isinstance(segment, memoryview):
+        reg, offset, size = segment
+        return _core.crc_of(reg, offset, size, "CRC64NVME")
+    try:
+        from awscrt import checksums
+    except ImportError:
+        _say_once("hipobj: no CRC64NVME of host memory without awscrt (pip install awscrt): the bytes go unchecked")
+        return None
+    return base64.b64encode(checksums.crc64nvme(segment).to_bytes(8, "big")).decode()
+
+
+_said: set = set()
+
+
+def _say_once(message: str) -> None:
+    if message not in _said:
+        _said.add(message)
+        log.warning(message)
+
+
+def download_host(
+    session: Any,
+    client: Any,
+    bucket: str,
+    key: str,
+    into: memoryview,
+    first: int,
+    config: Optional[Any] = None,
+    concurrency: Optional[int] = None,
+    crc: Optional[str] = None,
+) -> Any:
+    """Object bytes `first .. first + len(into)` of `bucket/key` into host memory `into` by the
+    engine, by the path the Session picks (without an RDMA runtime: plain HTTP): ranged GETs of
+    ``multipart_chunksize``, `concurrency` at once (None: the config's or the Session's). With
+    `crc` (a CRC64NVME the writer recorded of exactly these bytes) the engine checks them as they
+    land as it checks an object against its stored checksum: a mismatch reads them again once,
+    then raises ChecksumMismatchError. A CopyResult."""
+    from . import _core
+    from ._transfer import CopyResult, TransferConfig
+
+    config = config or TransferConfig()
+
+    def write_at(pos: int, data: bytes) -> None:
+        into[pos : pos + len(data)] = data
+
+    store = session._store(client, bucket, key, config=config)
+    headers = None if crc is None else {"x-amz-checksum-crc64nvme": crc, "x-amz-checksum-type": "FULL_OBJECT"}
+    done = _core.engine_download_to(
+        store,
+        write_at,
+        first,
+        into.nbytes,
+        config.multipart_chunksize,
+        concurrency or session._concurrency(config),
+        None,
+        "off" if crc is None else "when_supported",
+        headers,
+    )
     return CopyResult(*done)

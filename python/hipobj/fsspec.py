@@ -7,10 +7,12 @@
 
 Reads and writes of at least ``rdma_threshold`` bytes (1 MiB) move by RDMA through the transfer
 engine (ranged GETs straight into a registered buffer; uploads by RDMA PUT or multipart upload),
-smaller ones over plain HTTP with the same boto3 client. Listing, HEAD and deletes are plain S3
-calls. pandas, pyarrow (``pyarrow.fs.PyFileSystem(pyarrow.fs.FSSpecHandler(fs))``) and anything
-else that opens files through fsspec use it unchanged; the package registers the protocol with
-fsspec (an entry point, and on import of this module).
+smaller ones over plain HTTP with the same boto3 client. On a Session without an RDMA runtime (no
+usable RDMA device, issue 39) the large ones go through the same engine over plain HTTP, counted
+in ``moved["http"]``. Listing, HEAD and deletes are plain S3 calls. pandas, pyarrow
+(``pyarrow.fs.PyFileSystem(pyarrow.fs.FSSpecHandler(fs))``) and anything else that opens files
+through fsspec use it unchanged; the package registers the protocol with fsspec (an entry point,
+and on import of this module).
 
 Options: ``client`` (a boto3 S3 client) or ``endpoint_url``/``key``/``secret``/``region_name``
 (a path-style client is made); ``session`` (default: the open ``hipobj.Session``; with ``nic``
@@ -29,7 +31,7 @@ from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 
 from . import _core
 from ._core import NotInitializedError
-from ._pinned import upload
+from ._pinned import download_host, upload
 from ._session import Session, current_session
 from ._transfer import TransferConfig
 
@@ -138,7 +140,8 @@ class HipObjFileSystem(AbstractFileSystem):
 
     def read_range(self, bucket: str, key: str, start: int, end: int) -> bytes:
         """Object bytes start..end (exclusive): by RDMA into a registered buffer from
-        ``rdma_threshold`` up, over HTTP below."""
+        ``rdma_threshold`` up (the engine over plain HTTP on a Session without an RDMA runtime),
+        over HTTP below."""
         n = end - start
         if n <= 0:
             return b""
@@ -148,13 +151,22 @@ class HipObjFileSystem(AbstractFileSystem):
             return self.client.get_object(Bucket=bucket, Key=key, Range=rng)["Body"].read()
         session = self.session
         buf = np.empty(n, dtype=np.uint8)
+        if not session._rdma:
+            download_host(session, self.client, bucket, key, memoryview(buf), start, self.config)
+            self._engine_moved(n)
+            return buf.tobytes()
         with session.register(buf) as reg:
             store = session._store(self.client, bucket, key, config=self.config)
             _core.engine_download_into(
                 store, reg, 0, start, n, self.config.multipart_chunksize, session._concurrency(self.config)
             )
-        self.moved["rdma"] += n
+        self._engine_moved(n)
         return buf.tobytes()
+
+    def _engine_moved(self, n: int) -> None:
+        """Count `n` bytes the engine moved: by RDMA, or over plain HTTP on a Session without an
+        RDMA runtime."""
+        self.moved["rdma" if self.session._rdma else "http"] += n
 
     def pipe_file(self, path: str, value: bytes, **kwargs: Any) -> None:
         bucket, key = self._split(path)
@@ -166,7 +178,7 @@ class HipObjFileSystem(AbstractFileSystem):
             self.client.put_object(Bucket=bucket, Key=key, Body=data)
             return
         upload(self.session, self.client, bucket, key, [data], self.config)
-        self.moved["rdma"] += len(data)
+        self._engine_moved(len(data))
 
     def put_file(self, lpath: str, rpath: str, callback: Any = None, **kwargs: Any) -> None:
         if os.path.isdir(lpath):
@@ -178,7 +190,7 @@ class HipObjFileSystem(AbstractFileSystem):
                 self.write_object(bucket, key, f.read())
             return
         self.session.upload_file(self.client, lpath, bucket, key, config=self.config)
-        self.moved["rdma"] += size
+        self._engine_moved(size)
 
     def get_file(self, rpath: str, lpath: str, callback: Any = None, outfile: Any = None, **kwargs: Any) -> None:
         bucket, key = self._split(rpath)
@@ -189,7 +201,7 @@ class HipObjFileSystem(AbstractFileSystem):
                 f.write(data)
             return
         self.session.download_file(self.client, bucket, key, lpath, config=self.config)
-        self.moved["rdma"] += size
+        self._engine_moved(size)
 
     def rm_file(self, path: str) -> None:
         bucket, key = self._split(path)

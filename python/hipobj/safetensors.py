@@ -8,7 +8,12 @@ registered memory, uploaded by the engine without a copy of the tensors.
 ``load`` reads one file, or every shard of an index: one ranged GET reads each file's header,
 then the whole data section arrives by concurrent RDMA ranged GETs into one registered
 destination, and the tensors are views of it: numpy arrays (``device=None``) or torch tensors
-(``device="cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``)."""
+(``device="cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``).
+
+On a Session without an RDMA runtime (no usable RDMA device, issue 39) both move the same bytes
+over plain HTTP through the same engine, from and into host memory: the tensors' own (device
+tensors through a host copy) for ``save``, the destination's for ``load`` (a device destination
+filled through a host copy)."""
 
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from . import _core
 from ._core import InvalidValueError
-from ._pinned import Pinned, gather, is_torch, nbytes, upload
+from ._pinned import Pinned, download_host, gather, is_torch, nbytes, upload
 from ._session import Session, current_session
 from ._transfer import CopyResult, TransferConfig
 
@@ -118,7 +123,11 @@ def _load_one(client: Any, bucket: str, key: str, device: Optional[Any], session
     entries = _entries(header, where)
     size = max((end for *_, end in entries), default=0)
     dest = _destination(size, device)
-    if size:
+    if size and not session._rdma:
+        with Pinned(session) as pinned:
+            download_host(session, client, bucket, key, pinned.segment(dest, for_write=True), data_start, config)
+            pinned.finish_staged()
+    elif size:
         with session.register(dest) as reg:
             store = session._store(client, bucket, key, config=config)
             _core.engine_download_into(
@@ -147,9 +156,11 @@ def load(
 
     The whole data section is planned at once: one destination (host memory, or memory of
     `device`) is registered and filled by concurrent ranged RDMA GETs (``config``: part size and
-    concurrency, default the Session's max_transfers), and each tensor is a view of it. A key
-    ending in ``.index.json`` is a sharded checkpoint's index (``model.safetensors.index.json``):
-    every shard it names (beside it) is loaded, and the tensors of all come back in one dict."""
+    concurrency, default the Session's max_transfers), and each tensor is a view of it. On a
+    Session without an RDMA runtime the ranged GETs go over plain HTTP into the destination's
+    host memory (a device destination: through a host copy). A key ending in ``.index.json`` is
+    a sharded checkpoint's index (``model.safetensors.index.json``): every shard it names (beside
+    it) is loaded, and the tensors of all come back in one dict."""
     session = session or current_session()
     config = config or TransferConfig()
     if key.endswith(".index.json"):
@@ -274,7 +285,9 @@ def save(
     an index ``<key>.index.json`` maps each tensor to its shard, written after every shard
     arrived. Each object is uploaded by the engine straight from the tensors' registered memory
     (parts inside one tensor) with its CRC64NVME; one registration per tensor storage for the
-    whole save. Returns ``{"keys": [...], "index": key or None, "bytes": n, "copies": [CopyResult]}``."""
+    whole save. On a Session without an RDMA runtime the engine sends the tensors' host bytes
+    over plain HTTP instead (device tensors through a host copy). Returns
+    ``{"keys": [...], "index": key or None, "bytes": n, "copies": [CopyResult]}``."""
     session = session or current_session()
     ordered = _ordered(tensors)
     shards = _shards(ordered, max_shard_size)

@@ -21,7 +21,14 @@ start, the chunk's shape and dtype, their CRC64NVME). The reader GETs each reque
 ranged RDMA GETs straight into the destination tensor when the region is contiguous in both,
 staged through one registered host buffer otherwise, and checks every read of a whole chunk
 against its CRC64NVME. Records without the attribute (written by torch's own writers) are read
-whole and deserialised with ``torch.load`` as ``FileSystemReader`` does."""
+whole and deserialised with ``torch.load`` as ``FileSystemReader`` does.
+
+On a Session without an RDMA runtime (no usable RDMA device, issue 39) the same checkpoints move
+over plain HTTP through the same engine: the writer uploads the tensors' host memory (device
+tensors through a host copy), its CRC64NVME computed by the AWS CRT (awscrt; without it the
+records carry none), and the reader's ranged GETs land in the destination tensors' host memory
+(device tensors through a host copy, copied back), each whole chunk checked by the engine against
+the writer's CRC64NVME as it lands (read twice before ChecksumMismatchError)."""
 
 from __future__ import annotations
 
@@ -45,7 +52,7 @@ from torch.futures import Future
 
 from .. import _core
 from .._core import ChecksumMismatchError, InvalidValueError, S3Error
-from .._pinned import Pinned, Segment, gather, upload
+from .._pinned import Pinned, Segment, crc64nvme, download_host, gather, upload
 from .._session import Session, current_session
 from .._transfer import TransferConfig
 
@@ -212,7 +219,9 @@ class StorageWriter(_Checkpoint, _Writer):
         raw: Dict[str, Any] = {"data": pos + len(head), "shape": list(tensor.shape), "dtype": str(tensor.dtype)}
         if size:
             segment = pinned.segment(tensor)
-            raw[CRC] = _core.crc_of(segment[0], segment[1], segment[2], CRC)
+            crc = crc64nvme(segment)
+            if crc is not None:
+                raw[CRC] = crc
             pieces.append(segment)
         pieces.append(tail)
         info = _StorageInfo(name, pos, len(head) + size + len(tail))
@@ -363,6 +372,9 @@ class StorageReader(_Checkpoint, _Reader):
     def _fetch(self, read: _Read, concurrency: int) -> None:
         if read.segment is None:
             return
+        if isinstance(read.segment, memoryview):
+            self._fetch_host(read, read.segment[: read.size], concurrency)
+            return
         for attempt in (1, 2):
             store = self.session._store(self.client, self.bucket, read.key, config=self.config)
             reg, offset, _ = read.segment
@@ -379,6 +391,19 @@ class StorageReader(_Checkpoint, _Reader):
                     f"s3://{self.bucket}/{read.key} bytes {read.first}+{read.size}: {CRC} of what landed "
                     f"is {got}, the writer's is {read.crc} (read twice)"
                 )
+
+    def _fetch_host(self, read: _Read, into: memoryview, concurrency: int) -> None:
+        """A read into host memory (a Session without an RDMA runtime): over plain HTTP by the
+        engine, which checks a whole chunk against the writer's CRC64NVME as it lands."""
+        try:
+            download_host(
+                self.session, self.client, self.bucket, read.key, into, read.first, self.config, concurrency, read.crc
+            )
+        except ChecksumMismatchError as e:
+            raise ChecksumMismatchError(
+                f"s3://{self.bucket}/{read.key} bytes {read.first}+{read.size}: {CRC} of what landed "
+                f"is {e.actual}, the writer's is {e.expected} (read twice)"
+            ) from e
 
     def _finish(self, read: _Read, planner: LoadPlanner) -> None:
         self.stats["tensors"] += 1

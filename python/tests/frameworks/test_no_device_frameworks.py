@@ -1,0 +1,220 @@
+"""The framework layers on a host without an RDMA device (issue 39): hipobj.torch.dcp,
+hipobj.safetensors and hipobj.fsspec on a Session opened without the RDMA runtime move the same
+objects over plain HTTP through the engine, from and into the tensors' host memory, and the DCP
+reader still checks each whole chunk against the writer's CRC64NVME.
+
+Runs on the host in its own process (`make frameworks`, before the lane) against hipobj-server
+on loopback with RDMA off: libibverbs is pointed at an empty driver directory (IBV_CONFIG_DIR),
+as test_no_device.py does, so it holds on a host that has a device too. The lane's framework run
+leaves it out (tests/vm/frameworks). Needs torch, pandas and pyarrow: without them it fails."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+
+# Before anything loads libibverbs: no drivers, so no device (on any host).
+os.environ["IBV_CONFIG_DIR"] = tempfile.mkdtemp(prefix="hipobj-no-ibverbs-drivers-")
+os.environ.pop("HIPOBJ_TRANSPORT", None)
+
+import json  # noqa: E402
+
+import pandas as pd  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.dataset as ds  # noqa: E402
+import pyarrow.fs as pafs  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed.checkpoint as dcp  # noqa: E402
+from safetensors.torch import load as st_load_torch  # noqa: E402
+from torch.distributed.checkpoint.api import CheckpointException  # noqa: E402
+from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner  # noqa: E402
+
+import hipobj  # noqa: E402
+import hipobj.safetensors  # noqa: E402
+from hipobj import _core  # noqa: E402
+from hipobj.fsspec import HipObjFileSystem  # noqa: E402
+from hipobj.torch.dcp import StorageReader, StorageWriter  # noqa: E402
+from hipobj_server import IDENTITIES, Server  # noqa: E402
+from test_dcp import assert_equal, cause, state, zeroed  # noqa: E402
+from test_fsspec import frame, parquet_bytes  # noqa: E402
+from test_safetensors_save import tensors  # noqa: E402
+
+MIB = 1 << 20
+BUCKET = "nodev-frameworks"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_rdma_device():
+    why = _core.rdma_missing()
+    assert why is not None, "libibverbs still lists a device: run this module in its own process"
+    return why
+
+
+@pytest.fixture(scope="module")
+def rdma_off_server():
+    srv = Server(None, "127.0.0.1")  # no --device: RDMA off
+    srv.client().create_bucket(Bucket=BUCKET)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def s3(rdma_off_server):
+    return rdma_off_server.client()
+
+
+@pytest.fixture(scope="module")
+def plain_session():
+    """A Session of transport "auto" on a host without an RDMA device: no RDMA runtime."""
+    with hipobj.Session() as s:
+        assert not s._rdma and s.transport == "auto"
+        yield s
+
+
+def nothing_by_rdma(session) -> int:
+    """The HTTP transfers of the Session so far; fails if any copy went by RDMA."""
+    stats = session.stats()
+    assert stats["rdma"]["transfers"] == 0, stats
+    return stats["http"]["transfers"]
+
+
+def path(name: str) -> str:
+    return f"s3://{BUCKET}/dcp/{name}"
+
+
+def test_dcp_save_and_load_over_http(plain_session, s3):
+    before = nothing_by_rdma(plain_session)
+    want = state(11)
+    writer = StorageWriter(s3, path("plain"), session=plain_session)
+    dcp.save(want, storage_writer=writer)
+    assert writer.copies and writer.copies[0].multipart  # 12 MiB: a multipart upload
+    got = zeroed(want)
+    reader = StorageReader(s3, path("plain"), session=plain_session)
+    dcp.load(got, storage_reader=reader)
+    assert_equal(got, want)
+    # every whole chunk checked: the writer's CRC64NVME (awscrt) against the engine's (the core's)
+    assert reader.stats["verified"] == 4 and reader.stats["direct"] == 4, reader.stats
+    assert nothing_by_rdma(plain_session) > before
+
+
+@pytest.mark.parametrize("offsets, lengths, how", [((100, 0), (200, 1536), "direct"), ((0, 100), (2048, 200), "staged")])
+def test_dcp_a_part_of_a_stored_tensor_over_http(plain_session, s3, offsets, lengths, how):
+    """Rows land in the destination's memory, a column block through a host staging tensor."""
+    want = state(12)
+    dcp.save(want, storage_writer=StorageWriter(s3, path("part"), session=plain_session))
+
+    class Box(DefaultLoadPlanner):
+        def create_local_plan(self):
+            plan = super().create_local_plan()
+            items = [
+                type(i)(i.type, i.dest_index, torch.Size([0, 0]), i.storage_index, torch.Size(offsets), torch.Size(lengths))
+                if i.dest_index.fqn == "model.big"
+                else i
+                for i in plan.items
+            ]
+            return type(plan)(items, plan.storage_data, plan.planner_data)
+
+        def resolve_tensor(self, read_item):
+            return self.box if read_item.dest_index.fqn == "model.big" else super().resolve_tensor(read_item)
+
+    planner = Box()
+    planner.box = torch.zeros(*lengths)
+    reader = StorageReader(s3, path("part"), session=plain_session)
+    dcp.load(zeroed(want), storage_reader=reader, planner=planner)
+    (r, c), (nr, nc) = offsets, lengths
+    assert torch.equal(planner.box, want["model"]["big"][r : r + nr, c : c + nc])
+    assert reader.stats[how] >= 1 and reader.stats["unchecked"] >= 1
+
+
+def test_dcp_a_changed_byte_is_caught_over_http(plain_session, s3):
+    want = state(13)
+    dcp.save(want, storage_writer=StorageWriter(s3, path("bad"), session=plain_session))
+    key = "dcp/bad/__0_0.distcp"
+    blob = bytearray(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
+    blob[len(blob) // 2] ^= 0x40  # inside "model.big"'s bytes; stored again, with its own new checksum
+    s3.put_object(Bucket=BUCKET, Key=key, Body=bytes(blob))
+    with pytest.raises(CheckpointException) as failed:
+        dcp.load(zeroed(want), storage_reader=StorageReader(s3, path("bad"), session=plain_session))
+    err = cause(failed)
+    assert isinstance(err, hipobj.ChecksumMismatchError), repr(err)
+    assert "CRC64NVME of what landed" in str(err) and "(read twice)" in str(err)
+    assert f"s3://{BUCKET}/{key}" in str(err)
+
+
+def test_without_awscrt_the_records_carry_no_crc_and_say_so(plain_session, s3, monkeypatch, caplog):
+    """No CRC64NVME of host memory without the AWS CRT: the save still works, its records carry
+    no check, and the load reads them unchecked (said once)."""
+    caplog.set_level(logging.WARNING, logger="hipobj")
+    monkeypatch.setitem(sys.modules, "awscrt", None)  # `import awscrt` raises ImportError
+    want = state(15)
+    dcp.save(want, storage_writer=StorageWriter(s3, path("no-crt"), session=plain_session))
+    got = zeroed(want)
+    reader = StorageReader(s3, path("no-crt"), session=plain_session)
+    dcp.load(got, storage_reader=reader)
+    assert_equal(got, want)
+    assert reader.stats["verified"] == 0 and reader.stats["unchecked"] == 4, reader.stats
+    said = [r.getMessage() for r in caplog.records if r.name == "hipobj" and "awscrt" in r.getMessage()]
+    assert len(said) == 1, said
+
+
+def test_safetensors_three_shards_and_an_index_over_http(plain_session, s3):
+    before = nothing_by_rdma(plain_session)
+    ts = tensors()
+    saved = hipobj.safetensors.save(
+        s3, BUCKET, "st/model.safetensors", ts, metadata={"format": "pt"}, max_shard_size=6 * MIB, session=plain_session
+    )
+    assert saved["keys"] == [f"st/model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
+    assert saved["index"] == "st/model.safetensors.index.json"
+    assert any(c.multipart for c in saved["copies"])
+    index = json.loads(s3.get_object(Bucket=BUCKET, Key=saved["index"])["Body"].read())
+    assert set(index["weight_map"]) == set(ts)
+    back = {}
+    for key in saved["keys"]:  # the safetensors package reads what went over HTTP
+        back.update(st_load_torch(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()))
+    loaded = hipobj.safetensors.load(s3, BUCKET, saved["index"], device="cpu", session=plain_session)
+    for name, t in ts.items():
+        assert back[name].dtype == t.dtype and torch.equal(back[name], t), name
+        assert loaded[name].dtype == t.dtype and torch.equal(loaded[name], t), name
+    assert nothing_by_rdma(plain_session) > before
+
+
+def test_fsspec_pandas_and_pyarrow_over_http(plain_session, rdma_off_server, s3):
+    df = frame(300_000, 21)  # about 9 MiB of parquet: its column chunks come through the engine
+    blob = parquet_bytes(df)
+    s3.put_object(Bucket=BUCKET, Key="fs/a.parquet", Body=blob)
+    fs = HipObjFileSystem(client=s3, session=plain_session)
+    assert fs.cat_file(f"{BUCKET}/fs/a.parquet") == blob
+    access, secret = IDENTITIES[0]
+    options = {"endpoint_url": rdma_off_server.endpoint, "key": access, "secret": secret, "session": plain_session}
+    pd.testing.assert_frame_equal(pd.read_parquet(f"hipobj://{BUCKET}/fs/a.parquet", storage_options=options), df)
+    parts = [frame(120_000, s, first=s * 1_000_000) for s in (22, 23)]
+    for i, part in enumerate(parts):
+        with fs.open(f"{BUCKET}/fs/ds/part-{i}.parquet", "wb") as f:
+            part.to_parquet(f, engine="pyarrow", compression=None)
+    arrow_fs = pafs.PyFileSystem(pafs.FSSpecHandler(fs))
+    table = ds.dataset(f"{BUCKET}/fs/ds", filesystem=arrow_fs, format="parquet").to_table()
+    want = pa.Table.from_pandas(pd.concat(parts, ignore_index=True), preserve_index=False)
+    assert table.sort_by("id").equals(want.sort_by("id"))
+    assert fs.moved["rdma"] == 0 and fs.moved["http"] >= len(blob), fs.moved
+    nothing_by_rdma(plain_session)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA/ROCm device: device tensors need one")
+def test_device_tensors_go_through_host_copies(plain_session, s3, caplog):
+    caplog.set_level(logging.INFO, logger="hipobj")
+    want = {k: v.to("cuda") for k, v in state(14)["model"].items()}
+    dcp.save(want, storage_writer=StorageWriter(s3, path("device"), session=plain_session))
+    got = {k: torch.zeros_like(v) for k, v in want.items()}
+    reader = StorageReader(s3, path("device"), session=plain_session)
+    dcp.load(got, storage_reader=reader)
+    for k, v in want.items():
+        assert got[k].device == v.device and torch.equal(got[k], v), k
+    assert reader.stats["verified"] == 4
+    saved = hipobj.safetensors.save(s3, BUCKET, "st/device.safetensors", want, session=plain_session)
+    loaded = hipobj.safetensors.load(s3, BUCKET, saved["keys"][0], device="cuda", session=plain_session)
+    for k, v in want.items():
+        assert loaded[k].device.type == "cuda" and torch.equal(loaded[k], v), k
+    assert any("staged through host memory" in r.getMessage() for r in caplog.records if r.name == "hipobj")

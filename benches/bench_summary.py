@@ -433,6 +433,57 @@ def frameworks_summary(report: dict) -> list:
     return [frameworks_ratio(report, *f).line(f"{f[0]} {f[1]} over {f[2]}") for f in FRAMEWORKS_FIGURES]
 
 
+def protocols_runs(folder: Path | str) -> dict:
+    """benches/protocols' rounds: {"v1": [cells of round 1, ...], "v2": [...]}, each round's cells
+    by (op, size, streams)."""
+    runs: dict = {"v1": [], "v2": []}
+    for f in sorted(Path(folder).glob("v*-*.json")):
+        cells = {(c["op"], c["size"], c["concurrency"]): c for c in load_json(f)["cells"]}
+        runs[f.name.split("-")[0]].append(cells)
+    return runs
+
+
+def transport_auto(folder: Path | str, proto: str) -> Figure:
+    """Issue 39: `--transport auto` against the faster of forced RDMA and forced HTTP of the same
+    round, per cell (op, size, streams): the median over the rounds of auto MB/s / max(RDMA MB/s,
+    HTTP MB/s). The figure is the median over the cells, its spread the lowest and the highest
+    cell; n, auto's timed operations."""
+    rounds = protocols_runs(folder)[proto]
+    per_cell = {}
+    for key in rounds[0]:
+        ratios = [r[key]["auto"]["mb_per_s"] / max(r[key]["rdma"]["mb_per_s"], r[key]["http"]["mb_per_s"])
+                  for r in rounds if key in r and r[key].get("auto")]
+        per_cell[key] = median(ratios)
+    ops = sum(r[k]["auto"]["operations"] for r in rounds for k in r if r[k].get("auto"))
+    low = min(per_cell, key=per_cell.get)
+    below = sorted(f"{k[0]} {k[1]} x{k[2]} {v:.2f}" for k, v in per_cell.items() if v < 0.95)
+    return Figure(median(per_cell.values()), min(per_cell.values()), max(per_cell.values()), ops,
+                  f"{len(per_cell)} cells x {len(rounds)} rounds ({proto}); lowest {low[0]} {low[1]} x{low[2]}; "
+                  f"cells under 0.95: {len(below)} ({', '.join(below) or 'none'})",
+                  "the faster of forced RDMA and forced HTTP in the same round and cell")
+
+
+def protocols_v2_over_v1(folder: Path | str, op: str, size: int, streams: int) -> Figure:
+    """hipobj-rc-v2 MB/s over v1 MB/s for one cell: the ratio of the medians over the rounds
+    (v1 and v2 alternate round by round), spread over the rounds; n, both sides' operations."""
+    runs = protocols_runs(folder)
+    key = (op, size, streams)
+    v1 = [r[key]["rdma"] for r in runs["v1"]]
+    v2 = [r[key]["rdma"] for r in runs["v2"]]
+    per_round = [b["mb_per_s"] / a["mb_per_s"] for a, b in zip(v1, v2)]
+    return Figure(median([x["mb_per_s"] for x in v2]) / median([x["mb_per_s"] for x in v1]),
+                  min(per_round), max(per_round), sum(x["operations"] for x in v1 + v2),
+                  f"{len(per_round)} rounds of each, alternating", "v1 (one round trip, paired connections)")
+
+
+def protocols_summary(folder: Path | str) -> list:
+    lines = [transport_auto(folder, p).line(f"auto over the faster path, {p}") for p in ("v1", "v2")]
+    cells = protocols_runs(folder)["v1"][0]
+    for size in (s for s in (4096, 65536) if ("put", s, 1) in cells):
+        lines.append(protocols_v2_over_v1(folder, "put", size, 1).line(f"v2 over v1, PUT {size} B x1"))
+    return lines
+
+
 # --- outcomes (exit codes, pass counts) ------------------------------------------------------
 
 def exit_time(log: str, pattern: str) -> Figure:
@@ -510,6 +561,7 @@ SUMMARIES = {
     "cp-against": lambda path: cp_against_summary(load_json(path)),
     "checksum-cost": lambda path: checksum_cost_summary(text(path)),
     "frameworks": lambda path: frameworks_summary(load_json(path)),
+    "protocols": protocols_summary,
 }
 
 

@@ -23,5 +23,6 @@ for ((r = 1; r <= ROUNDS; r++)); do
       > "$out/$proto-$r.json" || rc=1
   done
 done
-python3 benches/protocols-summary.py "$out" | tee "$out/summary.txt" || rc=1
+{ python3 benches/protocols-summary.py "$out" && python3 benches/bench_summary.py protocols "$out"; } |
+  tee "$out/summary.txt" || rc=1
 exit $rc

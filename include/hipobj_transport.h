@@ -14,7 +14,8 @@
  *   - until both paths are measured in that cell: RDMA from 1 MiB up, HTTP
  *     below, with the other path tried every second transfer;
  *   - then the faster path by the median of its recent samples, the other
- *     path probed now and then (more rarely while the choice holds), and a
+ *     path probed now and then (more rarely while the choice holds, and
+ *     the more rarely the slower it measured), and a
  *     switch only when the other path was faster by 25 % in 3 probes in a
  *     row, so noise does not make it flap;
  *   - after hipObjTransportNoRdma(): HTTP (no RDMA device in this process,

@@ -7,7 +7,6 @@ memory through a host copy), which the engine moves over plain HTTP."""
 
 from __future__ import annotations
 
-import base64
 import logging
 from typing import Any, Dict, List, Optional, Tuple, Union
 
@@ -191,30 +190,16 @@ def upload(session: Any, client: Any, bucket: str, key: str, segments: List[Any]
     return CopyResult(*done)
 
 
-def crc64nvme(segment: Segment) -> Optional[str]:
-    """The CRC64NVME of a segment's bytes, S3-encoded: registered memory by the library
-    (``_core.crc_of``); host memory (no RDMA runtime) by the AWS CRT's CRC64NVME, the one botocore
-    uses (awscrt). None, said once, when awscrt is not installed."""
+def crc64nvme(segment: Segment) -> str:
+    """The CRC64NVME of a segment's bytes, S3-encoded, computed by the library: registered memory
+    where it lies (``_core.crc_of``), host memory of a Session without an RDMA runtime from its
+    buffer (``_core.crc_of_buffer``)."""
     from . import _core
 
-    if not isinstance(segment, memoryview):
-        reg, offset, size = segment
-        return _core.crc_of(reg, offset, size, "CRC64NVME")
-    try:
-        from awscrt import checksums
-    except ImportError:
-        _say_once("hipobj: no CRC64NVME of host memory without awscrt (pip install awscrt): the bytes go unchecked")
-        return None
-    return base64.b64encode(checksums.crc64nvme(segment).to_bytes(8, "big")).decode()
-
-
-_said: set = set()
-
-
-def _say_once(message: str) -> None:
-    if message not in _said:
-        _said.add(message)
-        log.warning(message)
+    if isinstance(segment, memoryview):
+        return _core.crc_of_buffer(segment, "CRC64NVME")
+    reg, offset, size = segment
+    return _core.crc_of(reg, offset, size, "CRC64NVME")
 
 
 def download_host(

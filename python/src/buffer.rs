@@ -94,6 +94,17 @@ impl PinnedBuffer {
     pub fn writable(&self) -> bool {
         self.view.readonly == 0
     }
+
+    /// The exported bytes, for reading while the GIL is held.
+    pub fn bytes(&self) -> &[u8] {
+        if self.len() == 0 {
+            return &[];
+        }
+        // SAFETY: the export keeps `len` bytes at `buf` alive and unmoved until `self` is dropped
+        // (PyObject_GetBuffer's contract for a C-contiguous PyBUF_SIMPLE view), and the returned
+        // slice borrows `self`. Only readers use it, with the GIL held.
+        unsafe { std::slice::from_raw_parts(self.view.buf as *const u8, self.len()) }
+    }
 }
 
 impl Drop for PinnedBuffer {

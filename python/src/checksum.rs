@@ -3,6 +3,7 @@
 //! `check_landed`, the check of one RDMA GET into a registered buffer (host or device memory). Python only passes
 //! the mode and the replies' headers.
 
+use crate::buffer::PinnedBuffer;
 use crate::errors;
 use crate::registration::Registration;
 use hipobj::checksum::{ChecksumMode, CrcAlgo, ObjectChecksum, Unchecked, Verdict};
@@ -71,6 +72,14 @@ pub fn check_landed(
     }
 }
 
+fn algorithm_named(algorithm: &str) -> PyResult<CrcAlgo> {
+    CrcAlgo::parse(algorithm).ok_or_else(|| {
+        errors::invalid(format!(
+            "checksum algorithm {algorithm:?}: expected one of CRC64NVME, CRC32C, CRC32"
+        ))
+    })
+}
+
 /// The CRC (`algorithm`: CRC64NVME, CRC32C or CRC32) of `size` bytes at `offset` of
 /// `registration`, S3-encoded as in `x-amz-checksum-*` headers, read where the bytes are (host
 /// memory in place, device memory through a host bounce), the GIL released meanwhile.
@@ -83,15 +92,23 @@ pub fn crc_of(
     size: usize,
     algorithm: &str,
 ) -> PyResult<String> {
-    let algo = CrcAlgo::parse(algorithm).ok_or_else(|| {
-        errors::invalid(format!(
-            "checksum algorithm {algorithm:?}: expected one of CRC64NVME, CRC32C, CRC32"
-        ))
-    })?;
+    let algo = algorithm_named(algorithm)?;
     let runtime = registration.live_runtime()?;
     let base = registration.base();
     let value = py
         .allow_threads(|| runtime.crc_of_registered(base, offset, size, algo))
         .map_err(errors::to_py)?;
     Ok(algo.encode(value))
+}
+
+/// The CRC (`algorithm`: CRC64NVME, CRC32C or CRC32) of the bytes of `data` (anything with the
+/// buffer protocol, C-contiguous: bytes, a memoryview, a numpy array, a CPU tensor's numpy view),
+/// S3-encoded: what `crc_of` computes for host memory that is not registered (a Session without
+/// an RDMA runtime). Computed with the GIL held.
+#[pyfunction]
+#[pyo3(signature = (data, algorithm="CRC64NVME"))]
+pub fn crc_of_buffer(data: &Bound<'_, PyAny>, algorithm: &str) -> PyResult<String> {
+    let algo = algorithm_named(algorithm)?;
+    let view = PinnedBuffer::export(data)?;
+    Ok(algo.encode(algo.of(view.bytes())))
 }

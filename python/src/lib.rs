@@ -153,5 +153,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(engine::engine_upload, m)?)?;
     m.add_function(wrap_pyfunction!(engine::engine_upload_from, m)?)?;
     m.add_function(wrap_pyfunction!(checksum::crc_of, m)?)?;
+    m.add_function(wrap_pyfunction!(checksum::crc_of_buffer, m)?)?;
     Ok(())
 }

@@ -5,9 +5,11 @@
 //! starting (not both paths measured):  the default path (RDMA from 1 MiB up, HTTP below);
 //!     every START_EVERY-th transfer probes the other path, until each has MIN_SAMPLES
 //!     -> settled on the faster median (no margin: nothing is held yet)
-//! settled on path P:                   P; every `every`-th transfer probes the other path Q,
-//!     and so does the next transfer when Q's newest sample is older than `stale` or a
-//!     sample made P look worse than Q
+//! settled on path P:                   P; every `every` x slowdown-th transfer probes the
+//!     other path Q (slowdown: median(P) / median(Q) when that beats 1 + margin, else 1: a probe
+//!     of a path k times slower comes k times more rarely, so probing costs about 1/`every` of
+//!     the time whatever the gap), and so does the next transfer when Q's newest sample is older than `stale` or
+//!     a sample made P look worse than Q
 //!     probe: median(Q) > median(P) * (1 + margin)  -> streak + 1, probe again at once;
 //!            `confirm` probes in a row             -> switch to Q (every back to min)
 //!     probe: otherwise                              -> streak 0, `every` doubles (to max)
@@ -113,7 +115,7 @@ impl Cell {
                 .window(other)
                 .newest()
                 .map_or(true, |at| now.saturating_sub(at) >= tuning.stale);
-            self.probe_next || stale || self.since_probe >= self.every
+            self.probe_next || stale || f64::from(self.since_probe) >= self.interval(tuning)
         } else {
             self.window(other).len() < MIN_SAMPLES && self.since_probe >= START_EVERY
         };
@@ -126,6 +128,17 @@ impl Cell {
             true => Answer::Measured(self.held),
             false => Answer::Default(self.held),
         }
+    }
+
+    /// Transfers between probes of the other path: `every`, stretched by how much slower the
+    /// other path measured when that is more than the margin (a probe's cost is then bounded in
+    /// time, not in count; paths within the margin, noise, keep the plain count).
+    fn interval(&self, tuning: &Tuning) -> f64 {
+        let slowdown = match (self.median(self.held), self.median(self.held.other())) {
+            (Some(h), Some(o)) if o > 0.0 && h > o * (1.0 + tuning.margin) => h / o,
+            _ => 1.0,
+        };
+        f64::from(self.every) * slowdown
     }
 
     /// A transfer over `path` moved at `rate` bytes per second.

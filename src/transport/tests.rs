@@ -147,6 +147,35 @@ fn a_path_that_turns_slow_is_left_and_a_probe_brings_it_back() {
 }
 
 #[test]
+fn probing_a_much_slower_path_costs_a_bounded_share_of_the_time() {
+    // HTTP 8x slower than RDMA: once settled, the probes of the next 1000 transfers take under
+    // 5 % of their time (probes spaced by count alone, every 4th, 8th, ... 64th: 13 %).
+    let mut sim = Sim::new(Mode::Auto);
+    let size = 1 << 20;
+    let speed = rates(800.0, 100.0);
+    sim.run(12, size, 0.0, &speed);
+    assert_eq!(sim.held(size), Some((Path::Rdma, true)));
+    let tickets = sim.run(1000, size, 0.0, &speed);
+    let time = |t: &Ticket| size as f64 / (speed(t.path()) * MIB);
+    let probes: Vec<&Ticket> = tickets
+        .iter()
+        .filter(|t| t.reason() == Reason::Probe)
+        .collect();
+    let share = probes.iter().map(|t| time(t)).sum::<f64>() / tickets.iter().map(time).sum::<f64>();
+    assert!(
+        share < 0.05,
+        "{} probes took {:.1} % of the time",
+        probes.len(),
+        100.0 * share
+    );
+    assert!(
+        probes.len() >= 3,
+        "the slower path was probed {} times",
+        probes.len()
+    );
+}
+
+#[test]
 fn equal_paths_under_40_percent_noise_do_not_flap() {
     let (mut switches, mut probes) = (0, 0);
     for run in 1..=5u64 {

@@ -25,8 +25,7 @@ whole and deserialised with ``torch.load`` as ``FileSystemReader`` does.
 
 On a Session without an RDMA runtime (no usable RDMA device, issue 39) the same checkpoints move
 over plain HTTP through the same engine: the writer uploads the tensors' host memory (device
-tensors through a host copy), its CRC64NVME computed by the AWS CRT (awscrt; without it the
-records carry none), and the reader's ranged GETs land in the destination tensors' host memory
+tensors through a host copy) with its CRC64NVME (the library's, from host memory), and the reader's ranged GETs land in the destination tensors' host memory
 (device tensors through a host copy, copied back), each whole chunk checked by the engine against
 the writer's CRC64NVME as it lands (read twice before ChecksumMismatchError)."""
 
@@ -219,9 +218,7 @@ class StorageWriter(_Checkpoint, _Writer):
         raw: Dict[str, Any] = {"data": pos + len(head), "shape": list(tensor.shape), "dtype": str(tensor.dtype)}
         if size:
             segment = pinned.segment(tensor)
-            crc = crc64nvme(segment)
-            if crc is not None:
-                raw[CRC] = crc
+            raw[CRC] = crc64nvme(segment)
             pieces.append(segment)
         pieces.append(tail)
         info = _StorageInfo(name, pos, len(head) + size + len(tail))

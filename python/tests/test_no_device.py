@@ -9,19 +9,14 @@ from __future__ import annotations
 
 import io
 import logging
-import os
-import tempfile
 
-# Before anything loads libibverbs: no drivers, so no device (on any host).
-os.environ["IBV_CONFIG_DIR"] = tempfile.mkdtemp(prefix="hipobj-no-ibverbs-drivers-")
-os.environ.pop("HIPOBJ_TRANSPORT", None)
+import no_rdma  # first, before anything loads libibverbs: no drivers, so no device
 
 import pytest  # noqa: E402
 
 import hipobj  # noqa: E402
 from conftest import pattern  # noqa: E402
 from hipobj import _core  # noqa: E402
-from hipobj_server import Server  # noqa: E402
 
 MB = 1 << 20
 BUCKET = "nodev"
@@ -29,18 +24,13 @@ BUCKET = "nodev"
 
 @pytest.fixture(scope="module", autouse=True)
 def no_rdma_device():
-    why = _core.rdma_missing()
-    assert why is not None, "libibverbs still lists a device: run this module in its own process"
-    return why
+    return no_rdma.assert_no_rdma_device()
 
 
 @pytest.fixture(scope="module")
 def client():
-    srv = Server(None, "127.0.0.1")  # no --device: RDMA off
-    c = srv.client()
-    c.create_bucket(Bucket=BUCKET)
-    yield c
-    srv.stop()
+    with no_rdma.rdma_off_server(BUCKET) as srv:
+        yield srv.client()
 
 
 def hipobj_warnings(caplog):

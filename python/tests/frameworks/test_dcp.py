@@ -77,16 +77,9 @@ def test_save_and_load_without_a_process_group(session, client, bucket):
     assert reader.stats["verified"] == 4 and reader.stats["direct"] == 4  # every whole chunk checked
 
 
-@pytest.mark.parametrize(
-    "offsets, lengths, how",
-    [((100, 0), (200, 1536), "direct"), ((0, 100), (2048, 200), "staged"), ((7, 3), (1, 5), "direct")],
-)
-def test_a_part_of_a_stored_tensor_reads_that_part(session, client, bucket, offsets, lengths, how):
-    """A destination that asks a box of a stored tensor (DCP's resharding) gets exactly it: rows
-    land in place, a column block through a staging buffer."""
-    want = state(2)
-    where = path(bucket, "part")
-    dcp.save(want, storage_writer=StorageWriter(client, where, session=session))
+def box_planner(offsets, lengths):
+    """A load planner that asks only the box `offsets` + `lengths` of "model.big" (DCP's
+    resharding does so), into its own tensor ``planner.box``."""
     from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 
     class Box(DefaultLoadPlanner):
@@ -107,6 +100,20 @@ def test_a_part_of_a_stored_tensor_reads_that_part(session, client, bucket, offs
 
     planner = Box()
     planner.box = torch.zeros(*lengths)
+    return planner
+
+
+@pytest.mark.parametrize(
+    "offsets, lengths, how",
+    [((100, 0), (200, 1536), "direct"), ((0, 100), (2048, 200), "staged"), ((7, 3), (1, 5), "direct")],
+)
+def test_a_part_of_a_stored_tensor_reads_that_part(session, client, bucket, offsets, lengths, how):
+    """A destination that asks a box of a stored tensor (DCP's resharding) gets exactly it: rows
+    land in place, a column block through a staging buffer."""
+    want = state(2)
+    where = path(bucket, "part")
+    dcp.save(want, storage_writer=StorageWriter(client, where, session=session))
+    planner = box_planner(offsets, lengths)
     reader = StorageReader(client, where, session=session)
     dcp.load(zeroed(want), storage_reader=reader, planner=planner)
     (r, c), (nr, nc) = offsets, lengths

@@ -11,12 +11,8 @@ leaves it out (tests/vm/frameworks). Needs torch, pandas and pyarrow: without th
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 
-# Before anything loads libibverbs: no drivers, so no device (on any host).
-os.environ["IBV_CONFIG_DIR"] = tempfile.mkdtemp(prefix="hipobj-no-ibverbs-drivers-")
-os.environ.pop("HIPOBJ_TRANSPORT", None)
+import no_rdma  # first, before anything loads libibverbs: no drivers, so no device
 
 import json  # noqa: E402
 
@@ -29,15 +25,13 @@ import torch  # noqa: E402
 import torch.distributed.checkpoint as dcp  # noqa: E402
 from safetensors.torch import load as st_load_torch  # noqa: E402
 from torch.distributed.checkpoint.api import CheckpointException  # noqa: E402
-from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner  # noqa: E402
 
 import hipobj  # noqa: E402
 import hipobj.safetensors  # noqa: E402
-from hipobj import _core  # noqa: E402
 from hipobj.fsspec import HipObjFileSystem  # noqa: E402
 from hipobj.torch.dcp import StorageReader, StorageWriter  # noqa: E402
-from hipobj_server import IDENTITIES, Server  # noqa: E402
-from test_dcp import assert_equal, cause, state, zeroed  # noqa: E402
+from hipobj_server import IDENTITIES  # noqa: E402
+from test_dcp import assert_equal, box_planner, cause, state, zeroed  # noqa: E402
 from test_fsspec import frame, parquet_bytes  # noqa: E402
 from test_safetensors_save import tensors  # noqa: E402
 
@@ -47,17 +41,13 @@ BUCKET = "nodev-frameworks"
 
 @pytest.fixture(scope="module", autouse=True)
 def no_rdma_device():
-    why = _core.rdma_missing()
-    assert why is not None, "libibverbs still lists a device: run this module in its own process"
-    return why
+    return no_rdma.assert_no_rdma_device()
 
 
 @pytest.fixture(scope="module")
 def rdma_off_server():
-    srv = Server(None, "127.0.0.1")  # no --device: RDMA off
-    srv.client().create_bucket(Bucket=BUCKET)
-    yield srv
-    srv.stop()
+    with no_rdma.rdma_off_server(BUCKET) as srv:
+        yield srv
 
 
 @pytest.fixture(scope="module")
@@ -105,22 +95,7 @@ def test_dcp_a_part_of_a_stored_tensor_over_http(plain_session, s3, offsets, len
     want = state(12)
     dcp.save(want, storage_writer=StorageWriter(s3, path("part"), session=plain_session))
 
-    class Box(DefaultLoadPlanner):
-        def create_local_plan(self):
-            plan = super().create_local_plan()
-            items = [
-                type(i)(i.type, i.dest_index, torch.Size([0, 0]), i.storage_index, torch.Size(offsets), torch.Size(lengths))
-                if i.dest_index.fqn == "model.big"
-                else i
-                for i in plan.items
-            ]
-            return type(plan)(items, plan.storage_data, plan.planner_data)
-
-        def resolve_tensor(self, read_item):
-            return self.box if read_item.dest_index.fqn == "model.big" else super().resolve_tensor(read_item)
-
-    planner = Box()
-    planner.box = torch.zeros(*lengths)
+    planner = box_planner(offsets, lengths)
     reader = StorageReader(s3, path("part"), session=plain_session)
     dcp.load(zeroed(want), storage_reader=reader, planner=planner)
     (r, c), (nr, nc) = offsets, lengths

@@ -6,6 +6,7 @@ skips, without CUDA. python/tests/gpu/run-on-device runs it (hipobj-server on lo
 
 from __future__ import annotations
 
+import no_rdma  # noqa: F401  (first: this host has no RDMA NIC; the same holds on one that has)
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
@@ -14,18 +15,14 @@ from torch.distributed.checkpoint.api import CheckpointException
 import hipobj
 import hipobj.safetensors as hst
 from hipobj.torch.dcp import StorageReader, StorageWriter
-from hipobj_server import Server
 
 BUCKET = "gpu"
 
 
 @pytest.fixture(scope="module")
 def client():
-    srv = Server(None, "127.0.0.1")  # no --device: RDMA off
-    c = srv.client()
-    c.create_bucket(Bucket=BUCKET)
-    yield c
-    srv.stop()
+    with no_rdma.rdma_off_server(BUCKET) as srv:
+        yield srv.client()
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,9 @@
 #
 #   rxe0 on veth 'hvm0' 169.254.77.1/32   GID ::ffff:169.254.77.1 (RoCE v2)
 #   rxe1 on veth 'hvm1' 169.254.77.2/32   GID ::ffff:169.254.77.2 (RoCE v2)
+# and with `tests/vm/run --rails 2` (issue 40: two rails each for client and server) a second
+# pair on its own veth link and subnet:
+#   rxe2 on veth 'hvm2' 169.254.78.1/32,  rxe3 on veth 'hvm3' 169.254.78.2/32
 #
 # Why veth and policy routing: both addresses are local to the guest, so by default the kernel
 # routes rxe0 -> 169.254.77.2 through 'lo', and rxe's UDP receive path finds no rxe device on 'lo'
@@ -13,19 +16,25 @@
 # Nothing leaves the guest: it has no NIC.
 set -u
 CTL=/run/hipobj-vm
-ADDR0=169.254.77.1 ADDR1=169.254.77.2
+RAILS=$(cat "$CTL/rails" 2>/dev/null || echo 1)
+# rail k: client device rxe(2k) on hvm(2k), server device rxe(2k+1) on hvm(2k+1), subnet 169.254.(77+k)
+declare -A ADDR
+for ((k = 0; k < RAILS; k++)); do
+  ADDR[$((2 * k))]=169.254.$((77 + k)).1 ADDR[$((2 * k + 1))]=169.254.$((77 + k)).2
+done
+N=$((2 * RAILS))
 log() { local u; read -r u _ </proc/uptime; echo "setup-rdma: [$u] $*"; }
 fail() { echo "setup-rdma: FAILED: $*"; exit 1; }
 run() { "$@" || fail "$*"; }
 
 # one 'ip -batch' (every program start costs a 9p lookup under TCG)
-ip -batch - <<IP || fail "network setup (ip -batch)"
-link set lo up
-link add hvm0 type veth peer name hvm1
-IP
-for i in 0 1; do echo 1 > /proc/sys/net/ipv6/conf/hvm$i/disable_ipv6; done
+{
+  echo "link set lo up"
+  for ((k = 0; k < RAILS; k++)); do echo "link add hvm$((2 * k)) type veth peer name hvm$((2 * k + 1))"; done
+} | ip -batch - || fail "network setup (ip -batch)"
+for ((i = 0; i < N; i++)); do echo 1 > /proc/sys/net/ipv6/conf/hvm$i/disable_ipv6; done
 # packets from a local source address arrive on the peer veth: accept them
-for c in all default hvm0 hvm1; do
+for c in all default $(for ((i = 0; i < N; i++)); do echo hvm$i; done); do
   echo 1 > /proc/sys/net/ipv4/conf/$c/accept_local
   echo 0 > /proc/sys/net/ipv4/conf/$c/rp_filter
 done
@@ -46,25 +55,22 @@ echo 100000 > /proc/sys/net/core/netdev_max_backlog
 read -r online </sys/devices/system/cpu/online
 last=${online##*-}
 printf -v rps_mask '%x' $(((1 << (last + 1)) - 1))
-for i in 0 1; do echo "$rps_mask" > /sys/class/net/hvm$i/queues/rx-0/rps_cpus; done
-MAC0=$(</sys/class/net/hvm0/address) MAC1=$(</sys/class/net/hvm1/address)
-ip -batch - <<IP || fail "network setup (ip -batch)"
-link set hvm0 mtu 9000 up
-link set hvm1 mtu 9000 up
-addr add $ADDR0/32 dev hvm0
-addr add $ADDR1/32 dev hvm1
-route add $ADDR1/32 dev hvm0 table 77 src $ADDR0
-route add $ADDR0/32 dev hvm1 table 78 src $ADDR1
-rule add pref 10 oif hvm0 to $ADDR1/32 lookup 77
-rule add pref 11 oif hvm1 to $ADDR0/32 lookup 78
-rule add pref 100 lookup local
-rule del pref 0 lookup local
-neigh replace $ADDR1 lladdr $MAC1 dev hvm0 nud permanent
-neigh replace $ADDR0 lladdr $MAC0 dev hvm1 nud permanent
-IP
+for ((i = 0; i < N; i++)); do echo "$rps_mask" > /sys/class/net/hvm$i/queues/rx-0/rps_cpus; done
+# each veth end i talks to its peer p = i ^ 1 (table 77 + i, rule pref 10 + i)
+{
+  for ((i = 0; i < N; i++)); do
+    p=$((i ^ 1))
+    echo "link set hvm$i mtu 9000 up"
+    echo "addr add ${ADDR[$i]}/32 dev hvm$i"
+    echo "route add ${ADDR[$p]}/32 dev hvm$i table $((77 + i)) src ${ADDR[$i]}"
+    echo "rule add pref $((10 + i)) oif hvm$i to ${ADDR[$p]}/32 lookup $((77 + i))"
+    echo "neigh replace ${ADDR[$p]} lladdr $(</sys/class/net/hvm$p/address) dev hvm$i nud permanent"
+  done
+  echo "rule add pref 100 lookup local"
+  echo "rule del pref 0 lookup local"
+} | ip -batch - || fail "network setup (ip -batch)"
 
-run rdma link add rxe0 type rxe netdev hvm0
-run rdma link add rxe1 type rxe netdev hvm1
+for ((i = 0; i < N; i++)); do run rdma link add rxe$i type rxe netdev hvm$i; done
 
 # port ACTIVE, and the index of the RoCE v2 GID that maps the device's IPv4 address
 gid_index() { # dev addr
@@ -80,8 +86,8 @@ gid_index() { # dev addr
   return 1
 }
 declare -A GIDX
-for d in rxe0:$ADDR0 rxe1:$ADDR1; do
-  dev=${d%%:*} addr=${d#*:}
+for ((n = 0; n < N; n++)); do
+  dev=rxe$n addr=${ADDR[$n]}
   state=/sys/class/infiniband/$dev/ports/1/state
   for ((i = 0; i < 100; i++)); do
     [[ $(<"$state") == *ACTIVE* ]] 2>/dev/null && GIDX[$dev]=$(gid_index "$dev" "$addr") && break
@@ -114,11 +120,19 @@ pingpong() { # server-dev client-dev port
   log "ibv_rc_pingpong $1 <- $2 ok: $(grep -m1 usec/iter /tmp/pp-cli.log | sed 's/^ *//')"
 }
 pingpong rxe0 rxe0 18701
-pingpong rxe1 rxe0 18702
+rails="" addrs="" gids=""
+for ((k = 0; k < RAILS; k++)); do
+  pingpong rxe$((2 * k + 1)) rxe$((2 * k)) $((18702 + k))
+  rails+="${rails:+ }rxe$((2 * k)):rxe$((2 * k + 1))"
+done
+for ((i = 0; i < N; i++)); do
+  addrs+="${addrs:+ }rxe$i=${ADDR[$i]}" gids+="${gids:+ }rxe$i=${GIDX[rxe$i]}"
+done
 
 cat > $CTL/guest.env <<ENV
 export HIPOBJ_VM=1
 export HIPOBJ_VM_DEVICES="rxe0 rxe1"
-export HIPOBJ_VM_ADDRS="rxe0=$ADDR0 rxe1=$ADDR1"
-export HIPOBJ_VM_GID_INDEX="rxe0=${GIDX[rxe0]} rxe1=${GIDX[rxe1]}"
+export HIPOBJ_VM_RAILS="$rails"
+export HIPOBJ_VM_ADDRS="$addrs"
+export HIPOBJ_VM_GID_INDEX="$gids"
 ENV

@@ -8,8 +8,8 @@
 //! settled on path P:                   P; every `every` x slowdown-th transfer probes the
 //!     other path Q (slowdown: median(P) / median(Q) when that beats 1 + margin, else 1: a probe
 //!     of a path k times slower comes k times more rarely, so probing costs about 1/`every` of
-//!     the time whatever the gap), and so does the next transfer when Q's newest sample is older than `stale` or
-//!     a sample made P look worse than Q
+//!     the time whatever the gap), and so does the next transfer when Q's newest sample is
+//!     older than `stale` or a sample made P look worse than Q
 //!     probe: median(Q) > median(P) * (1 + margin)  -> streak + 1, probe again at once;
 //!            `confirm` probes in a row             -> switch to Q (every back to min)
 //!     probe: otherwise                              -> streak 0, `every` doubles (to max)

@@ -25,9 +25,10 @@ whole and deserialised with ``torch.load`` as ``FileSystemReader`` does.
 
 On a Session without an RDMA runtime (no usable RDMA device, issue 39) the same checkpoints move
 over plain HTTP through the same engine: the writer uploads the tensors' host memory (device
-tensors through a host copy) with its CRC64NVME (the library's, from host memory), and the reader's ranged GETs land in the destination tensors' host memory
-(device tensors through a host copy, copied back), each whole chunk checked by the engine against
-the writer's CRC64NVME as it lands (read twice before ChecksumMismatchError)."""
+tensors through a host copy) with its CRC64NVME (the library's, from host memory), and the
+reader's ranged GETs land in the destination tensors' host memory (device tensors through a host
+copy, copied back), each whole chunk checked by the engine against the writer's CRC64NVME as it
+lands (read twice before ChecksumMismatchError)."""
 
 from __future__ import annotations
 
@@ -384,10 +385,7 @@ class StorageReader(_Checkpoint, _Reader):
             if got == read.crc:
                 return
             if attempt == 2:
-                raise ChecksumMismatchError(
-                    f"s3://{self.bucket}/{read.key} bytes {read.first}+{read.size}: {CRC} of what landed "
-                    f"is {got}, the writer's is {read.crc} (read twice)"
-                )
+                raise self._mismatch(read, got, read.crc)
 
     def _fetch_host(self, read: _Read, into: memoryview, concurrency: int) -> None:
         """A read into host memory (a Session without an RDMA runtime): over plain HTTP by the
@@ -397,10 +395,14 @@ class StorageReader(_Checkpoint, _Reader):
                 self.session, self.client, self.bucket, read.key, into, read.first, self.config, concurrency, read.crc
             )
         except ChecksumMismatchError as e:
-            raise ChecksumMismatchError(
-                f"s3://{self.bucket}/{read.key} bytes {read.first}+{read.size}: {CRC} of what landed "
-                f"is {e.actual}, the writer's is {e.expected} (read twice)"
-            ) from e
+            raise self._mismatch(read, e.actual, e.expected) from e
+
+    def _mismatch(self, read: _Read, got: str, want: str) -> ChecksumMismatchError:
+        """What a whole chunk read twice with a wrong CRC raises, on either path."""
+        return ChecksumMismatchError(
+            f"s3://{self.bucket}/{read.key} bytes {read.first}+{read.size}: {CRC} of what landed "
+            f"is {got}, the writer's is {want} (read twice)"
+        )
 
     def _finish(self, read: _Read, planner: LoadPlanner) -> None:
         self.stats["tensors"] += 1

@@ -9,7 +9,7 @@ pub const DEFAULT_STAGE_TIMEOUT_MS: u64 = 30_000;
 pub const MAX_STAGE_TIMEOUT_MS: u64 = 86_400_000;
 
 /// The settings the environment gives one initialisation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EnvConfig {
     /// Number of RDMA connections = transfers in progress at once.
     pub max_transfers: usize,
@@ -32,6 +32,11 @@ pub struct EnvConfig {
     /// and fault tests and in `make demo` under load), which a client that gave up on a transfer
     /// cannot rule out.
     pub remote_inv: bool,
+    /// `HIPOBJ_NICS=rxe0,rxe2`: more RDMA devices to use besides the ones `nicHint` selects, in
+    /// this order (issue 40, several NICs). The extension that lets a host without a GPU, where
+    /// `nicHint` must name one device, use several: every transfer takes a device whose port is
+    /// up, and one that fails on its device is tried again on the next.
+    pub nics: Vec<String>,
 }
 
 impl Default for EnvConfig {
@@ -43,6 +48,7 @@ impl Default for EnvConfig {
             require_mw: false,
             perf_no_mw: false,
             remote_inv: false,
+            nics: Vec::new(),
         }
     }
 }
@@ -63,6 +69,7 @@ impl EnvConfig {
             perf_no_mw: cfg!(feature = "perf-switches")
                 && parse_flag(get("HIPOBJ_PERF_NO_MW").as_deref()),
             remote_inv: parse_flag(get("HIPOBJ_REMOTE_INV").as_deref()),
+            nics: parse_nics(get("HIPOBJ_NICS").as_deref()),
         }
     }
 }
@@ -89,6 +96,18 @@ pub fn parse_stage_timeout_ms(v: Option<&str>) -> u64 {
     v.and_then(parse_strict_decimal)
         .filter(|n| (1..=MAX_STAGE_TIMEOUT_MS).contains(n))
         .unwrap_or(DEFAULT_STAGE_TIMEOUT_MS)
+}
+
+/// `HIPOBJ_NICS`: comma-separated device names, blanks around each ignored, empty items and
+/// repeats dropped.
+pub fn parse_nics(v: Option<&str>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for name in v.unwrap_or("").split(',').map(str::trim) {
+        if !name.is_empty() && !out.iter().any(|n| n == name) {
+            out.push(name.to_owned());
+        }
+    }
+    out
 }
 
 /// A flag is on when set, non-empty, and its first character is not `0`, `n` or `N`.
@@ -171,6 +190,14 @@ mod tests {
     }
 
     #[test]
+    fn nics_are_a_list_without_blanks_or_repeats() {
+        assert_eq!(parse_nics(None), Vec::<String>::new());
+        assert_eq!(parse_nics(Some(" , ")), Vec::<String>::new());
+        assert_eq!(parse_nics(Some("rxe0")), ["rxe0"]);
+        assert_eq!(parse_nics(Some("rxe0, rxe2 ,,rxe0")), ["rxe0", "rxe2"]);
+    }
+
+    #[test]
     fn flags() {
         let cases: [(Option<&str>, bool); 14] = [
             (None, false),
@@ -200,6 +227,7 @@ mod tests {
             ("HIPOBJ_STAGE_TIMEOUT_MS", "250"),
             ("HIPOBJ_REQUIRE_GPU_DIRECT", "1"),
             ("HIPOBJ_REQUIRE_MW", "yes"),
+            ("HIPOBJ_NICS", "rxe2,rxe4"),
         ]
         .into_iter()
         .collect();
@@ -213,6 +241,7 @@ mod tests {
                 require_mw: true,
                 perf_no_mw: false,
                 remote_inv: false,
+                nics: vec!["rxe2".into(), "rxe4".into()],
             }
         );
         assert_eq!(EnvConfig::from_lookup(|_| None), EnvConfig::default());
@@ -224,6 +253,7 @@ mod tests {
                 require_mw: true,
                 perf_no_mw: cfg!(feature = "perf-switches"),
                 remote_inv: true,
+                nics: vec!["junk".into()],
                 ..EnvConfig::default()
             }
         );

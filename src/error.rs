@@ -65,6 +65,11 @@ pub struct Error {
     /// status that starts nothing, on the connection's current pairing, so the connection goes
     /// back to the pool with its QP and pairing unchanged.
     pub pairing_kept: bool,
+    /// The transfer failed on its way, not by the request's own fault: the server answered a
+    /// failure of its side (`5xx` other than `501`), such as an RDMA operation that failed.
+    /// With an `RdmaError` (the local NIC or QP failed), what a runtime with several devices
+    /// tries again on another one ([`Error::worth_another_device`]).
+    pub path_failed: bool,
 }
 
 impl Error {
@@ -78,6 +83,7 @@ impl Error {
             detail: detail.into(),
             server: None,
             pairing_kept: false,
+            path_failed: false,
         }
     }
     pub fn invalid(detail: impl Into<Cow<'static, str>>) -> Error {
@@ -97,6 +103,17 @@ impl Error {
     }
     pub fn internal(detail: impl Into<Cow<'static, str>>) -> Error {
         Error::new(OpError::InternalError, detail)
+    }
+    /// This error, marked as a failure of the transfer's path ([`Error::path_failed`]).
+    pub fn on_path(mut self) -> Error {
+        self.path_failed = true;
+        self
+    }
+    /// Whether another RDMA device may succeed where this transfer failed: its path failed or
+    /// its NIC did. A refusal (bad arguments, not registered, busy, an S3 `4xx`, `501`) would
+    /// fail the same way anywhere.
+    pub fn worth_another_device(&self) -> bool {
+        self.path_failed || self.code == OpError::RdmaError
     }
     /// This error with the S3 error the server answered (its text is added to the detail).
     pub fn with_server(mut self, reply: S3ErrorReply) -> Error {

@@ -5,11 +5,11 @@
 
 use crate::error::{Error, OpError, Result};
 use crate::hip::HostBuffer;
-use crate::verbs::Mr;
+use crate::verbs::{Access, Device, Mr};
 use hipobj_actors::registry::{Entry, UseError, UseGuard};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Live registrations of this process (tests check nothing leaks across init/shutdown).
 pub static LIVE_BUFFERS: AtomicUsize = AtomicUsize::new(0);
@@ -40,30 +40,46 @@ pub enum BufferKind {
     DeviceStaged,
 }
 
-/// One registration. Fields drop in order: the NIC registration goes before the memory it covers.
+/// A dma-buf a device registration was made from, kept open while registered.
+pub struct Dmabuf {
+    pub fd: OwnedFd,
+    /// Where the registration starts in the dma-buf.
+    pub offset: u64,
+}
+
+/// One registration: made on the runtime's first device at once, and on each other device the
+/// first time a transfer uses that device (`mr_on`). Fields drop in order: the NIC registrations
+/// go before the memory they cover.
 pub struct Buffer {
     kind: BufferKind,
     base: usize,
     mr: Mr,
+    /// The registrations on the runtime's other devices (index 0: its second device), made on
+    /// first use.
+    more: Box<[OnceLock<Mr>]>,
     staging: Option<HostBuffer>,
-    _dmabuf: Option<OwnedFd>,
+    dmabuf: Option<Dmabuf>,
 }
 
 impl Buffer {
+    /// `mr` is the registration on the runtime's first device; `devices` how many it uses.
     pub fn new(
         kind: BufferKind,
         base: usize,
         mr: Mr,
         staging: Option<HostBuffer>,
-        dmabuf: Option<OwnedFd>,
+        dmabuf: Option<Dmabuf>,
+        devices: usize,
     ) -> Buffer {
         LIVE_BUFFERS.fetch_add(1, Ordering::Relaxed);
+        let more = (1..devices.max(1)).map(|_| OnceLock::new()).collect();
         Buffer {
             kind,
             base,
             mr,
+            more,
             staging,
-            _dmabuf: dmabuf,
+            dmabuf,
         }
     }
 
@@ -76,15 +92,64 @@ impl Buffer {
         self.base
     }
 
-    /// The registration's own rkey: it grants remote access only on a device without memory
-    /// windows (`pool::Protection`).
+    /// The registration's own rkey on the first device: it grants remote access only on a
+    /// device without memory windows (`pool::Protection`).
     pub fn rkey(&self) -> u32 {
         self.mr.rkey()
     }
 
-    /// The NIC registration (windows are bound over it).
+    /// The NIC registration on the first device.
     pub fn mr(&self) -> &Mr {
         &self.mr
+    }
+
+    /// The registration on the runtime's device number `rail` (`device`, registered with
+    /// `access` now if this is the first transfer of the buffer there). Registering on a device
+    /// costs what registering did (pinning is shared, the translation tables are not), so it is
+    /// paid only on devices a transfer uses.
+    pub fn mr_on(&self, rail: usize, device: &Arc<Device>, access: Access) -> Result<&Mr> {
+        let Some(index) = rail.checked_sub(1) else {
+            return Ok(&self.mr);
+        };
+        let slot = self
+            .more
+            .get(index)
+            .ok_or_else(|| Error::internal(format!("no device {rail} for this registration")))?;
+        if let Some(mr) = slot.get() {
+            return Ok(mr);
+        }
+        let mr = self.register_on(device, access)?;
+        tracing::debug!(
+            device = device.name(),
+            base = self.base,
+            "registered on another device"
+        );
+        // Another transfer may have registered it meanwhile: then ours is dropped here.
+        let _ = slot.set(mr);
+        slot.get()
+            .ok_or_else(|| Error::internal("a registration vanished while it was made"))
+    }
+
+    /// Register the memory the first device's registration covers again, on `device`.
+    fn register_on(&self, device: &Arc<Device>, access: Access) -> Result<Mr> {
+        let len = self.mr.len();
+        let registered = match &self.dmabuf {
+            // SAFETY: the dma-buf stays open, and its memory allocated, while this buffer lives
+            // (the application's contract until it deregisters); the MR is dropped with the
+            // buffer, before `dmabuf`.
+            Some(d) => unsafe {
+                device.register_dmabuf(d.offset, len, self.base as u64, d.fd.as_raw_fd(), access)
+            },
+            // SAFETY: the same bytes the first registration covers (the caller's host memory or
+            // our staging buffer), alive while this buffer lives; the MR is dropped first.
+            None => unsafe { device.register(self.remote_addr(0) as usize, len, access) },
+        };
+        registered.map_err(Error::from)
+    }
+
+    /// Devices this buffer is registered on now (the first one and those used since).
+    pub fn registered_devices(&self) -> usize {
+        1 + self.more.iter().filter(|m| m.get().is_some()).count()
     }
 
     /// The address a token names for `offset` bytes into the registration: the caller's pointer for a

@@ -52,7 +52,8 @@ pub struct Endpoint {
     /// S3 endpoint, http://HOST:PORT
     #[arg(long, env = "AWS_ENDPOINT_URL")]
     pub endpoint: String,
-    /// RDMA device(s) hipObject may use (its nicHint); needed without a GPU
+    /// RDMA device(s) hipObject uses: rxe0, or rxe0,rxe2 to spread transfers over both and
+    /// fail over between them (the first is its nicHint); needed without a GPU
     #[arg(long, env = "HIPOBJ_NIC")]
     pub nic: Option<String>,
     /// Land in / send from memory of GPU N (HIP or CUDA, the runtime the library loads)

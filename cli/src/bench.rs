@@ -562,7 +562,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
     let report = Report {
         endpoint: s3.endpoint().to_owned(),
         http_endpoint: http.endpoint().to_owned(),
-        nic: session.nic().to_owned(),
+        nic: session.nic_text(),
         iterations: args.iterations,
         perftest_write_mb_per_s: args.perftest_write,
         perftest_read_mb_per_s: args.perftest_read,

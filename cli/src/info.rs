@@ -187,12 +187,14 @@ pub fn run(args: &InfoArgs) -> Result<(), Failure> {
             active.join(" ")
         }
     );
-    let choice = hipobj::runtime::nic_choice(&lib, hint, None);
+    let choice = hipobj::runtime::nic_choices(&lib, hint);
     match (&choice, hint) {
-        (Ok(nic), Some(h)) => {
+        (Ok(nics), Some(h)) => {
             let _ = writeln!(
                 out,
-                "hipObject would use: {nic} (nicHint {h:?}, no GPU: the one device it names)"
+                "hipObject would use: {} (--nic {h:?}, no GPU: the devices it names, the first preferred; \
+                 a device whose port is down takes no transfers until it is back)",
+                nics.join(", ")
             );
         }
         (Err(e), Some(h)) => {

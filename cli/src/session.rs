@@ -37,15 +37,11 @@ impl Session {
         if let Some(n) = max_transfers {
             env.max_transfers = n;
         }
-        let cfg = InitConfig {
-            gpu_device: gpu.unwrap_or(-1),
-            nic_hint: nic.map(str::to_owned),
-            env,
-        };
-        // Without --gpu every buffer is host memory; with one named NIC nothing is left to choose
+        let cfg = InitConfig::with_nics(nic, gpu, env);
+        // Without --gpu every buffer is host memory; with named NICs nothing is left to choose
         // by a GPU's place either, so HIP is never loaded (its start took 0.3-1.6 s of a copy in
         // the lane).
-        let started = if gpu.is_none() && runtime::names_one_nic(nic) {
+        let started = if gpu.is_none() && runtime::names_one_nic(cfg.nic_hint.as_deref()) {
             runtime::init_without_gpu(cfg)
         } else {
             runtime::init(cfg)
@@ -75,9 +71,24 @@ impl Session {
         self.runtime.env().max_transfers
     }
 
-    /// The RDMA device in use.
-    pub fn nic(&self) -> &str {
-        self.runtime.device().name()
+    /// The RDMA devices in use, the preferred first (`rxe0,rxe2`).
+    pub fn nic(&self) -> String {
+        let names: Vec<String> = self
+            .runtime
+            .devices()
+            .iter()
+            .map(|d| d.name().to_owned())
+            .collect();
+        names.join(",")
+    }
+
+    /// The devices in use and, with several, what each carried and the failovers between them.
+    pub fn nic_text(&self) -> String {
+        let summary = runtime::RailStats::summary(&self.runtime.rail_stats());
+        match summary.is_empty() {
+            true => self.nic(),
+            false => format!("{} [{summary}]", self.nic()),
+        }
     }
 
     /// A registered buffer of `len` bytes (GPU memory with `--gpu`).

@@ -59,11 +59,14 @@ impl Paths {
     /// RDMA device)", or both with their counts.
     pub fn how(&self) -> String {
         let counters = self.transport.counters();
-        let nic = self.session.as_ref().map_or("-", Session::nic);
+        let nic = self
+            .session
+            .as_ref()
+            .map_or_else(|| "-".to_owned(), Session::nic_text);
         let taken: Vec<String> = [Path::Rdma, Path::Http]
             .into_iter()
             .filter(|p| counters.path(*p).transfers > 0)
-            .map(|p| path_text(&counters, p, nic))
+            .map(|p| path_text(&counters, p, &nic))
             .collect();
         match taken.len() {
             0 => "nothing moved".into(),

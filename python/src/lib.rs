@@ -35,6 +35,13 @@ fn init(
     }
     let mut env = EnvConfig::from_env();
     env.max_transfers = default_max_transfers(max_transfers)?;
+    // One device: a Session's boto3 client sends from one address (`nic_address`), and a token
+    // of another device sent from it would be refused (the server checks the peer address
+    // against the token's GID). Several devices (`HIPOBJ_NICS`) are for the CLI and C for now.
+    if !env.nics.is_empty() {
+        tracing::warn!(nics = ?env.nics, "HIPOBJ_NICS ignored by the Python package: one device");
+        env.nics.clear();
+    }
     let cfg = InitConfig {
         gpu_device,
         nic_hint: nic,

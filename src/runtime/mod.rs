@@ -6,6 +6,7 @@
 //! they return, so a shutdown never waits for them: the runtime's QPs, registrations and threads are
 //! released when the last `Arc` goes, and a new `hipObjInit` can publish a fresh runtime meanwhile.
 
+mod rails;
 mod registration;
 mod select;
 mod supervisor;
@@ -21,8 +22,10 @@ use crate::stager::StagerHandle;
 use crate::verbs::{self, Device};
 use hipobj_actors::registry::{Entry, Registry};
 use hipobj_actors::supervisor::InitError;
+use rails::{Rail, Rails};
+pub use rails::{RailStats, PORT_RECHECK};
 pub use select::names_one_nic;
-use select::{choose_nic, resolve_gpu};
+use select::{choose_nic, choose_nics, resolve_gpu, NicChoice};
 use std::sync::Arc;
 use supervisor::{fault, running_supervisor, supervisor, PUBLISHED};
 pub use transfer::{release_token, reply_code};
@@ -35,6 +38,35 @@ pub struct InitConfig {
     /// Comma-separated RDMA device names, `None` for any.
     pub nic_hint: Option<String>,
     pub env: EnvConfig,
+}
+
+impl InitConfig {
+    /// A configuration that names the RDMA devices to use as one comma-separated list (the CLI's
+    /// `--nic rxe0,rxe2`, Python's `Session(nic="rxe0,rxe2")`). With a GPU (`gpu_device` given)
+    /// the list is `nicHint`: the set the GPU's nearest is chosen from, the others taking over
+    /// when it fails. Without one, `nicHint` must name a single device (include/hipobj.h), so it
+    /// names the first and the rest go ahead of `HIPOBJ_NICS`'s devices in `env.nics`.
+    pub fn with_nics(
+        nics: Option<&str>,
+        gpu_device: Option<i32>,
+        mut env: EnvConfig,
+    ) -> InitConfig {
+        let listed = crate::env::parse_nics(nics);
+        let nic_hint = match (gpu_device, listed.split_first()) {
+            (None, Some((first, rest))) => {
+                let mut more = rest.to_vec();
+                more.extend(env.nics.iter().filter(|n| !listed.contains(n)).cloned());
+                env.nics = more;
+                Some(first.clone())
+            }
+            _ => nics.map(str::to_owned),
+        };
+        InitConfig {
+            gpu_device: gpu_device.unwrap_or(-1),
+            nic_hint,
+            env,
+        }
+    }
 }
 
 /// Which way a transfer moves data.
@@ -84,15 +116,12 @@ struct Gpu {
 /// One initialised library instance.
 pub struct Runtime {
     env: EnvConfig,
-    /// Memory windows per transfer, or the registration's own rkey (docs/protocol.md 9.6).
-    protection: Protection,
-    // Field order is drop order: connections and buffers go before the device they were made on.
-    connections: PoolConnections,
-    app_connection: AppConnection,
+    // Field order is drop order: the buffers go before the devices they were registered on.
     registry: Registry<Buffer>,
+    /// The RDMA devices, each with its connections (`rails`); the first is the preferred one.
+    rails: Rails,
     stager: Option<StagerHandle>,
     gpu: Option<Gpu>,
-    device: Arc<Device>,
 }
 
 /// The current runtime, if hipObject is initialised.
@@ -156,8 +185,8 @@ fn init_inner(cfg: InitConfig, gpu: GpuSource) -> Result<()> {
         })
 }
 
-/// The RDMA device `init` would open for `nic_hint` and a GPU at `gpu_pci_bus_id` (`None`: no
-/// GPU), by the same rules, without opening it (diagnostics: `hipobj info`).
+/// The RDMA device `init` would open first for `nic_hint` and a GPU at `gpu_pci_bus_id` (`None`:
+/// no GPU), by the same rules, without opening it (diagnostics: `hipobj info`).
 pub fn nic_choice(
     lib: &Arc<verbs::Lib>,
     nic_hint: Option<&str>,
@@ -169,6 +198,17 @@ pub fn nic_choice(
         env: EnvConfig::default(),
     };
     choose_nic(lib, &cfg, gpu_pci_bus_id)
+}
+
+/// Every RDMA device `init` would open, the preferred first, for the device list `nics` (as
+/// [`InitConfig::with_nics`] takes it, and `HIPOBJ_NICS`) on a host without a GPU, by the same
+/// rules, without opening them (`hipobj info`).
+pub fn nic_choices(lib: &Arc<verbs::Lib>, nics: Option<&str>) -> Result<Vec<String>> {
+    let cfg = InitConfig::with_nics(nics, None, EnvConfig::from_env());
+    Ok(choose_nics(lib, &cfg, None)?
+        .into_iter()
+        .map(|c| c.name)
+        .collect())
 }
 
 /// Shut down; a no-op when not initialised (nothing is started then). Does not wait for calls in
@@ -187,43 +227,84 @@ pub fn shutdown() -> Result<()> {
 impl Runtime {
     fn build(cfg: InitConfig, lib: Arc<verbs::Lib>, gpu: Option<Gpu>) -> Result<Arc<Runtime>> {
         let gpu_bus = gpu.as_ref().and_then(|g| g.pci_bus_id.as_deref());
-        let nic = choose_nic(&lib, &cfg, gpu_bus)?;
-        let device = Device::open(&lib, &nic).map_err(Error::from)?;
-        let protection = Protection::choose(&device, &cfg.env)?;
-        let n = cfg.env.max_transfers;
-        let connections = PoolConnections::open(&device, protection, n, cfg.env.remote_inv)?;
-        let app_connection = AppConnection::new(&device, protection)?;
+        let nics = choose_nics(&lib, &cfg, gpu_bus)?;
+        let mut rails = Vec::with_capacity(nics.len());
+        for (n, nic) in nics.iter().enumerate() {
+            match Self::open_rail(&lib, &cfg.env, nic) {
+                Ok(rail) => rails.push(rail),
+                // The preferred device is the one `nicHint` and the GPU chose: it must open.
+                Err(e) if n == 0 => return Err(e),
+                Err(e) => tracing::warn!(nic = %nic.name, "RDMA device not used: {e}"),
+            }
+        }
+        let rails = Rails::new(rails)?;
         let stager = match &gpu {
             Some(g) => Some(StagerHandle::spawn(g.runtime.clone(), g.device)?),
             None => None,
         };
+        let devices: Vec<&str> = rails.all().iter().map(|r| r.device.name()).collect();
         tracing::info!(
-            nic = %nic,
-            connections = n,
+            nic = %devices.join(","),
+            connections = cfg.env.max_transfers,
             gpu = gpu.as_ref().map(|g| g.device),
             gpu_platform = gpu.as_ref().map(|g| g.runtime.platform().to_string()),
             "hipObject initialized"
         );
         Ok(Arc::new(Runtime {
             env: cfg.env,
-            protection,
-            connections,
-            app_connection,
             registry: Registry::new(),
+            rails,
             stager,
             gpu,
-            device,
         }))
     }
 
-    /// The RDMA device in use.
-    pub fn device(&self) -> &Arc<Device> {
-        &self.device
+    /// Open one device with its pool of `max_transfers` connections and its application
+    /// connection.
+    fn open_rail(lib: &Arc<verbs::Lib>, env: &EnvConfig, nic: &NicChoice) -> Result<Rail> {
+        let device = Device::open(lib, &nic.name).map_err(Error::from)?;
+        let protection = Protection::choose(&device, env)?;
+        let n = env.max_transfers;
+        let connections = PoolConnections::open(&device, protection, n, env.remote_inv)?;
+        let app_connection = AppConnection::new(&device, protection)?;
+        Ok(Rail::new(
+            device,
+            protection,
+            connections,
+            app_connection,
+            nic.distance,
+        ))
     }
 
-    /// How transfers grant the server access (memory windows, or the registration's rkey).
+    /// The preferred RDMA device (the first of [`Runtime::rail_stats`]).
+    pub fn device(&self) -> &Arc<Device> {
+        &self.rails.first().device
+    }
+
+    /// The RDMA devices in use, the preferred first.
+    pub fn devices(&self) -> Vec<Arc<Device>> {
+        self.rails.all().iter().map(|r| r.device.clone()).collect()
+    }
+
+    /// How many RDMA devices this runtime uses.
+    pub fn device_count(&self) -> usize {
+        self.rails.all().len()
+    }
+
+    /// What each device has carried, its port state and its failovers, the preferred first.
+    pub fn rail_stats(&self) -> Vec<RailStats> {
+        self.rails.stats()
+    }
+
+    /// Read every device's port state now (`hipobj info`; transfers read it themselves).
+    pub fn read_ports(&self) -> Vec<bool> {
+        self.rails.all().iter().map(Rail::read_port).collect()
+    }
+
+    /// How transfers grant the server access on the preferred device (memory windows, or the
+    /// registration's rkey).
     pub fn protection(&self) -> Protection {
-        self.protection
+        self.rails.first().protection
     }
 
     /// Settings read from the environment at init.
@@ -233,12 +314,20 @@ impl Runtime {
 
     /// Connections not leased now (for tests and diagnostics).
     pub fn free_connections(&self) -> usize {
-        self.connections.pool().free_count()
+        self.rails
+            .all()
+            .iter()
+            .map(|r| r.connections.pool().free_count())
+            .sum()
     }
 
     /// Calls blocked waiting for a free connection now (for tests and diagnostics).
     pub fn connection_waiters(&self) -> usize {
-        self.connections.pool().waiters()
+        self.rails
+            .all()
+            .iter()
+            .map(|r| r.connections.pool().waiters())
+            .sum()
     }
 
     /// How the registration based at `ptr` is reached by the NIC, if there is one.

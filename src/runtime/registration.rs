@@ -4,7 +4,7 @@ use super::supervisor::{fault, supervisor};
 use super::{MemoryKind, Runtime};
 use crate::error::{Error, OpError, Result};
 use crate::hip::{self, PointerKind};
-use crate::registry::{Buffer, BufferKind};
+use crate::registry::{Buffer, BufferKind, Dmabuf};
 use hipobj_actors::registry::UseGuard;
 use hipobj_actors::supervisor::{DeregisterError, RegisterError};
 use hipobj_actors::transfer::{self, Refused};
@@ -31,14 +31,22 @@ impl Runtime {
     }
 
     fn register_host(&self, ptr: usize, size: usize) -> Result<Buffer> {
+        let rail = self.rails.first();
         // SAFETY: the application keeps [ptr, ptr + size) allocated until it deregisters the buffer
         // (the API's documented contract); the MR is dropped at deregistration or shutdown.
         let mr = unsafe {
-            self.device
-                .register(ptr, size, self.protection.registration_access())
+            rail.device
+                .register(ptr, size, rail.protection.registration_access())
         }
         .map_err(Error::from)?;
-        Ok(Buffer::new(BufferKind::Host, ptr, mr, None, None))
+        Ok(Buffer::new(
+            BufferKind::Host,
+            ptr,
+            mr,
+            None,
+            None,
+            self.device_count(),
+        ))
     }
 
     fn register_device(&self, ptr: usize, size: usize) -> Result<Buffer> {
@@ -55,15 +63,16 @@ impl Runtime {
         match gpu.runtime.export_dmabuf(ptr, size) {
             Ok(hip::DmabufExport { fd, offset }) => {
                 use std::os::fd::AsRawFd;
+                let rail = self.rails.first();
                 // SAFETY: the dmabuf covers [ptr, ptr + size) of a live HIP allocation that the
                 // application keeps until it deregisters; the fd stays open while the MR lives.
                 let mr = unsafe {
-                    self.device.register_dmabuf(
+                    rail.device.register_dmabuf(
                         offset,
                         size,
                         ptr as u64,
                         fd.as_raw_fd(),
-                        self.protection.registration_access(),
+                        rail.protection.registration_access(),
                     )
                 };
                 match mr {
@@ -73,7 +82,8 @@ impl Runtime {
                             ptr,
                             mr,
                             None,
-                            Some(fd),
+                            Some(Dmabuf { fd, offset }),
+                            self.device_count(),
                         ))
                     }
                     Err(e) => tracing::debug!("ibv_reg_dmabuf_mr failed: {e}"),
@@ -96,11 +106,12 @@ impl Runtime {
             .runtime
             .alloc_host(size)
             .map_err(|e| e.to_error(OpError::RdmaError))?;
+        let rail = self.rails.first();
         // SAFETY: the staging buffer is owned by the Buffer built below, whose fields drop the MR
         // before the staging memory.
         let mr = unsafe {
-            self.device
-                .register(staging.addr(), size, self.protection.registration_access())
+            rail.device
+                .register(staging.addr(), size, rail.protection.registration_access())
         }
         .map_err(Error::from)?;
         Ok(Buffer::new(
@@ -109,6 +120,7 @@ impl Runtime {
             mr,
             Some(staging),
             None,
+            self.device_count(),
         ))
     }
 
@@ -135,7 +147,8 @@ impl Runtime {
         size: usize,
         offset: u64,
     ) -> Result<UseGuard<Buffer>> {
-        transfer::use_range(self, ptr, size, offset)
+        let on_first = super::transfer::OnRail::new(self, 0, self.rails.first());
+        transfer::use_range(&on_first, ptr, size, offset)
     }
 }
 

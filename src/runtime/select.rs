@@ -59,6 +59,13 @@ pub(super) fn resolve_gpu(cfg: &InitConfig, source: GpuSource) -> Result<Option<
     }
 }
 
+/// A device a runtime opens, and its PCIe distance to the GPU (0 for all without a GPU).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct NicChoice {
+    pub name: String,
+    pub distance: u32,
+}
+
 /// Choose the NIC: the hinted device closest to the GPU by PCIe distance; without a GPU (or without a
 /// topology) the single device that `nicHint` names.
 pub(super) fn choose_nic(
@@ -69,19 +76,75 @@ pub(super) fn choose_nic(
     let hint = nic_hint(cfg);
     let candidates = verbs::list_devices(lib, hint).map_err(Error::from)?;
     if let Some(bus) = gpu_bus {
-        let best = candidates
-            .iter()
-            .filter_map(|d| {
-                d.pci_bus_id
-                    .as_deref()
-                    .map(|b| (verbs::pci_distance(bus, b), d))
-            })
-            .min_by_key(|(dist, _)| *dist);
-        if let Some((dist, d)) = best {
-            tracing::info!(nic = %d.name, gpu_bus = %bus, dist, "NIC chosen by PCIe distance");
-            return Ok(d.name.clone());
+        if let Some(best) = by_distance(&candidates, bus).into_iter().next() {
+            tracing::info!(nic = %best.name, gpu_bus = %bus, dist = best.distance, "NIC chosen by PCIe distance");
+            return Ok(best.name);
         }
     }
+    the_named_nic(hint, &candidates)
+}
+
+/// Every device a runtime opens, the preferred first: with a GPU, each hinted device with an
+/// active port in PCIe-distance order (devices without a topology last); without one, the one
+/// `nicHint` names. Then the devices of `HIPOBJ_NICS` not chosen yet (they need an active port
+/// too; one without is skipped, and logged, when the runtime opens them).
+pub(super) fn choose_nics(
+    lib: &Arc<verbs::Lib>,
+    cfg: &InitConfig,
+    gpu_bus: Option<&str>,
+) -> Result<Vec<NicChoice>> {
+    let hint = nic_hint(cfg);
+    let candidates = verbs::list_devices(lib, hint).map_err(Error::from)?;
+    let mut chosen = match gpu_bus {
+        Some(bus) => {
+            let mut near = by_distance(&candidates, bus);
+            let far = candidates
+                .iter()
+                .filter(|d| d.pci_bus_id.is_none())
+                .map(|d| NicChoice {
+                    name: d.name.clone(),
+                    distance: u32::MAX,
+                });
+            near.extend(far);
+            near
+        }
+        None => Vec::new(),
+    };
+    if chosen.is_empty() {
+        chosen.push(NicChoice {
+            name: the_named_nic(hint, &candidates)?,
+            distance: 0,
+        });
+    }
+    let extra_distance = if gpu_bus.is_some() { u32::MAX } else { 0 };
+    for name in &cfg.env.nics {
+        if !chosen.iter().any(|c| &c.name == name) {
+            chosen.push(NicChoice {
+                name: name.clone(),
+                distance: extra_distance,
+            });
+        }
+    }
+    Ok(chosen)
+}
+
+/// The candidates with a PCIe bus id, nearest `gpu_bus` first.
+fn by_distance(candidates: &[verbs::DeviceInfo], gpu_bus: &str) -> Vec<NicChoice> {
+    let mut near: Vec<NicChoice> = candidates
+        .iter()
+        .filter_map(|d| {
+            d.pci_bus_id.as_deref().map(|b| NicChoice {
+                name: d.name.clone(),
+                distance: verbs::pci_distance(gpu_bus, b),
+            })
+        })
+        .collect();
+    near.sort_by_key(|c| c.distance);
+    near
+}
+
+/// Without a GPU to choose by: the single device `nicHint` names, which must have an active port.
+fn the_named_nic(hint: Option<&str>, candidates: &[verbs::DeviceInfo]) -> Result<String> {
     let Some(hint) = hint else {
         return Err(Error::new(
             OpError::NicNotFound,

@@ -17,7 +17,9 @@ impl Instance for Runtime {
     }
 
     fn close(&self) {
-        self.connections.pool().close();
+        for rail in self.rails.all() {
+            rail.connections.pool().close();
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! One transfer: the request/reply exchange of docs/protocol.md section 5, with staging around it.
 
+use super::rails::Rail;
 use super::registration::refusal;
 use super::{Runtime, S3Ops, SyncDirection, TransferKind};
 use crate::error::{Error, OpError, Result};
@@ -8,7 +9,7 @@ use crate::pool::{Connection, Lease, PairOutcome, Pool, PostedBind, Protection, 
 use crate::registry::{Buffer, BufferKind};
 use crate::reply::{Reply, REPLY_BUFFER_LEN};
 use crate::token::{Token, TOKEN_HEX_LEN};
-use crate::verbs::{Access, BindRange};
+use crate::verbs::{Access, BindRange, Mr};
 use hipobj_actors::callback::CallbackGuard;
 use hipobj_actors::registry::{Entry, Registry, UseGuard};
 use hipobj_actors::stages::{self, Stage};
@@ -63,7 +64,16 @@ impl Runtime {
             TransferKind::Get => Direction::Get,
             TransferKind::Put => Direction::Put,
         };
-        transfer::run(self, direction, ptr, size, offset, ops)
+        self.rails.run(size, |index, rail| {
+            transfer::run(
+                &OnRail::new(self, index, rail),
+                direction,
+                ptr,
+                size,
+                offset,
+                &mut *ops,
+            )
+        })
     }
 
     /// `hipObjBufSync` after the argument checks of the ffi layer.
@@ -76,7 +86,8 @@ impl Runtime {
         self.stage(guard, dir, offset as usize, size).map(drop)
     }
 
-    /// `hipObjGetRdmaToken`: the 88-hex token for `[ptr, ptr + size)` on the dedicated connection.
+    /// `hipObjGetRdmaToken`: the 88-hex token for `[ptr, ptr + size)` on the dedicated connection
+    /// (of the first device: application-driven tokens do not move between devices).
     /// Under memory windows and once that connection is paired, a window over exactly these bytes
     /// (remote write for a GET, remote read for a PUT) stays bound until `hipObjPutRdmaToken`.
     pub fn mint_token(&self, ptr: usize, size: usize, kind: TransferKind) -> Result<String> {
@@ -91,25 +102,31 @@ impl Runtime {
                 TransferKind::Put => Access::REMOTE_READ,
             },
         };
-        let token = self.app_connection.mint(&range, buffer.rkey())?;
+        let token = self
+            .rails
+            .first()
+            .app_connection
+            .mint(&range, buffer.rkey())?;
         Ok(token.encode_hex())
     }
 
     /// `hipObjPutRdmaToken` while initialised: invalidate the window the token names, if it is
     /// one of the dedicated connection's.
     pub fn release_token(&self, token: &Token) {
-        self.app_connection.release(token)
+        self.rails.first().app_connection.release(token)
     }
 
     /// Windows of application-driven tokens not yet released.
     pub fn open_token_windows(&self) -> usize {
-        self.app_connection.open_windows()
+        self.rails.first().app_connection.open_windows()
     }
 
     /// `hipObjParseRdmaReply` with a `428:<token>` reply: pair the dedicated connection (rule 5.3).
     pub fn apply_reply(&self, reply: &Reply) -> Result<()> {
         match reply {
-            Reply::PairingNeeded(server) => self.app_connection.pair(server).map(drop),
+            Reply::PairingNeeded(server) => {
+                self.rails.first().app_connection.pair(server).map(drop)
+            }
             _ => Ok(()),
         }
     }
@@ -120,18 +137,41 @@ impl Runtime {
     }
 }
 
+/// A runtime as one transfer on one of its rails sees it: the registry and staging are the
+/// runtime's, the connections, protection and the buffer's registration the rail's.
+pub(super) struct OnRail<'r> {
+    rt: &'r Runtime,
+    index: usize,
+    pub(super) rail: &'r Rail,
+}
+
+impl<'r> OnRail<'r> {
+    pub(super) fn new(rt: &'r Runtime, index: usize, rail: &'r Rail) -> OnRail<'r> {
+        OnRail { rt, index, rail }
+    }
+
+    /// The buffer's registration on this rail's device (made now on its first use there).
+    pub(super) fn mr_of<'b>(&self, buffer: &'b Buffer) -> Result<&'b Mr> {
+        buffer.mr_on(
+            self.index,
+            &self.rail.device,
+            self.rail.protection.registration_access(),
+        )
+    }
+}
+
 /// What v1 and v2 transfers share (`hipobj_actors::transfer::run` composes it with their parts).
-impl TransferHost for Runtime {
+impl TransferHost for OnRail<'_> {
     type Payload = Buffer;
     type Error = Error;
     type Connection = Connection;
 
     fn registry(&self) -> &Registry<Buffer> {
-        &self.registry
+        &self.rt.registry
     }
 
     fn pool(&self) -> &Arc<Pool> {
-        self.connections.pool()
+        self.rail.connections.pool()
     }
 
     fn refused(&self, why: Refused, base: usize, size: usize, offset: u64) -> Error {
@@ -144,7 +184,8 @@ impl TransferHost for Runtime {
         offset: usize,
         size: usize,
     ) -> Result<UseGuard<Buffer>> {
-        self.stage(guard, CopyDirection::DeviceToHost, offset, size)
+        self.rt
+            .stage(guard, CopyDirection::DeviceToHost, offset, size)
     }
 
     /// After a GET: copy host -> device if the buffer is staged, or make the RDMA write visible
@@ -152,9 +193,10 @@ impl TransferHost for Runtime {
     fn stage_in(&self, guard: UseGuard<Buffer>, offset: usize, size: usize) -> Result<()> {
         match guard.entry().payload().kind() {
             BufferKind::DeviceStaged => self
+                .rt
                 .stage(guard, CopyDirection::HostToDevice, offset, size)
                 .map(drop),
-            BufferKind::DeviceDirect => match &self.gpu {
+            BufferKind::DeviceDirect => match &self.rt.gpu {
                 Some(gpu) => gpu
                     .runtime
                     .make_visible_after_rdma_write(gpu.device)
@@ -167,7 +209,7 @@ impl TransferHost for Runtime {
 }
 
 /// The exchange of a v1 transfer: the request/reply on the leased, paired connection.
-impl<'a> TransferParts<dyn S3Ops + 'a> for Runtime {
+impl<'a> TransferParts<dyn S3Ops + 'a> for OnRail<'_> {
     fn exchange(
         &self,
         conn: &mut Connection,
@@ -179,9 +221,9 @@ impl<'a> TransferParts<dyn S3Ops + 'a> for Runtime {
     ) -> Result<()> {
         let buffer = buffer.payload();
         let grant = Grant {
-            protection: self.protection,
+            protection: self.rail.protection,
             range: BindRange {
-                mr: buffer.mr(),
+                mr: self.mr_of(buffer)?,
                 addr: buffer.remote_addr(offset),
                 len: size as u64,
                 access: match direction {
@@ -208,7 +250,7 @@ impl<'a> TransferParts<dyn S3Ops + 'a> for Runtime {
                 false
             }
         };
-        self.connections.release(lease, usable);
+        self.rail.connections.release(lease, usable);
     }
 }
 
@@ -389,6 +431,7 @@ fn exchange(conn: &mut Connection, grant: &Grant<'_>, ops: &mut dyn S3Ops) -> Re
             Reply::Code(code) => {
                 let mut e = Error::s3(format!("the server answered {code}"));
                 e.pairing_kept = on_pairing && crate::reply::starts_nothing(code);
+                e.path_failed = code >= 500 && code != 501;
                 return Err(e);
             }
         }

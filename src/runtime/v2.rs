@@ -3,6 +3,7 @@
 //! around `rcv2::client::run`, whose data path is a per-transfer RC QP over the buffer's
 //! registration ([`QpPath`]).
 
+use super::transfer::OnRail;
 use super::{Runtime, TransferKind};
 use crate::error::{Error, Result};
 use crate::pool::{Connection, Lease, Protection};
@@ -11,8 +12,8 @@ use crate::rcv2::{Cookie, Op, Psn};
 use crate::registry::{Buffer, BufferKind};
 use crate::token::{Token, Transport};
 use crate::verbs::{
-    wc_status_name, Access, BindRange, Completion, Device, QpCaps, RcPeer, RcQp, RdmaOp, Window,
-    WC_FLAG_WITH_IMM, WC_RDMA_WRITE, WC_RECV_RDMA_WITH_IMM,
+    wc_status_name, Access, BindRange, Completion, Device, Mr, QpCaps, RcPeer, RcQp, RdmaOp,
+    Window, WC_FLAG_WITH_IMM, WC_RDMA_WRITE, WC_RECV_RDMA_WITH_IMM,
 };
 use hipobj_actors::registry::Entry;
 use hipobj_actors::sync::Arc;
@@ -71,15 +72,24 @@ impl Runtime {
             TransferKind::Get => Direction::Get,
             TransferKind::Put => Direction::Put,
         };
-        let mut call = V2Call {
-            ops,
-            req,
-            started,
-            outcome: None,
-        };
-        transfer::run(self, direction, ptr, size, at as u64, &mut call)?;
-        call.outcome
-            .ok_or_else(|| Error::internal("a v2 transfer ended without its outcome"))
+        self.rails.run(size, |index, rail| {
+            let mut call = V2Call {
+                ops: &mut *ops,
+                req,
+                started,
+                outcome: None,
+            };
+            transfer::run(
+                &OnRail::new(self, index, rail),
+                direction,
+                ptr,
+                size,
+                at as u64,
+                &mut call,
+            )?;
+            call.outcome
+                .ok_or_else(|| Error::internal("a v2 transfer ended without its outcome"))
+        })
     }
 }
 
@@ -91,7 +101,7 @@ pub struct V2Call<'a> {
     outcome: Option<V2Outcome>,
 }
 
-impl<'a> TransferParts<V2Call<'a>> for Runtime {
+impl<'a> TransferParts<V2Call<'a>> for OnRail<'_> {
     /// The lease only bounds concurrency: the transfer has a QP of its own.
     fn exchange(
         &self,
@@ -109,11 +119,14 @@ impl<'a> TransferParts<V2Call<'a>> for Runtime {
         if Instant::now() >= call.started + call.req.deadlines.transfer {
             return Err(deadline_expired("waiting for a transfer slot"));
         }
+        let buffer = buffer.payload();
+        let mr = self.mr_of(buffer)?;
         let mut path = QpPath::open(
-            &self.device,
-            self.protection,
+            &self.rail.device,
+            self.rail.protection,
             op,
-            buffer.payload(),
+            buffer,
+            mr,
             offset,
             size,
         )?;
@@ -142,6 +155,8 @@ struct QpPath<'b> {
     qp: RcQp,
     op: Op,
     buffer: &'b Buffer,
+    /// The buffer's registration on `device`.
+    mr: &'b Mr,
     /// Where the transfer's bytes start in the registration.
     offset: usize,
     size: usize,
@@ -157,6 +172,7 @@ impl<'b> QpPath<'b> {
         protection: Protection,
         op: Op,
         buffer: &'b Buffer,
+        mr: &'b Mr,
         offset: usize,
         size: usize,
     ) -> Result<QpPath<'b>> {
@@ -171,6 +187,7 @@ impl<'b> QpPath<'b> {
             qp,
             op,
             buffer,
+            mr,
             offset,
             size,
             protection,
@@ -185,7 +202,7 @@ impl<'b> QpPath<'b> {
     /// Bind a window over exactly the transfer's bytes, remote write only; its rkey.
     fn bind_window(&mut self) -> Result<u32> {
         let range = BindRange {
-            mr: self.buffer.mr(),
+            mr: self.mr,
             addr: self.buffer.remote_addr(self.offset),
             len: self.size as u64,
             access: Access::REMOTE_WRITE,
@@ -225,11 +242,11 @@ impl DataPath for QpPath<'_> {
     fn arm(&mut self) -> Result<(u64, u32)> {
         let addr = self.buffer.remote_addr(self.offset);
         if self.op == Op::Put {
-            return Ok((addr, self.buffer.rkey()));
+            return Ok((addr, self.mr.rkey()));
         }
         let rkey = match self.protection {
             Protection::Windows => self.bind_window()?,
-            Protection::Registration => self.buffer.rkey(),
+            Protection::Registration => self.mr.rkey(),
         };
         self.qp.post_recv(WR_RECV, None)?;
         Ok((addr, rkey))
@@ -240,7 +257,7 @@ impl DataPath for QpPath<'_> {
         self.qp.post_rdma_whole(
             RdmaOp::WriteWithImm(cookie.get()),
             WR_WRITE,
-            self.buffer.mr(),
+            self.mr,
             self.offset,
             len,
             staging_addr,
@@ -365,9 +382,17 @@ mod rxe_tests {
         // of this function, before the caller's memory.
         let mr =
             unsafe { device.register(bytes.as_ptr() as usize, LEN, access) }.expect("register");
-        let buffer = Buffer::new(BufferKind::Host, bytes.as_ptr() as usize, mr, None, None);
-        let mut path =
-            QpPath::open(device, Protection::Windows, Op::Get, &buffer, 0, LEN).expect("open");
+        let buffer = Buffer::new(BufferKind::Host, bytes.as_ptr() as usize, mr, None, None, 1);
+        let mut path = QpPath::open(
+            device,
+            Protection::Windows,
+            Op::Get,
+            &buffer,
+            buffer.mr(),
+            0,
+            LEN,
+        )
+        .expect("open");
         let own = path.token();
         path.connect(&own, Psn::random(), Psn::random())
             .expect("connect");

@@ -1,0 +1,345 @@
+//! Several RDMA devices (issue 40) over real verbs in the Soft-RoCE lane with two rails
+//! (`tests/vm/run --rails 2`: the client has rxe0 and rxe2, the server rxe1 and rxe3, each pair on
+//! its own veth link). The tests are `#[ignore]`d so that a host without the lane reports them as
+//! ignored, not passed; the lane runs them with `--include-ignored` (tests/vm/e2e.d/55-rails), and
+//! there each one FAILS without two rails.
+//!
+//! A rail's link goes down with `ip link set hvm2 down` (the client's rxe2; its veth peer hvm3,
+//! the server's rxe3, loses its carrier with it) and comes back with `up` plus the routes and
+//! neighbours link down removed, as the lane's setup made them.
+
+#[path = "support/data.rs"]
+mod data;
+#[path = "support/s3.rs"]
+mod s3;
+#[path = "support/server.rs"]
+mod server;
+
+use data::pattern;
+use hipobj::runtime::{self, InitConfig, MemoryKind, RailStats, Runtime, TransferKind};
+use s3::{RdmaRequest, S3};
+use server::Server;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Bytes of each thread's object.
+const OBJECT: usize = 4 << 20;
+/// Threads of GET and PUT at once (the issue's "8 C threads": the runtime the C ABI calls).
+const THREADS: usize = 8;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// The lane's rails as (client device, server device), from `HIPOBJ_VM_RAILS`
+/// ("rxe0:rxe1 rxe2:rxe3"); panics with fewer than two.
+fn rails() -> Vec<(String, String)> {
+    let spec = std::env::var("HIPOBJ_VM_RAILS").unwrap_or_default();
+    let rails: Vec<(String, String)> = spec
+        .split_whitespace()
+        .filter_map(|pair| pair.split_once(':'))
+        .map(|(c, s)| (c.to_owned(), s.to_owned()))
+        .collect();
+    assert!(
+        rails.len() >= 2,
+        "this test needs two rails (HIPOBJ_VM_RAILS={spec:?}): run it in the lane with \
+         tests/vm/run --rails 2 (make e2e does)"
+    );
+    rails
+}
+
+/// `ip ARGS`, which must succeed.
+fn ip(args: &[&str]) {
+    let st = Command::new("ip").args(args).status().expect("run ip");
+    assert!(st.success(), "ip {args:?}: {st}");
+}
+
+/// The veth of lane device `rxeN` is `hvmN`, its address `HIPOBJ_VM_ADDRS`'s.
+fn veth(device: &str) -> String {
+    device.replace("rxe", "hvm")
+}
+
+fn addr(device: &str) -> String {
+    std::env::var("HIPOBJ_VM_ADDRS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix(&format!("{device}=")).map(str::to_owned))
+        .unwrap_or_else(|| panic!("no address of {device} in HIPOBJ_VM_ADDRS"))
+}
+
+/// The routing table of `hvmN` (tests/vm/guest/setup-rdma.sh: 77 + N).
+fn table(device: &str) -> String {
+    let n: u32 = device
+        .trim_start_matches("rxe")
+        .parse()
+        .expect("an rxe device");
+    (77 + n).to_string()
+}
+
+/// Take the link of a rail down (both its ends lose the carrier).
+fn link_down(rail: &(String, String)) {
+    ip(&["link", "set", &veth(&rail.0), "down"]);
+}
+
+/// Bring it back with what link down removed: each end's route to the other, its neighbour.
+fn link_up(rail: &(String, String)) {
+    ip(&["link", "set", &veth(&rail.0), "up"]);
+    for (me, peer) in [(&rail.0, &rail.1), (&rail.1, &rail.0)] {
+        let mac = std::fs::read_to_string(format!("/sys/class/net/{}/address", veth(peer)))
+            .expect("peer MAC");
+        let peer_addr = addr(peer);
+        let host_route = format!("{peer_addr}/32");
+        ip(&[
+            "route",
+            "replace",
+            &host_route,
+            "dev",
+            &veth(me),
+            "table",
+            &table(me),
+            "src",
+            &addr(me),
+        ]);
+        ip(&[
+            "neigh",
+            "replace",
+            &peer_addr,
+            "lladdr",
+            mac.trim(),
+            "dev",
+            &veth(me),
+            "nud",
+            "permanent",
+        ]);
+    }
+}
+
+/// The library started on the client ends of `rails` (the first as nicHint, the others as
+/// `HIPOBJ_NICS`'s extension), against a server on their server ends.
+struct Lane {
+    _lock: MutexGuard<'static, ()>,
+    _server: Server,
+    s3: S3,
+    rails: Vec<(String, String)>,
+}
+
+impl Lane {
+    fn new() -> Lane {
+        let lock = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        let rails = rails();
+        let servers: Vec<&str> = rails.iter().map(|r| r.1.as_str()).collect();
+        let server = Server::start(Some(&servers.join(",")), &[]);
+        let s3 = S3::new(server.addr);
+        assert!(s3.create_bucket("bkt").expect("create bucket").status < 300);
+        let clients: Vec<&str> = rails.iter().map(|r| r.0.as_str()).collect();
+        let env = hipobj::env::EnvConfig {
+            max_transfers: THREADS,
+            ..Default::default()
+        };
+        let cfg = InitConfig::with_nics(Some(&clients.join(",")), None, env);
+        runtime::init_without_gpu(cfg).expect("hipObjInit on two devices");
+        Lane {
+            _lock: lock,
+            _server: server,
+            s3,
+            rails,
+        }
+    }
+
+    fn rt(&self) -> Arc<Runtime> {
+        runtime::current().expect("initialised")
+    }
+
+    fn stats(&self, device: &str) -> RailStats {
+        self.rt()
+            .rail_stats()
+            .into_iter()
+            .find(|r| r.device == device)
+            .unwrap_or_else(|| panic!("{device} is not a device of the runtime"))
+    }
+}
+
+impl Drop for Lane {
+    fn drop(&mut self) {
+        // A failed test must not leave the rail down for the next one.
+        let _ = Command::new("ip")
+            .args(["link", "set", &veth(&self.rails[1].0), "up"])
+            .status();
+        runtime::shutdown().expect("hipObjShutdown");
+    }
+}
+
+/// One worker's buffer and object: PUT then GET it back, byte-compared, until `stop`.
+struct Worker {
+    buf: Vec<u8>,
+    key: String,
+    seed: u64,
+}
+
+/// What the workers did.
+#[derive(Default)]
+struct Tally {
+    transfers: AtomicU64,
+    failures: Mutex<Vec<String>>,
+}
+
+impl Worker {
+    fn new(rt: &Arc<Runtime>, n: usize) -> Worker {
+        let w = Worker {
+            buf: vec![0; OBJECT],
+            key: format!("rails-{n}"),
+            seed: 40 + n as u64,
+        };
+        rt.register(w.buf.as_ptr() as usize, OBJECT, MemoryKind::Host)
+            .expect("register");
+        w
+    }
+
+    /// PUT a fresh pattern, clear the buffer, GET it back and compare; the failure, if any.
+    fn round(&mut self, s3: &S3, rt: &Arc<Runtime>, round: u64) -> Result<(), String> {
+        let want = pattern(OBJECT, self.seed * 1000 + round);
+        self.buf.copy_from_slice(&want);
+        let base = self.buf.as_ptr() as usize;
+        let mut put = RdmaRequest::put(s3, "bkt", &self.key);
+        rt.transfer(TransferKind::Put, base, OBJECT, 0, &mut put)
+            .map_err(|e| format!("PUT {} round {round}: {e}", self.key))?;
+        self.buf.fill(0);
+        let mut get = RdmaRequest::get(s3, "bkt", &self.key);
+        rt.transfer(TransferKind::Get, base, OBJECT, 0, &mut get)
+            .map_err(|e| format!("GET {} round {round}: {e}", self.key))?;
+        if self.buf != want {
+            return Err(format!("GET {} round {round}: bytes differ", self.key));
+        }
+        Ok(())
+    }
+}
+
+/// Run `THREADS` workers until `stop`; each records its transfers and failures in `tally`.
+fn run_workers(lane: &Lane, stop: &AtomicBool, tally: &Tally) {
+    let rt = lane.rt();
+    std::thread::scope(|scope| {
+        for n in 0..THREADS {
+            let rt = rt.clone();
+            scope.spawn(move || {
+                let mut w = Worker::new(&rt, n);
+                let mut round = 0;
+                while !stop.load(Ordering::Acquire) {
+                    match w.round(&lane.s3, &rt, round) {
+                        Ok(()) => {
+                            tally.transfers.fetch_add(2, Ordering::Relaxed);
+                        }
+                        Err(e) => tally.failures.lock().expect("tally").push(e),
+                    }
+                    round += 1;
+                }
+                rt.deregister(w.buf.as_ptr() as usize).expect("deregister");
+            });
+        }
+    });
+}
+
+/// Wait until `done()` or `limit` passes; whether it happened.
+fn wait_for(limit: Duration, done: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    done()
+}
+
+#[test]
+#[ignore = "needs the lane with two rails (tests/vm/run --rails 2); fails there without them"]
+fn transfers_use_both_rails_and_survive_one_going_down_for_5_s() {
+    let lane = Lane::new();
+    let (first, second) = (lane.rails[0].0.clone(), lane.rails[1].0.clone());
+    let stop = AtomicBool::new(false);
+    let tally = Tally::default();
+    std::thread::scope(|scope| {
+        scope.spawn(|| run_workers(&lane, &stop, &tally));
+        // Both rails carry transfers before the fault.
+        let both = wait_for(Duration::from_secs(60), || {
+            lane.stats(&first).transfers >= 8 && lane.stats(&second).transfers >= 8
+        });
+        let before = (lane.stats(&first), lane.stats(&second));
+        if both {
+            link_down(&lane.rails[1]);
+            std::thread::sleep(Duration::from_secs(5)); // the fault's length, not an ordering
+            let while_down = lane.stats(&second).transfers;
+            link_up(&lane.rails[1]);
+            // Failback: the rail carries transfers again once its port is back.
+            wait_for(Duration::from_secs(60), || {
+                lane.stats(&second).transfers > while_down + 4
+            });
+        }
+        stop.store(true, Ordering::Release);
+        assert!(both, "both rails carry transfers: {before:?}");
+    });
+    let stats = lane.rt().rail_stats();
+    let failures = tally.failures.lock().expect("tally");
+    eprintln!(
+        "rails: {} transfers by {THREADS} threads, {} failed; {}",
+        tally.transfers.load(Ordering::Relaxed),
+        failures.len(),
+        RailStats::summary(&stats)
+    );
+    eprintln!("rails: {stats:#?}");
+    assert!(
+        failures.is_empty(),
+        "the application saw failures: {failures:?}"
+    );
+    let down = &stats[1];
+    assert_eq!(down.device, second);
+    assert!(
+        down.port_downs >= 1,
+        "the port going down was seen: {down:?}"
+    );
+    assert!(
+        down.failovers >= 1,
+        "transfers in flight moved to {first}: {down:?}"
+    );
+    assert!(
+        down.failbacks >= 1,
+        "the rail carried transfers again: {down:?}"
+    );
+    assert!(down.port_up, "the port is up at the end: {down:?}");
+}
+
+#[test]
+#[ignore = "needs the lane with two rails (tests/vm/run --rails 2); fails there without them"]
+fn with_a_rail_down_everything_moves_on_the_other() {
+    let lane = Lane::new();
+    let (first, second) = (lane.rails[0].0.clone(), lane.rails[1].0.clone());
+    link_down(&lane.rails[1]);
+    let stop = AtomicBool::new(false);
+    let tally = Tally::default();
+    let at_down = lane.stats(&second).transfers;
+    std::thread::scope(|scope| {
+        scope.spawn(|| run_workers(&lane, &stop, &tally));
+        wait_for(Duration::from_secs(120), || {
+            tally.transfers.load(Ordering::Relaxed) >= 100
+        });
+        stop.store(true, Ordering::Release);
+    });
+    let (one, two) = (lane.stats(&first), lane.stats(&second));
+    link_up(&lane.rails[1]);
+    let failures = tally.failures.lock().expect("tally");
+    eprintln!(
+        "rail down: {} transfers, {} failed; {one:?}; {two:?}",
+        tally.transfers.load(Ordering::Relaxed),
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "the application saw failures: {failures:?}"
+    );
+    assert!(tally.transfers.load(Ordering::Relaxed) >= 100);
+    assert!(!two.port_up, "{second}'s port is seen down: {two:?}");
+    assert_eq!(
+        two.transfers, at_down,
+        "{second} took no transfer while down"
+    );
+    assert!(one.transfers >= 100, "{first} carried them all: {one:?}");
+}

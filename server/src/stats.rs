@@ -123,7 +123,7 @@ counters! {
     v2_bytes_read,
 }
 
-/// What one RDMA device served (docs/protocol.md: `hipobj-server --device a,b`).
+/// What one RDMA device served (`--device a,b`; server/README.md, "Several devices").
 #[derive(Default, Debug)]
 pub struct DeviceCounters {
     /// Token requests and hipobj-rc-v2 PREPAREs and READYs run on this device.

@@ -20,8 +20,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Where the objects live: `--data-dir` or `--backend`.
     pub store: StoreLocation,
-    /// `--device NAME`: the RDMA device; absent = RDMA disabled.
-    pub device: Option<String>,
+    /// `--device NAME[,NAME...]`: the RDMA devices, in the order given; empty = RDMA disabled.
+    pub devices: Vec<String>,
     /// Who may make requests (docs/protocol.md rule 9.1).
     pub auth: AuthMode,
     /// Rule 9.4 (client GID must be the HTTP peer's address) is on unless
@@ -196,8 +196,10 @@ pub struct Cli {
     /// The private key of --tls-cert (PEM).
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
-    /// RDMA device (e.g. rxe0); absent, empty or unusable = RDMA disabled (501).
-    #[arg(long, value_name = "NAME")]
+    /// RDMA devices, comma-separated (e.g. rxe1 or mlx5_0,mlx5_1): each serves the clients whose
+    /// GID it faces (the longest common prefix with its own GID; ties to the first listed). A
+    /// device that cannot be opened is skipped; absent, empty or none usable = RDMA disabled (501).
+    #[arg(long, value_name = "NAME[,NAME...]")]
     device: Option<String>,
     /// Identities, one `ACCESS_KEY SECRET_KEY` per line (`#` comments, blank lines allowed).
     #[arg(long, value_name = "FILE")]
@@ -316,6 +318,8 @@ pub enum ConfigError {
     Backend(EndpointError),
     /// `--tls-cert/--tls-key` that cannot be served with.
     Tls(TlsError),
+    /// `--device` names one device twice.
+    DuplicateDevice(String),
 }
 
 impl fmt::Display for ConfigError {
@@ -330,11 +334,30 @@ impl fmt::Display for ConfigError {
             ),
             ConfigError::Backend(e) => write!(f, "{e}"),
             ConfigError::Tls(e) => write!(f, "--tls-cert/--tls-key: {e}"),
+            ConfigError::DuplicateDevice(name) => {
+                write!(f, "--device names {name:?} more than once")
+            }
         }
     }
 }
 
 impl std::error::Error for ConfigError {}
+
+/// `--device`'s comma-separated names, blanks around each and empty items ignored; a name given
+/// twice is an error.
+fn device_list(arg: Option<&str>) -> Result<Vec<String>, ConfigError> {
+    let mut devices: Vec<String> = Vec::new();
+    for name in arg.unwrap_or("").split(',').map(str::trim) {
+        if name.is_empty() {
+            continue;
+        }
+        if devices.iter().any(|d| d == name) {
+            return Err(ConfigError::DuplicateDevice(name.to_string()));
+        }
+        devices.push(name.to_string());
+    }
+    Ok(devices)
+}
 
 impl From<clap::Error> for ConfigError {
     fn from(e: clap::Error) -> Self {
@@ -399,7 +422,7 @@ impl Config {
         Ok(Config {
             listen: cli.listen,
             store,
-            device: cli.device.filter(|d| !d.is_empty()),
+            devices: device_list(cli.device.as_deref())?,
             auth,
             check_gid_peer: !cli.allow_gid_peer_mismatch,
             etag: cli.etag,
@@ -499,6 +522,19 @@ mod tests {
     }
 
     #[test]
+    fn device_takes_a_comma_separated_list_in_order() {
+        let base = "--listen 127.0.0.1:1 --data-dir /x --anonymous";
+        let c = parse(&format!("{base} --device rxe3,rxe1")).expect("valid");
+        assert_eq!(c.devices, ["rxe3", "rxe1"]);
+        let c = parse(&format!("{base} --device=rxe1,,rxe3,")).expect("valid");
+        assert_eq!(c.devices, ["rxe1", "rxe3"], "empty items are ignored");
+        match parse(&format!("{base} --device rxe1,rxe3,rxe1")) {
+            Err(ConfigError::DuplicateDevice(name)) => assert_eq!(name, "rxe1"),
+            other => panic!("expected a duplicate device error, got {other:?}"),
+        }
+    }
+
+    #[test]
     fn parses_required_and_extras() {
         let c = parse(
             "--listen 127.0.0.1:9000 --data-dir /tmp/d --device=rxe0 --max-rdma-transfers 3 \
@@ -506,7 +542,7 @@ mod tests {
         )
         .expect("valid");
         assert_eq!(c.listen.port(), 9000);
-        assert_eq!(c.device.as_deref(), Some("rxe0"));
+        assert_eq!(c.devices, ["rxe0"]);
         assert_eq!(c.rdma.max_transfers, 3);
         assert_eq!(c.rdma.chunk_bytes, 4096);
         assert_eq!(c.rdma.watchdog, Duration::from_millis(50));
@@ -519,7 +555,7 @@ mod tests {
         )
         .expect("valid");
         assert!(!c.check_gid_peer);
-        assert_eq!(c.device, None);
+        assert!(c.devices.is_empty());
         assert_eq!(
             c.rdma.max_pairings_per_client, 8,
             "quota capped by the table"

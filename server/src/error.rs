@@ -98,6 +98,9 @@ pub enum Fault {
     /// 503 `ServiceUnavailable` with `Retry-After`: the store behind the server (a gateway's
     /// backend) refused the connection, timed out or answered 5xx; the message says which.
     Unavailable(String),
+    /// 503 `ServiceUnavailable` with `Retry-After`: every RDMA device of this server that faces
+    /// the client's GID has its port down (`rdma::rails`); nothing started, the pairing stays.
+    RailDown(Why),
     /// 507 `StorageFull` (as MinIO answers): the disk is full; nothing was stored.
     StorageFull,
 }
@@ -152,7 +155,7 @@ impl Fault {
             Fault::RangeNotSatisfiable(_) => 416,
             Fault::Failed(_) => 500,
             Fault::NotImplemented(_) => 501,
-            Fault::Busy(_) | Fault::Unavailable(_) => 503,
+            Fault::Busy(_) | Fault::Unavailable(_) | Fault::RailDown(_) => 503,
             Fault::StorageFull => 507,
         }
     }
@@ -181,7 +184,7 @@ impl Fault {
             Fault::Failed(_) => S3ErrorCode::InternalError,
             Fault::NotImplemented(_) => S3ErrorCode::NotImplemented,
             Fault::Busy(_) => S3ErrorCode::SlowDown,
-            Fault::Unavailable(_) => S3ErrorCode::ServiceUnavailable,
+            Fault::Unavailable(_) | Fault::RailDown(_) => S3ErrorCode::ServiceUnavailable,
             Fault::StorageFull => S3ErrorCode::Custom("StorageFull".into()),
         }
     }
@@ -196,7 +199,8 @@ impl Fault {
             | Fault::RangeNotSatisfiable(why)
             | Fault::Failed(why)
             | Fault::NotImplemented(why)
-            | Fault::Busy(why) => why.clone(),
+            | Fault::Busy(why)
+            | Fault::RailDown(why) => why.clone(),
             Fault::BadDigest(None) => {
                 "the Content-MD5 you specified did not match what we received".into()
             }

@@ -620,6 +620,63 @@ mod tests {
         Reply::parse(v.as_bytes()).expect("valid reply")
     }
 
+    /// Issue 40: the one device facing the client is down: 503 `ServiceUnavailable` with
+    /// `Retry-After` and `x-amz-rdma-reply: 503`, nothing posted, the pairing kept (the GET after
+    /// the link is back moves at once, no 428), counted per device.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_token_request_facing_a_down_port_is_503_and_keeps_its_pairing() {
+        let h = harness();
+        assert_eq!(call(&h, "PUT", "/bkt", &[], b"").await.0, 200);
+        assert_eq!(call(&h, "PUT", "/bkt/obj", &[], b"0123456789").await.0, 200);
+        h.port.add_region(RKEY, BASE, vec![0; 16]);
+        let (status, headers, _) = call(
+            &h,
+            "GET",
+            "/bkt/obj",
+            &[("x-amz-rdma-token", &token(16, 0))],
+            b"",
+        )
+        .await;
+        assert_eq!(status, 428);
+        let Reply::PairingNeeded(server) = reply(&headers) else {
+            panic!("expected 428:<token>")
+        };
+        let paired = token(16, server.lid);
+        h.port.set_down(true);
+        let logged = h.port.log().len();
+        for method in ["GET", "PUT"] {
+            let (status, headers, body) = call(
+                &h,
+                method,
+                "/bkt/obj",
+                &[("x-amz-rdma-token", &paired)],
+                b"",
+            )
+            .await;
+            assert_eq!(status, 503, "{method}: {}", String::from_utf8_lossy(&body));
+            assert_eq!(reply(&headers), Reply::Code(503));
+            assert_eq!(
+                headers.get(http::header::RETRY_AFTER).map(|v| v.as_bytes()),
+                Some(crate::error::RETRY_AFTER_SECS.as_bytes())
+            );
+            assert_eq!(xml_value(&body, "Code"), "ServiceUnavailable");
+            assert!(xml_value(&body, "Message").contains("double0"));
+        }
+        assert_eq!(h.port.log().len(), logged, "nothing posted, no QP made");
+        h.port.set_down(false);
+        let (status, headers, _) =
+            call(&h, "GET", "/bkt/obj", &[("x-amz-rdma-token", &paired)], b"").await;
+        assert_eq!(status, 200);
+        assert_eq!(reply(&headers), Reply::Done(server));
+        assert_eq!(&h.port.region(RKEY)[..10], b"0123456789");
+        let stats: serde_json::Value = serde_json::from_str(&h.stats.to_json()).expect("JSON");
+        assert_eq!(stats["replies_503"], 2);
+        assert_eq!(stats["pairings_created"], 1);
+        assert_eq!(stats["pairings_failed"], 0);
+        assert_eq!(stats["devices"]["double0"]["port_down_refusals"], 2);
+        assert_eq!(stats["devices"]["double0"]["transfers"], 1);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn token_get_and_put_through_s3s() {
         let h = harness();

@@ -1,5 +1,5 @@
 //! Wiring: storage (the fs backend, or in gateway mode the S3 proxy plus the pass-through of
-//! token-less requests), RDMA (if a usable device was named), the s3s service with SigV4 over the
+//! token-less requests), RDMA (over every usable device named), the s3s service with SigV4 over the
 //! credentials table, the access hook and the `/_hipobj/stats` route (`access`), the accept
 //! loop (which tags each request with its connection's peer address) and graceful shutdown.
 
@@ -28,6 +28,7 @@ use crate::credentials::CredentialsTable;
 use crate::identity::HttpPeer;
 use crate::passthrough::{has_token, Passthrough};
 use crate::rdma::engine::{Engine, EngineSettings};
+use crate::rdma::engines::Engines;
 use crate::rdma::verbs_port::VerbsPort;
 use crate::rdma::worker::{RdmaWorkers, WorkerSettings};
 use crate::s3::rcv2::{is_control_path, ControlRoute, Routes};
@@ -44,31 +45,29 @@ const TLS_HANDSHAKE: Duration = Duration::from_secs(10);
 /// How often bucket lifecycle rules are applied (their unit is a day).
 const LIFECYCLE_EVERY: Duration = Duration::from_secs(600);
 
-/// Open the RDMA device named by `--device`; `None` (RDMA disabled, 501) when none was named
-/// or it cannot be used here.
+/// Open the RDMA devices named by `--device`, one engine each (a device that cannot be used
+/// here is logged and skipped), behind one pool of worker threads; `None` (RDMA disabled, 501)
+/// when none was named or none could be opened.
 pub fn start_rdma(
     config: &Config,
     storage: &Arc<dyn Backend>,
     stats: &Arc<Stats>,
 ) -> Option<Arc<RdmaWorkers>> {
-    let Some(name) = &config.device else {
+    if config.devices.is_empty() {
         info!("RDMA disabled: no --device given; token requests get 501");
         return None;
-    };
-    let port = match VerbsPort::open(name) {
-        Ok(p) => p,
-        Err(e) => {
-            warn!(device = %name, error = %e, "RDMA disabled: device unusable; token requests get 501");
-            return None;
-        }
-    };
+    }
     let settings = EngineSettings::from(&config.rdma);
-    let engine = Arc::new(Engine::new(
-        port,
-        &settings,
-        Arc::clone(storage),
-        Arc::clone(stats),
-    ));
+    let opened: Vec<Engine<VerbsPort>> = config
+        .devices
+        .iter()
+        .filter_map(|name| open_engine(name, &settings, storage, stats))
+        .collect();
+    let Some(engines) = Engines::new(opened, stats) else {
+        warn!(devices = ?config.devices, "RDMA disabled: no device usable; token requests get 501");
+        return None;
+    };
+    info!(devices = ?engines.device_names(), "RDMA serving from these devices");
     let workers = WorkerSettings {
         workers: config.rdma.workers,
         max_transfers: config.rdma.max_transfers,
@@ -76,10 +75,31 @@ pub fn start_rdma(
         queue_wait: config.rdma.queue_wait,
         sweep_every: SWEEP_EVERY.min(config.rdma.pairing_idle.max(Duration::from_millis(100))),
     };
-    match RdmaWorkers::start(engine, &workers, Arc::clone(stats)) {
+    match RdmaWorkers::start(Arc::new(engines), &workers, Arc::clone(stats)) {
         Ok(w) => Some(Arc::new(w)),
         Err(e) => {
             warn!(error = %e, "RDMA disabled: cannot start worker threads");
+            None
+        }
+    }
+}
+
+/// The engine of device `name`, or `None` (logged) when it cannot be opened here.
+fn open_engine(
+    name: &str,
+    settings: &EngineSettings,
+    storage: &Arc<dyn Backend>,
+    stats: &Arc<Stats>,
+) -> Option<Engine<VerbsPort>> {
+    match VerbsPort::open(name) {
+        Ok(port) => Some(Engine::new(
+            port,
+            settings,
+            Arc::clone(storage),
+            Arc::clone(stats),
+        )),
+        Err(e) => {
+            warn!(device = %name, error = %e, "RDMA device unusable; skipped");
             None
         }
     }

@@ -1,6 +1,9 @@
-//! Counters, served as flat JSON at `GET /_hipobj/stats` (tests count requests with them).
+//! Counters, served as JSON at `GET /_hipobj/stats` (tests count requests with them): one flat
+//! object of numbers, plus `devices`, one object of [`DeviceCounters`] per RDMA device the server
+//! serves from, by name (`"devices":{"rxe1":{"jobs":3,...},...}`; absent with RDMA off).
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 macro_rules! counters {
     ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
@@ -8,14 +11,19 @@ macro_rules! counters {
         #[derive(Default, Debug)]
         pub struct Stats {
             $($(#[$doc])* pub $name: AtomicU64,)*
+            /// Per-device counters, published once when RDMA starts.
+            devices: OnceLock<Vec<(String, Arc<DeviceCounters>)>>,
         }
 
         impl Stats {
-            /// One flat JSON object: `{"name": value, ...}`.
+            /// One JSON object: `{"name": value, ..., "devices": {...}}`.
             pub fn to_json(&self) -> String {
-                let fields: Vec<String> = vec![
+                let mut fields: Vec<String> = vec![
                     $(format!("\"{}\":{}", stringify!($name), self.$name.load(Ordering::Relaxed)),)*
                 ];
+                if let Some(devices) = self.devices.get() {
+                    fields.push(format!("\"devices\":{}", devices_json(devices)));
+                }
                 format!("{{{}}}\n", fields.join(","))
             }
         }
@@ -115,7 +123,52 @@ counters! {
     v2_bytes_read,
 }
 
+/// What one RDMA device served (`--device a,b`; server/README.md, "Several devices").
+#[derive(Default, Debug)]
+pub struct DeviceCounters {
+    /// Token requests and hipobj-rc-v2 PREPAREs and READYs run on this device.
+    pub jobs: AtomicU64,
+    /// Of those, the ones that moved bytes (200/206, FINAL 200).
+    pub transfers: AtomicU64,
+    /// Bytes those moved, either way.
+    pub bytes: AtomicU64,
+    /// Requests refused with 503 at dispatch because this device faces the client and its port
+    /// was not ACTIVE.
+    pub port_down_refusals: AtomicU64,
+}
+
+impl DeviceCounters {
+    fn to_json(&self) -> String {
+        let field = |name: &str, c: &AtomicU64| format!("\"{name}\":{}", c.load(Ordering::Relaxed));
+        format!(
+            "{{{},{},{},{}}}",
+            field("jobs", &self.jobs),
+            field("transfers", &self.transfers),
+            field("bytes", &self.bytes),
+            field("port_down_refusals", &self.port_down_refusals),
+        )
+    }
+}
+
+/// `{"name":{...},...}`, names as JSON strings.
+fn devices_json(devices: &[(String, Arc<DeviceCounters>)]) -> String {
+    let entries: Vec<String> = devices
+        .iter()
+        .map(|(name, c)| {
+            let name = serde_json::Value::from(name.as_str());
+            format!("{name}:{}", c.to_json())
+        })
+        .collect();
+    format!("{{{}}}", entries.join(","))
+}
+
 impl Stats {
+    /// Publish the counters of the devices RDMA serves from, in `--device` order. Only the
+    /// first call counts (the server starts RDMA once); false for a later one.
+    pub fn publish_devices(&self, devices: Vec<(String, Arc<DeviceCounters>)>) -> bool {
+        self.devices.set(devices).is_ok()
+    }
+
     pub fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -165,5 +218,24 @@ mod tests {
         assert!(json.contains("\"replies_428\":1"));
         assert!(json.contains("\"replies_501\":1"));
         assert!(json.contains("\"pairings_created\":0"));
+        assert!(!json.contains("devices"), "no devices before RDMA starts");
+    }
+
+    #[test]
+    fn json_breaks_counts_down_by_device() {
+        let s = Stats::default();
+        let (a, b) = (Arc::default(), Arc::<DeviceCounters>::default());
+        assert!(s.publish_devices(vec![
+            ("rxe1".into(), Arc::clone(&a)),
+            ("rxe3".into(), Arc::clone(&b))
+        ]));
+        assert!(!s.publish_devices(Vec::new()), "published once");
+        Stats::bump(&a.jobs);
+        Stats::add(&b.bytes, 4096);
+        let json: serde_json::Value = serde_json::from_str(&s.to_json()).expect("valid JSON");
+        assert_eq!(json["devices"]["rxe1"]["jobs"], 1);
+        assert_eq!(json["devices"]["rxe3"]["bytes"], 4096);
+        assert_eq!(json["devices"]["rxe3"]["port_down_refusals"], 0);
+        assert_eq!(json["replies_428"], 0);
     }
 }

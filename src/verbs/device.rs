@@ -467,6 +467,13 @@ impl Device {
         &self.caps
     }
 
+    /// Whether the port chosen at [`Device::open`] is ACTIVE or ACTIVE_DEFER now
+    /// (`ibv_query_port`): false once its link went down since.
+    pub fn port_is_active(&self) -> Result<bool, VerbsError> {
+        let attr = self.ctx.query_port(self.port.port)?;
+        Ok(attr.state == sys::IBV_PORT_ACTIVE || attr.state == sys::IBV_PORT_ACTIVE_DEFER)
+    }
+
     pub(crate) fn lib(&self) -> &Lib {
         &self.ctx.lib
     }

@@ -52,7 +52,8 @@ create_bucket() {
     -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -X PUT "$HIPOBJ_SRV_URL/$1" -o /dev/null
 }
 
-# server_stats: the counters of the last server started (GET /_hipobj/stats, one flat JSON object)
+# server_stats: the counters of the last server started (GET /_hipobj/stats: one flat JSON object
+# of numbers, plus `devices`, per-device counters, with RDMA on)
 server_stats() {
   curl -sSf --aws-sigv4 "aws:amz:us-east-1:s3" --user "$HIPOBJ_TEST_ACCESS_KEY:$HIPOBJ_TEST_SECRET_KEY" \
     -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$HIPOBJ_SRV_URL/_hipobj/stats"

@@ -122,6 +122,11 @@ impl<P: RdmaPort> Engine<P> {
         self.sessions.cancel(requester, session)
     }
 
+    /// Whether hipobj-rc-v2 session `id` was prepared on this engine (tombstones included).
+    pub fn holds_session(&self, id: &SessionId) -> bool {
+        self.sessions.holds(id)
+    }
+
     /// hipobj-rc-v2 sessions prepared or moving now.
     pub fn v2_live(&self) -> usize {
         self.sessions.live()

@@ -2,7 +2,9 @@
 //!
 //! - `token_header`: the `x-amz-rdma-token` value (88 hex digits, optional legacy suffix).
 //! - `port`: the [`port::RdmaPort`] seam; `verbs_port` implements it over `hipobj::verbs`.
-//! - `engine`: what a worker runs, one owner per concept over `shared` (the port, staging pool,
+//! - `engines`: one `engine` per device (`--device a,b`) and the dispatch of each job to one of
+//!   them: `rails` chooses the device facing the client's GID (a pure function, unit-tested).
+//! - `engine`: one device's share of a worker's jobs, one owner per concept over `shared` (the port, staging pool,
 //!   transfer shapes and deadlines, store, statistics): `paired` (one token request end to end,
 //!   over `pairing`, the pairing table) and `v2` (hipobj-rc-v2 below); `inject`: faults injected on
 //!   purpose, a token transfer that fails or a GET written at the wrong offset (cargo feature
@@ -15,6 +17,7 @@
 //!   states, deadlines, limits) and `v2` (PREPARE / READY / CANCEL over it).
 
 pub mod engine;
+pub mod engines;
 #[cfg(feature = "fault-injection")]
 pub mod inject;
 pub mod local_end;
@@ -22,6 +25,7 @@ pub mod paired;
 pub mod pairing;
 pub mod patience;
 pub mod port;
+pub mod rails;
 pub mod selection;
 pub mod session;
 pub mod shared;

@@ -159,6 +159,9 @@ pub trait RdmaPort: Send + Sync + 'static {
     type Buffer: StagingBuffer;
     type Qp: RdmaQp<Buffer = Self::Buffer>;
     fn info(&self) -> &PortInfo;
+    /// Whether the port is ACTIVE now (its link is up): a port that is not takes no new jobs. A
+    /// port whose state cannot be read counts as not active.
+    fn is_active(&self) -> bool;
     /// Create a QP and move it INIT -> RTR -> RTS aimed at `setup.peer`, with path MTU = the
     /// port's active MTU, max_rd_atomic = the device's max_qp_init_rd_atom, timeout 14 and
     /// retry_cnt 6.

@@ -174,6 +174,12 @@ impl<S> SessionTable<S> {
         id
     }
 
+    /// Whether `id` is in the table, whatever its owner and state (tombstones included): which
+    /// device's table a READY or CANCEL goes to.
+    pub fn holds(&self, id: &SessionId) -> bool {
+        self.lock().map.contains_key(id)
+    }
+
     /// READY: the `Waiting` session `id` of `owner` with this cookie and client QP becomes
     /// `Moving` and its contents are handed over. Call [`SessionTable::finish`] afterwards.
     pub fn claim(

@@ -94,6 +94,8 @@ struct Shared {
     file_registrations: usize,
     /// Refuse file registrations (as a kernel over its pinning limit does).
     refuse_file_registration: bool,
+    /// The port's link is down ([`RdmaPort::is_active`] answers false).
+    down: bool,
 }
 
 // SAFETY: the raw pointers in `windows` point into staging buffers that their session keeps
@@ -142,6 +144,7 @@ impl DoublePort {
                 next_rkey: 0x5100,
                 file_registrations: 0,
                 refuse_file_registration: false,
+                down: false,
             })),
             next_qpn: Arc::new(AtomicU32::new(0x100)),
         }
@@ -168,6 +171,11 @@ impl DoublePort {
     /// Files registered so far.
     pub fn file_registrations(&self) -> usize {
         self.shared.lock().file_registrations
+    }
+
+    /// Take the port's link down (or bring it back up).
+    pub fn set_down(&self, down: bool) {
+        self.shared.lock().down = down;
     }
 
     pub fn set_fail_connect(&self, fail: bool) {
@@ -299,6 +307,10 @@ impl RdmaPort for DoublePort {
 
     fn info(&self) -> &PortInfo {
         &self.info
+    }
+
+    fn is_active(&self) -> bool {
+        !self.shared.lock().down
     }
 
     fn connect_qp(&self, setup: &QpSetup) -> Result<DoubleQp, PortError> {

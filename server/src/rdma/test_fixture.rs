@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::engine::{Engine, EngineSettings};
+use super::engines::Engines;
 use super::test_double::DoublePort;
 use super::worker::{RdmaWorkers, WorkerSettings};
 use crate::backend::{Backend, FsBackend, WriteOptions};
@@ -94,7 +95,8 @@ pub fn fixture() -> Fixture {
     fixture_with(DoublePort::new(), &settings())
 }
 
-/// `engine` behind worker threads, as the S3 front uses it (2 workers, 4 transfers).
+/// `engine` behind worker threads as the S3 front uses it: the one device of [`Engines`] (its
+/// dispatch and port check included), 2 workers, 4 transfers.
 pub fn start_workers(engine: Engine<DoublePort>, stats: &Arc<Stats>) -> Arc<RdmaWorkers> {
     let workers = WorkerSettings {
         workers: 2,
@@ -103,7 +105,8 @@ pub fn start_workers(engine: Engine<DoublePort>, stats: &Arc<Stats>) -> Arc<Rdma
         queue_wait: Duration::from_millis(100),
         sweep_every: Duration::from_secs(60),
     };
-    Arc::new(RdmaWorkers::start(Arc::new(engine), &workers, Arc::clone(stats)).expect("workers"))
+    let engines = Engines::new(vec![engine], stats).expect("one engine");
+    Arc::new(RdmaWorkers::start(Arc::new(engines), &workers, Arc::clone(stats)).expect("workers"))
 }
 
 /// Store `data` as `b/key`.

@@ -589,6 +589,11 @@ impl<P: RdmaPort> SessionTransfers<P> {
     pub fn live(&self) -> usize {
         self.table.live()
     }
+
+    /// Whether session `id` was prepared here (and is not yet forgotten).
+    pub fn holds(&self, id: &SessionId) -> bool {
+        self.table.holds(id)
+    }
 }
 
 /// A prepared session and the window a PUT advertises.

@@ -207,6 +207,16 @@ impl RdmaPort for VerbsPort {
         &self.info
     }
 
+    fn is_active(&self) -> bool {
+        match self.device.port_is_active() {
+            Ok(active) => active,
+            Err(e) => {
+                tracing::warn!(device = %self.info.device, error = %e, "cannot read the port's state; taken as down");
+                false
+            }
+        }
+    }
+
     fn connect_qp(&self, setup: &QpSetup) -> Result<VerbsQp, PortError> {
         let mut qp = self
             .device

@@ -477,13 +477,6 @@ impl Device {
     pub(crate) fn lib(&self) -> &Lib {
         &self.ctx.lib
     }
-
-    /// Whether the port this device uses is ACTIVE (or ACTIVE_DEFER) now, by `ibv_query_port`: a
-    /// link that went down shows DOWN or INIT until it is back.
-    pub fn port_active(&self) -> Result<bool, VerbsError> {
-        let attr = self.ctx.query_port(self.port.port)?;
-        Ok(attr.state == sys::IBV_PORT_ACTIVE || attr.state == sys::IBV_PORT_ACTIVE_DEFER)
-    }
 }
 
 impl Drop for Device {

@@ -160,6 +160,33 @@ def test_fsspec_pandas_and_pyarrow_over_http(plain_session, rdma_off_server, s3)
     nothing_by_rdma(plain_session)
 
 
+def test_fsspec_copies_are_the_decisions(plain_session, s3):
+    """Every fsspec read and write, small or large, is a copy the Session's decision picked and
+    recorded: the Session's counters grow by each one, and a filesystem of transport "rdma" is
+    refused by the decision (no RDMA device here) instead of slipping over HTTP."""
+    fs = HipObjFileSystem(client=s3, session=plain_session)
+    big = bytes(range(256)) * (12 * MIB // 256)
+    before = plain_session.stats()["http"]
+    fs.pipe_file(f"{BUCKET}/fs/small", b"0123456789" * 100)  # 1000 bytes
+    fs.pipe_file(f"{BUCKET}/fs/big", big)  # 12 MiB: a multipart upload
+    assert fs.cat_file(f"{BUCKET}/fs/small", start=10, end=30) == b"01234567890123456789"
+    assert fs.cat_file(f"{BUCKET}/fs/big") == big
+    after = plain_session.stats()["http"]
+    assert after["transfers"] - before["transfers"] == 4, (before, after)
+    assert after["bytes"] - before["bytes"] == 1000 + 20 + 2 * len(big), (before, after)
+    reason = after["by_reason"]["no RDMA device"] - before["by_reason"].get("no RDMA device", 0)
+    assert reason == 4, (before, after)
+    assert fs.moved == {"rdma": 0, "http": 1000 + 20 + 2 * len(big)}
+    forced = HipObjFileSystem(client=s3, session=plain_session, transport="rdma")
+    with pytest.raises(hipobj.NicNotFoundError, match="transport='rdma' needs an RDMA device"):
+        forced.cat_file(f"{BUCKET}/fs/small", start=10, end=30)
+    with pytest.raises(hipobj.NicNotFoundError):
+        forced.pipe_file(f"{BUCKET}/fs/other", b"x" * 10)
+    assert plain_session.stats()["http"] == after
+    with pytest.raises(hipobj.InvalidValueError):
+        HipObjFileSystem(client=s3, session=plain_session, transport="sometimes")
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA/ROCm device: device tensors need one")
 def test_device_tensors_go_through_host_copies(plain_session, s3, caplog):
     caplog.set_level(logging.INFO, logger="hipobj")

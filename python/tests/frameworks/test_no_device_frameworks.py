@@ -33,7 +33,7 @@ from hipobj.torch.dcp import StorageReader, StorageWriter  # noqa: E402
 from hipobj_server import IDENTITIES  # noqa: E402
 from test_dcp import assert_equal, box_planner, cause, state, zeroed  # noqa: E402
 from test_fsspec import frame, parquet_bytes  # noqa: E402
-from test_safetensors_save import tensors  # noqa: E402
+from test_safetensors_save import changed_while_loading_is_caught, tensors, whole_object_checked  # noqa: E402
 
 MIB = 1 << 20
 BUCKET = "nodev-frameworks"
@@ -132,11 +132,26 @@ def test_safetensors_three_shards_and_an_index_over_http(plain_session, s3):
     back = {}
     for key in saved["keys"]:  # the safetensors package reads what went over HTTP
         back.update(st_load_torch(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()))
-    loaded = hipobj.safetensors.load(s3, BUCKET, saved["index"], device="cpu", session=plain_session)
+    checks = {}
+    loaded = hipobj.safetensors.load(s3, BUCKET, saved["index"], device="cpu", session=plain_session, checks=checks)
     for name, t in ts.items():
         assert back[name].dtype == t.dtype and torch.equal(back[name], t), name
         assert loaded[name].dtype == t.dtype and torch.equal(loaded[name], t), name
+    assert checks == {key: "CRC64NVME verified" for key in saved["keys"]}, checks
     assert nothing_by_rdma(plain_session) > before
+
+
+def test_safetensors_load_checks_the_whole_object_over_http(plain_session, s3):
+    ts = tensors()
+    hipobj.safetensors.save(s3, BUCKET, "st/crc.safetensors", ts, session=plain_session)
+    loaded = whole_object_checked(plain_session, s3, BUCKET, "st/crc.safetensors")
+    for name, t in ts.items():
+        assert torch.equal(loaded[name], t), name
+
+
+def test_safetensors_object_changed_while_loading_over_http(monkeypatch, plain_session, s3):
+    hipobj.safetensors.save(s3, BUCKET, "st/changed.safetensors", tensors(), session=plain_session)
+    changed_while_loading_is_caught(monkeypatch, plain_session, s3, BUCKET, "st/changed.safetensors")
 
 
 def test_fsspec_pandas_and_pyarrow_over_http(plain_session, rdma_off_server, s3):

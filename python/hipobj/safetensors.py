@@ -234,24 +234,32 @@ def load(
     return _load_one(client, bucket, key, device, session, config, checks)
 
 
+def read_weight_map(client: Any, bucket: str, key: str) -> Dict[str, str]:
+    """The ``weight_map`` (tensor name -> shard file name, beside the index) of the Hugging Face
+    index `bucket/key` (``model.safetensors.index.json``)."""
+    with client.get_object(Bucket=bucket, Key=key)["Body"] as body:
+        try:
+            mapped = json.loads(body.read())["weight_map"]
+        except (ValueError, KeyError, TypeError):
+            raise InvalidValueError(f"{bucket}/{key} is not a safetensors index (no weight_map)") from None
+    if not isinstance(mapped, dict) or not all(isinstance(v, str) for v in mapped.values()):
+        raise InvalidValueError(f"{bucket}/{key}: its weight_map does not map names to file names")
+    return mapped
+
+
 def _load_sharded(
     client: Any, bucket: str, key: str, device: Optional[Any], session: Session, config: TransferConfig, checks: Dict[str, str]
 ) -> Dict[str, Any]:
-    with client.get_object(Bucket=bucket, Key=key)["Body"] as body:
-        try:
-            index = json.loads(body.read())
-            weight_map = index["weight_map"]
-        except (ValueError, KeyError, TypeError):
-            raise InvalidValueError(f"{bucket}/{key} is not a safetensors index (no weight_map)") from None
+    mapped = read_weight_map(client, bucket, key)
     folder = key.rsplit("/", 1)[0] + "/" if "/" in key else ""
     tensors: Dict[str, Any] = {}
-    for shard in sorted(set(weight_map.values())):
+    for shard in sorted(set(mapped.values())):
         loaded = _load_one(client, bucket, folder + shard, device, session, config, checks)
         for name in loaded:
             if name in tensors:
                 raise InvalidValueError(f"{name} is in more than one shard of {bucket}/{key}")
         tensors.update(loaded)
-    missing = set(weight_map) - set(tensors)
+    missing = set(mapped) - set(tensors)
     if missing:
         raise InvalidValueError(f"{bucket}/{key}: the shards lack {sorted(missing)[:5]}")
     return tensors
@@ -334,6 +342,31 @@ def _shard_keys(key: str, count: int) -> List[str]:
     return [f"{stem}-{i:05d}-of-{count:05d}.safetensors" for i in range(1, count + 1)]
 
 
+def write_index(
+    client: Any, bucket: str, key: str, weight_map: Dict[str, str], total_size: int, metadata: Optional[Dict[str, str]] = None
+) -> None:
+    """The Hugging Face index `bucket/key` (``model.safetensors.index.json``): ``total_size`` (bytes
+    of tensor data) and `metadata` under "metadata", and the `weight_map` (name -> shard file)."""
+    body = {"metadata": {"total_size": total_size, **(metadata or {})}, "weight_map": weight_map}
+    client.put_object(Bucket=bucket, Key=key, Body=json.dumps(body, indent=2).encode())
+
+
+def upload_file(
+    session: Session,
+    client: Any,
+    bucket: str,
+    key: str,
+    tensors: List[Tuple[str, Any]],
+    segments: List[Any],
+    metadata: Optional[Dict[str, str]],
+    config: Optional[TransferConfig],
+) -> CopyResult:
+    """One safetensors object `bucket/key`: the header of `tensors` (name, tensor; in this order,
+    as ``_ordered`` puts them) and their memory `segments` (``Pinned.segment`` of each), uploaded
+    by the engine straight from that memory (one PUT or a multipart upload, with CRC64NVME)."""
+    return upload(session, client, bucket, key, gather([_header(tensors, metadata), *segments]), config)
+
+
 def save(
     client: Any,
     bucket: str,
@@ -363,13 +396,11 @@ def save(
     copies: List[CopyResult] = []
     with Pinned(session) as pinned:
         for shard_key, shard in zip(keys, shards):
-            parts: List[Any] = [_header(shard, metadata)]
-            parts += [pinned.segment(t) for _, t in shard]
-            copies.append(upload(session, client, bucket, shard_key, gather(parts), config))
+            segments = [pinned.segment(t) for _, t in shard]
+            copies.append(upload_file(session, client, bucket, shard_key, shard, segments, metadata, config))
     index = None
     if len(keys) > 1:
         index = key + ".index.json"
         weight_map = {name: k.rsplit("/", 1)[-1] for k, shard in zip(keys, shards) for name, _ in shard}
-        body = {"metadata": {"total_size": sum(nbytes(t) for _, t in ordered), **(metadata or {})}, "weight_map": weight_map}
-        client.put_object(Bucket=bucket, Key=index, Body=json.dumps(body, indent=2).encode())
+        write_index(client, bucket, index, weight_map, sum(nbytes(t) for _, t in ordered), metadata)
     return {"keys": keys, "index": index, "bytes": sum(c.size for c in copies), "copies": copies}

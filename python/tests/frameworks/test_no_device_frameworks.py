@@ -32,6 +32,11 @@ from hipobj.fsspec import HipObjFileSystem  # noqa: E402
 from hipobj.torch.dcp import StorageReader, StorageWriter  # noqa: E402
 from hipobj_server import IDENTITIES  # noqa: E402
 from test_dcp import assert_equal, box_planner, cause, state, zeroed  # noqa: E402
+from test_dcp_safetensors import (  # noqa: E402
+    an_unfinished_save_is_no_checkpoint,
+    ranks_save_and_everyone_reads,
+    what_the_layout_cannot_hold_is_refused,
+)
 from test_fsspec import frame, parquet_bytes  # noqa: E402
 from test_safetensors_save import changed_while_loading_is_caught, tensors, whole_object_checked  # noqa: E402
 
@@ -152,6 +157,20 @@ def test_safetensors_load_checks_the_whole_object_over_http(plain_session, s3):
 def test_safetensors_object_changed_while_loading_over_http(monkeypatch, plain_session, s3):
     hipobj.safetensors.save(s3, BUCKET, "st/changed.safetensors", tensors(), session=plain_session)
     changed_while_loading_is_caught(monkeypatch, plain_session, s3, BUCKET, "st/changed.safetensors")
+
+
+def test_dcp_safetensors_layout_two_ranks_over_http(plain_session, s3):
+    before = nothing_by_rdma(plain_session)
+    ranks_save_and_everyone_reads(plain_session, s3, BUCKET, "dcp-st/two")
+    assert nothing_by_rdma(plain_session) > before
+
+
+def test_dcp_safetensors_layout_unfinished_save_over_http(plain_session, s3):
+    an_unfinished_save_is_no_checkpoint(plain_session, s3, BUCKET, "dcp-st/unfinished")
+
+
+def test_dcp_safetensors_layout_refusals_over_http(plain_session, s3):
+    what_the_layout_cannot_hold_is_refused(plain_session, s3, BUCKET, "dcp-st/refused")
 
 
 def test_fsspec_pandas_and_pyarrow_over_http(plain_session, rdma_off_server, s3):

@@ -10,8 +10,13 @@ by rows (DTensor Shard(0)) through hipobj's StorageWriter; `load` reads it into 
 with another sharding (columns, Shard(1), for matrices; replicated vectors) through hipobj's
 StorageReader, or with `--reader s3torchconnector` through s3torchconnector's S3StorageReader
 over plain HTTP, and checks every tensor equal. `all` saves, then loads through both readers, in
-one launch (torch's start is minutes under emulation). Credentials: AWS_ACCESS_KEY_ID /
-AWS_SECRET_ACCESS_KEY. The process group is gloo (CPU tensors)."""
+one launch (torch's start is minutes under emulation), then does the same in the Hugging Face
+safetensors layout at `<path>-safetensors` (phases save-safetensors and load-safetensors):
+SafetensorsStorageWriter refuses the row-sharded state by name, saves the small layers' weights
+as replicated DTensors (each rank writes the half DCP's planner gives it:
+model-0000r-of-00002.safetensors, then the index), and SafetensorsStorageReader loads them into
+the column sharding. Credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY. The process group
+is gloo (CPU tensors)."""
 
 from __future__ import annotations
 
@@ -72,6 +77,35 @@ def sharded(state: dict, mesh, phase: str, fresh: bool) -> dict:
         return "unset" if fresh else v
 
     return {k: one(v) for k, v in state.items()}
+
+
+def small_layers(expected: dict, mesh, phase: str, fresh: bool) -> dict:
+    """The model's tensors of at most 1024 x 512 elements (about 9 MiB, not the embedding nor the
+    1024 x 1024 layers) as DTensors: replicated to save (each rank holds each whole, which the
+    safetensors layout can hold), placed for `phase` otherwise (zeros when fresh)."""
+    small = {k: v for k, v in expected["model"].items() if v.numel() <= 1024 * 512}
+    out = {}
+    for k, v in small.items():
+        where = [Replicate()] if phase == "save" else placements(v, phase)
+        out[k] = distribute_tensor(torch.zeros_like(v) if fresh else v, mesh, where)
+    return {"model": out}
+
+
+def save_safetensors(expected: dict, mesh, s3, path: str, session) -> None:
+    """The row-sharded state refused by name (nothing written), then the small layers saved."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    from hipobj.torch.dcp import SafetensorsStorageWriter
+
+    try:
+        dcp.save(sharded(expected, mesh, "save", fresh=False), storage_writer=SafetensorsStorageWriter(s3, path, session=session))
+    except CheckpointException as e:
+        if "is split across ranks" not in str(e):
+            raise
+    else:
+        raise SystemExit("SafetensorsStorageWriter took tensors split across ranks")
+    state = small_layers(expected, mesh, "save", fresh=False)
+    dcp.save(state, storage_writer=SafetensorsStorageWriter(s3, path, session=session))
 
 
 def compare(loaded: dict, expected: dict, mesh, where: str = "") -> int:
@@ -144,18 +178,26 @@ def main() -> int:
     s3 = client(args)
 
     import hipobj
-    from hipobj.torch.dcp import StorageReader, StorageWriter
+    from hipobj.torch.dcp import SafetensorsStorageReader, StorageReader, StorageWriter
 
     steps = [("save", None)] if args.phase == "save" else [("load", args.reader)]
     if args.phase == "all":
         steps = [("save", None), ("load", "hipobj"), ("load", "s3torchconnector")]
+        steps += [("save-safetensors", None), ("load-safetensors", "hipobj")]
+    hf_path = args.path.rstrip("/") + "-safetensors"
     with hipobj.Session(nic=args.nic) as session:
         for phase, reader in steps:
             t0 = time.monotonic()
+            checked = 0
             if phase == "save":
                 state = sharded(expected, mesh, "save", fresh=False)
                 dcp.save(state, storage_writer=StorageWriter(s3, args.path, session=session))
-                checked = 0
+            elif phase == "save-safetensors":
+                save_safetensors(expected, mesh, s3, hf_path, session)
+            elif phase == "load-safetensors":
+                state = small_layers(expected, mesh, "load", fresh=True)
+                dcp.load(state, storage_reader=SafetensorsStorageReader(s3, hf_path, session=session))
+                checked = compare(state, {"model": {k: expected["model"][k] for k in state["model"]}}, mesh)
             else:
                 state = sharded(expected, mesh, "load", fresh=True)
                 if reader == "s3torchconnector":

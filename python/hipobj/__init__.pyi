@@ -54,6 +54,8 @@ class CopyResult:
     parts: int
     retries: int
     multipart: bool
+    checksum: str
+    via: Optional[str]
 
 class Session:
     nic: Optional[str]

@@ -187,7 +187,7 @@ def upload(session: Any, client: Any, bucket: str, key: str, segments: List[Any]
     store = session._store(client, bucket, key, config=config)
     chunk, threshold = session._upload_sizes(client, bucket, config)
     done = _core.engine_upload_from(store, segments, chunk, threshold, session._concurrency(config))
-    return CopyResult(*done)
+    return CopyResult(*done, via=store.transport)
 
 
 def crc64nvme(segment: Segment) -> str:
@@ -212,13 +212,17 @@ def download_host(
     config: Optional[Any] = None,
     concurrency: Optional[int] = None,
     crc: Optional[str] = None,
+    ticket: Any = None,
+    stored: Optional[Dict[str, str]] = None,
 ) -> Any:
     """Object bytes `first .. first + len(into)` of `bucket/key` into host memory `into` by the
-    engine, by the path the Session picks (without an RDMA runtime: plain HTTP): ranged GETs of
-    ``multipart_chunksize``, `concurrency` at once (None: the config's or the Session's). With
-    `crc` (a CRC64NVME the writer recorded of exactly these bytes) the engine checks them as they
-    land as it checks an object against its stored checksum: a mismatch reads them again once,
-    then raises ChecksumMismatchError. A CopyResult."""
+    engine, by the path the Session picks (without an RDMA runtime: plain HTTP; `ticket`: the path
+    the caller already picked), ranged GETs of ``multipart_chunksize``, `concurrency` at once
+    (None: the config's or the Session's). With `crc` (a CRC64NVME the writer recorded of exactly
+    these bytes) the engine checks them as they land as it checks an object against its stored
+    checksum: a mismatch reads them again once, then raises ChecksumMismatchError. With `stored`
+    instead (a HEAD reply's headers, lowercase names; the bytes are the whole object) the check is
+    against the stored checksum they name, in ``config.checksum_mode``. A CopyResult."""
     from . import _core
     from ._transfer import CopyResult, TransferConfig
 
@@ -227,8 +231,12 @@ def download_host(
     def write_at(pos: int, data: bytes) -> None:
         into[pos : pos + len(data)] = data
 
-    store = session._store(client, bucket, key, config=config)
-    headers = None if crc is None else {"x-amz-checksum-crc64nvme": crc, "x-amz-checksum-type": "FULL_OBJECT"}
+    store = session._store(client, bucket, key, config=config, ticket=ticket)
+    headers, mode = stored, config.checksum_mode
+    if crc is not None:
+        headers, mode = {"x-amz-checksum-crc64nvme": crc, "x-amz-checksum-type": "FULL_OBJECT"}, "when_supported"
+    elif stored is None:
+        mode = "off"
     done = _core.engine_download_to(
         store,
         write_at,
@@ -237,7 +245,7 @@ def download_host(
         config.multipart_chunksize,
         concurrency or session._concurrency(config),
         None,
-        "off" if crc is None else "when_supported",
+        mode,
         headers,
     )
-    return CopyResult(*done)
+    return CopyResult(*done, via=store.transport)

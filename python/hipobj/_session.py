@@ -439,7 +439,7 @@ class Session:
             config.checksum_mode,
             headers,
         )
-        return CopyResult(*done)
+        return CopyResult(*done, via=store.transport)
 
     def download_fileobj(
         self,
@@ -469,7 +469,7 @@ class Session:
             config.checksum_mode,
             headers,
         )
-        return CopyResult(*done)
+        return CopyResult(*done, via=store.transport)
 
     def upload_file(
         self,
@@ -497,7 +497,7 @@ class Session:
         done = _core.engine_upload(
             store, str(filename), size, chunk, threshold, self._concurrency(config), callback, not own_checksum
         )
-        result = CopyResult(*done)
+        result = CopyResult(*done, via=store.transport)
         if result.multipart:
             stored = client.head_object(Bucket=bucket, Key=key)["ContentLength"]
             if stored != size:
@@ -552,13 +552,17 @@ class Session:
         key: str,
         extra_args: Optional[Dict[str, Any]] = None,
         config: Optional[TransferConfig] = None,
+        ticket: Any = None,
     ) -> Store:
         """The engine's S3 side for `bucket/key`; each copy picks its path (``_pick``) under
-        `config.transport` (None: the Session's)."""
+        `config.transport` (None: the Session's), or takes `ticket`: the copy's path picked by a
+        caller that had to know it first (to register the destination only for RDMA)."""
         self._client(client)
         mode = (config or TransferConfig()).transport
 
         def pick(size: int, direction: str, destination: str) -> Any:
+            if ticket is not None:
+                return ticket
             return self._pick(client, size, direction, destination, mode)
 
         return Store(client, bucket, key, extra_args, self._negotiation, pick)

@@ -50,14 +50,16 @@ class TransferConfig:
 
 @dataclass
 class CopyResult:
-    """What a file copy did: bytes moved, RDMA transfers, retries used, multipart or not, and
-    what the end-to-end check of a download found ("CRC64NVME verified", "unchecked: <why>")."""
+    """What a file copy did: bytes moved, RDMA transfers, retries used, multipart or not, what
+    the end-to-end check of a download found ("CRC64NVME verified", "unchecked: <why>"), and the
+    path the Session's decision picked for it (``via``: "rdma" or "http"; None: nothing moved)."""
 
     size: int
     parts: int
     retries: int
     multipart: bool = False
     checksum: str = "not checked"
+    via: Optional[str] = None
 
 
 def retry_class(status: Optional[int], code: Optional[str], exc: Optional[BaseException]) -> Optional[str]:

@@ -5,22 +5,31 @@
                          storage_options={"endpoint_url": "http://10.0.0.2:9000", "key": "...",
                                           "secret": "...", "nic": "rxe0"})
 
-Reads and writes of at least ``rdma_threshold`` bytes (1 MiB) move by RDMA through the transfer
-engine (ranged GETs straight into a registered buffer; uploads by RDMA PUT or multipart upload),
-smaller ones over plain HTTP with the same boto3 client. On a Session without an RDMA runtime (no
-usable RDMA device, issue 39) the large ones go through the same engine over plain HTTP, counted
-in ``moved["http"]``. Listing, HEAD and deletes are plain S3 calls. pandas, pyarrow
+Every read and write of an object's bytes is one object copy, and takes the path the Session's
+transport decision picks for it (``Session._pick``, the one that ``download_file`` and
+``upload_file`` use, docs/transport.md): under ``transport="auto"`` by what the Session measured
+on that endpoint for the copy's size class and direction (until it has measured, RDMA from 1 MiB
+up and plain HTTP below), ``"rdma"`` always by RDMA, ``"http"`` always over plain HTTP. A copy by
+RDMA goes through the transfer engine (ranged GETs straight into a registered buffer; uploads by
+RDMA PUT or multipart upload); a copy over HTTP goes through the same engine with plain HTTP
+bodies. Each outcome is recorded in the decision, so ``session.stats()`` counts fsspec's copies
+with the Session's others (and ``fs.moved`` this filesystem's bytes by path). On a Session without
+an RDMA runtime (no usable RDMA device, issue 39) every copy goes over plain HTTP. Listing, HEAD
+and deletes are plain S3 calls. pandas, pyarrow
 (``pyarrow.fs.PyFileSystem(pyarrow.fs.FSSpecHandler(fs))``) and anything else that opens files
 through fsspec use it unchanged; the package registers the protocol with fsspec (an entry point,
 and on import of this module).
 
 Options: ``client`` (a boto3 S3 client) or ``endpoint_url``/``key``/``secret``/``region_name``
 (a path-style client is made); ``session`` (default: the open ``hipobj.Session``; with ``nic``
-and none open, this filesystem opens one for the process); ``rdma_threshold``; ``config``
-(a ``hipobj.TransferConfig``: part size and concurrency)."""
+and none open, this filesystem opens one for the process, of transport ``transport``);
+``transport`` ("auto", "rdma" or "http"; None: the Session's) for this filesystem's copies;
+``config`` (a ``hipobj.TransferConfig``: part size, concurrency, and ``transport`` too, which the
+option of that name replaces)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from typing import Any, Dict, List, Optional
@@ -33,7 +42,7 @@ from . import _core
 from ._core import NotInitializedError
 from ._pinned import download_host, upload
 from ._session import Session, current_session
-from ._transfer import TransferConfig
+from ._transfer import CopyResult, TransferConfig
 
 MB = 1 << 20
 
@@ -52,16 +61,19 @@ class HipObjFileSystem(AbstractFileSystem):
         secret: Optional[str] = None,
         region_name: str = "us-east-1",
         nic: Optional[str] = None,
-        rdma_threshold: int = MB,
+        transport: Optional[str] = None,
         config: Optional[TransferConfig] = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
+        config = config or TransferConfig()
+        if transport is not None:  # an unknown mode: InvalidValueError, before anything is made
+            config = dataclasses.replace(config, transport=transport)
         self.client = client or _client(endpoint_url, key, secret, region_name)
         self._session = session
         self._nic = nic
-        self.rdma_threshold = rdma_threshold
-        self.config = config or TransferConfig()
+        self.config = config
+        # Bytes this filesystem moved, by the path the Session's decision picked for each copy.
         self.moved: Dict[str, int] = {"rdma": 0, "http": 0}
 
     @property
@@ -73,7 +85,7 @@ class HipObjFileSystem(AbstractFileSystem):
         except NotInitializedError:
             if self._nic is None:
                 raise
-            self._session = Session(nic=self._nic).open()
+            self._session = Session(nic=self._nic, transport=self.config.transport).open()
             return self._session
 
     # names -----------------------------------------------------------------------------------
@@ -139,69 +151,54 @@ class HipObjFileSystem(AbstractFileSystem):
         return self.read_range(bucket, key, start, end)
 
     def read_range(self, bucket: str, key: str, start: int, end: int) -> bytes:
-        """Object bytes start..end (exclusive): by RDMA into a registered buffer from
-        ``rdma_threshold`` up (the engine over plain HTTP on a Session without an RDMA runtime),
-        over HTTP below."""
+        """Object bytes start..end (exclusive), by the path the Session's decision picks for this
+        copy: by RDMA straight into a buffer registered for it, or over plain HTTP, each through
+        the engine (ranged GETs of ``multipart_chunksize``, retried as the engine does)."""
         n = end - start
         if n <= 0:
             return b""
-        if n < self.rdma_threshold:
-            self.moved["http"] += n
-            rng = f"bytes={start}-{end - 1}"
-            return self.client.get_object(Bucket=bucket, Key=key, Range=rng)["Body"].read()
         session = self.session
+        ticket = session._pick(self.client, n, "get", "host", self.config.transport)
         buf = np.empty(n, dtype=np.uint8)
-        if not session._rdma:
-            download_host(session, self.client, bucket, key, memoryview(buf), start, self.config)
-            self._engine_moved(n)
-            return buf.tobytes()
-        with session.register(buf) as reg:
-            store = session._store(self.client, bucket, key, config=self.config)
-            _core.engine_download_into(
-                store, reg, 0, start, n, self.config.multipart_chunksize, session._concurrency(self.config)
-            )
-        self._engine_moved(n)
+        if ticket.path == "rdma":
+            with session.register(buf) as reg:
+                store = session._store(self.client, bucket, key, config=self.config, ticket=ticket)
+                chunk, concurrency = self.config.multipart_chunksize, session._concurrency(self.config)
+                _core.engine_download_into(store, reg, 0, start, n, chunk, concurrency)
+        else:
+            download_host(session, self.client, bucket, key, memoryview(buf), start, self.config, ticket=ticket)
+        self.moved[ticket.path] += n
         return buf.tobytes()
-
-    def _engine_moved(self, n: int) -> None:
-        """Count `n` bytes the engine moved: by RDMA, or over plain HTTP on a Session without an
-        RDMA runtime."""
-        self.moved["rdma" if self.session._rdma else "http"] += n
 
     def pipe_file(self, path: str, value: bytes, **kwargs: Any) -> None:
         bucket, key = self._split(path)
         self.write_object(bucket, key, bytes(value))
 
     def write_object(self, bucket: str, key: str, data: bytes) -> None:
-        if len(data) < self.rdma_threshold:
-            self.moved["http"] += len(data)
-            self.client.put_object(Bucket=bucket, Key=key, Body=data)
+        """`data` as the object, by the path the Session's decision picks (the engine: one PUT or
+        a multipart upload); an empty object is one plain PUT (no bytes to move)."""
+        if not data:
+            self.client.put_object(Bucket=bucket, Key=key, Body=b"")
             return
-        upload(self.session, self.client, bucket, key, [data], self.config)
-        self._engine_moved(len(data))
+        self._moved(upload(self.session, self.client, bucket, key, [data], self.config))
 
     def put_file(self, lpath: str, rpath: str, callback: Any = None, **kwargs: Any) -> None:
         if os.path.isdir(lpath):
             return
         bucket, key = self._split(rpath)
-        size = os.path.getsize(lpath)
-        if size < self.rdma_threshold:
-            with open(lpath, "rb") as f:
-                self.write_object(bucket, key, f.read())
-            return
-        self.session.upload_file(self.client, lpath, bucket, key, config=self.config)
-        self._engine_moved(size)
+        self._moved(self.session.upload_file(self.client, lpath, bucket, key, config=self.config))
 
     def get_file(self, rpath: str, lpath: str, callback: Any = None, outfile: Any = None, **kwargs: Any) -> None:
         bucket, key = self._split(rpath)
-        size = self.info(rpath)["size"]
-        if size < self.rdma_threshold:
-            data = self.read_range(bucket, key, 0, size)
-            with open(lpath, "wb") as f:
-                f.write(data)
+        if self.info(rpath)["size"] == 0:
+            open(lpath, "wb").close()
             return
-        self.session.download_file(self.client, bucket, key, lpath, config=self.config)
-        self._engine_moved(size)
+        self._moved(self.session.download_file(self.client, bucket, key, lpath, config=self.config))
+
+    def _moved(self, copy: CopyResult) -> None:
+        """Count what an engine copy moved, on the path its decision picked."""
+        if copy.via is not None:
+            self.moved[copy.via] += copy.size
 
     def rm_file(self, path: str) -> None:
         bucket, key = self._split(path)
@@ -236,8 +233,8 @@ class HipObjFileSystem(AbstractFileSystem):
 
 
 class HipObjFile(AbstractBufferedFile):
-    """A file of a HipObjFileSystem: reads through fsspec's cache, each fetch by RDMA or HTTP by
-    its size; writes gathered in a local temporary file and uploaded at close."""
+    """A file of a HipObjFileSystem: reads through fsspec's cache, each fetch one copy on the path
+    the Session's decision picks; writes gathered in a local temporary file and uploaded at close."""
 
     DEFAULT_BLOCK_SIZE = 8 * MB
 

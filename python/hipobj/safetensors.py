@@ -5,10 +5,13 @@ or as shards with a Hugging Face index (``model-00001-of-00003.safetensors`` and
 ``model.safetensors.index.json``): each object is the header followed by the tensors' own
 registered memory, uploaded by the engine without a copy of the tensors.
 
-``load`` reads one file, or every shard of an index: one ranged GET reads each file's header,
-then the whole data section arrives by concurrent RDMA ranged GETs into one registered
-destination, and the tensors are views of it: numpy arrays (``device=None``) or torch tensors
-(``device="cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``).
+``load`` reads one file, or every shard of an index: a HEAD gives each file's size and stored
+checksum, one ranged GET its header, then the whole object (header and data section) arrives by
+concurrent RDMA ranged GETs into one registered destination, is checked against the object's
+stored full-object checksum (CRC64NVME, CRC32C or CRC32, by the library's check: read again once
+on a mismatch, then ``ChecksumMismatchError``), and the tensors are views of it: numpy arrays
+(``device=None``) or torch tensors (``device="cpu"``, ``"cuda"``, ``"cuda:1"``, a
+``torch.device``).
 
 On a Session without an RDMA runtime (no usable RDMA device, issue 39) both move the same bytes
 over plain HTTP through the same engine, from and into host memory: the tensors' own (device
@@ -18,14 +21,17 @@ filled through a host copy)."""
 from __future__ import annotations
 
 import json
+import logging
 import struct
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import _core
-from ._core import InvalidValueError
+from ._core import ChecksumMismatchError, InvalidValueError
 from ._pinned import Pinned, download_host, gather, is_torch, nbytes, upload
-from ._session import Session, current_session
+from ._session import Session, _head_with_checksums, current_session
 from ._transfer import CopyResult, TransferConfig
+
+log = logging.getLogger("hipobj")
 
 # The first ranged GET asks for this much: enough for the 8-byte length and most headers.
 _HEADER_PROBE = 1 << 16
@@ -117,30 +123,83 @@ def _view(dest: Any, dtype: str, shape: list, begin: int, end: int, device: Opti
         return raw.clone().view(want).reshape(shape)
 
 
-def _load_one(client: Any, bucket: str, key: str, device: Optional[Any], session: Session, config: TransferConfig) -> Dict[str, Any]:
+def _load_one(
+    client: Any, bucket: str, key: str, device: Optional[Any], session: Session, config: TransferConfig, checks: Dict[str, str]
+) -> Dict[str, Any]:
+    """The tensors of one file, views of one destination holding the whole object, whose bytes
+    were checked against its stored checksum (what the check found: ``checks[key]``). The HEAD
+    comes first, so the header read after it and the bytes checked against it are of one
+    version of the object: a change in between is a mismatch."""
+    size, stored = _head_with_checksums(client, bucket, key)
     header, data_start = read_header(client, bucket, key)
     where = f"{bucket}/{key}"
     entries = _entries(header, where)
-    size = max((end for *_, end in entries), default=0)
+    described = data_start + max((end for *_, end in entries), default=0)
+    if described != size:
+        raise InvalidValueError(
+            f"{where}: the object has {size} bytes, its header describes {described} (header and data): "
+            "not a safetensors file"
+        )
     dest = _destination(size, device)
-    if size and not session._rdma:
-        with Pinned(session) as pinned:
-            download_host(session, client, bucket, key, pinned.segment(dest, for_write=True), data_start, config)
-            pinned.finish_staged()
-    elif size:
-        with session.register(dest) as reg:
-            store = session._store(client, bucket, key, config=config)
-            _core.engine_download_into(
-                store, reg, 0, data_start, size, config.multipart_chunksize, session._concurrency(config)
-            )
+    checks[key] = _download_checked(session, client, bucket, key, dest, stored, config)
     tensors: Dict[str, Any] = {}
     for name, dtype, shape, begin, end in entries:
-        t = _view(dest, dtype, shape, begin, end, device)
+        t = _view(dest, dtype, shape, data_start + begin, data_start + end, device)
         nbytes = t.nbytes if hasattr(t, "nbytes") else t.numel() * t.element_size()
         if nbytes != end - begin:
             raise InvalidValueError(f"{name}: {end - begin} bytes in the file, {nbytes} for {dtype}{shape}")
         tensors[name] = t
     return tensors
+
+
+def _download_checked(
+    session: Session, client: Any, bucket: str, key: str, dest: Any, stored: Dict[str, str], config: TransferConfig
+) -> str:
+    """The whole object `bucket/key` into `dest` by the engine, checked in ``config.checksum_mode``
+    against the stored checksum the HEAD reply's headers `stored` name, by the library's check of
+    a whole object (the one ``get_object`` and ``download_file`` make): a mismatch reads it again
+    once, then raises ChecksumMismatchError. What the check found ("CRC64NVME verified",
+    "unchecked: <why>")."""
+    size = len(dest)
+    try:
+        if not session._rdma:
+            with Pinned(session) as pinned:
+                into = pinned.segment(dest, for_write=True)
+                done = download_host(session, client, bucket, key, into, 0, config, stored=stored)
+                pinned.finish_staged()
+            return done.checksum
+        with session.register(dest) as reg:
+            return _download_into_checked(session, client, bucket, key, reg, size, stored, config)
+    except ChecksumMismatchError as e:
+        raise _mismatch(f"s3://{bucket}/{key}", e) from e
+
+
+def _download_into_checked(
+    session: Session, client: Any, bucket: str, key: str, reg: Any, size: int, stored: Dict[str, str], config: TransferConfig
+) -> str:
+    """The whole object into registration `reg` by RDMA ranged GETs, then the check of what landed
+    (``_core.check_landed``, where the bytes lie); a mismatch reads it again once."""
+    concurrency = session._concurrency(config)
+    for attempt in (1, 2):
+        store = session._store(client, bucket, key, config=config)
+        _core.engine_download_into(store, reg, 0, 0, size, config.multipart_chunksize, concurrency)
+        try:
+            return _core.check_landed(reg, 0, size, stored, True, f"s3://{bucket}/{key}", config.checksum_mode)
+        except ChecksumMismatchError as e:
+            if attempt == 2:
+                raise
+            log.warning("hipobj: %s; reading the object again", e)
+    raise AssertionError("unreachable")
+
+
+def _mismatch(where: str, e: ChecksumMismatchError) -> ChecksumMismatchError:
+    """What a safetensors file read twice with a wrong checksum raises, on either path."""
+    err = ChecksumMismatchError(
+        f"{where}: {e.algorithm} of the whole object that landed is {e.actual}, the server stored "
+        f"{e.expected} (read twice): the object changed while it was read, or its bytes were damaged"
+    )
+    err.algorithm, err.expected, err.actual = e.algorithm, e.expected, e.actual
+    return err
 
 
 def load(
@@ -150,40 +209,57 @@ def load(
     device: Optional[Any] = None,
     session: Optional[Session] = None,
     config: Optional[TransferConfig] = None,
+    checks: Optional[Dict[str, str]] = None,
 ) -> Dict[str, Any]:
     """The tensors of the safetensors object `bucket/key` by name, like
     ``safetensors.numpy.load`` (``device=None``) or ``safetensors.torch.load`` (a torch device).
 
-    The whole data section is planned at once: one destination (host memory, or memory of
-    `device`) is registered and filled by concurrent ranged RDMA GETs (``config``: part size and
-    concurrency, default the Session's max_transfers), and each tensor is a view of it. On a
-    Session without an RDMA runtime the ranged GETs go over plain HTTP into the destination's
-    host memory (a device destination: through a host copy). A key ending in ``.index.json`` is
-    a sharded checkpoint's index (``model.safetensors.index.json``): every shard it names (beside
-    it) is loaded, and the tensors of all come back in one dict."""
+    The whole object is planned at once: one destination (host memory, or memory of `device`) is
+    registered and filled by concurrent ranged RDMA GETs (``config``: part size and concurrency,
+    default the Session's max_transfers), and each tensor is a view of it. What landed is checked
+    against the object's stored full-object checksum in ``config.checksum_mode`` (default
+    "when_supported"): a mismatch reads the object again once, then raises
+    ChecksumMismatchError naming it. `checks`, when given, is filled with each object's key and
+    what its check found ("CRC64NVME verified", "unchecked: <why>", e.g. an object stored with
+    no checksum). On a Session without an RDMA runtime the ranged GETs go over plain HTTP into
+    the destination's host memory (a device destination: through a host copy), checked as they
+    land. A key ending in ``.index.json`` is a sharded checkpoint's index
+    (``model.safetensors.index.json``): every shard it names (beside it) is loaded, and the
+    tensors of all come back in one dict."""
     session = session or current_session()
     config = config or TransferConfig()
+    checks = {} if checks is None else checks
     if key.endswith(".index.json"):
-        return _load_sharded(client, bucket, key, device, session, config)
-    return _load_one(client, bucket, key, device, session, config)
+        return _load_sharded(client, bucket, key, device, session, config, checks)
+    return _load_one(client, bucket, key, device, session, config, checks)
 
 
-def _load_sharded(client: Any, bucket: str, key: str, device: Optional[Any], session: Session, config: TransferConfig) -> Dict[str, Any]:
+def read_weight_map(client: Any, bucket: str, key: str) -> Dict[str, str]:
+    """The ``weight_map`` (tensor name -> shard file name, beside the index) of the Hugging Face
+    index `bucket/key` (``model.safetensors.index.json``)."""
     with client.get_object(Bucket=bucket, Key=key)["Body"] as body:
         try:
-            index = json.loads(body.read())
-            weight_map = index["weight_map"]
+            mapped = json.loads(body.read())["weight_map"]
         except (ValueError, KeyError, TypeError):
             raise InvalidValueError(f"{bucket}/{key} is not a safetensors index (no weight_map)") from None
+    if not isinstance(mapped, dict) or not all(isinstance(v, str) for v in mapped.values()):
+        raise InvalidValueError(f"{bucket}/{key}: its weight_map does not map names to file names")
+    return mapped
+
+
+def _load_sharded(
+    client: Any, bucket: str, key: str, device: Optional[Any], session: Session, config: TransferConfig, checks: Dict[str, str]
+) -> Dict[str, Any]:
+    mapped = read_weight_map(client, bucket, key)
     folder = key.rsplit("/", 1)[0] + "/" if "/" in key else ""
     tensors: Dict[str, Any] = {}
-    for shard in sorted(set(weight_map.values())):
-        loaded = _load_one(client, bucket, folder + shard, device, session, config)
+    for shard in sorted(set(mapped.values())):
+        loaded = _load_one(client, bucket, folder + shard, device, session, config, checks)
         for name in loaded:
             if name in tensors:
                 raise InvalidValueError(f"{name} is in more than one shard of {bucket}/{key}")
         tensors.update(loaded)
-    missing = set(weight_map) - set(tensors)
+    missing = set(mapped) - set(tensors)
     if missing:
         raise InvalidValueError(f"{bucket}/{key}: the shards lack {sorted(missing)[:5]}")
     return tensors
@@ -266,6 +342,31 @@ def _shard_keys(key: str, count: int) -> List[str]:
     return [f"{stem}-{i:05d}-of-{count:05d}.safetensors" for i in range(1, count + 1)]
 
 
+def write_index(
+    client: Any, bucket: str, key: str, weight_map: Dict[str, str], total_size: int, metadata: Optional[Dict[str, str]] = None
+) -> None:
+    """The Hugging Face index `bucket/key` (``model.safetensors.index.json``): ``total_size`` (bytes
+    of tensor data) and `metadata` under "metadata", and the `weight_map` (name -> shard file)."""
+    body = {"metadata": {"total_size": total_size, **(metadata or {})}, "weight_map": weight_map}
+    client.put_object(Bucket=bucket, Key=key, Body=json.dumps(body, indent=2).encode())
+
+
+def upload_file(
+    session: Session,
+    client: Any,
+    bucket: str,
+    key: str,
+    tensors: List[Tuple[str, Any]],
+    segments: List[Any],
+    metadata: Optional[Dict[str, str]],
+    config: Optional[TransferConfig],
+) -> CopyResult:
+    """One safetensors object `bucket/key`: the header of `tensors` (name, tensor; in this order,
+    as ``_ordered`` puts them) and their memory `segments` (``Pinned.segment`` of each), uploaded
+    by the engine straight from that memory (one PUT or a multipart upload, with CRC64NVME)."""
+    return upload(session, client, bucket, key, gather([_header(tensors, metadata), *segments]), config)
+
+
 def save(
     client: Any,
     bucket: str,
@@ -295,13 +396,11 @@ def save(
     copies: List[CopyResult] = []
     with Pinned(session) as pinned:
         for shard_key, shard in zip(keys, shards):
-            parts: List[Any] = [_header(shard, metadata)]
-            parts += [pinned.segment(t) for _, t in shard]
-            copies.append(upload(session, client, bucket, shard_key, gather(parts), config))
+            segments = [pinned.segment(t) for _, t in shard]
+            copies.append(upload_file(session, client, bucket, shard_key, shard, segments, metadata, config))
     index = None
     if len(keys) > 1:
         index = key + ".index.json"
         weight_map = {name: k.rsplit("/", 1)[-1] for k, shard in zip(keys, shards) for name, _ in shard}
-        body = {"metadata": {"total_size": sum(nbytes(t) for _, t in ordered), **(metadata or {})}, "weight_map": weight_map}
-        client.put_object(Bucket=bucket, Key=index, Body=json.dumps(body, indent=2).encode())
+        write_index(client, bucket, index, weight_map, sum(nbytes(t) for _, t in ordered), metadata)
     return {"keys": keys, "index": index, "bytes": sum(c.size for c in copies), "copies": copies}

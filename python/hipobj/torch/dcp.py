@@ -28,12 +28,25 @@ over plain HTTP through the same engine: the writer uploads the tensors' host me
 tensors through a host copy) with its CRC64NVME (the library's, from host memory), and the
 reader's ranged GETs land in the destination tensors' host memory (device tensors through a host
 copy, copied back), each whole chunk checked by the engine against the writer's CRC64NVME as it
-lands (read twice before ChecksumMismatchError)."""
+lands (read twice before ChecksumMismatchError).
+
+``SafetensorsStorageWriter`` and ``SafetensorsStorageReader`` keep a checkpoint in the Hugging
+Face safetensors layout instead: one ``model-0000r-of-0000N.safetensors`` per rank that has
+tensors (names: the FQNs; uploaded as ``hipobj.safetensors.save`` uploads, each tensor's
+CRC64NVME in the file's metadata) and ``model.safetensors.index.json``, removed first and written
+last by the coordinator. The ``safetensors`` package and ``hipobj.safetensors.load`` read it; the
+reader builds DCP's metadata from the files' headers and reads as ``StorageReader`` does. Classes
+of their own rather than a layout option: every step differs (plan, file names, what ``finish``
+writes, where the reader's metadata comes from) and torch names its pair the same way
+(``HuggingFaceStorageWriter``/``Reader``). A tensor split across ranks is refused by name (the
+layout holds whole tensors; consolidating would move every sharded byte a second time through
+the coordinator), as are non-tensor values."""
 
 from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import math
 import pickle
 import uuid
@@ -45,7 +58,14 @@ import torch
 from torch.distributed.checkpoint import StorageReader as _Reader
 from torch.distributed.checkpoint import StorageWriter as _Writer
 from torch.distributed.checkpoint.filesystem import _StorageInfo, _StoragePrefix
-from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
+from torch.distributed.checkpoint.metadata import (
+    ChunkStorageMetadata,
+    Metadata,
+    MetadataIndex,
+    StorageMeta,
+    TensorProperties,
+    TensorStorageMetadata,
+)
 from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPlanner, ReadItem, SavePlan, SavePlanner, WriteItemType
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
@@ -437,3 +457,170 @@ class StorageReader(_Checkpoint, _Reader):
             return b""
         rng = f"bytes={offset}-{offset + length - 1}"
         return self.client.get_object(Bucket=self.bucket, Key=self.key(name), Range=rng)["Body"].read()
+
+
+# the Hugging Face safetensors layout ----------------------------------------------------------
+
+INDEX = "model.safetensors.index.json"
+# The writer's CRC64NVME of each tensor's bytes, in the file's ``__metadata__`` (str -> str, as
+# the format asks): a JSON object name -> CRC. The reader checks every whole tensor read against
+# it; files without it (written by others) are read unchecked.
+CRC_METADATA = "hipobj.crc64nvme"
+
+
+def _shard_name(number: int, count: int) -> str:
+    return f"model-{number:05d}-of-{count:05d}.safetensors"
+
+
+def _whole_tensor(item: Any) -> bool:
+    """A SHARD write item that is in fact its whole tensor (one rank holds all of it)."""
+    chunk, size = item.tensor_data.chunk, item.tensor_data.size
+    return all(o == 0 for o in chunk.offsets) and list(chunk.sizes) == list(size)
+
+
+def _refuse_for_safetensors(item: Any) -> None:
+    """What the safetensors layout cannot hold, refused by name before anything is written."""
+    fqn = item.index.fqn
+    if item.type == WriteItemType.BYTE_IO:
+        raise InvalidValueError(
+            f"{fqn!r} is not a tensor: the safetensors layout holds tensors only; save it with "
+            "hipobj.torch.dcp.StorageWriter (DCP's own layout)"
+        )
+    if item.type == WriteItemType.SHARD and not _whole_tensor(item):
+        chunk = item.tensor_data.chunk
+        raise InvalidValueError(
+            f"{fqn!r} is split across ranks (this rank holds offsets {list(chunk.offsets)}, sizes "
+            f"{list(chunk.sizes)} of {list(item.tensor_data.size)}): the safetensors layout holds each "
+            "tensor whole in one file; gather it first (a full state dict) or save with "
+            "hipobj.torch.dcp.StorageWriter (DCP's own layout)"
+        )
+
+
+class SafetensorsStorageWriter(StorageWriter):
+    """DCP storage writer in the Hugging Face safetensors layout:
+    ``SafetensorsStorageWriter(client, "s3://bucket/prefix", session=None, config=None)``.
+
+    Each rank that has tensors to write (after DCP's planner gave each replicated tensor to one
+    rank) writes one file ``model-0000r-of-0000N.safetensors`` (r counts those ranks from 1),
+    tensor names being the FQNs, uploaded as ``hipobj.safetensors.save`` uploads (the header, then
+    the tensors' registered memory); the coordinator removes an existing
+    ``model.safetensors.index.json`` before any rank writes and writes the new one (the
+    ``weight_map``) last, so a save that dies on the way leaves no loadable checkpoint. The
+    ``safetensors`` package reads each file, ``hipobj.safetensors.load`` the index, and
+    ``SafetensorsStorageReader`` loads it back through DCP in any sharding. Tensors split across
+    ranks (DTensor or ShardedTensor chunks) and non-tensor values are refused by name before
+    anything is written: this layout holds whole tensors."""
+
+    def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
+        for item in plan.items:
+            _refuse_for_safetensors(item)
+        return plan
+
+    def prepare_global_plan(self, plans: List[SavePlan]) -> List[SavePlan]:
+        # The coordinator, before any rank writes: a checkpoint being overwritten stops being one.
+        self.client.delete_object(Bucket=self.bucket, Key=self.key(INDEX))
+        writing = [i for i, p in enumerate(plans) if p.items]
+        names = {rank: _shard_name(n, len(writing)) for n, rank in enumerate(writing, start=1)}
+        return [dataclasses.replace(p, storage_data=names.get(i)) for i, p in enumerate(plans)]
+
+    def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future:
+        from .. import safetensors as st
+
+        results: List[WriteResult] = []
+        if plan.items:
+            tensors = {item.index.fqn: planner.resolve_data(item).detach().contiguous() for item in plan.items}
+            ordered = st._ordered(tensors)
+            with Pinned(self.session) as pinned:
+                segments = [pinned.segment(t) for _, t in ordered]
+                crcs = {name: crc64nvme(seg) for (name, t), seg in zip(ordered, segments) if t.numel()}
+                metadata = {"format": "pt", CRC_METADATA: json.dumps(crcs, sort_keys=True)}
+                key = self.key(plan.storage_data)
+                self.copies.append(st.upload_file(self.session, self.client, self.bucket, key, ordered, segments, metadata, self.config))
+            for item in plan.items:
+                t = tensors[item.index.fqn]
+                results.append(WriteResult(index=item.index, size_in_bytes=t.numel() * t.element_size(), storage_data=plan.storage_data))
+        future: Future = Future()
+        future.set_result(results)
+        return future
+
+    def finish(self, metadata: Metadata, results: List[List[WriteResult]]) -> None:
+        from .. import safetensors as st
+
+        writes = [wr for rank in results for wr in rank]
+        weight_map = {wr.index.fqn: wr.storage_data for wr in writes}
+        st.write_index(self.client, self.bucket, self.key(INDEX), weight_map, sum(wr.size_in_bytes for wr in writes))
+
+
+class SafetensorsStorageReader(StorageReader):
+    """DCP storage reader of the Hugging Face safetensors layout:
+    ``SafetensorsStorageReader(client, "s3://bucket/prefix", session=None, config=None)``.
+
+    The checkpoint is ``model.safetensors.index.json`` and the files its ``weight_map`` names
+    beside it (written by ``SafetensorsStorageWriter``, ``hipobj.safetensors.save`` or Hugging Face
+    tools). DCP's metadata is built from the files' headers, one whole chunk per tensor, as
+    torch's ``HuggingFaceStorageReader`` builds it; then each region a rank asks for moves as with
+    ``StorageReader`` (ranged GETs straight into the destination, DCP's planner resharding), every
+    read of a whole tensor checked against the writer's CRC64NVME where the file carries it."""
+
+    def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+        from .. import safetensors as st
+
+        key = self.key(INDEX)
+        try:
+            mapped = st.read_weight_map(self.client, self.bucket, key)
+        except self.client.exceptions.NoSuchKey:
+            raise S3Error(
+                f"s3://{self.bucket}/{key} does not exist: no checkpoint at {self.path} "
+                "(a save that did not finish writes none)"
+            ) from None
+        tensors: Dict[str, TensorStorageMetadata] = {}
+        storage: Dict[MetadataIndex, _StorageInfo] = {}
+        for shard in sorted(set(mapped.values())):
+            for fqn, meta, info in self._tensors_of(shard):
+                if mapped.get(fqn) == shard:
+                    tensors[fqn] = meta
+                    storage[MetadataIndex(fqn, [0] * len(meta.size))] = info
+        missing = sorted(set(mapped) - set(tensors))
+        if missing:
+            raise InvalidValueError(f"s3://{self.bucket}/{key}: the files lack {missing[:5]}")
+        metadata = Metadata(state_dict_metadata=tensors, storage_data=storage)
+        metadata.storage_meta = StorageMeta(checkpoint_id=self.path, load_id=self.load_id)
+        return metadata
+
+    def _tensors_of(self, shard: str) -> List[Tuple[str, TensorStorageMetadata, _StorageInfo]]:
+        """(FQN, DCP's metadata of the tensor, where its bytes lie) of every tensor of one file,
+        from its header (one ranged GET)."""
+        from .. import safetensors as st
+
+        header, data_start = st.read_header(self.client, self.bucket, self.key(shard))
+        where = f"s3://{self.bucket}/{self.key(shard)}"
+        crcs = _writer_crcs(header, where)
+        out = []
+        for fqn, code, shape, begin, end in st._entries(header, where):
+            dtype = getattr(torch, st._TORCH_DTYPES.get(code, ""), None)
+            if not isinstance(dtype, torch.dtype):
+                raise InvalidValueError(f"{where}: {fqn!r} has dtype {code}, which has no torch type here")
+            size = torch.Size(shape)
+            chunk = ChunkStorageMetadata(offsets=torch.Size([0] * len(shape)), sizes=size)
+            meta = TensorStorageMetadata(properties=TensorProperties(dtype=dtype), size=size, chunks=[chunk])
+            info = _StorageInfo(shard, data_start + begin, end - begin)
+            info.hipobj = {"data": data_start + begin, "shape": list(shape), "dtype": str(dtype)}
+            if fqn in crcs:
+                info.hipobj[CRC] = crcs[fqn]
+            out.append((fqn, meta, info))
+        return out
+
+
+def _writer_crcs(header: Dict[str, Any], where: str) -> Dict[str, str]:
+    """The CRC64NVME of each tensor that SafetensorsStorageWriter put in the file's metadata
+    (none for files written by others)."""
+    text = (header.get("__metadata__") or {}).get(CRC_METADATA)
+    if text is None:
+        return {}
+    try:
+        crcs = json.loads(text)
+    except ValueError:
+        raise InvalidValueError(f"{where}: its {CRC_METADATA} metadata is not JSON") from None
+    if not isinstance(crcs, dict):
+        raise InvalidValueError(f"{where}: its {CRC_METADATA} metadata is not a map of names to CRCs")
+    return crcs

@@ -49,7 +49,23 @@ GUARDS = {
         '        start = raw["data"]',
         "test_a_part_of_a_stored_tensor_reads_that_part and direct",
     ),
+    "safetensors-writer-removes-old-index": (
+        "        self.client.delete_object(Bucket=self.bucket, Key=self.key(INDEX))",
+        "        pass",
+        "test_an_unfinished_save_is_no_checkpoint",
+    ),
+    "safetensors-writer-refuses-split-tensors": (
+        "    if item.type == WriteItemType.SHARD and not _whole_tensor(item):",
+        "    if False:",
+        "test_what_the_layout_cannot_hold_is_refused",
+    ),
+    "safetensors-reader-checks-writer-crc": (
+        "                info.hipobj[CRC] = crcs[fqn]",
+        "                pass",
+        "test_two_ranks_save_and_everyone_reads",
+    ),
 }
+TEST_FILES = ("test_dcp.py", "test_dcp_safetensors.py")
 
 
 FINDER = """import importlib.abc, importlib.util, os, sys
@@ -71,7 +87,7 @@ def use(source, where: str) -> None:
     """`source` (None: the installed module) is what `import hipobj.torch.dcp` gives from now on,
     in this process and, through a sitecustomize on PYTHONPATH, in the processes a test starts
     (the killed save runs in one)."""
-    for name in ("hipobj.torch.dcp", "test_dcp"):
+    for name in ("hipobj.torch.dcp", "test_dcp", "test_dcp_safetensors"):
         sys.modules.pop(name, None)
     if hasattr(hipobj.torch, "dcp"):
         del hipobj.torch.dcp
@@ -93,7 +109,8 @@ def run(tests: str, log: str) -> int:
         saved = sys.stdout, sys.stderr
         sys.stdout = sys.stderr = out
         try:
-            return int(pytest.main(["-q", "-p", "no:cacheprovider", "-x", "-k", tests, os.path.join(HERE, "test_dcp.py")]))
+            files = [os.path.join(HERE, name) for name in TEST_FILES]
+            return int(pytest.main(["-q", "-p", "no:cacheprovider", "-x", "-k", tests, *files]))
         finally:
             sys.stdout, sys.stderr = saved
 

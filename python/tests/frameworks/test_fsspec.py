@@ -1,5 +1,6 @@
 """hipobj.fsspec (issue 38): pandas and pyarrow read and write through the hipobj:// protocol,
-large reads and writes by RDMA, small ones over HTTP."""
+each read and write on the path the Session's transport decision picks (RDMA here: the lane's
+Session is transport "rdma"), counted in its stats."""
 
 from __future__ import annotations
 
@@ -73,8 +74,18 @@ def test_pandas_writes_and_pyarrow_dataset_reads(session, client, bucket):
     assert sorted(fs.ls(f"{bucket}/fs/ds", detail=False)) == [f"{bucket}/fs/ds/part-{i}.parquet" for i in range(3)]
 
 
-def test_small_reads_go_over_http(session, client, bucket):
+def test_each_copy_takes_the_path_the_decision_picks(session, client, bucket):
+    """The filesystem's transport names each copy's path (the Session's "rdma" by default here),
+    small copies included, and the Session's counters record every one."""
     client.put_object(Bucket=bucket, Key="fs/small", Body=b"0123456789" * 100)
-    fs = HipObjFileSystem(client=client, session=session)
-    assert fs.cat_file(f"{bucket}/fs/small", start=10, end=30) == b"01234567890123456789"
-    assert fs.moved == {"rdma": 0, "http": 20}
+    before = session.stats()
+    over_http = HipObjFileSystem(client=client, session=session, transport="http")
+    assert over_http.cat_file(f"{bucket}/fs/small", start=10, end=30) == b"01234567890123456789"
+    assert over_http.moved == {"rdma": 0, "http": 20}
+    by_rdma = HipObjFileSystem(client=client, session=session)
+    assert by_rdma.cat_file(f"{bucket}/fs/small", start=10, end=30) == b"01234567890123456789"
+    assert by_rdma.moved == {"rdma": 20, "http": 0}
+    after = session.stats()
+    for path in ("rdma", "http"):
+        assert after[path]["transfers"] - before[path]["transfers"] == 1, (before, after)
+        assert after[path]["bytes"] - before[path]["bytes"] == 20, (before, after)

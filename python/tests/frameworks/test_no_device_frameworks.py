@@ -32,8 +32,13 @@ from hipobj.fsspec import HipObjFileSystem  # noqa: E402
 from hipobj.torch.dcp import StorageReader, StorageWriter  # noqa: E402
 from hipobj_server import IDENTITIES  # noqa: E402
 from test_dcp import assert_equal, box_planner, cause, state, zeroed  # noqa: E402
+from test_dcp_safetensors import (  # noqa: E402
+    an_unfinished_save_is_no_checkpoint,
+    ranks_save_and_everyone_reads,
+    what_the_layout_cannot_hold_is_refused,
+)
 from test_fsspec import frame, parquet_bytes  # noqa: E402
-from test_safetensors_save import tensors  # noqa: E402
+from test_safetensors_save import changed_while_loading_is_caught, tensors, whole_object_checked  # noqa: E402
 
 MIB = 1 << 20
 BUCKET = "nodev-frameworks"
@@ -132,11 +137,40 @@ def test_safetensors_three_shards_and_an_index_over_http(plain_session, s3):
     back = {}
     for key in saved["keys"]:  # the safetensors package reads what went over HTTP
         back.update(st_load_torch(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()))
-    loaded = hipobj.safetensors.load(s3, BUCKET, saved["index"], device="cpu", session=plain_session)
+    checks = {}
+    loaded = hipobj.safetensors.load(s3, BUCKET, saved["index"], device="cpu", session=plain_session, checks=checks)
     for name, t in ts.items():
         assert back[name].dtype == t.dtype and torch.equal(back[name], t), name
         assert loaded[name].dtype == t.dtype and torch.equal(loaded[name], t), name
+    assert checks == {key: "CRC64NVME verified" for key in saved["keys"]}, checks
     assert nothing_by_rdma(plain_session) > before
+
+
+def test_safetensors_load_checks_the_whole_object_over_http(plain_session, s3):
+    ts = tensors()
+    hipobj.safetensors.save(s3, BUCKET, "st/crc.safetensors", ts, session=plain_session)
+    loaded = whole_object_checked(plain_session, s3, BUCKET, "st/crc.safetensors")
+    for name, t in ts.items():
+        assert torch.equal(loaded[name], t), name
+
+
+def test_safetensors_object_changed_while_loading_over_http(monkeypatch, plain_session, s3):
+    hipobj.safetensors.save(s3, BUCKET, "st/changed.safetensors", tensors(), session=plain_session)
+    changed_while_loading_is_caught(monkeypatch, plain_session, s3, BUCKET, "st/changed.safetensors")
+
+
+def test_dcp_safetensors_layout_two_ranks_over_http(plain_session, s3):
+    before = nothing_by_rdma(plain_session)
+    ranks_save_and_everyone_reads(plain_session, s3, BUCKET, "dcp-st/two")
+    assert nothing_by_rdma(plain_session) > before
+
+
+def test_dcp_safetensors_layout_unfinished_save_over_http(plain_session, s3):
+    an_unfinished_save_is_no_checkpoint(plain_session, s3, BUCKET, "dcp-st/unfinished")
+
+
+def test_dcp_safetensors_layout_refusals_over_http(plain_session, s3):
+    what_the_layout_cannot_hold_is_refused(plain_session, s3, BUCKET, "dcp-st/refused")
 
 
 def test_fsspec_pandas_and_pyarrow_over_http(plain_session, rdma_off_server, s3):
@@ -158,6 +192,33 @@ def test_fsspec_pandas_and_pyarrow_over_http(plain_session, rdma_off_server, s3)
     assert table.sort_by("id").equals(want.sort_by("id"))
     assert fs.moved["rdma"] == 0 and fs.moved["http"] >= len(blob), fs.moved
     nothing_by_rdma(plain_session)
+
+
+def test_fsspec_copies_are_the_decisions(plain_session, s3):
+    """Every fsspec read and write, small or large, is a copy the Session's decision picked and
+    recorded: the Session's counters grow by each one, and a filesystem of transport "rdma" is
+    refused by the decision (no RDMA device here) instead of slipping over HTTP."""
+    fs = HipObjFileSystem(client=s3, session=plain_session)
+    big = bytes(range(256)) * (12 * MIB // 256)
+    before = plain_session.stats()["http"]
+    fs.pipe_file(f"{BUCKET}/fs/small", b"0123456789" * 100)  # 1000 bytes
+    fs.pipe_file(f"{BUCKET}/fs/big", big)  # 12 MiB: a multipart upload
+    assert fs.cat_file(f"{BUCKET}/fs/small", start=10, end=30) == b"01234567890123456789"
+    assert fs.cat_file(f"{BUCKET}/fs/big") == big
+    after = plain_session.stats()["http"]
+    assert after["transfers"] - before["transfers"] == 4, (before, after)
+    assert after["bytes"] - before["bytes"] == 1000 + 20 + 2 * len(big), (before, after)
+    reason = after["by_reason"]["no RDMA device"] - before["by_reason"].get("no RDMA device", 0)
+    assert reason == 4, (before, after)
+    assert fs.moved == {"rdma": 0, "http": 1000 + 20 + 2 * len(big)}
+    forced = HipObjFileSystem(client=s3, session=plain_session, transport="rdma")
+    with pytest.raises(hipobj.NicNotFoundError, match="transport='rdma' needs an RDMA device"):
+        forced.cat_file(f"{BUCKET}/fs/small", start=10, end=30)
+    with pytest.raises(hipobj.NicNotFoundError):
+        forced.pipe_file(f"{BUCKET}/fs/other", b"x" * 10)
+    assert plain_session.stats()["http"] == after
+    with pytest.raises(hipobj.InvalidValueError):
+        HipObjFileSystem(client=s3, session=plain_session, transport="sometimes")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA/ROCm device: device tensors need one")

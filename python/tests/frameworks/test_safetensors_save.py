@@ -36,6 +36,48 @@ def get(client, bucket, key) -> bytes:
     return client.get_object(Bucket=bucket, Key=key)["Body"].read()
 
 
+def whole_object_checked(session, client, bucket, key):
+    """load checks the whole object against its stored checksum; the check itself, given a wrong
+    stored CRC64NVME, reads twice and raises naming the object; given the right one, passes."""
+    checks = {}
+    loaded = hipobj.safetensors.load(client, bucket, key, device="cpu", session=session, checks=checks)
+    assert checks == {key: "CRC64NVME verified"}, checks
+    blob = get(client, bucket, key)
+    right = hipobj._core.crc_of_buffer(blob, "CRC64NVME")
+    wrong = hipobj._core.crc_of_buffer(blob + b"!", "CRC64NVME")
+    config = hipobj.TransferConfig()
+    for crc in (wrong, right):
+        stored = {"x-amz-checksum-crc64nvme": crc, "x-amz-checksum-type": "FULL_OBJECT"}
+        dest = np.zeros(len(blob), dtype=np.uint8)
+        if crc == wrong:
+            with pytest.raises(hipobj.ChecksumMismatchError) as e:
+                hipobj.safetensors._download_checked(session, client, bucket, key, dest, stored, config)
+            assert f"s3://{bucket}/{key}" in str(e.value) and "(read twice)" in str(e.value), str(e.value)
+            assert (e.value.expected, e.value.actual) == (wrong, right)
+        else:
+            verdict = hipobj.safetensors._download_checked(session, client, bucket, key, dest, stored, config)
+            assert verdict == "CRC64NVME verified" and dest.tobytes() == blob
+    return loaded
+
+
+def changed_while_loading_is_caught(monkeypatch, session, client, bucket, key):
+    """The object replaced (one data byte changed, same length) after load's HEAD and header read:
+    what lands is not what the HEAD's checksum describes, read twice, ChecksumMismatchError."""
+    read_header = hipobj.safetensors.read_header
+
+    def read_then_replace(c, b, k):
+        found = read_header(c, b, k)
+        blob = bytearray(get(client, bucket, key))
+        blob[-3] ^= 0x10
+        client.put_object(Bucket=bucket, Key=key, Body=bytes(blob))
+        return found
+
+    monkeypatch.setattr(hipobj.safetensors, "read_header", read_then_replace)
+    with pytest.raises(hipobj.ChecksumMismatchError, match="changed while it was read") as e:
+        hipobj.safetensors.load(client, bucket, key, device="cpu", session=session)
+    assert f"s3://{bucket}/{key}" in str(e.value), str(e.value)
+
+
 def test_three_shards_and_an_index_read_by_the_safetensors_package(session, client, bucket):
     ts = tensors()
     saved = hipobj.safetensors.save(
@@ -77,3 +119,16 @@ def test_bad_input_stores_nothing(session, client, bucket):
     listed = client.list_objects_v2(Bucket=bucket, Prefix="st/bad").get("Contents", [])
     assert listed == []
     assert session.register(bytearray(8)).deregister() is None  # every registration was released
+
+
+def test_load_checks_the_whole_object(session, client, bucket):
+    ts = tensors()
+    hipobj.safetensors.save(client, bucket, "st/crc.safetensors", ts, session=session)
+    loaded = whole_object_checked(session, client, bucket, "st/crc.safetensors")
+    for name, t in ts.items():
+        assert torch.equal(loaded[name], t), name
+
+
+def test_an_object_changed_while_loading_is_caught(monkeypatch, session, client, bucket):
+    hipobj.safetensors.save(client, bucket, "st/changed.safetensors", tensors(), session=session)
+    changed_while_loading_is_caught(monkeypatch, session, client, bucket, "st/changed.safetensors")

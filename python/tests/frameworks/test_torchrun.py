@@ -1,8 +1,10 @@
 """Issue 38's acceptance: `torchrun --nproc-per-node 2` saves a model and its Adam state (about
 270 MiB, over a hundred tensors, one of 66 MiB) sharded by rows through our writer, then loads
 it sharded by columns through our reader, and through s3torchconnector's reader over HTTP:
-every tensor equal (python/examples/dcp_torchrun.py checks them). One launch does all three
-(`all`): torch's start takes minutes per process under emulation."""
+every tensor equal (python/examples/dcp_torchrun.py checks them). The same launch then saves
+the small layers in the Hugging Face safetensors layout (after SafetensorsStorageWriter refused
+the row-sharded state by name), one file per rank and the index, and loads them by columns. One
+launch does it all (`all`): torch's start takes minutes per process under emulation."""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ def torchrun(server, nic, *args) -> list:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     # each rank writes its report line in one write(2) (the example's); a torn line fails here
     reports = [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines() if line.startswith("dcp_torchrun ")]
-    assert len(reports) == 2 * (3 if "all" in args else 1), done.stdout[-3000:]
+    assert len(reports) == 2 * (5 if "all" in args else 1), done.stdout[-3000:]
     print(*reports, sep="\n")
     return reports
 
@@ -43,10 +45,19 @@ def test_two_ranks_save_and_reshard_on_load(server, devices, client, bucket):
     where = f"s3://{bucket}/torchrun/step-1"
     reports = torchrun(server, devices[0], "all", "--path", where)
     steps = [(r["phase"], r["reader"]) for r in reports]
-    assert sorted(set(steps)) == [("load", "hipobj"), ("load", "s3torchconnector"), ("save", None)], steps
+    assert sorted(set(steps), key=str) == sorted(
+        [("load", "hipobj"), ("load", "s3torchconnector"), ("save", None), ("save-safetensors", None), ("load-safetensors", "hipobj")],
+        key=str,
+    ), steps
     assert all(steps.count(s) == 2 for s in set(steps)), steps
     assert all(r["state_bytes"] >= 256 << 20 for r in reports), reports
     objects = client.list_objects_v2(Bucket=bucket, Prefix="torchrun/step-1/")["Contents"]
     assert {o["Key"].rsplit("/", 1)[1] for o in objects} == {"__0_0.distcp", "__1_0.distcp", ".metadata"}
     loads = [r for r in reports if r["phase"] == "load"]
     assert all(r["tensors_checked"] > 100 for r in loads), loads
+    # the safetensors layout: one file per rank (each wrote the half DCP's planner gave it), then the index
+    objects = client.list_objects_v2(Bucket=bucket, Prefix="torchrun/step-1-safetensors/")["Contents"]
+    files = {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json"}
+    assert {o["Key"].rsplit("/", 1)[1] for o in objects} == files
+    loads = [r for r in reports if r["phase"] == "load-safetensors"]
+    assert all(r["tensors_checked"] == 22 for r in loads), loads

@@ -119,6 +119,7 @@ fn link_up(rail: &(String, String)) {
 struct Lane {
     _lock: MutexGuard<'static, ()>,
     _server: Server,
+    server_addr: std::net::SocketAddr,
     s3: S3,
     rails: Vec<(String, String)>,
 }
@@ -140,6 +141,7 @@ impl Lane {
         runtime::init_without_gpu(cfg).expect("hipObjInit on two devices");
         Lane {
             _lock: lock,
+            server_addr: server.addr,
             _server: server,
             s3,
             rails,
@@ -238,6 +240,70 @@ fn run_workers(lane: &Lane, stop: &AtomicBool, tally: &Tally) {
     });
 }
 
+/// Bytes of the objects the command line and Python copy during the fault.
+const BIG: usize = 256 << 20;
+
+/// Where the big files go: the work tree (the guest's /tmp is a small tmpfs).
+fn work_dir() -> std::path::PathBuf {
+    let d = std::path::PathBuf::from("target/e2e-tmp/rails-rdma");
+    std::fs::create_dir_all(&d).expect("work dir");
+    d
+}
+
+/// A copy by another process during the fault: `hipobj cp` with both client devices, or a
+/// Python Session on both downloading with `download_file`.
+fn copier(lane: &Lane, what: &str, args: &[&str]) -> std::process::Child {
+    let clients: Vec<&str> = lane.rails.iter().map(|r| r.0.as_str()).collect();
+    let nics = clients.join(",");
+    let mut cmd = match what {
+        "python" => {
+            let mut c = Command::new("target/python-venv/bin/python");
+            c.arg("-c").arg(PY_DOWNLOAD).arg(&nics);
+            c
+        }
+        _ => {
+            let mut c = Command::new("target/release/hipobj");
+            c.args(["cp", "--nic", &nics]);
+            c
+        }
+    };
+    cmd.args(args)
+        .env("AWS_ENDPOINT_URL", format!("http://{}", lane.server_addr))
+        .env("AWS_ACCESS_KEY_ID", s3::sigv4::TEST_ACCESS_KEY)
+        .env("AWS_SECRET_ACCESS_KEY", s3::sigv4::TEST_SECRET_KEY)
+        .env("AWS_DEFAULT_REGION", "us-east-1")
+        .env("HIPOBJ_TRANSPORT", "rdma")
+        .env_remove("AWS_PROFILE")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start the {what} copy: {e}"))
+}
+
+/// `python -c PY_DOWNLOAD NICS BUCKET KEY FILE`: `download_file` on a Session of both devices;
+/// prints the Session's per-device counters.
+const PY_DOWNLOAD: &str = r#"
+import os, sys, boto3, hipobj
+nics, bucket, key, path = sys.argv[1:5]
+client = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+with hipobj.Session(nic=nics) as s:
+    s.download_file(client, bucket, key, path)
+    print("python rails:", s.stats()["rails"])
+"#;
+
+/// Wait for a copier; its output, which must say it succeeded.
+fn finished(what: &str, child: std::process::Child) -> String {
+    let out = child.wait_with_output().expect("wait for the copy");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{what}: {text}");
+    assert!(out.status.success(), "the {what} copy failed: {text}");
+    text
+}
+
 /// Wait until `done()` or `limit` passes; whether it happened.
 fn wait_for(limit: Duration, done: impl Fn() -> bool) -> bool {
     let deadline = Instant::now() + limit;
@@ -255,8 +321,17 @@ fn wait_for(limit: Duration, done: impl Fn() -> bool) -> bool {
 fn transfers_use_both_rails_and_survive_one_going_down_for_5_s() {
     let lane = Lane::new();
     let (first, second) = (lane.rails[0].0.clone(), lane.rails[1].0.clone());
+    let dir = work_dir();
+    let (src, back_cli, back_py) = (dir.join("src"), dir.join("back-cli"), dir.join("back-py"));
+    std::fs::write(&src, pattern(BIG, 7)).expect("source file");
+    let s = |p: &std::path::Path| p.to_str().expect("utf-8 path").to_owned();
+    finished(
+        "cli upload (before)",
+        copier(&lane, "cli", &[&s(&src), "s3://bkt/big-down"]),
+    );
     let stop = AtomicBool::new(false);
     let tally = Tally::default();
+    let mut copies = Vec::new();
     std::thread::scope(|scope| {
         scope.spawn(|| run_workers(&lane, &stop, &tally));
         // Both rails carry transfers before the fault.
@@ -265,6 +340,19 @@ fn transfers_use_both_rails_and_survive_one_going_down_for_5_s() {
         });
         let before = (lane.stats(&first), lane.stats(&second));
         if both {
+            copies.push((
+                "cli upload",
+                copier(&lane, "cli", &[&s(&src), "s3://bkt/big-up"]),
+            ));
+            copies.push((
+                "cli download",
+                copier(&lane, "cli", &["s3://bkt/big-down", &s(&back_cli)]),
+            ));
+            copies.push((
+                "python download_file",
+                copier(&lane, "python", &["bkt", "big-down", &s(&back_py)]),
+            ));
+            std::thread::sleep(Duration::from_secs(1));
             link_down(&lane.rails[1]);
             std::thread::sleep(Duration::from_secs(5)); // the fault's length, not an ordering
             let while_down = lane.stats(&second).transfers;
@@ -277,7 +365,28 @@ fn transfers_use_both_rails_and_survive_one_going_down_for_5_s() {
         stop.store(true, Ordering::Release);
         assert!(both, "both rails carry transfers: {before:?}");
     });
-    let stats = lane.rt().rail_stats();
+    for (what, child) in copies {
+        finished(what, child);
+    }
+    let want = std::fs::read(&src).expect("source");
+    for (what, path) in [
+        ("cli download", &back_cli),
+        ("python download_file", &back_py),
+    ] {
+        let got = std::fs::read(path).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(got == want, "the {what} is not byte-exact");
+    }
+    let mut up = vec![0u8; BIG];
+    let base = up.as_mut_ptr() as usize;
+    let rt = lane.rt();
+    rt.register(base, BIG, MemoryKind::Host).expect("register");
+    let mut get = RdmaRequest::get(&lane.s3, "bkt", "big-up");
+    rt.transfer(TransferKind::Get, base, BIG, 0, &mut get)
+        .expect("GET the uploaded object");
+    rt.deregister(base).expect("deregister");
+    assert!(up == want, "the cli upload is not byte-exact");
+    let _ = std::fs::remove_dir_all(&dir);
+    let stats = rt.rail_stats();
     let failures = tally.failures.lock().expect("tally");
     eprintln!(
         "rails: {} transfers by {THREADS} threads, {} failed; {}",

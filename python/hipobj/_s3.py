@@ -118,12 +118,44 @@ def bind_http_source(client: Any, address: Optional[str]) -> None:
     session._hipobj_source = source
 
 
+def _token_source() -> Optional[Tuple[str, int]]:
+    """The source address of this thread's token request: the NIC its token names (with several
+    RDMA devices, each token's own; ``hipObjTokenClientNic``), None without a token."""
+    token = getattr(_outgoing, "token", None) or getattr(_outgoing, "control_token", None)
+    if not token:
+        return None
+    nic = token_client_nic(token)
+    return (nic, 0) if nic else None
+
+
+def _bind_each_token(manager: Any) -> None:
+    """Make `manager` (a urllib3 PoolManager of botocore's) send a thread's token request from
+    the address of its token's NIC: urllib3 keys its pools by source address, so requests of
+    different NICs never share a connection, and threads never see each other's choice."""
+    if getattr(manager, "_hipobj_each_token", False):
+        return
+    original = manager.connection_from_url
+
+    def connection_from_url(url: str, pool_kwargs: Optional[Dict[str, Any]] = None) -> Any:
+        source = _token_source()
+        if source is not None:
+            pool_kwargs = dict(pool_kwargs or {}, source_address=source)
+        return original(url, pool_kwargs=pool_kwargs)
+
+    manager.connection_from_url = connection_from_url
+    manager._hipobj_each_token = True
+
+
 def prepare_client(client: Any, source_address: Optional[str]) -> None:
     """Install the token hook once per client and bind its HTTP source address."""
     with _prepare_lock:
         client.meta.events.register("before-sign.s3", _add_token, unique_id="hipobj-rdma-token")
         client.meta.events.register("needs-retry.s3", _note_answer, unique_id="hipobj-rdma-answer")
         bind_http_source(client, source_address)
+        if source_address:
+            session = client._endpoint.http_session
+            for manager in [session._manager, *session._proxy_managers.values()]:
+                _bind_each_token(manager)
 
 
 def get_params(bucket: str, key: str, span: Optional[Tuple[int, int]]) -> Dict[str, Any]:
@@ -231,11 +263,14 @@ class S3Call:
         if credentials is not None:
             region = self.client.meta.region_name or "us-east-1"
             S3SigV4Auth(credentials.get_frozen_credentials(), "s3", region).add_auth(request)
+        _outgoing.control_token = next((v for k, v in headers if k.lower() == TOKEN_HEADER), None)
         try:
             response = self.client._endpoint.http_session.send(request.prepare())
         except Exception as e:
             self.exception = e
             raise
+        finally:
+            _outgoing.control_token = None
         answer = {k.lower(): v for k, v in response.headers.items()}
         if keep:
             self.status, self.headers, self.body = response.status_code, answer, response.content or b""

@@ -87,7 +87,9 @@ def _parse_range(rng: RangeArg) -> Optional[Tuple[int, int]]:
 class Session:
     """hipObject for this process: ``with hipobj.Session(nic="rxe0") as s: ...``.
 
-    nic: the RDMA device (e.g. "rxe0"); None lets hipObject choose the one closest to the GPU.
+    nic: the RDMA device (e.g. "rxe0"), or several ("rxe0,rxe2": transfers spread over the devices
+    whose port is up and fail over between them, docs/rails.md); None lets hipObject choose the
+    one closest to the GPU.
     gpu: the HIP device for device buffers; None = the calling thread's device, or none.
     max_transfers: RDMA connections = transfers at once (1..1024; None: HIPOBJ_MAX_TRANSFERS, 16).
     bind_http: make boto3 clients send their requests from the NIC's IP address (the server
@@ -172,8 +174,12 @@ class Session:
         """What the Session's copies moved each way, and why (the decision's counters):
         ``{"rdma": {"transfers": n, "bytes": n, "by_reason": {"measured": n, ...}}, "http": {...},
         "switches": n}``. A reason is listed once it counted a copy; ``switches`` counts how often
-        a cell's held path changed."""
-        return self._transport.counters()
+        a cell's held path changed. With an RDMA runtime, ``"rails"`` lists what each RDMA device
+        carried, its port state, failovers and failbacks (docs/rails.md)."""
+        counters = self._transport.counters()
+        if self._rdma:
+            counters["rails"] = _core.rail_stats()
+        return counters
 
     def close(self) -> None:
         """Deregister what this Session registered, then hipObjShutdown."""

@@ -35,18 +35,10 @@ fn init(
     }
     let mut env = EnvConfig::from_env();
     env.max_transfers = default_max_transfers(max_transfers)?;
-    // One device: a Session's boto3 client sends from one address (`nic_address`), and a token
-    // of another device sent from it would be refused (the server checks the peer address
-    // against the token's GID). Several devices (`HIPOBJ_NICS`) are for the CLI and C for now.
-    if !env.nics.is_empty() {
-        tracing::warn!(nics = ?env.nics, "HIPOBJ_NICS ignored by the Python package: one device");
-        env.nics.clear();
-    }
-    let cfg = InitConfig {
-        gpu_device,
-        nic_hint: nic,
-        env,
-    };
+    // "rxe0,rxe2": several devices (docs/rails.md); each token request leaves from its own
+    // token's NIC (hipobj._s3 binds per token).
+    let mut cfg = InitConfig::with_nics(nic.as_deref(), gpu, env);
+    cfg.gpu_device = gpu_device;
     py.allow_threads(|| runtime::init(cfg)).map_err(to_py)
 }
 
@@ -84,10 +76,37 @@ fn current() -> PyResult<std::sync::Arc<runtime::Runtime>> {
     runtime::current().ok_or_else(|| to_py(hipobj::error::Error::not_initialized()))
 }
 
-/// The RDMA device in use.
+/// The RDMA devices in use, the preferred first ("rxe0" or "rxe0,rxe2").
 #[pyfunction]
 fn nic_name() -> PyResult<String> {
-    Ok(current()?.device().name().to_string())
+    let names: Vec<String> = current()?
+        .devices()
+        .iter()
+        .map(|d| d.name().to_owned())
+        .collect();
+    Ok(names.join(","))
+}
+
+/// What each RDMA device carried (docs/rails.md): a list of dicts with `device`, `port_up`,
+/// `transfers`, `bytes`, `failovers`, `port_downs`, `port_ups`, `failbacks`, the preferred first.
+#[pyfunction]
+fn rail_stats(py: Python<'_>) -> PyResult<Vec<PyObject>> {
+    let rt = current()?;
+    rt.rail_stats()
+        .into_iter()
+        .map(|r| {
+            let d = pyo3::types::PyDict::new(py);
+            d.set_item("device", r.device)?;
+            d.set_item("port_up", r.port_up)?;
+            d.set_item("transfers", r.transfers)?;
+            d.set_item("bytes", r.bytes)?;
+            d.set_item("failovers", r.failovers)?;
+            d.set_item("port_downs", r.port_downs)?;
+            d.set_item("port_ups", r.port_ups)?;
+            d.set_item("failbacks", r.failbacks)?;
+            Ok(d.into_any().unbind())
+        })
+        .collect()
 }
 
 /// The IPv4 address of the GID that tokens carry (what `hipObjTokenClientNic` returns for them),
@@ -143,6 +162,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(is_initialized, m)?)?;
     m.add_function(wrap_pyfunction!(nic_name, m)?)?;
     m.add_function(wrap_pyfunction!(nic_address, m)?)?;
+    m.add_function(wrap_pyfunction!(rail_stats, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_device, m)?)?;
     m.add_function(wrap_pyfunction!(max_transfers, m)?)?;
     m.add_function(wrap_pyfunction!(token_client_nic, m)?)?;

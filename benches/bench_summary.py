@@ -577,3 +577,40 @@ def main(argv: list) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv))
+
+
+# --- benches/rails (issue 40: several NICs) ------------------------------------------------------
+
+def rails_rows(log: str) -> dict:
+    """{kind: [MB/s of each round]} from the `row ROUND KIND SECONDS MBPS [DETAIL]` lines."""
+    rows: dict = {}
+    for line in log.splitlines():
+        parts = line.split(maxsplit=5)
+        if len(parts) >= 5 and parts[0] == "row":
+            rows.setdefault(parts[2], []).append(float(parts[4]))
+    if not rows:
+        raise ValueError("no `row` lines: not a benches/rails log")
+    return rows
+
+
+def rails_ratio(log: str, ours: str, base: str) -> Figure:
+    """The ratio of medians `ours` / `base` (MB/s), the spread of the per-round ratios."""
+    rows = rails_rows(log)
+    a, b = rows[ours], rows[base]
+    per_round = [x / y for x, y in zip(a, b)]
+    return Figure(median(a) / median(b), min(per_round), max(per_round), len(a),
+                  f"{len(a)} copies of each, alternating in one boot (spread: per-round ratios)",
+                  f"{base} ({median(b):.1f} MB/s median)")
+
+
+def rails_summary(log: str) -> list:
+    """The lines benches/rails prints: each kind's median and range, then the ratios."""
+    rows = rails_rows(log)
+    out = [f"{k}: median {median(v):.1f} MB/s ({min(v):.1f}-{max(v):.1f}, n={len(v)})"
+           for k, v in sorted(rows.items())]
+    for ours, base in [("cp-get-2rails", "cp-get-1rail"), ("cp-put-2rails", "cp-put-1rail"),
+                       ("cp-get-2rails", "write-bw-2pairs"), ("cp-put-2rails", "read-bw-2pairs"),
+                       ("write-bw-2pairs", "write-bw-1pair"), ("read-bw-2pairs", "read-bw-1pair")]:
+        if ours in rows and base in rows:
+            out.append(rails_ratio(log, ours, base).line(f"{ours} / {base}"))
+    return out

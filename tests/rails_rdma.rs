@@ -352,7 +352,9 @@ fn transfers_use_both_rails_and_survive_one_going_down_for_5_s() {
                 "python download_file",
                 copier(&lane, "python", &["bkt", "big-down", &s(&back_py)]),
             ));
-            std::thread::sleep(Duration::from_secs(1));
+            // The copies start (a process's init under the emulator takes about a second) and
+            // move bytes on both rails before the fault.
+            std::thread::sleep(Duration::from_secs(3));
             link_down(&lane.rails[1]);
             std::thread::sleep(Duration::from_secs(5)); // the fault's length, not an ordering
             let while_down = lane.stats(&second).transfers;

@@ -45,6 +45,9 @@ pub struct EngineSettings {
     /// Copy every GET through a staging buffer instead of registering the store's file
     /// (`--copy-gets`).
     pub copy_gets: bool,
+    /// Whether GETs are sent from the store's files, one answer for every engine of the server
+    /// (`paired::FileGets`; cloned settings share it).
+    pub file_gets: Arc<crate::rdma::paired::FileGets>,
 }
 
 impl From<&crate::config::RdmaSettings> for EngineSettings {
@@ -64,6 +67,7 @@ impl From<&crate::config::RdmaSettings> for EngineSettings {
             #[cfg(feature = "fault-injection")]
             inject_write_offset: s.inject_write_offset,
             copy_gets: s.copy_gets,
+            file_gets: Arc::default(),
         }
     }
 }

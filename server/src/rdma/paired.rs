@@ -33,24 +33,48 @@ pub const MAX_REGISTERED_GET: u64 = 64 << 20;
 pub struct PairedTransfers<P: RdmaPort> {
     shared: Arc<Shared<P>>,
     pub(super) table: PairingTable<P::Qp>,
-    file_gets: FileGets,
+    file_gets: Arc<FileGets>,
+    copy_gets: bool,
 }
 
 /// Whether a GET may be sent from its object's file: never with `--copy-gets`, nor after the
-/// first refused registration (a latch).
-struct FileGets {
-    copy_gets: bool,
+/// first refused registration (a latch). One for the whole server, shared by the engines of all
+/// its devices (`EngineSettings::file_gets`): until a registration has succeeded, attempts run
+/// one at a time, so a kernel that refuses them all (Debian's 6.1) sees one refused attempt,
+/// not one per device and thread at once. In the lane two such attempts at once, one per
+/// device, were followed by both CPUs locked up in the kernel (2026-12-05, two rails).
+#[derive(Debug, Default)]
+pub struct FileGets {
     /// A file registration was refused: GETs are copied from then on.
     refused: AtomicBool,
+    /// A file registration succeeded: later attempts need not wait for each other.
+    registered: AtomicBool,
+    /// Held by an attempt while none has succeeded yet.
+    first: std::sync::Mutex<()>,
 }
 
 impl FileGets {
     /// Try to register a GET of `len` bytes, cut in chunks of `chunk` bytes?
-    fn worth_trying(&self, len: u64, chunk: u32) -> bool {
-        !self.copy_gets
+    fn worth_trying(&self, copy_gets: bool, len: u64, chunk: u32) -> bool {
+        !copy_gets
             && len > u64::from(chunk)
             && len <= MAX_REGISTERED_GET
             && !self.refused.load(Ordering::Relaxed)
+    }
+
+    /// Run `attempt` (a file registration), alone while none has succeeded; `None` when an
+    /// attempt waited for was refused meanwhile.
+    fn attempt<T, E>(&self, attempt: impl FnOnce() -> Result<T, E>) -> Option<Result<T, E>> {
+        let _alone = (!self.registered.load(Ordering::Acquire))
+            .then(|| self.first.lock().unwrap_or_else(|p| p.into_inner()));
+        if self.refused.load(Ordering::Relaxed) {
+            return None;
+        }
+        let outcome = attempt();
+        if outcome.is_ok() {
+            self.registered.store(true, Ordering::Release);
+        }
+        Some(outcome)
     }
 
     /// A registration was refused; true the first time (the caller says it once).
@@ -68,10 +92,8 @@ impl<P: RdmaPort> PairedTransfers<P> {
                 settings.pairing_idle,
                 Arc::clone(&shared.stats),
             ),
-            file_gets: FileGets {
-                copy_gets: settings.copy_gets,
-                refused: AtomicBool::new(false),
-            },
+            file_gets: Arc::clone(&settings.file_gets),
+            copy_gets: settings.copy_gets,
             shared,
         }
     }
@@ -344,17 +366,19 @@ impl<P: RdmaPort> PairedTransfers<P> {
         let len = object.range.end - object.range.start;
         if !self
             .file_gets
-            .worth_trying(len, self.shared.write_shape.chunk)
+            .worth_trying(self.copy_gets, len, self.shared.write_shape.chunk)
         {
             return None;
         }
         let file = object.file()?;
         let stats = &self.shared.stats;
-        match self
-            .shared
-            .port
-            .register_file(file, object.range.start, usize::try_from(len).ok()?)
-        {
+        let len_bytes = usize::try_from(len).ok()?;
+        let registered = self.file_gets.attempt(|| {
+            self.shared
+                .port
+                .register_file(file, object.range.start, len_bytes)
+        })?;
+        match registered {
             Ok(registered) => {
                 Stats::bump(&stats.file_registrations);
                 Some(registered)

@@ -44,6 +44,7 @@ pub fn settings() -> EngineSettings {
         #[cfg(feature = "fault-injection")]
         inject_write_offset: 0,
         copy_gets: false,
+        file_gets: std::sync::Arc::default(),
     }
 }
 

@@ -13,8 +13,10 @@ ROUNDS=${HIPOBJ_BENCH_ROUNDS:-3}
 MB=${HIPOBJ_BENCH_MB:-1024}
 W=$PWD/target/bench-rails
 rm -rf "$W"; mkdir -p "$W"
-trap 'rm -rf "$W"; stop_hipobj_servers' EXIT
-start_hipobj_server "$S1,$S2"
+trap 'stop_hipobj_servers; rm -rf "$W"' EXIT
+# The server's store on the work tree too: the object and an upload of it (its parts, then the
+# object) do not fit the guest's 3 GiB /tmp.
+TMPDIR=$W start_hipobj_server "$S1,$S2"
 create_bucket rails
 export AWS_ENDPOINT_URL=$HIPOBJ_SRV_URL AWS_ACCESS_KEY_ID=$HIPOBJ_TEST_ACCESS_KEY \
   AWS_SECRET_ACCESS_KEY=$HIPOBJ_TEST_SECRET_KEY HIPOBJ_TRANSPORT=rdma

@@ -3,7 +3,7 @@
 #   start_hipobj_server DEVICE [EXTRA SERVER FLAGS...]   # device "" = no RDMA (token requests get 501)
 #                                     # with --backend URL among the flags: a gateway, no --data-dir
 #   -> HIPOBJ_SRV_URL (http://ADDR:PORT), HIPOBJ_SRV_LOG, HIPOBJ_SRV_DATA; stopped at exit
-# The server requires SigV4 with HIPOBJ_TEST_ACCESS_KEY / HIPOBJ_TEST_SECRET_KEY (exported, so the
+# The data directory is made under $TMPDIR (default /tmp). The server requires SigV4 with HIPOBJ_TEST_ACCESS_KEY / HIPOBJ_TEST_SECRET_KEY (exported, so the
 # clients under test can read them); it listens on the lane address of its device (any local
 # address works: the clients bind their socket to their own NIC's address).
 HIPOBJ_TEST_ACCESS_KEY=${HIPOBJ_TEST_ACCESS_KEY:-hipobjtestkey}
@@ -28,7 +28,7 @@ start_hipobj_server() { # device [flags...]
   local dev=$1 bin=${HIPOBJ_SERVER_BIN:-$PWD/target/release/hipobj-server} addr port i
   shift
   addr=$(lane_addr "$dev")
-  HIPOBJ_SRV_DATA=$(mktemp -d /tmp/hipobj-srv.XXXXXX)
+  HIPOBJ_SRV_DATA=$(mktemp -d "${TMPDIR:-/tmp}/hipobj-srv.XXXXXX")
   HIPOBJ_SRV_LOG=$HIPOBJ_SRV_DATA.log
   # A gateway (--backend URL among the flags) keeps no data of its own.
   local store=(--data-dir "$HIPOBJ_SRV_DATA")

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Several NICs through the command line (issue 40), in the lane with two rails (HIPOBJ_VM_RAILS,
-# tests/vm/run --rails 2). `hipobj cp --nic rxe0,rxe2` copies 256 MiB up and down: byte-equal,
+# tests/vm/run --rails 2). `hipobj cp --nic rxe0,rxe2` copies 64 MiB (8 parts) up and down: byte-equal,
 # the closing line names both devices with transfers on each, and the server's per-device
 # counters (/_hipobj/stats "devices") show both of its devices carried bytes. Then the second
 # rail's link goes down: `hipobj info` shows its port DOWN and a copy still moves every byte on
@@ -36,7 +36,7 @@ create_bucket rails
 export AWS_ENDPOINT_URL=$HIPOBJ_SRV_URL AWS_ACCESS_KEY_ID=$HIPOBJ_TEST_ACCESS_KEY \
   AWS_SECRET_ACCESS_KEY=$HIPOBJ_TEST_SECRET_KEY HIPOBJ_TRANSPORT=rdma
 HIPOBJ=target/release/hipobj
-head -c 256M /dev/urandom >"$W/obj"
+head -c 64M /dev/urandom >"$W/obj"
 
 # both_rails LINE: the closing line says each client device carried transfers
 both_rails() {
@@ -49,7 +49,7 @@ down=$("$HIPOBJ" cp --nic "$C1,$C2" s3://rails/obj "$W/back")
 echo "$down"
 both_rails "$down" || fail "the download did not use both rails"
 cmp "$W/obj" "$W/back" || fail "the download differs"
-ok "256 MiB up and down over $C1 and $C2, byte-equal"
+ok "64 MiB up and down over $C1 and $C2, byte-equal"
 stats=$(server_stats)
 python3 - "$S1" "$S2" "$stats" <<'PY' || fail "the server's devices did not both carry bytes: $stats"
 import json, sys

@@ -18,8 +18,12 @@ from typing import List, Optional, Tuple
 
 VETHS = ("hvm0", "hvm1")
 # The lane's veth pair (tests/vm/guest/setup-rdma.sh): hvm1 carries rxe1, the server's device.
-ADDR = {"hvm0": "169.254.77.1", "hvm1": "169.254.77.2"}
-TABLE = {"hvm0": "77", "hvm1": "78"}
+# With two rails (tests/vm/run --rails 2) a second pair on its own subnet: hvm2 carries rxe2 (the
+# client's second device), hvm3 rxe3 (the server's).
+ADDR = {"hvm0": "169.254.77.1", "hvm1": "169.254.77.2", "hvm2": "169.254.78.1", "hvm3": "169.254.78.2"}
+TABLE = {"hvm0": "77", "hvm1": "78", "hvm2": "79", "hvm3": "80"}
+# How long a rail flap waits for packets on the rail it takes down (RailFlap).
+RAIL_TRAFFIC_WAIT_S = 3.0
 
 
 def sh(*argv: str) -> None:
@@ -165,6 +169,90 @@ class LinkFlap(Fault):
         stop.wait()
 
 
+class RailFlap(Fault):
+    """Two rails (HIPOBJ_FAULTS_RAILS=2): the server's veth of the second rail (hvm3, under rxe3)
+    down for 3 s, then up, its route and neighbour restored; both ends lose the link, so the
+    client's rxe2 port goes down too. The server's HTTP address is on the first rail, which stays
+    up. A client process starts its one transfer on its first device (rxe0), and a device whose
+    port is down at start is left out, so only the clients with transfers on the second rail at
+    that moment can fail over: the link goes down once rxe3 moves packets (its counters polled
+    from sysfs, `ip` already running and reading its commands), or after RAIL_TRAFFIC_WAIT_S
+    without them (noted). `end` brings the link up again whatever happened."""
+
+    name = "rail 2 link down 3 s + up (two rails)"
+    veth, peer, device = "hvm3", "hvm2", "rxe3"
+
+    def during(self, lane, stop: threading.Event) -> None:
+        if stop.wait(2):
+            return
+        ip = subprocess.Popen(["ip", "-batch", "-"], stdin=subprocess.PIPE, text=True)
+        try:
+            moved = wait_for_packets(self.device, RAIL_TRAFFIC_WAIT_S)
+            ip_command(ip, f"link set {self.veth} down")
+            if not moved:
+                lane.note(f"{self.device} moved no packet in {RAIL_TRAFFIC_WAIT_S:.0f} s "
+                          f"({'counters unreadable' if moved is None else 'no transfer on rail 2'}): "
+                          f"{self.veth} taken down anyway")
+            time.sleep(3)
+            ip_command(ip, f"link set {self.veth} up")
+        finally:
+            ip_command(ip, None)
+            rc = ip.wait()
+        if rc != 0:
+            raise RuntimeError(f"ip -batch (link set {self.veth} down, up): exit {rc}")
+        restore_routes(self.veth, self.peer)
+        stop.wait()
+
+    def end(self, lane) -> None:
+        sh("ip", "link", "set", self.veth, "up")
+        restore_routes(self.veth, self.peer)
+
+
+def ip_command(ip: subprocess.Popen, line: Optional[str]) -> None:
+    """One command to a running `ip -batch -`, run as soon as it reads it; None closes its input.
+    An `ip` that has exited (a failed command stops the batch) reports it in its exit status."""
+    assert ip.stdin is not None
+    try:
+        if line is None:
+            ip.stdin.close()
+        else:
+            ip.stdin.write(line + "\n")
+            ip.stdin.flush()
+    except BrokenPipeError:
+        pass
+
+
+def rail_packets(device: str) -> Optional[int]:
+    """Packets the Soft-RoCE device sent and received (its port's hw_counters); None when they
+    cannot be read."""
+    base = f"/sys/class/infiniband/{device}/ports/1/hw_counters"
+    try:
+        total = 0
+        for name in ("sent_pkts", "rcvd_pkts"):
+            with open(os.path.join(base, name)) as f:
+                total += int(f.read())
+        return total
+    except (OSError, ValueError):
+        return None
+
+
+def wait_for_packets(device: str, timeout: float) -> Optional[bool]:
+    """Wait until `device` moves a packet: True when it did, False when `timeout` passed first,
+    None when its counters cannot be read."""
+    start = rail_packets(device)
+    if start is None:
+        return None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        now = rail_packets(device)
+        if now is None:
+            return None
+        if now != start:
+            return True
+        time.sleep(0.002)
+    return False
+
+
 def restore_routes(dev: str, peer: str) -> None:
     """What tests/vm/guest/setup-rdma.sh set on `dev` and link down removed."""
     with open(f"/sys/class/net/{peer}/address") as f:
@@ -279,6 +367,9 @@ class Phase:
     # fewer packets than they sent (netem corrupt: a corrupted packet fails RoCE's ICRC or the
     # UDP checksum and is dropped). Proves the fault acted, so its 0 corrupt means something.
     drops_packets: bool = False
+    # Two rails: the clients must have counted failovers (a transfer that failed on one rail moved
+    # to the other inside its call: the CLI's closing lines, the Python Session's rail stats).
+    needs_failovers: bool = False
 
     @property
     def name(self) -> str:
@@ -302,11 +393,36 @@ class Phase:
         return "none"
 
 
-def schedule() -> List[Phase]:
+def schedule(rails: int = 1) -> List[Phase]:
     """Each fault in turn, then mixed; the first phase is the baseline without a fault. The
     budgets come from the 14 lane runs of 2026-12-02 in docs/perf (make-test-fresh-*, e2e-*,
     faults-*): per phase, the most operations that needed a retry (R), times the retries one
-    operation needs to outlast the fault (its backoff is 0.5/1/2/4 s), with headroom."""
+    operation needs to outlast the fault (its backoff is 0.5/1/2/4 s), with headroom. With two
+    rails the link-down phase (same index) is `two_rail_link_down()`."""
+    phases = one_rail_schedule()
+    if rails == 2:
+        phases[link_down_index(phases)] = two_rail_link_down()
+    return phases
+
+
+def link_down_index(phases: List[Phase]) -> int:
+    return next(i for i, p in enumerate(phases) if isinstance(p.fault, (LinkFlap, RailFlap)))
+
+
+def two_rail_link_down() -> Phase:
+    """Issue 40's acceptance for the fault lane: with two rails, a rail's link down costs no
+    failed operation, and the failovers are counted."""
+    return Phase(RailFlap(), "`ip link set hvm3 down` (rxe3, the server's end of rail 2) once rail 2 "
+                 "moves packets, 3 s, `up`; route and neighbour put back; server `--device rxe1,rxe3`, "
+                 "clients `HIPOBJ_NIC=rxe0 HIPOBJ_NICS=rxe2`; failovers counted", 0,
+                 "a transfer on the rail going down fails over to the other inside its call (docs/rails.md), "
+                 "and a client started while it is down leaves it out: no operation fails or needs "
+                 "a retry; at least one failover must be counted. Provisional: reasoned, not yet "
+                 "measured in the lane",
+                 needs_failovers=True)
+
+
+def one_rail_schedule() -> List[Phase]:
     return [
         Phase(Fault(), "none", 0,
               "nothing to retry: one retry is a bug; R = 0 in 14 runs"),
@@ -375,9 +491,13 @@ def schedule() -> List[Phase]:
 
 
 def table() -> str:
-    """The schedule as the markdown table of tests/faults/README.md."""
+    """The schedule as the markdown table of tests/faults/README.md: one rail's phases, then the
+    phase that two rails (HIPOBJ_FAULTS_RAILS=2) run in its place."""
     rows = ["| # | phase | how | max retries | may fail | why |", "| --- | --- | --- | --- | --- | --- |"]
-    for i, p in enumerate(schedule()):
+    one, two = schedule(1), schedule(2)
+    numbered = [(str(i), p) for i, p in enumerate(one)]
+    numbered += [(f"{i}, two rails", p) for i, p in enumerate(two) if p.name != one[i].name]
+    for i, p in numbered:
         rows.append(f"| {i} | {p.name} | {p.how} | {p.max_retries} | {p.failures_rule()} | {p.why} |")
     return "\n".join(rows)
 
@@ -385,6 +505,8 @@ def table() -> str:
 if __name__ == "__main__":
     if sys.argv[1:] == ["--table"]:
         print(table())
+    elif sys.argv[1:] == ["--link-down-index"]:
+        print(link_down_index(schedule()))
     else:
-        print("usage: faults.py --table", file=sys.stderr)
+        print("usage: faults.py --table | --link-down-index", file=sys.stderr)
         sys.exit(2)

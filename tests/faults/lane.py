@@ -28,7 +28,9 @@ from typing import Dict, List, Optional, Tuple
 import faults
 
 REPO = Path(__file__).resolve().parents[2]
-OUT = REPO / "target/faults"
+# HIPOBJ_FAULTS_RAILS=2: the lane's two rails (issue 40; rail_count() checks the value). Its own
+# output directory, so that a two-rail run after the usual one (tests/vm/e2e.d/50-faults) keeps both.
+OUT = REPO / "target/faults" / ("two-rails" if os.environ.get("HIPOBJ_FAULTS_RAILS") == "2" else "")
 ACCESS, SECRET = "hipobjtestkey", "hipobjtestsecret0123456789"
 PORT = 9400
 BUCKET = "faults"
@@ -57,9 +59,11 @@ def digest(path: str) -> str:
 
 
 class Server:
-    """hipobj-server on rxe1, on a fixed port, data directory on its own small tmpfs."""
+    """hipobj-server on rxe1 (with two rails: rxe1,rxe3), on a fixed port and rxe1's address,
+    data directory on its own small tmpfs."""
 
     def __init__(self, device: str, addr: str):
+        # `device`: --device's value, one name or several separated by commas
         self.device, self.addr = device, addr
         self.usual_bin = os.environ.get("HIPOBJ_SERVER_BIN", str(REPO / "target/release/hipobj-server"))
         self.bin = self.usual_bin
@@ -191,10 +195,58 @@ def server_counters(before: Dict[str, int], after: Dict[str, int]) -> Dict[str, 
     return out
 
 
-def at_baseline(name: str, base: Optional[int], now: int) -> bool:
+def at_baseline(name: str, base: Optional[int], now: int, staging_mrs: int = STAGING_MRS) -> bool:
+    """`staging_mrs`: how many MRs the server may have registered since (STAGING_MRS per device:
+    each of its devices is an engine with its own staging buffers)."""
     if name == "mr" and base is not None:
-        return now <= base + STAGING_MRS
+        return now <= base + staging_mrs
     return base == now
+
+
+SERVER_DEVICE_COUNTERS = ("jobs", "transfers", "bytes", "port_down_refusals")
+
+
+def server_device_counters(before: Dict[str, object], after: Dict[str, object]) -> Dict[str, Dict[str, int]]:
+    """What each of the server's devices counted during a phase (`/_hipobj/stats` "devices"; from
+    its last start, after a restart)."""
+    out = {}
+    for dev, now in (after.get("devices") or {}).items():
+        was = (before.get("devices") or {}).get(dev, {})
+        out[dev] = {k: now.get(k, 0) - was.get(k, 0) if now.get(k, 0) >= was.get(k, 0) else now.get(k, 0)
+                    for k in SERVER_DEVICE_COUNTERS}
+    return out
+
+
+# The rails part of `hipobj cp`'s closing line (docs/rails.md), absent with one device:
+# "RDMA via rxe0,rxe2 [rxe0 16 transfers, rxe2 16 transfers (port down); 2 failovers, 1 failbacks]"
+RAILS_RE = re.compile(r"\[([^\[\];]*); (\d+) failovers, (\d+) failbacks\]")
+RAIL_TRANSFERS_RE = re.compile(r"(\S+) (\d+) transfers")
+
+
+def cli_rail_counts(stdout: str) -> Counter:
+    """failovers, failbacks and transfers_<device> from the CLI's closing line; empty without it."""
+    count: Counter = Counter()
+    for m in RAILS_RE.finditer(stdout):
+        count["failovers"] += int(m[2])
+        count["failbacks"] += int(m[3])
+        for dev, n in RAIL_TRANSFERS_RE.findall(m[1]):
+            count[f"transfers_{dev}"] += int(n)
+    return count
+
+
+def py_rail_counts(before: Optional[List[Dict[str, object]]], after: Optional[List[Dict[str, object]]]) -> Counter:
+    """What the Python Session's rails (Session.stats()["rails"]) counted between two readings:
+    failovers, failbacks, port_downs and transfers_<device>. A device missing from `before` (the
+    client restarted) counts from zero."""
+    count: Counter = Counter()
+    was = {r["device"]: r for r in before or []}
+    for rail in after or []:
+        old = was.get(rail["device"], {})
+        for key, name in (("failovers", "failovers"), ("failbacks", "failbacks"), ("port_downs", "port_downs"),
+                          ("transfers", f"transfers_{rail['device']}")):
+            now, then = int(rail.get(key, 0)), int(old.get(key, 0))
+            count[name] += now - then if now >= then else now
+    return +count
 
 
 RDMA_KINDS = ("qp", "cq", "mr", "pd", "ctx")
@@ -297,8 +349,11 @@ class Worker(threading.Thread):
                     else [str(ex / "get-object"), BUCKET, key, str(size), path])
         if self.kind == "cli":
             cli = str(REPO / "target/release/hipobj")
+            # With two rails a GET moves in 1 MiB parts, spread over both (a process's transfers
+            # start on its first device: one part would never use the second rail).
+            parts = ["--part-size", "1M"] if self.lane.rails == 2 else []
             return ([cli, "cp", path, f"s3://{BUCKET}/{key}"] if op == "put"
-                    else [cli, "cp", f"s3://{BUCKET}/{key}", path])
+                    else [cli, "cp", *parts, f"s3://{BUCKET}/{key}", path])
         # the Python client is one long-lived process (PyClient): this is its request line
         return ["put", BUCKET, key, path] if op == "put" else ["get", BUCKET, key, str(size), path]
 
@@ -318,29 +373,30 @@ class Worker(threading.Thread):
             proc.kill()
             return True
 
-    def attempt(self, op: str, argv: List[str]) -> Tuple[str, int, str]:
-        """One try: ('ok'|'failed'|'killed'|'hung', exit status, stderr)."""
+    def attempt(self, op: str, argv: List[str]) -> Tuple[str, int, str, str]:
+        """One try: ('ok'|'failed'|'killed'|'hung', exit status, stderr, stdout)."""
         if self.lane.take_scripted_failure():
-            return "failed", 1, "scripted failure (HIPOBJ_FAULTS_SCRIPTED_FAILURES)"
+            return "failed", 1, "scripted failure (HIPOBJ_FAULTS_SCRIPTED_FAILURES)", ""
         if self.kind == "py":
-            return self.attempt_py(op, argv)
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            return (*self.attempt_py(op, argv), "")
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 env=self.lane.client_env)
         with self.lock:
             self.current = (proc, op, time.monotonic())
         try:
-            _, err = proc.communicate(timeout=OP_DEADLINE)
+            out, err = proc.communicate(timeout=OP_DEADLINE)
         except subprocess.TimeoutExpired:
             proc.kill()
-            _, err = proc.communicate()
-            return "hung", -9, err.decode(errors="replace")
+            out, err = proc.communicate()
+            return "hung", -9, err.decode(errors="replace"), out.decode(errors="replace")
         finally:
             with self.lock:
                 self.current = None
         if proc.pid in self.killed:
             self.killed.discard(proc.pid)  # pids are reused: this one was killed once
-            return "killed", proc.returncode, ""
-        return ("ok" if proc.returncode == 0 else "failed"), proc.returncode, err.decode(errors="replace")
+            return "killed", proc.returncode, "", out.decode(errors="replace")
+        return (("ok" if proc.returncode == 0 else "failed"), proc.returncode, err.decode(errors="replace"),
+                out.decode(errors="replace"))
 
     def attempt_py(self, op: str, words: List[str]) -> Tuple[str, int, str]:
         """One try through the long-lived Python client (started, or restarted after a kill,
@@ -390,6 +446,25 @@ class Worker(threading.Thread):
             raise RuntimeError("the Python client did not start")
         return self.py
 
+    def py_rails(self) -> Optional[List[Dict[str, object]]]:
+        """The Python client's Session.stats()["rails"], asked between phases (its worker is
+        parked); None when it is not running or does not answer."""
+        proc = self.py
+        if proc is None or proc.poll() is not None:
+            return None
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(b"stats\n")
+            proc.stdin.flush()
+            ready, _, _ = select.select([proc.stdout], [], [], OP_DEADLINE)
+            line = proc.stdout.readline().decode(errors="replace").strip() if ready else ""
+        except OSError:
+            return None
+        try:
+            return json.loads(line.removeprefix("stats ")) if line.startswith("stats ") else None
+        except ValueError:
+            return None
+
     # one operation with its retries and checks --------------------------------------------
     def operation(self, phase: faults.Phase, count: Counter) -> None:
         key = self.keys[self.n % 2]
@@ -411,7 +486,8 @@ class Worker(threading.Thread):
         outcome, rc, err, retried_err = "failed", 0, "", ""
         attempts = phase.attempts(op)
         for attempt in range(attempts):
-            outcome, rc, err = self.attempt(op, self.argv(op, key, path, size))
+            outcome, rc, err, out = self.attempt(op, self.argv(op, key, path, size))
+            count.update(cli_rail_counts(out))
             if outcome != "failed" or attempt == attempts - 1:
                 break
             retried_err = err
@@ -500,19 +576,46 @@ class Worker(threading.Thread):
             self.lane.parked.release()
 
 
-class Lane:
-    def __init__(self, kinds: List[str]):
-        devices = os.environ.get("HIPOBJ_VM_DEVICES", "").split()
-        addrs = dict(a.split("=", 1) for a in os.environ.get("HIPOBJ_VM_ADDRS", "").split())
+def rail_count(env: Dict[str, str]) -> int:
+    """HIPOBJ_FAULTS_RAILS: 1 (the default) or 2."""
+    value = env.get("HIPOBJ_FAULTS_RAILS", "1")
+    if value not in ("1", "2"):
+        raise SystemExit(f"fault lane: HIPOBJ_FAULTS_RAILS must be 1 or 2, not {value!r}")
+    return int(value)
+
+
+def rail_devices(env: Dict[str, str], rails: int) -> Tuple[List[str], List[str]]:
+    """The client's and the server's RDMA devices, the first rail's first: one rail from
+    HIPOBJ_VM_DEVICES ("rxe0 rxe1"), two from HIPOBJ_VM_RAILS ("rxe0:rxe1 rxe2:rxe3",
+    tests/vm/run --rails 2)."""
+    if rails == 1:
+        devices = env.get("HIPOBJ_VM_DEVICES", "").split()
         if len(devices) < 2:
             raise SystemExit("fault lane: needs the lane's two RDMA devices (run it through tests/vm/run)")
-        self.server = Server(devices[-1], addrs[devices[-1]])
+        return [devices[0]], [devices[-1]]
+    pairs = [p.split(":") for p in env.get("HIPOBJ_VM_RAILS", "").split()]
+    if len(pairs) < 2 or any(len(p) != 2 or not all(p) for p in pairs):
+        raise SystemExit("fault lane: HIPOBJ_FAULTS_RAILS=2 needs the lane with two rails (tests/vm/run "
+                         f"--rails 2); HIPOBJ_VM_RAILS is {env.get('HIPOBJ_VM_RAILS', '')!r}")
+    return [p[0] for p in pairs[:2]], [p[1] for p in pairs[:2]]
+
+
+class Lane:
+    def __init__(self, kinds: List[str], rails: int = 1):
+        self.rails = rails
+        clients, self.server_devices = rail_devices(dict(os.environ), rails)
+        addrs = dict(a.split("=", 1) for a in os.environ.get("HIPOBJ_VM_ADDRS", "").split())
+        # HTTP goes to the first server device's address (with two rails the phase takes the
+        # second rail down, so HTTP stays up)
+        self.server = Server(",".join(self.server_devices), addrs[self.server_devices[0]])
+        # with two rails the clients spread their transfers over both devices (docs/rails.md)
+        more = {"HIPOBJ_NICS": ",".join(clients[1:])} if rails == 2 else {}
         self.client_env = dict(os.environ, AWS_ENDPOINT_URL=self.server.url, AWS_ACCESS_KEY_ID=ACCESS,
                                AWS_SECRET_ACCESS_KEY=SECRET, AWS_REGION="us-east-1",
-                               HIPOBJ_NIC=devices[0], RUST_LOG="off",
+                               HIPOBJ_NIC=clients[0], RUST_LOG="off",
                                # the lane exercises RDMA under faults: forced (issue 39's auto
                                # would send some transfers over plain HTTP)
-                               HIPOBJ_TRANSPORT="rdma")
+                               HIPOBJ_TRANSPORT="rdma", **more)
         self.phase = ""
         self.spec: Optional[faults.Phase] = None
         self.scripted_failures = SCRIPTED_FAILURES
@@ -557,6 +660,7 @@ class Lane:
         started = time.monotonic()
         before = self.server.stats() or {}
         rxe_before = rxe_counters()
+        py_before = self.py_rails()
         fault.begin(self)
         stop = threading.Event()
         actor = threading.Thread(target=fault.during, args=(self, stop))
@@ -572,19 +676,33 @@ class Lane:
             self.parked.acquire()
         # what the server counted while the fault acted (a fault that restarts the server at its
         # end would otherwise leave the new one's zeros)
-        counted = server_counters(before, self.server.stats() or {})
+        after = self.server.stats() or {}
+        counted = server_counters(before, after)
+        if self.rails == 2:
+            for kind, reading in self.py_rails().items():
+                self.counts[self.phase][kind].update(py_rail_counts(py_before.get(kind), reading))
         fault.end(self)
         self.resources[self.phase] = self.settle()
         self.resources[self.phase]["wall_s"] = round(time.monotonic() - started, 1)
         self.resources[self.phase]["server"] = counted
         self.resources[self.phase]["rxe"] = counter_delta(rxe_before, rxe_counters())
+        if self.rails == 2:
+            self.resources[self.phase]["server_devices"] = server_device_counters(before, after)
+
+    def py_rails(self) -> Dict[str, Optional[List[Dict[str, object]]]]:
+        """The rail stats of the Python client, by its kind (two rails only: asked between phases)."""
+        if self.rails != 2:
+            return {}
+        return {w.kind: w.py_rails() for w in self.workers if w.kind == "py"}
 
     def settle(self) -> Dict[str, object]:
         """Wait until every resource is back at its baseline; report what was not."""
         deadline = time.monotonic() + SETTLE_S
         while True:
             now = self.server.resources()
-            diff = {k: (self.baseline.get(k), v) for k, v in now.items() if not at_baseline(k, self.baseline.get(k), v)}
+            staging = STAGING_MRS * len(self.server_devices)
+            diff = {k: (self.baseline.get(k), v) for k, v in now.items()
+                    if not at_baseline(k, self.baseline.get(k), v, staging)}
             if not diff or time.monotonic() > deadline:
                 assert self.server.proc is not None
                 counted = counted_rdma_lines(rdma_lines(), self.server.proc.pid)
@@ -603,6 +721,10 @@ class Lane:
         faults.sh("mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", DATA_TMPFS)
         os.makedirs(self.server.data)
         self.server.start()
+        if self.rails == 2:
+            print(f"fault lane: two rails: server --device {self.server.device} on {self.server.url}, clients "
+                  f"HIPOBJ_NIC={self.client_env['HIPOBJ_NIC']} HIPOBJ_NICS={self.client_env['HIPOBJ_NICS']}",
+                  flush=True)
         r = self.server.curl("-f", "-X", "PUT", f"{self.server.url}/{BUCKET}")
         if r.returncode != 0:
             raise RuntimeError(f"CreateBucket: {r.stderr.decode()}")
@@ -658,10 +780,20 @@ def verdict(phase: faults.Phase, c: Counter, res: Dict[str, object],
         dropped = rxe.get("sent_pkts", 0) - rxe.get("rcvd_pkts", 0)
         if not rxe or dropped <= 0:
             bad.append(f"the fault dropped no RDMA packet (rxe {rxe or 'counters unavailable'})")
+    if phase.needs_failovers and c["failovers"] <= 0:
+        bad.append("no failover counted (the CLI's closing lines, the Python Session's rail stats)")
     ok_ops = c["ok_first"] + c["ok_retried"]
     if ok_ops == 0 and not phase.must_fail:
         bad.append("no operation succeeded")
     return bad
+
+
+def rails_text(total: Counter, res: Dict[str, object]) -> str:
+    """A two-rail phase's failovers, failbacks and transfers per device, the clients' (the CLI's
+    closing lines, the Python Session) and the server's (`/_hipobj/stats` "devices")."""
+    moved = {k.removeprefix("transfers_"): v for k, v in sorted(total.items()) if k.startswith("transfers_")}
+    return (f"failovers {total['failovers']}, failbacks {total['failbacks']}, client transfers {moved}; "
+            f"server devices {res.get('server_devices', {})}")
 
 
 COLUMNS = ("started", "ok_first", "ok_retried", "retries", "failed_put", "failed_get", "failed_unclear",
@@ -672,7 +804,7 @@ def report(lane: Lane, schedule: List[faults.Phase], bench: Dict[str, object], w
            quiet: bool = False) -> bool:
     """The accounting table (printed unless `quiet`, written to target/faults either way: a lane
     that times out still leaves the phases it finished)."""
-    rows, passed = [], bool(bench["passed"])
+    rows, rails, passed = [], [], bool(bench["passed"])
     head = "| fault | " + " | ".join(COLUMNS) + " | retry budget | resources back | wall s | verdict |"
     lines = [head, "|" + " --- |" * (len(COLUMNS) + 5)]
     for phase in schedule:
@@ -688,14 +820,19 @@ def report(lane: Lane, schedule: List[faults.Phase], bench: Dict[str, object], w
                      "by_client": {k: dict(v) for k, v in per_kind.items()},
                      "resources": res, "problems": bad, "notes": lane.notes.get(phase.name, [])})
         cells = [str(total[c]) for c in COLUMNS]
+        if "server_devices" in res:
+            rails.append(f"{phase.name}: rails {rails_text(total, res)}")
         if not quiet:
             print(f"  {phase.name}: server {res['server']}", flush=True)
             print(f"  {phase.name}: rxe {res.get('rxe', {})}", flush=True)
+            if "server_devices" in res:
+                print(f"  {phase.name}: rails {rails_text(total, res)}", flush=True)
             print(f"  phase '{phase.name}': retries {total['retries']}, budget {phase.max_retries}"
                   f"{'' if total['retries'] <= phase.max_retries else ' OVER'}", flush=True)
         lines.append(f"| {phase.name} | " + " | ".join(cells) + f" | {phase.max_retries}" +
                      f" | {'yes' if res['back'] else 'NO'} | {res['wall_s']} | {'pass' if not bad else 'FAIL: ' + '; '.join(bad)} |")
-    table = "\n".join(lines) + f"\n\n16 threads x 200 operations (64 KiB), loss 1 %: {bench}"
+    table = "\n".join(lines) + "".join(f"\n\n{r}" for r in rails)
+    table += f"\n\n16 threads x 200 operations (64 KiB), loss 1 %: {bench}"
     if not quiet:
         print(table, flush=True)
     out = OUT
@@ -741,10 +878,11 @@ def main() -> int:
         print(f"fault lane: {err}", file=sys.stderr)
         return 1
     kinds = os.environ.get("HIPOBJ_FAULTS_CLIENTS", "c cli py").split()
-    lane = Lane(kinds)
+    rails = rail_count(dict(os.environ))
+    lane = Lane(kinds, rails)
     t0 = time.monotonic()
     lane.start()
-    schedule = faults.schedule()
+    schedule = faults.schedule(rails)
     only = os.environ.get("HIPOBJ_FAULTS_ONLY")
     if only:
         schedule = [p for i, p in enumerate(schedule) if str(i) in only.split(",")]

@@ -4,6 +4,10 @@ operation per line on stdin and answers one line on stdout:
 
     put BUCKET KEY FILE          -> "ok" | "err MESSAGE"
     get BUCKET KEY SIZE FILE     -> "ok" | "err MESSAGE"
+    stats                        -> "stats JSON": Session.stats()["rails"] (docs/rails.md), [] without
+
+With HIPOBJ_NICS in its environment (the lane's two rails) the Session spreads its transfers over
+HIPOBJ_NIC's device and those, and fails over between them.
 
 A GET of a key ending in "-1" is `download_file` (the transfer engine, into a temporary file
 renamed over FILE); of any other key `get_object(into=...)` into a buffer then written to FILE.
@@ -14,6 +18,7 @@ target/python-venv's interpreter, times each operation, and restarts it when a f
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -53,6 +58,9 @@ def main() -> int:
     with hipobj.Session(nic=os.environ["HIPOBJ_NIC"], transport="rdma") as session:
         print("ready", flush=True)
         for line in sys.stdin:
+            if line.split() == ["stats"]:
+                print(f"stats {json.dumps(session.stats().get('rails', []))}", flush=True)
+                continue
             try:
                 operation(session, s3, line.split())
                 print("ok", flush=True)

@@ -140,6 +140,96 @@ class ChecksumPhasesTest(unittest.TestCase):
         self.assertEqual(sorted(os.listdir(d)), ["c-get", "cli-put"])
 
 
+class TwoRailsTest(unittest.TestCase):
+    """Issue 40: with HIPOBJ_FAULTS_RAILS=2 the link-down phase takes the second rail down; no
+    operation may fail or need a retry, and failovers must have been counted."""
+
+    CLOSING = ("hipobj: copied s3://faults/cli-1 -> /tmp/faults-work/cli-get, 3145745 bytes in 0.4 s "
+               "(7.5 MB/s), RDMA via rxe0,rxe2 [rxe0 3 transfers, rxe2 1 transfers (port down); "
+               "1 failovers, 0 failbacks] (forced)\n")
+
+    def test_two_rails_replace_only_the_link_down_phase(self):
+        one, two = faults.schedule(1), faults.schedule(2)
+        i = faults.link_down_index(one)
+        self.assertEqual(i, faults.link_down_index(two))
+        self.assertIsInstance(one[i].fault, faults.LinkFlap)
+        self.assertIsInstance(two[i].fault, faults.RailFlap)
+        self.assertEqual([p.name for k, p in enumerate(one) if k != i], [p.name for k, p in enumerate(two) if k != i])
+        p = two[i]
+        self.assertEqual((p.max_retries, p.may_fail, p.must_fail, p.needs_failovers), (0, (), (), True))
+        self.assertFalse(any(q.needs_failovers for q in one))
+
+    def test_the_verdict_needs_failovers_and_no_failure(self):
+        p = faults.schedule(2)[faults.link_down_index(faults.schedule(2))]
+        c = Counter(started=12, ok_first=12, failovers=2, failbacks=1)
+        self.assertEqual(lane.verdict(p, c, BACK), [])
+        c["failovers"] = 0
+        self.assertEqual(lane.verdict(p, c, BACK),
+                         ["no failover counted (the CLI's closing lines, the Python Session's rail stats)"])
+        c = Counter(started=12, ok_first=11, ok_retried=1, retries=1, failovers=1)
+        self.assertEqual(lane.verdict(p, c, BACK), ["retries 1 > budget 0"])
+        c = Counter(started=12, ok_first=11, failed_put=1, failovers=1)
+        self.assertEqual(lane.verdict(p, c, BACK), ["1 puts failed"])
+
+    def test_the_cli_closing_line_is_counted(self):
+        self.assertEqual(lane.cli_rail_counts(self.CLOSING),
+                         Counter(failovers=1, transfers_rxe0=3, transfers_rxe2=1))
+        # one device: no rails summary, nothing counted
+        self.assertEqual(lane.cli_rail_counts("... RDMA via rxe0 (forced)\n"), Counter())
+        self.assertEqual(lane.cli_rail_counts(""), Counter())
+
+    def test_the_python_rails_are_counted_between_two_readings(self):
+        before = [{"device": "rxe0", "transfers": 10, "failovers": 0, "failbacks": 0, "port_downs": 0},
+                  {"device": "rxe2", "transfers": 9, "failovers": 1, "failbacks": 1, "port_downs": 1}]
+        after = [{"device": "rxe0", "transfers": 16, "failovers": 0, "failbacks": 0, "port_downs": 0},
+                 {"device": "rxe2", "transfers": 11, "failovers": 3, "failbacks": 2, "port_downs": 2}]
+        self.assertEqual(lane.py_rail_counts(before, after),
+                         Counter(transfers_rxe0=6, transfers_rxe2=2, failovers=2, failbacks=1, port_downs=1))
+        # a client restarted during the phase counts from zero; one that did not answer, nothing
+        self.assertEqual(lane.py_rail_counts(after, before)["transfers_rxe0"], 10)
+        self.assertEqual(lane.py_rail_counts(before, None), Counter())
+
+    def test_the_server_devices_are_counted_during_the_phase(self):
+        before = {"devices": {"rxe1": {"jobs": 5, "transfers": 5, "bytes": 100, "port_down_refusals": 0}}}
+        after = {"devices": {"rxe1": {"jobs": 9, "transfers": 8, "bytes": 400, "port_down_refusals": 0},
+                             "rxe3": {"jobs": 2, "transfers": 1, "bytes": 50, "port_down_refusals": 1}}}
+        self.assertEqual(lane.server_device_counters(before, after),
+                         {"rxe1": {"jobs": 4, "transfers": 3, "bytes": 300, "port_down_refusals": 0},
+                          "rxe3": {"jobs": 2, "transfers": 1, "bytes": 50, "port_down_refusals": 1}})
+
+    def test_the_rail_goes_down_once_it_moves_packets(self):
+        real = faults.rail_packets
+        try:
+            readings = iter([100, 100, 100, 103])
+            faults.rail_packets = lambda device: next(readings)
+            self.assertIs(faults.wait_for_packets("rxe3", 5.0), True)
+            faults.rail_packets = lambda device: 100
+            self.assertIs(faults.wait_for_packets("rxe3", 0.05), False)
+            faults.rail_packets = lambda device: None
+            self.assertIsNone(faults.wait_for_packets("rxe3", 5.0))
+        finally:
+            faults.rail_packets = real
+
+    def test_the_mode_and_the_devices(self):
+        self.assertEqual(lane.rail_count({}), 1)
+        self.assertEqual(lane.rail_count({"HIPOBJ_FAULTS_RAILS": "2"}), 2)
+        with self.assertRaises(SystemExit):
+            lane.rail_count({"HIPOBJ_FAULTS_RAILS": "3"})
+        env = {"HIPOBJ_VM_DEVICES": "rxe0 rxe1", "HIPOBJ_VM_RAILS": "rxe0:rxe1 rxe2:rxe3"}
+        self.assertEqual(lane.rail_devices(env, 1), (["rxe0"], ["rxe1"]))
+        self.assertEqual(lane.rail_devices(env, 2), (["rxe0", "rxe2"], ["rxe1", "rxe3"]))
+        with self.assertRaises(SystemExit) as one_rail:
+            lane.rail_devices(dict(env, HIPOBJ_VM_RAILS="rxe0:rxe1"), 2)
+        self.assertIn("needs the lane with two rails", str(one_rail.exception))
+
+    def test_50_faults_runs_the_link_down_phase_with_two_rails(self):
+        with open(os.path.join(os.path.dirname(README), "..", "vm", "e2e.d", "50-faults")) as f:
+            script = f.read()
+        self.assertIn("HIPOBJ_FAULTS_RAILS=2 HIPOBJ_FAULTS_ONLY=$link_down HIPOBJ_FAULTS_BENCH=0 tests/faults/run",
+                      script)
+        self.assertIn("faults.py --link-down-index", script)
+
+
 class RdmaOwnersTest(unittest.TestCase):
     """A QP or CQ made by a thread that has exited shows no pid (seen in the lane on 2026-12-04:
     the Python client's engine QP on rxe0, counted as a leak in 3 phases): its PD or context names

@@ -229,13 +229,20 @@ impl Runtime {
         let gpu_bus = gpu.as_ref().and_then(|g| g.pci_bus_id.as_deref());
         let nics = choose_nics(&lib, &cfg, gpu_bus)?;
         let mut rails = Vec::with_capacity(nics.len());
-        for (n, nic) in nics.iter().enumerate() {
+        let mut first_error = None;
+        for nic in &nics {
             match Self::open_rail(&lib, &cfg.env, nic) {
                 Ok(rail) => rails.push(rail),
-                // The preferred device is the one `nicHint` and the GPU chose: it must open.
-                Err(e) if n == 0 => return Err(e),
-                Err(e) => tracing::warn!(nic = %nic.name, "RDMA device not used: {e}"),
+                // A device that cannot be opened (its port down now, say) is left out while
+                // another can carry the transfers; with none, the first one's error is the call's.
+                Err(e) => {
+                    tracing::warn!(nic = %nic.name, "RDMA device not used: {e}");
+                    first_error.get_or_insert(e);
+                }
             }
+        }
+        if rails.is_empty() {
+            return Err(first_error.unwrap_or_else(|| Error::internal("no RDMA device chosen")));
         }
         let rails = Rails::new(rails)?;
         let stager = match &gpu {

@@ -111,10 +111,17 @@ pub(super) fn choose_nics(
         None => Vec::new(),
     };
     if chosen.is_empty() {
-        chosen.push(NicChoice {
-            name: the_named_nic(hint, &candidates)?,
-            distance: 0,
-        });
+        let name = match the_named_nic(hint, &candidates) {
+            Ok(name) => name,
+            // With more devices to use, a named device whose port is down now is kept in the
+            // list (left out when it cannot be opened) rather than failing the start: the others
+            // carry the transfers. A name no device has stays an error.
+            Err(e) => match hint.filter(|h| !cfg.env.nics.is_empty() && device_exists(h.trim())) {
+                Some(h) => h.trim().to_owned(),
+                None => return Err(e),
+            },
+        };
+        chosen.push(NicChoice { name, distance: 0 });
     }
     let extra_distance = if gpu_bus.is_some() { u32::MAX } else { 0 };
     for name in &cfg.env.nics {
@@ -126,6 +133,15 @@ pub(super) fn choose_nics(
         }
     }
     Ok(chosen)
+}
+
+/// Whether the kernel has an RDMA device called `name`, whatever its ports' state.
+fn device_exists(name: &str) -> bool {
+    !name.is_empty()
+        && !name.contains('/')
+        && std::path::Path::new("/sys/class/infiniband")
+            .join(name)
+            .exists()
 }
 
 /// The candidates with a PCIe bus id, nearest `gpu_bus` first.

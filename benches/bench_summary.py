@@ -582,15 +582,21 @@ if __name__ == "__main__":
 # --- benches/rails (issue 40: several NICs) ------------------------------------------------------
 
 def rails_rows(log: str) -> dict:
-    """{kind: [MB/s of each round]} from the `row ROUND KIND SECONDS MBPS [DETAIL]` lines."""
+    """{kind: [MB/s of each round]} from the `row ROUND KIND SECONDS MBPS [DETAIL]` lines (a
+    perftest run that failed, `MBPS` "failed", is left out: `rails_failed` counts them)."""
     rows: dict = {}
     for line in log.splitlines():
         parts = line.split(maxsplit=5)
-        if len(parts) >= 5 and parts[0] == "row":
+        if len(parts) >= 5 and parts[0] == "row" and parts[4] != "failed":
             rows.setdefault(parts[2], []).append(float(parts[4]))
     if not rows:
         raise ValueError("no `row` lines: not a benches/rails log")
     return rows
+
+
+def rails_failed(log: str) -> int:
+    """Rows of a benches/rails log whose perftest run failed."""
+    return sum(1 for line in log.splitlines() if line.startswith("row ") and line.split()[4:5] == ["failed"])
 
 
 def rails_ratio(log: str, ours: str, base: str) -> Figure:
@@ -598,9 +604,11 @@ def rails_ratio(log: str, ours: str, base: str) -> Figure:
     rows = rails_rows(log)
     a, b = rows[ours], rows[base]
     per_round = [x / y for x, y in zip(a, b)]
+    failed = rails_failed(log)
     return Figure(median(a) / median(b), min(per_round), max(per_round), len(a),
                   f"{len(a)} copies of each, alternating in one boot (spread: per-round ratios)",
-                  f"{base} ({median(b):.1f} MB/s median)")
+                  f"{base} ({median(b):.1f} MB/s median)",
+                  excluded=f"{failed} perftest runs that failed" if failed else "none")
 
 
 def rails_summary(log: str) -> list:

@@ -2,8 +2,8 @@
 # The guest side of benches/rails. Prints one row per measurement:
 #   row ROUND KIND SECONDS MBPS [DETAIL]
 # KIND: cp-get-1rail, cp-get-2rails, cp-put-1rail, cp-put-2rails (hipobj cp of the object,
-# forced RDMA), write-bw-1pair, write-bw-2pairs, read-bw-1pair, read-bw-2pairs (perftest -q 8 -e,
-# 1 MiB messages; the two-pair figure is the sum of both pairs run at once). DETAIL: cp's closing
+# forced RDMA), write-bw-1pair, write-bw-2pairs, read-bw-1pair, read-bw-2pairs (perftest -q 4,
+# 128 x 1 MiB messages; the two-pair figure is the sum of both pairs run at once). DETAIL: cp's closing
 # line (the transfers each device carried).
 set -euo pipefail
 . tests/support/server.sh
@@ -32,20 +32,25 @@ timed_cp() { # round kind nics src dst
   t1=$EPOCHREALTIME
   row "$1" "$2" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')" "$line"
 }
-# perftest sleeps on completion events (-e) rather than polling: two pairs at once are four
-# processes on the guest's two CPUs, and polling ones starved each other until perftest's time
-# limit (2026-12-05, both tries failed). The one-pair reference runs the same way.
-perf() { # devices tool -> MB/s (10^6 bytes)
-  HIPOBJ_VM_DEVICES="$1" benches/server-datapath-perftest.sh "$2" 8 1048576 256 -e | awk '{print $1 * 1048576 / 1e6}'
+# perftest polls its completion queues: two pairs at once are four polling processes on the
+# guest's two CPUs, so each run is short (128 x 1 MiB on 4 QPs) and gets 180 s; a run
+# that still fails prints "failed" in its row (the summary leaves it out and says so).
+perf() { # devices tool -> MB/s (10^6 bytes), or "failed"
+  HIPOBJ_PERF_TIMEOUT=180 HIPOBJ_VM_DEVICES="$1" benches/server-datapath-perftest.sh "$2" 4 1048576 128 \
+    | awk '{print $1 * 1048576 / 1e6}' | grep . || echo failed
 }
 perf_row() { # round kind tool pairs
   local a b
   if [ "$4" = 2 ]; then
     perf "$C1 $S1" "$3" >"$W/p1" & perf "$C2 $S2" "$3" >"$W/p2"; wait
     a=$(cat "$W/p1") b=$(cat "$W/p2")
-    printf 'row %s %s - %.1f %s+%s\n' "$1" "$2" "$(awk -v a="$a" -v b="$b" 'BEGIN{print a+b}')" "$a" "$b"
+    if [ "$a" = failed ] || [ "$b" = failed ]; then
+      printf 'row %s %s - failed %s+%s\n' "$1" "$2" "$a" "$b"
+    else
+      printf 'row %s %s - %.1f %s+%s\n' "$1" "$2" "$(awk -v a="$a" -v b="$b" 'BEGIN{print a+b}')" "$a" "$b"
+    fi
   else
-    printf 'row %s %s - %.1f\n' "$1" "$2" "$(perf "$C1 $S1" "$3")"
+    printf 'row %s %s - %s\n' "$1" "$2" "$(perf "$C1 $S1" "$3")"
   fi
 }
 echo "object: $BYTES bytes; rails $C1:$S1 $C2:$S2; rounds $ROUNDS"
@@ -59,7 +64,13 @@ for ((r = 1; r <= ROUNDS; r++)); do
     timed_cp "$r" "cp-put-$kind" "$nics" "$W/obj" "s3://rails/up"
   done
   perf_row "$r" write-bw-1pair ib_write_bw 1
-  perf_row "$r" write-bw-2pairs ib_write_bw 2
   perf_row "$r" read-bw-1pair ib_read_bw 1
-  perf_row "$r" read-bw-2pairs ib_read_bw 2
+  # Both pairs at once (write-bw-2pairs, read-bw-2pairs) only with HIPOBJ_BENCH_TWO_PAIRS=1: in
+  # the lane they do not finish (2026-12-05, three boots: one pair reported 0.00 MB/s and the
+  # other ran into the 90 s and then 180 s limit; four polling perftest processes on two
+  # emulated CPUs).
+  if [ "${HIPOBJ_BENCH_TWO_PAIRS:-0}" = 1 ]; then
+    perf_row "$r" write-bw-2pairs ib_write_bw 2
+    perf_row "$r" read-bw-2pairs ib_read_bw 2
+  fi
 done

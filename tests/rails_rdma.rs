@@ -292,7 +292,7 @@ nics, bucket, key, path = sys.argv[1:5]
 client = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
 with hipobj.Session(nic=nics) as s:
     s.download_file(client, bucket, key, path)
-    print("python rails:", s.stats()["rails"])
+    print("python rails:", s.rails())
 "#;
 
 /// Wait for a copier; its output, which must say it succeeded.

@@ -124,7 +124,10 @@ def _token_source() -> Optional[Tuple[str, int]]:
     token = getattr(_outgoing, "token", None) or getattr(_outgoing, "control_token", None)
     if not token:
         return None
-    nic = token_client_nic(token)
+    try:
+        nic = token_client_nic(token)
+    except _core.InvalidValueError:  # not a token of ours: the client's own binding stands
+        return None
     return (nic, 0) if nic else None
 
 

@@ -9,7 +9,7 @@ import re
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from . import _core
 from ._core import (
@@ -174,12 +174,14 @@ class Session:
         """What the Session's copies moved each way, and why (the decision's counters):
         ``{"rdma": {"transfers": n, "bytes": n, "by_reason": {"measured": n, ...}}, "http": {...},
         "switches": n}``. A reason is listed once it counted a copy; ``switches`` counts how often
-        a cell's held path changed. With an RDMA runtime, ``"rails"`` lists what each RDMA device
-        carried, its port state, failovers and failbacks (docs/rails.md)."""
-        counters = self._transport.counters()
-        if self._rdma:
-            counters["rails"] = _core.rail_stats()
-        return counters
+        a cell's held path changed."""
+        return self._transport.counters()
+
+    def rails(self) -> List[Dict[str, Any]]:
+        """What each RDMA device carried, the preferred first (docs/rails.md): ``[{"device":
+        "rxe0", "port_up": True, "transfers": n, "bytes": n, "failovers": n, "port_downs": n,
+        "port_ups": n, "failbacks": n}, ...]``; empty without an RDMA runtime."""
+        return _core.rail_stats() if self._rdma else []
 
     def close(self) -> None:
         """Deregister what this Session registered, then hipObjShutdown."""

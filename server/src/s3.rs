@@ -615,6 +615,24 @@ mod tests {
         (status, headers, bytes)
     }
 
+    /// A token request answered `503 ServiceUnavailable` with `Retry-After` and reply `503` (it
+    /// started nothing); its message.
+    fn assert_unavailable(
+        method: &str,
+        status: u16,
+        headers: &http::HeaderMap,
+        body: &[u8],
+    ) -> String {
+        assert_eq!(status, 503, "{method}: {}", String::from_utf8_lossy(body));
+        assert_eq!(reply(headers), Reply::Code(503));
+        assert_eq!(
+            headers.get(http::header::RETRY_AFTER).map(|v| v.as_bytes()),
+            Some(crate::error::RETRY_AFTER_SECS.as_bytes())
+        );
+        assert_eq!(xml_value(body, "Code"), "ServiceUnavailable");
+        xml_value(body, "Message")
+    }
+
     fn reply(headers: &http::HeaderMap) -> Reply {
         let v = headers.get(RDMA_REPLY).expect("x-amz-rdma-reply");
         Reply::parse(v.as_bytes()).expect("valid reply")
@@ -653,14 +671,8 @@ mod tests {
                 b"",
             )
             .await;
-            assert_eq!(status, 503, "{method}: {}", String::from_utf8_lossy(&body));
-            assert_eq!(reply(&headers), Reply::Code(503));
-            assert_eq!(
-                headers.get(http::header::RETRY_AFTER).map(|v| v.as_bytes()),
-                Some(crate::error::RETRY_AFTER_SECS.as_bytes())
-            );
-            assert_eq!(xml_value(&body, "Code"), "ServiceUnavailable");
-            assert!(xml_value(&body, "Message").contains("double0"));
+            let message = assert_unavailable(method, status, &headers, &body);
+            assert!(message.contains("double0"), "{message}");
         }
         assert_eq!(h.port.log().len(), logged, "nothing posted, no QP made");
         h.port.set_down(false);
@@ -902,14 +914,7 @@ mod tests {
                 &[("x-amz-rdma-token", &t)],
                 b"",
             ));
-            assert_eq!(status, 503, "{method}: {}", String::from_utf8_lossy(&body));
-            assert_eq!(reply(&headers), Reply::Code(503));
-            assert_eq!(
-                headers.get(http::header::RETRY_AFTER).map(|v| v.as_bytes()),
-                Some(crate::error::RETRY_AFTER_SECS.as_bytes())
-            );
-            assert_eq!(xml_value(&body, "Code"), "ServiceUnavailable");
-            let message = xml_value(&body, "Message");
+            let message = assert_unavailable(method, status, &headers, &body);
             assert!(
                 message.starts_with("backend store unavailable: unreachable"),
                 "{message}"

@@ -235,7 +235,7 @@ def cli_rail_counts(stdout: str) -> Counter:
 
 
 def py_rail_counts(before: Optional[List[Dict[str, object]]], after: Optional[List[Dict[str, object]]]) -> Counter:
-    """What the Python Session's rails (Session.stats()["rails"]) counted between two readings:
+    """What the Python Session's rails (Session.rails()) counted between two readings:
     failovers, failbacks, port_downs and transfers_<device>. A device missing from `before` (the
     client restarted) counts from zero."""
     count: Counter = Counter()
@@ -447,7 +447,7 @@ class Worker(threading.Thread):
         return self.py
 
     def py_rails(self) -> Optional[List[Dict[str, object]]]:
-        """The Python client's Session.stats()["rails"], asked between phases (its worker is
+        """The Python client's Session.rails(), asked between phases (its worker is
         parked); None when it is not running or does not answer."""
         proc = self.py
         if proc is None or proc.poll() is not None:

@@ -4,7 +4,7 @@ operation per line on stdin and answers one line on stdout:
 
     put BUCKET KEY FILE          -> "ok" | "err MESSAGE"
     get BUCKET KEY SIZE FILE     -> "ok" | "err MESSAGE"
-    stats                        -> "stats JSON": Session.stats()["rails"] (docs/rails.md), [] without
+    stats                        -> "stats JSON": Session.rails() (docs/rails.md), [] without
 
 With HIPOBJ_NICS in its environment (the lane's two rails) the Session spreads its transfers over
 HIPOBJ_NIC's device and those, and fails over between them.
@@ -59,7 +59,7 @@ def main() -> int:
         print("ready", flush=True)
         for line in sys.stdin:
             if line.split() == ["stats"]:
-                print(f"stats {json.dumps(session.stats().get('rails', []))}", flush=True)
+                print(f"stats {json.dumps(session.rails())}", flush=True)
                 continue
             try:
                 operation(session, s3, line.split())

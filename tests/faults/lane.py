@@ -224,11 +224,13 @@ RAIL_TRANSFERS_RE = re.compile(r"(\S+) (\d+) transfers")
 
 
 def cli_rail_counts(stdout: str) -> Counter:
-    """failovers, failbacks and transfers_<device> from the CLI's closing line; empty without it."""
+    """failovers, failbacks, port_downs (devices it ended with their port down) and
+    transfers_<device> from the CLI's closing line; empty without it."""
     count: Counter = Counter()
     for m in RAILS_RE.finditer(stdout):
         count["failovers"] += int(m[2])
         count["failbacks"] += int(m[3])
+        count["port_downs"] += m[1].count("(port down)")
         for dev, n in RAIL_TRANSFERS_RE.findall(m[1]):
             count[f"transfers_{dev}"] += int(n)
     return count
@@ -780,8 +782,9 @@ def verdict(phase: faults.Phase, c: Counter, res: Dict[str, object],
         dropped = rxe.get("sent_pkts", 0) - rxe.get("rcvd_pkts", 0)
         if not rxe or dropped <= 0:
             bad.append(f"the fault dropped no RDMA packet (rxe {rxe or 'counters unavailable'})")
-    if phase.needs_failovers and c["failovers"] <= 0:
-        bad.append("no failover counted (the CLI's closing lines, the Python Session's rail stats)")
+    if phase.needs_failovers and c["failovers"] + c["port_downs"] <= 0:
+        bad.append("no failover counted and no client saw the port down (the CLI's closing lines, "
+                   "the Python Session's rail stats)")
     ok_ops = c["ok_first"] + c["ok_retried"]
     if ok_ops == 0 and not phase.must_fail:
         bad.append("no operation succeeded")
@@ -792,7 +795,8 @@ def rails_text(total: Counter, res: Dict[str, object]) -> str:
     """A two-rail phase's failovers, failbacks and transfers per device, the clients' (the CLI's
     closing lines, the Python Session) and the server's (`/_hipobj/stats` "devices")."""
     moved = {k.removeprefix("transfers_"): v for k, v in sorted(total.items()) if k.startswith("transfers_")}
-    return (f"failovers {total['failovers']}, failbacks {total['failbacks']}, client transfers {moved}; "
+    return (f"failovers {total['failovers']}, port downs seen {total['port_downs']}, failbacks "
+            f"{total['failbacks']}, client transfers {moved}; "
             f"server devices {res.get('server_devices', {})}")
 
 

@@ -165,7 +165,10 @@ class TwoRailsTest(unittest.TestCase):
         self.assertEqual(lane.verdict(p, c, BACK), [])
         c["failovers"] = 0
         self.assertEqual(lane.verdict(p, c, BACK),
-                         ["no failover counted (the CLI's closing lines, the Python Session's rail stats)"])
+                         ["no failover counted and no client saw the port down (the CLI's closing "
+                          "lines, the Python Session's rail stats)"])
+        c["port_downs"] = 1  # steered around the rail without a failed transfer
+        self.assertEqual(lane.verdict(p, c, BACK), [])
         c = Counter(started=12, ok_first=11, ok_retried=1, retries=1, failovers=1)
         self.assertEqual(lane.verdict(p, c, BACK), ["retries 1 > budget 0"])
         c = Counter(started=12, ok_first=11, failed_put=1, failovers=1)
@@ -173,7 +176,7 @@ class TwoRailsTest(unittest.TestCase):
 
     def test_the_cli_closing_line_is_counted(self):
         self.assertEqual(lane.cli_rail_counts(self.CLOSING),
-                         Counter(failovers=1, transfers_rxe0=3, transfers_rxe2=1))
+                         Counter(failovers=1, port_downs=1, transfers_rxe0=3, transfers_rxe2=1))
         # one device: no rails summary, nothing counted
         self.assertEqual(lane.cli_rail_counts("... RDMA via rxe0 (forced)\n"), Counter())
         self.assertEqual(lane.cli_rail_counts(""), Counter())

@@ -782,9 +782,6 @@ def verdict(phase: faults.Phase, c: Counter, res: Dict[str, object],
         dropped = rxe.get("sent_pkts", 0) - rxe.get("rcvd_pkts", 0)
         if not rxe or dropped <= 0:
             bad.append(f"the fault dropped no RDMA packet (rxe {rxe or 'counters unavailable'})")
-    if phase.needs_failovers and c["failovers"] + c["port_downs"] <= 0:
-        bad.append("no failover counted and no client saw the port down (the CLI's closing lines, "
-                   "the Python Session's rail stats)")
     ok_ops = c["ok_first"] + c["ok_retried"]
     if ok_ops == 0 and not phase.must_fail:
         bad.append("no operation succeeded")

@@ -156,18 +156,14 @@ class TwoRailsTest(unittest.TestCase):
         self.assertIsInstance(two[i].fault, faults.RailFlap)
         self.assertEqual([p.name for k, p in enumerate(one) if k != i], [p.name for k, p in enumerate(two) if k != i])
         p = two[i]
-        self.assertEqual((p.max_retries, p.may_fail, p.must_fail, p.needs_failovers), (0, (), (), True))
-        self.assertFalse(any(q.needs_failovers for q in one))
+        self.assertEqual((p.max_retries, p.may_fail, p.must_fail, p.reports_rails), (0, (), (), True))
+        self.assertFalse(any(q.reports_rails for q in one))
 
-    def test_the_verdict_needs_failovers_and_no_failure(self):
+    def test_the_verdict_reports_rails_and_no_failure(self):
         p = faults.schedule(2)[faults.link_down_index(faults.schedule(2))]
         c = Counter(started=12, ok_first=12, failovers=2, failbacks=1)
         self.assertEqual(lane.verdict(p, c, BACK), [])
-        c["failovers"] = 0
-        self.assertEqual(lane.verdict(p, c, BACK),
-                         ["no failover counted and no client saw the port down (the CLI's closing "
-                          "lines, the Python Session's rail stats)"])
-        c["port_downs"] = 1  # steered around the rail without a failed transfer
+        c["failovers"] = 0  # reported, not required: nothing may have been on the rail then
         self.assertEqual(lane.verdict(p, c, BACK), [])
         c = Counter(started=12, ok_first=11, ok_retried=1, retries=1, failovers=1)
         self.assertEqual(lane.verdict(p, c, BACK), ["retries 1 > budget 0"])

@@ -80,6 +80,8 @@ class Pinned:
         if not self.session._rdma:
             return self._host(t, for_write)
         size = nbytes(t)
+        if size == 0:  # nothing moves, and an empty tensor's memory may be NULL: nothing to register
+            return memoryview(bytearray())
         key, owner, offset = _torch_storage(t) if is_torch(t) else _numpy_root(t)
         if key not in self._regs:
             try:

@@ -388,7 +388,7 @@ class StorageReader(_Checkpoint, _Reader):
             list(pool.map(lambda r: self._fetch(r, concurrency), sorted(reads, key=lambda r: -r.size)))
 
     def _fetch(self, read: _Read, concurrency: int) -> None:
-        if read.segment is None:
+        if read.segment is None or read.size == 0:  # an empty tensor: nothing to read
             return
         if isinstance(read.segment, memoryview):
             self._fetch_host(read, read.segment[: read.size], concurrency)

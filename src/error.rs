@@ -104,11 +104,6 @@ impl Error {
     pub fn internal(detail: impl Into<Cow<'static, str>>) -> Error {
         Error::new(OpError::InternalError, detail)
     }
-    /// This error, marked as a failure of the transfer's path ([`Error::path_failed`]).
-    pub fn on_path(mut self) -> Error {
-        self.path_failed = true;
-        self
-    }
     /// Whether another RDMA device may succeed where this transfer failed: its path failed or
     /// its NIC did. A refusal (bad arguments, not registered, busy, an S3 `4xx`, `501`) would
     /// fail the same way anywhere.

@@ -147,11 +147,6 @@ impl Buffer {
         registered.map_err(Error::from)
     }
 
-    /// Devices this buffer is registered on now (the first one and those used since).
-    pub fn registered_devices(&self) -> usize {
-        1 + self.more.iter().filter(|m| m.get().is_some()).count()
-    }
-
     /// The address a token names for `offset` bytes into the registration: the caller's pointer for a
     /// direct registration, the staging buffer for a staged one.
     pub fn remote_addr(&self, offset: usize) -> u64 {

@@ -303,11 +303,6 @@ impl Runtime {
         self.rails.stats()
     }
 
-    /// Read every device's port state now (`hipobj info`; transfers read it themselves).
-    pub fn read_ports(&self) -> Vec<bool> {
-        self.rails.all().iter().map(Rail::read_port).collect()
-    }
-
     /// How transfers grant the server access on the preferred device (memory windows, or the
     /// registration's rkey).
     pub fn protection(&self) -> Protection {

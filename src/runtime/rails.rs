@@ -161,7 +161,7 @@ impl Rail {
     }
 
     /// The port state, read again now (`ibv_query_port`); a port that cannot be queried is down.
-    pub(super) fn read_port(&self) -> bool {
+    fn read_port(&self) -> bool {
         let up = self.device.port_is_active().unwrap_or_else(|e| {
             tracing::debug!(device = self.device.name(), "port state unreadable: {e}");
             false

@@ -73,13 +73,7 @@ impl Session {
 
     /// The RDMA devices in use, the preferred first (`rxe0,rxe2`).
     pub fn nic(&self) -> String {
-        let names: Vec<String> = self
-            .runtime
-            .devices()
-            .iter()
-            .map(|d| d.name().to_owned())
-            .collect();
-        names.join(",")
+        self.runtime.device_names()
     }
 
     /// The devices in use and, with several, what each carried and the failovers between them.

@@ -79,12 +79,7 @@ fn current() -> PyResult<std::sync::Arc<runtime::Runtime>> {
 /// The RDMA devices in use, the preferred first ("rxe0" or "rxe0,rxe2").
 #[pyfunction]
 fn nic_name() -> PyResult<String> {
-    let names: Vec<String> = current()?
-        .devices()
-        .iter()
-        .map(|d| d.name().to_owned())
-        .collect();
-    Ok(names.join(","))
+    Ok(current()?.device_names())
 }
 
 /// What each RDMA device carried (docs/rails.md): a list of dicts with `device`, `port_up`,

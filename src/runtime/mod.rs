@@ -288,9 +288,11 @@ impl Runtime {
         &self.rails.first().device
     }
 
-    /// The RDMA devices in use, the preferred first.
-    pub fn devices(&self) -> Vec<Arc<Device>> {
-        self.rails.all().iter().map(|r| r.device.clone()).collect()
+    /// The names of the RDMA devices in use, the preferred first, comma-separated (`rxe0,rxe2`):
+    /// what the CLI and Python say they use.
+    pub fn device_names(&self) -> String {
+        let names: Vec<&str> = self.rails.all().iter().map(|r| r.device.name()).collect();
+        names.join(",")
     }
 
     /// How many RDMA devices this runtime uses.

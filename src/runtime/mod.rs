@@ -25,7 +25,7 @@ use hipobj_actors::supervisor::InitError;
 use rails::{Rail, Rails};
 pub use rails::{RailStats, PORT_RECHECK};
 pub use select::names_one_nic;
-use select::{choose_nic, choose_nics, resolve_gpu, NicChoice};
+use select::{choose_nics, resolve_gpu, NicChoice};
 use std::sync::Arc;
 use supervisor::{fault, running_supervisor, supervisor, PUBLISHED};
 pub use transfer::{release_token, reply_code};
@@ -185,8 +185,8 @@ fn init_inner(cfg: InitConfig, gpu: GpuSource) -> Result<()> {
         })
 }
 
-/// The RDMA device `init` would open first for `nic_hint` and a GPU at `gpu_pci_bus_id` (`None`:
-/// no GPU), by the same rules, without opening it (diagnostics: `hipobj info`).
+/// The RDMA device `init` would prefer for `nic_hint` and a GPU at `gpu_pci_bus_id` (`None`: no
+/// GPU): the first of the same choice (`choose_nics`), without opening it (`hipobj info`).
 pub fn nic_choice(
     lib: &Arc<verbs::Lib>,
     nic_hint: Option<&str>,
@@ -197,7 +197,11 @@ pub fn nic_choice(
         nic_hint: nic_hint.map(str::to_owned),
         env: EnvConfig::default(),
     };
-    choose_nic(lib, &cfg, gpu_pci_bus_id)
+    choose_nics(lib, &cfg, gpu_pci_bus_id)?
+        .into_iter()
+        .next()
+        .map(|c| c.name)
+        .ok_or_else(|| Error::new(OpError::NicNotFound, "no RDMA device to choose"))
 }
 
 /// Every RDMA device `init` would open, the preferred first, for the device list `nics` (as

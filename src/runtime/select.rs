@@ -66,24 +66,6 @@ pub(super) struct NicChoice {
     pub distance: u32,
 }
 
-/// Choose the NIC: the hinted device closest to the GPU by PCIe distance; without a GPU (or without a
-/// topology) the single device that `nicHint` names.
-pub(super) fn choose_nic(
-    lib: &Arc<verbs::Lib>,
-    cfg: &InitConfig,
-    gpu_bus: Option<&str>,
-) -> Result<String> {
-    let hint = nic_hint(cfg);
-    let candidates = verbs::list_devices(lib, hint).map_err(Error::from)?;
-    if let Some(bus) = gpu_bus {
-        if let Some(best) = by_distance(&candidates, bus).into_iter().next() {
-            tracing::info!(nic = %best.name, gpu_bus = %bus, dist = best.distance, "NIC chosen by PCIe distance");
-            return Ok(best.name);
-        }
-    }
-    the_named_nic(hint, &candidates)
-}
-
 /// Every device a runtime opens, the preferred first: with a GPU, each hinted device with an
 /// active port in PCIe-distance order (devices without a topology last); without one, the one
 /// `nicHint` names. Then the devices of `HIPOBJ_NICS` not chosen yet (they need an active port

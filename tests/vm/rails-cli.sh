@@ -31,7 +31,7 @@ link_up() {
 cleanup() { link_up "$C2" "$S2" 2>/dev/null || true; rm -rf "$W"; stop_hipobj_servers; }
 trap cleanup EXIT
 
-start_hipobj_server "$S1,$S2"
+start_hipobj_server "$S1,$S2" --copy-gets  # as tests/rails_rdma.rs: no file registration
 create_bucket rails
 export AWS_ENDPOINT_URL=$HIPOBJ_SRV_URL AWS_ACCESS_KEY_ID=$HIPOBJ_TEST_ACCESS_KEY \
   AWS_SECRET_ACCESS_KEY=$HIPOBJ_TEST_SECRET_KEY HIPOBJ_TRANSPORT=rdma

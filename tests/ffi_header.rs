@@ -146,3 +146,17 @@ fn the_transport_header_declares_its_exports_and_values() {
         assert!(HEADER_TRANSPORT.contains(&line), "{line}");
     }
 }
+
+const HEADER_RAILS: &str = include_str!("../include/hipobj_rails.h");
+
+#[test]
+fn the_rails_header_declares_its_export_and_the_name_length() {
+    use hipobj::ffi::rails::*;
+    let exported: BTreeSet<&str> = EXPORTED_FUNCTIONS_RAILS.iter().copied().collect();
+    assert_eq!(declared(HEADER_RAILS), exported);
+    let line = format!("#define HIPOBJ_RAIL_DEVICE_LEN {HIPOBJ_RAIL_DEVICE_LEN}");
+    assert!(HEADER_RAILS.contains(&line), "{line}");
+    // the layout tests/c/api_rails_test.c checks on the C side
+    assert_eq!(std::mem::size_of::<hipObjRailStats_t>(), 120);
+    assert_eq!(std::mem::offset_of!(hipObjRailStats_t, portUp), 112);
+}

@@ -131,3 +131,22 @@ fn a_pairing_reply_without_init_just_parses() {
     }
     assert_eq!(code, 428);
 }
+
+#[test]
+fn rail_stats() {
+    use hipobj::ffi::rails::{hipObjRailStats, hipObjRailStats_t};
+    let mut count = usize::MAX;
+    let mut stats = [hipObjRailStats_t::from(
+        &hipobj::runtime::RailStats::default(),
+    )];
+    let before = stats;
+    // SAFETY: valid pointers for what the call may write; NULLs must be refused unread.
+    unsafe {
+        assert_eq!(
+            hipObjRailStats(stats.as_mut_ptr(), 1, &mut count),
+            not_init()
+        );
+        assert_eq!(hipObjRailStats(null_mut(), 1, null_mut()), not_init());
+    }
+    assert_eq!((count, stats), (usize::MAX, before), "nothing written");
+}

@@ -26,7 +26,8 @@ use std::time::{Duration, Instant};
 
 /// Bytes of each thread's object.
 const OBJECT: usize = 4 << 20;
-/// Threads of GET and PUT at once (the issue's "8 C threads": the runtime the C ABI calls).
+/// Threads of GET and PUT at once (the issue's "8 C threads": examples/put-get-threads in the
+/// first test, threads of the runtime in the second).
 const THREADS: usize = 8;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -118,7 +119,7 @@ fn link_up(rail: &(String, String)) {
 /// `HIPOBJ_NICS`'s extension), against a server on their server ends.
 struct Lane {
     _lock: MutexGuard<'static, ()>,
-    _server: Server,
+    server: Server,
     server_addr: std::net::SocketAddr,
     s3: S3,
     rails: Vec<(String, String)>,
@@ -152,10 +153,15 @@ impl Lane {
         Lane {
             _lock: lock,
             server_addr: server.addr,
-            _server: server,
+            server,
             s3,
             rails,
         }
+    }
+
+    /// The client ends of the rails, the first first.
+    fn client_devices(&self) -> Vec<String> {
+        self.rails.iter().map(|r| r.0.clone()).collect()
     }
 
     fn rt(&self) -> Arc<Runtime> {
@@ -250,8 +256,10 @@ fn run_workers(lane: &Lane, stop: &AtomicBool, tally: &Tally) {
     });
 }
 
-/// Bytes of the objects the command line and Python copy during the fault.
+/// Bytes of the objects the command line copies during the fault.
 const BIG: usize = 256 << 20;
+/// Bytes of the object Python downloads again and again.
+const PY_OBJECT: usize = 64 << 20;
 
 /// Where the big files go: the work tree (the guest's /tmp is a small tmpfs).
 fn work_dir() -> std::path::PathBuf {
@@ -260,49 +268,30 @@ fn work_dir() -> std::path::PathBuf {
     d
 }
 
-/// A copy by another process during the fault: `hipobj cp` with both client devices, or a
-/// Python Session on both downloading with `download_file`.
-fn copier(lane: &Lane, what: &str, args: &[&str]) -> std::process::Child {
-    let clients: Vec<&str> = lane.rails.iter().map(|r| r.0.as_str()).collect();
-    let nics = clients.join(",");
-    let mut cmd = match what {
-        "python" => {
-            let mut c = Command::new("target/python-venv/bin/python");
-            c.arg("-c").arg(PY_DOWNLOAD).arg(&nics);
-            c
-        }
-        _ => {
-            let mut c = Command::new("target/release/hipobj");
-            c.args(["cp", "--nic", &nics]);
-            c
-        }
-    };
-    cmd.args(args)
-        .env("AWS_ENDPOINT_URL", format!("http://{}", lane.server_addr))
+/// A command with the server's endpoint and credentials, RDMA forced.
+fn s3_command(lane: &Lane, program: &str) -> Command {
+    let mut c = Command::new(program);
+    c.env("AWS_ENDPOINT_URL", format!("http://{}", lane.server_addr))
         .env("AWS_ACCESS_KEY_ID", s3::sigv4::TEST_ACCESS_KEY)
         .env("AWS_SECRET_ACCESS_KEY", s3::sigv4::TEST_SECRET_KEY)
         .env("AWS_DEFAULT_REGION", "us-east-1")
         .env("HIPOBJ_TRANSPORT", "rdma")
         .env_remove("AWS_PROFILE")
+        .env_remove("HIPOBJ_NICS");
+    c
+}
+
+/// `hipobj cp --nic` over both client devices.
+fn cli_copy(lane: &Lane, args: &[&str]) -> std::process::Child {
+    let nics = lane.client_devices().join(",");
+    s3_command(lane, "target/release/hipobj")
+        .args(["cp", "--nic", &nics])
+        .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("cannot start the {what} copy: {e}"))
+        .unwrap_or_else(|e| panic!("cannot start hipobj cp: {e}"))
 }
-
-/// `python -c PY_DOWNLOAD NICS BUCKET KEY FILE`: `download_file` on a Session of both devices, 3
-/// times over (it starts before the load and the fault: its start, imports included, takes
-/// seconds under the emulator); prints the Session's
-/// per-device counters.
-const PY_DOWNLOAD: &str = r#"
-import os, sys, boto3, hipobj
-nics, bucket, key, path = sys.argv[1:5]
-client = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
-with hipobj.Session(nic=nics) as s:
-    for _ in range(3):
-        s.download_file(client, bucket, key, path)
-    print("python rails:", s.rails())
-"#;
 
 /// Wait for a copier; its output, which must say it succeeded.
 fn finished(what: &str, child: std::process::Child) -> String {
@@ -316,6 +305,134 @@ fn finished(what: &str, child: std::process::Child) -> String {
     assert!(out.status.success(), "the {what} copy failed: {text}");
     text
 }
+
+/// An application in another process that runs until its standard input closes; its output
+/// lines are collected as they come.
+struct App {
+    what: &'static str,
+    child: std::process::Child,
+    lines: Arc<Mutex<Vec<String>>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl App {
+    fn start(what: &'static str, mut cmd: Command) -> App {
+        let mut child = cmd
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start the {what}: {e}"));
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let out = child
+            .stdout
+            .take()
+            .map(|o| Box::new(o) as Box<dyn std::io::Read + Send>);
+        let err = child
+            .stderr
+            .take()
+            .map(|e| Box::new(e) as Box<dyn std::io::Read + Send>);
+        let readers = [out, err]
+            .into_iter()
+            .flatten()
+            .map(|stream| {
+                let lines = lines.clone();
+                std::thread::spawn(move || {
+                    use std::io::BufRead;
+                    for line in std::io::BufReader::new(stream)
+                        .lines()
+                        .map_while(Result::ok)
+                    {
+                        lines.lock().expect("lines").push(line);
+                    }
+                })
+            })
+            .collect();
+        App {
+            what,
+            child,
+            lines,
+            readers,
+        }
+    }
+
+    /// How many lines so far start with `prefix`.
+    fn count(&self, prefix: &str) -> usize {
+        let lines = self.lines.lock().expect("lines");
+        lines.iter().filter(|l| l.starts_with(prefix)).count()
+    }
+
+    /// Close its standard input, wait for it: its output, which must say it succeeded.
+    fn stop(mut self) -> Vec<String> {
+        drop(self.child.stdin.take());
+        let status = self.child.wait().expect("wait");
+        for r in self.readers.drain(..) {
+            r.join().expect("reader");
+        }
+        let lines = std::mem::take(&mut *self.lines.lock().expect("lines"));
+        eprintln!("{}:\n  {}", self.what, lines.join("\n  "));
+        assert!(status.success(), "the {} failed: {status}", self.what);
+        lines
+    }
+}
+
+/// A device's counters from a `rail DEVICE transfers=N ... port_up=N` line (the C program's and
+/// the Python script's way of printing `hipObjRailStats`/`Session.rails()`).
+fn rail_line(lines: &[String], device: &str) -> RailStats {
+    let line = lines
+        .iter()
+        .find(|l| l.starts_with(&format!("rail {device} ")))
+        .unwrap_or_else(|| panic!("no counters of {device} in {lines:?}"));
+    let field = |name: &str| -> u64 {
+        line.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {line}"))
+    };
+    RailStats {
+        device: device.to_owned(),
+        port_up: field("port_up") == 1,
+        transfers: field("transfers"),
+        bytes: field("bytes"),
+        failovers: field("failovers"),
+        port_downs: field("port_downs"),
+        port_ups: field("port_ups"),
+        failbacks: field("failbacks"),
+    }
+}
+
+/// `python -c PY_DOWNLOADS NICS BUCKET KEY FILE SOURCE`: `download_file` on a Session of both
+/// devices, again and again until standard input closes, each download compared with SOURCE;
+/// prints `downloading N` before each and, at the end, the Session's counters one device a line.
+const PY_DOWNLOADS: &str = r#"
+import os, sys, threading, boto3, hipobj
+nics, bucket, key, path, source = sys.argv[1:6]
+stop = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+
+def same(a, b, chunk=8 << 20):
+    with open(a, "rb") as x, open(b, "rb") as y:
+        while True:
+            p, q = x.read(chunk), y.read(chunk)
+            if p != q:
+                return False
+            if not p:
+                return True
+
+client = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+with hipobj.Session(nic=nics) as s:
+    n = 0
+    while not stop.is_set():
+        n += 1
+        print("downloading", n, flush=True)
+        s.download_file(client, bucket, key, path)
+        if not same(path, source):
+            sys.exit(f"download {n} is not byte-exact")
+    for r in s.rails():
+        print("rail {device} transfers={transfers} bytes={bytes} failovers={failovers} "
+              "port_downs={port_downs} port_ups={port_ups} failbacks={failbacks} "
+              "port_up={up}".format(up=int(r["port_up"]), **r), flush=True)
+"#;
 
 /// Wait until `done()` or `limit` passes; whether it happened.
 fn wait_for(limit: Duration, done: impl Fn() -> bool) -> bool {
@@ -333,66 +450,99 @@ fn wait_for(limit: Duration, done: impl Fn() -> bool) -> bool {
 #[ignore = "needs the lane with two rails (tests/vm/run --rails 2); fails there without them"]
 fn transfers_use_both_rails_and_survive_one_going_down_for_5_s() {
     let lane = Lane::new();
-    let (first, second) = (lane.rails[0].0.clone(), lane.rails[1].0.clone());
+    let clients = lane.client_devices();
+    let (first, second) = (clients[0].clone(), clients[1].clone());
+    let server_second = lane.rails[1].1.clone();
     let dir = work_dir();
-    let (src, back_cli, back_py) = (dir.join("src"), dir.join("back-cli"), dir.join("back-py"));
+    let (src, back_cli) = (dir.join("src"), dir.join("back-cli"));
+    let (src_py, back_py) = (dir.join("src-py"), dir.join("back-py"));
     std::fs::write(&src, pattern(BIG, 7)).expect("source file");
+    let mut py_object = pattern(PY_OBJECT, 8);
+    std::fs::write(&src_py, &py_object).expect("Python's source file");
+    let rt = lane.rt();
+    let base = py_object.as_mut_ptr() as usize;
+    rt.register(base, PY_OBJECT, MemoryKind::Host)
+        .expect("register");
+    let mut put = RdmaRequest::put(&lane.s3, "bkt", "py-down");
+    rt.transfer(TransferKind::Put, base, PY_OBJECT, 0, &mut put)
+        .expect("PUT Python's object");
+    rt.deregister(base).expect("deregister");
     let s = |p: &std::path::Path| p.to_str().expect("utf-8 path").to_owned();
     finished(
         "cli upload (before)",
-        copier(&lane, "cli", &[&s(&src), "s3://bkt/big-down"]),
+        cli_copy(&lane, &[&s(&src), "s3://bkt/big-down"]),
     );
-    let stop = AtomicBool::new(false);
-    let tally = Tally::default();
-    let mut copies = vec![(
-        "python download_file",
-        copier(&lane, "python", &["bkt", "big-down", &s(&back_py)]),
-    )];
-    std::thread::scope(|scope| {
-        scope.spawn(|| run_workers(&lane, &stop, &tally));
-        // Both rails carry transfers before the fault.
-        let both = wait_for(Duration::from_secs(60), || {
-            lane.stats(&first).transfers >= 8 && lane.stats(&second).transfers >= 8
-        });
-        let before = (lane.stats(&first), lane.stats(&second));
-        if both {
-            copies.push((
-                "cli upload",
-                copier(&lane, "cli", &[&s(&src), "s3://bkt/big-up"]),
-            ));
-            copies.push((
-                "cli download",
-                copier(&lane, "cli", &["s3://bkt/big-down", &s(&back_cli)]),
-            ));
-            // The copies start (a process's init under the emulator takes about a second) and
-            // move bytes on both rails when the fault comes.
-            std::thread::sleep(Duration::from_secs(2));
-            link_down(&lane.rails[1]);
-            std::thread::sleep(Duration::from_secs(5)); // the fault's length, not an ordering
-            let while_down = lane.stats(&second).transfers;
-            link_up(&lane.rails[1]);
-            // Failback: the rail carries transfers again once its port is back.
-            wait_for(Duration::from_secs(60), || {
-                lane.stats(&second).transfers > while_down + 4
-            });
-        }
-        stop.store(true, Ordering::Release);
-        assert!(both, "both rails carry transfers: {before:?}");
+    // The applications: Python downloading again and again, and 8 C threads of PUT and GET
+    // (examples/put-get-threads, the C ABI with HIPOBJ_NICS naming the second device). Python
+    // starts first: its start (imports, session) under the emulator takes seconds even without
+    // the C threads' load. It goes on until told to stop, after the fault.
+    let mut py = s3_command(&lane, "target/python-venv/bin/python");
+    py.arg("-c")
+        .arg(PY_DOWNLOADS)
+        .args([clients.join(","), "bkt".into(), "py-down".into()])
+        .args([s(&back_py), s(&src_py)]);
+    let py_app = App::start("python download_file", py);
+    let python_started = wait_for(Duration::from_secs(120), || {
+        py_app.count("downloading ") >= 1
     });
+    let server = &lane.server;
+    let carried = |r: &(String, String)| server.device_counter(&r.1, "transfers");
+    let before: Vec<u64> = lane.rails.iter().map(carried).collect();
+    let mut c = s3_command(&lane, "target/examples/put-get-threads");
+    c.args(["-n", &first, "bkt", "rails-c", &THREADS.to_string()])
+        .arg(OBJECT.to_string())
+        .env("HIPOBJ_NICS", &second);
+    let c_app = App::start("C threads (put-get-threads)", c);
+    // Both of the server's devices carry the C threads' transfers: everything is moving bytes
+    // when the fault comes.
+    let ready = python_started
+        && wait_for(Duration::from_secs(120), || {
+            lane.rails
+                .iter()
+                .zip(&before)
+                .all(|(r, &b)| carried(r) >= b + 8)
+        });
+    let copies = if ready {
+        let copies = [
+            (
+                "cli upload",
+                cli_copy(&lane, &[&s(&src), "s3://bkt/big-up"]),
+            ),
+            (
+                "cli download",
+                cli_copy(&lane, &["s3://bkt/big-down", &s(&back_cli)]),
+            ),
+        ];
+        // The copies start (a process's init under the emulator takes about a second) and
+        // move bytes on both rails when the fault comes.
+        std::thread::sleep(Duration::from_secs(2));
+        link_down(&lane.rails[1]);
+        std::thread::sleep(Duration::from_secs(5)); // the fault's length, not an ordering
+        let while_down = server.device_counter(&server_second, "transfers");
+        link_up(&lane.rails[1]);
+        // Failback: the rail carries the applications' transfers again once its port is back.
+        wait_for(Duration::from_secs(60), || {
+            server.device_counter(&server_second, "transfers") > while_down + 32
+        });
+        copies.into_iter().collect()
+    } else {
+        Vec::new()
+    };
+    let c_lines = c_app.stop();
+    let py_lines = py_app.stop();
+    assert!(
+        ready,
+        "both rails carry transfers and Python downloads: {}",
+        server.stats()
+    );
     for (what, child) in copies {
         finished(what, child);
     }
     let want = std::fs::read(&src).expect("source");
-    for (what, path) in [
-        ("cli download", &back_cli),
-        ("python download_file", &back_py),
-    ] {
-        let got = std::fs::read(path).unwrap_or_else(|e| panic!("{what}: {e}"));
-        assert!(got == want, "the {what} is not byte-exact");
-    }
+    let got = std::fs::read(&back_cli).expect("cli download");
+    assert!(got == want, "the cli download is not byte-exact");
     let mut up = vec![0u8; BIG];
     let base = up.as_mut_ptr() as usize;
-    let rt = lane.rt();
     rt.register(base, BIG, MemoryKind::Host).expect("register");
     let mut get = RdmaRequest::get(&lane.s3, "bkt", "big-up");
     rt.transfer(TransferKind::Get, base, BIG, 0, &mut get)
@@ -400,34 +550,48 @@ fn transfers_use_both_rails_and_survive_one_going_down_for_5_s() {
     rt.deregister(base).expect("deregister");
     assert!(up == want, "the cli upload is not byte-exact");
     let _ = std::fs::remove_dir_all(&dir);
-    let stats = rt.rail_stats();
-    let failures = tally.failures.lock().expect("tally");
+    // The C application: no failure, its transfers on both devices, the second's fault seen
+    // and moved away from, and the rail used again after.
+    let summary = c_lines
+        .iter()
+        .find(|l| l.starts_with("put-get-threads: "))
+        .unwrap_or_else(|| panic!("no summary line in {c_lines:?}"));
+    assert!(summary.ends_with(" 0 failed"), "{summary}");
+    let (c_one, c_two) = (rail_line(&c_lines, &first), rail_line(&c_lines, &second));
+    assert!(
+        c_one.transfers > 0 && c_two.transfers > 0,
+        "{c_one:?} {c_two:?}"
+    );
+    assert!(
+        c_two.port_downs >= 1,
+        "the C threads saw the port go down: {c_two:?}"
+    );
+    assert!(
+        c_two.failovers >= 1,
+        "transfers in flight moved to {first}: {c_two:?}"
+    );
+    assert!(
+        c_two.failbacks >= 1,
+        "the rail carried transfers again: {c_two:?}"
+    );
+    assert!(c_two.port_up, "the port is up at the end: {c_two:?}");
+    // Python: every download byte-exact (the script exits non-zero otherwise), and downloading
+    // while the link was down.
+    let py_two = rail_line(&py_lines, &second);
+    assert!(
+        py_two.port_downs >= 1,
+        "Python's downloads met the fault: {py_two:?}"
+    );
     eprintln!(
-        "rails: {} transfers by {THREADS} threads, {} failed; {}",
-        tally.transfers.load(Ordering::Relaxed),
-        failures.len(),
-        RailStats::summary(&stats)
+        "rails: C {}; python {} downloads, {}",
+        summary,
+        py_lines
+            .iter()
+            .filter(|l| l.starts_with("downloading "))
+            .count(),
+        RailStats::summary(&[rail_line(&py_lines, &first), py_two])
     );
-    eprintln!("rails: {stats:#?}");
-    assert!(
-        failures.is_empty(),
-        "the application saw failures: {failures:?}"
-    );
-    let down = &stats[1];
-    assert_eq!(down.device, second);
-    assert!(
-        down.port_downs >= 1,
-        "the port going down was seen: {down:?}"
-    );
-    assert!(
-        down.failovers >= 1,
-        "transfers in flight moved to {first}: {down:?}"
-    );
-    assert!(
-        down.failbacks >= 1,
-        "the rail carried transfers again: {down:?}"
-    );
-    assert!(down.port_up, "the port is up at the end: {down:?}");
+    eprintln!("rails: server {}", server.stats());
 }
 
 #[test]

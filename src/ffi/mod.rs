@@ -7,7 +7,7 @@
 //!   [`hipObjError_t`], and the error strings;
 //! * [`types`] has `#[repr(C)]` copies of the header's types;
 //! * the other files hold the exports, one file per area (`checksum`: include/hipobj_checksum.h;
-//!   `transport`: include/hipobj_transport.h; `v2`: include/hipobj_v2.h). Each checks its
+//!   `transport`: include/hipobj_transport.h; `rails`: include/hipobj_rails.h; `v2`: include/hipobj_v2.h). Each checks its
 //!   arguments, makes one core call, and maps the result once.
 //!
 //! This is the only module with `#[no_mangle]`. Parameter and field names follow the header.
@@ -19,6 +19,7 @@ pub mod buffer;
 pub mod checksum;
 pub mod error;
 pub mod lifecycle;
+pub mod rails;
 pub mod token;
 pub mod transfer;
 pub mod transport;
@@ -30,6 +31,7 @@ pub use buffer::{hipObjBufDeregister, hipObjBufRegister, hipObjBufRegisterHost};
 pub use checksum::{hipObjChecksumCheck, EXPORTED_FUNCTIONS_CHECKSUM};
 pub use error::hipObjGetErrorString;
 pub use lifecycle::{hipObjInit, hipObjShutdown};
+pub use rails::{hipObjRailStats, EXPORTED_FUNCTIONS_RAILS};
 pub use token::{
     hipObjGetRdmaToken, hipObjParseRdmaReply, hipObjPutRdmaToken, hipObjTokenClientNic,
 };

@@ -172,18 +172,32 @@ impl Server {
 
     /// The counter `name` of [`Server::stats`].
     pub fn counter(&self, name: &str) -> u64 {
+        json_counter(&self.stats(), name)
+    }
+
+    /// The counter `name` of RDMA device `device` (`"devices":{"rxe1":{...}}` of the stats).
+    pub fn device_counter(&self, device: &str, name: &str) -> u64 {
         let stats = self.stats();
         let at = stats
-            .find(&format!("\"{name}\""))
-            .unwrap_or_else(|| panic!("no {name} in {stats}"));
-        stats[at + name.len() + 2..]
-            .trim_start_matches([':', ' '])
-            .chars()
-            .take_while(char::is_ascii_digit)
-            .collect::<String>()
-            .parse()
-            .unwrap_or_else(|_| panic!("{name} in {stats}"))
+            .find(&format!("\"{device}\":{{"))
+            .unwrap_or_else(|| panic!("no device {device} in {stats}"));
+        let object = &stats[at..];
+        json_counter(&object[..object.find('}').unwrap_or(object.len())], name)
     }
+}
+
+/// The number after `"name":` in `json`.
+fn json_counter(json: &str, name: &str) -> u64 {
+    let at = json
+        .find(&format!("\"{name}\""))
+        .unwrap_or_else(|| panic!("no {name} in {json}"));
+    json[at + name.len() + 2..]
+        .trim_start_matches([':', ' '])
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .unwrap_or_else(|_| panic!("{name} in {json}"))
 }
 
 impl Drop for Server {

@@ -35,7 +35,7 @@ ctest: build
 lint:
 	scripts/check-docs
 	benches/figures --check
-	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest tests/faults/test_schedule.py
+	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest tests/faults/test_schedule.py benches/test_cpu_per_gib.py
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy -p hipobj --features sim-gpu --all-targets -- -D warnings

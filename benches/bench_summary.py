@@ -562,6 +562,7 @@ SUMMARIES = {
     "checksum-cost": lambda path: checksum_cost_summary(text(path)),
     "frameworks": lambda path: frameworks_summary(load_json(path)),
     "protocols": protocols_summary,
+    "cpu-per-gib": lambda path: cpu_summary(text(path)),
 }
 
 
@@ -574,9 +575,6 @@ def main(argv: list) -> int:
         print(line)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))
 
 
 # --- benches/rails (issue 40: several NICs) ------------------------------------------------------
@@ -622,3 +620,205 @@ def rails_summary(log: str) -> list:
         if ours in rows and base in rows:
             out.append(rails_ratio(log, ours, base).line(f"{ours} / {base}"))
     return out
+
+
+# --- benches/cpu-per-gib (issue 39: our CPU time per GiB moved) ------------------------------
+
+GIB = 1 << 30
+
+#: The tags benches/cpu_per_gib.py gives each profile sample: every tag one of whose prefixes
+#: begins a function name on the sample's kernel call chain; "user" for a sample in user space
+#: (no kernel chain), "kernel" for a kernel chain that matches none. Some tags classify the sample
+#: (cpu_class); "file", "fault" and "idle" only say where the time went.
+CPU_TAGS = (
+    ("umem", ("ib_umem_",)),  # pinning a registration's pages (any NIC's driver does it on the host)
+    ("rxe", ("rxe_",)),  # the rdma_rxe driver: ICRC, packets, the payload copies into MRs
+    ("tcp", ("tcp_", "__tcp_")),  # the HTTP socket
+    ("udp", ("udp", "__udp")),  # the UDP encapsulation rxe sends and receives its packets in
+    ("netrx", ("net_rx_action", "__netif_receive_skb", "process_backlog", "netif_rx")),
+    ("xmit", ("__dev_queue_xmit", "dev_hard_start_xmit")),
+    ("veth", ("veth_",)),  # the virtual wire between the lane's two devices
+    ("file", ("vfs_read", "vfs_write", "shmem_")),
+    ("fault", ("exc_page_fault", "handle_mm_fault")),
+    ("idle", ("do_idle",)),
+)
+
+#: The packet stack below the transport: the NIC's when no TCP frame is on the chain.
+NIC_STACK_TAGS = frozenset({"udp", "netrx", "xmit", "veth"})
+#: The classes of our own code: the client's process, the server's, and TCP work for either that
+#: the kernel ran on another task (softirq on an idle CPU, ksoftirqd).
+OURS = ("client", "server", "kernel")
+
+
+def cpu_tags(kernel_frames) -> str:
+    """The tags (comma-joined, in CPU_TAGS order) of a sample whose kernel call chain, innermost
+    first, names `kernel_frames`."""
+    frames = list(kernel_frames)
+    if not frames:
+        return "user"
+    tags = [tag for tag, prefixes in CPU_TAGS if any(f.startswith(prefixes) for f in frames)]
+    return ",".join(tags) or "kernel"
+
+
+def perf_script_samples(lines):
+    """(pid, comm, nanoseconds, kernel frames innermost first) of each sample in the output of
+    `perf script -F comm,pid,tid,period,ip,sym` of a profile recorded with --kernel-callchains
+    (a sample in user space has no frames): a head line `COMM PID/TID PERIOD`, then one
+    tab-indented `ADDRESS SYMBOL` line per frame, then a blank line."""
+    head, frames = None, []
+    for line in lines:
+        if line.startswith("\t"):
+            parts = line.split(None, 1)
+            frames.append(parts[1].strip() if len(parts) > 1 else "[unknown]")
+        elif line.strip():
+            if head:
+                yield (*head, frames)
+            *comm, ids, period = line.split()
+            head, frames = (int(ids.split("/")[0]), " ".join(comm), int(period)), []
+    if head:
+        yield (*head, frames)
+
+
+def cpu_class(role: str, tags: str) -> str:
+    """Whose work a sample is. role: "client" or "server" (our two processes), "idle" (pid 0) or
+    "other". The rule, in order:
+      1. "umem" (registration pinning): the process it ran in (the host's work with any NIC);
+      2. "rxe" (the rdma_rxe driver anywhere on the chain): "nic", the work an RDMA NIC does
+         itself (packets, ICRC, copies into registered memory);
+      3. "tcp" (the HTTP socket): ours, the process it ran in, else "kernel" (ours, run on
+         another task);
+      4. the packet stack without TCP ("udp", "netrx", "xmit", "veth"): "nic";
+      5. anything else: the process it ran in ("client", "server"), or "idle", or "other"."""
+    have = set(tags.split(","))
+    ours = role if role in ("client", "server") else None
+    if "umem" in have:
+        return ours or "other"
+    if "rxe" in have:
+        return "nic"
+    if "tcp" in have:
+        return ours or "kernel"
+    if have & NIC_STACK_TAGS:
+        return "nic"
+    return ours or ("idle" if role == "idle" else "other")
+
+
+@dataclass
+class CpuTransfer:
+    """One profiled copy of a benches/cpu-per-gib log: its numbers and its CPU seconds by class."""
+
+    round: int
+    path: str
+    op: str
+    bytes: int
+    seconds: float
+    client_proc_s: float  # the client's utime+stime (wait4)
+    server_proc_s: float  # the server's utime+stime delta (/proc/PID/stat)
+    by_class: dict  # cpu_class -> CPU seconds in the profile
+
+    def per_gib(self, cls: str) -> float:
+        return self.by_class.get(cls, 0.0) / (self.bytes / GIB)
+
+    def ours_per_gib(self) -> float:
+        return sum(self.per_gib(c) for c in OURS)
+
+
+def cpu_log(log: str) -> tuple:
+    """(transfers, memcpy MB/s of each run) from a benches/cpu-per-gib log: the lines
+    `transfer ROUND PATH OP BYTES SECONDS CLIENT_CPU_S SERVER_CPU_S | ...`,
+    `prof ROUND PATH OP ROLE COMM TAGS NS SAMPLES` and `rates {digest_rates' JSON}`."""
+    heads, prof, memcpy = {}, {}, []
+    for line in log.splitlines():
+        parts = line.split()
+        if line.startswith("transfer ") and len(parts) >= 8:
+            key = (int(parts[1]), parts[2], parts[3])
+            heads[key] = (int(parts[4]), float(parts[5]), float(parts[6]), float(parts[7]))
+        elif line.startswith("prof ") and len(parts) == 9:
+            key = (int(parts[1]), parts[2], parts[3])
+            cls = cpu_class(parts[4], parts[6])
+            by = prof.setdefault(key, {})
+            by[cls] = by.get(cls, 0.0) + int(parts[7]) / 1e9
+        elif line.startswith("rates {"):
+            memcpy.append(float(json.loads(line[len("rates "):])["memcpy_mb_s"]))
+    if not heads:
+        raise ValueError("no `transfer` lines: not a benches/cpu-per-gib log")
+    missing = sorted(k for k in heads if k not in prof)
+    if missing:
+        raise ValueError(f"transfers without a profile: {missing}")
+    if not memcpy:
+        raise ValueError("no `rates` line: the log has no memcpy rate")
+    transfers = [CpuTransfer(k[0], k[1], k[2], *heads[k], prof[k]) for k in sorted(heads)]
+    return transfers, memcpy
+
+
+def cpu_of(transfers: list, path: str, op: str) -> list:
+    found = [t for t in transfers if t.path == path and t.op == op]
+    if not found:
+        raise ValueError(f"no {path} {op} transfers in the log")
+    return found
+
+
+def cpu_memcpy_equivalents(log: str, path: str, op: str) -> Figure:
+    """Our CPU time per GiB moved (client + server + our TCP work elsewhere; the NIC's own work
+    left out, cpu_class) times this boot's one-thread memcpy rate: how many memcpy passes over
+    the bytes our code's CPU time is worth. Median over the transfers, spread min-max."""
+    transfers, memcpy = cpu_log(log)
+    mine = cpu_of(transfers, path, op)
+    gib_s = median(memcpy) * 1e6 / GIB
+    values = [t.ours_per_gib() * gib_s for t in mine]
+    nic = median(t.per_gib("nic") for t in mine)
+    return Figure(median(values), min(values), max(values), len(mine),
+                  f"{len(mine)} copies of {mine[0].bytes >> 20} MiB in {len({t.round for t in mine})} "
+                  f"rounds; ours median {median(t.ours_per_gib() for t in mine):.2f} CPU-s/GiB",
+                  f"one thread's memcpy of the same boot, {median(memcpy):.0f} MB/s "
+                  f"(median of {len(memcpy)} runs)",
+                  excluded=f"the NIC's own work, median {nic:.2f} CPU-s/GiB (cpu_class)")
+
+
+def cpu_cores(memcpy_equivalents: float, nic_gb_s: float, host_memcpy_gb_s: float) -> float:
+    """Cores our code needs to move `nic_gb_s` when one core copies `host_memcpy_gb_s`."""
+    return nic_gb_s * memcpy_equivalents / host_memcpy_gb_s
+
+
+def _spread(xs: list) -> str:
+    return f"{median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})"
+
+
+#: How docs/perf.md's "Current figures" row names each path's figures (benches/figures).
+CPU_LABELS = {"rdma": "RDMA", "rdma-v2": "hipobj-rc-v2", "http": "HTTP"}
+
+
+def cpu_figures(log: str) -> list:
+    """(label, figure) of each path and direction in the log, in the log's order: what the
+    docs/perf.md row of the log shows ("RDMA GET", ...)."""
+    transfers, _ = cpu_log(log)
+    return [(f"{CPU_LABELS.get(path, path)} {op.upper()}", cpu_memcpy_equivalents(log, path, op))
+            for path, op in dict.fromkeys((t.path, t.op) for t in transfers)]
+
+
+def cpu_summary(log: str, host_memcpy_gb_s: float = 10.0) -> list:
+    """The lines benches/cpu-per-gib prints: per path and direction the rate, CPU-s per GiB by
+    class, the profile against the processes' own counters, the memcpy-equivalents figure and
+    the cores it predicts at 25, 50 and 100 GB/s."""
+    transfers, memcpy = cpu_log(log)
+    out = [f"memcpy (one thread): {_spread(memcpy)} MB/s over {len(memcpy)} runs"]
+    for path, op in dict.fromkeys((t.path, t.op) for t in transfers):
+        mine = cpu_of(transfers, path, op)
+        col = lambda f: _spread([f(t) for t in mine])  # noqa: E731
+        out.append(
+            f"{path} {op}: n={len(mine)}, {col(lambda t: t.bytes / t.seconds / 1e6)} MB/s; CPU-s/GiB "
+            f"client {col(lambda t: t.per_gib('client'))}, server {col(lambda t: t.per_gib('server'))}, "
+            f"kernel {col(lambda t: t.per_gib('kernel'))}, ours {col(CpuTransfer.ours_per_gib)}; "
+            f"NIC (left out) {col(lambda t: t.per_gib('nic'))}, NIC share of ours+NIC "
+            f"{col(lambda t: t.per_gib('nic') / (t.per_gib('nic') + t.ours_per_gib()))}; profile / "
+            f"process counters: client {col(lambda t: t.per_gib('client') * t.bytes / GIB / t.client_proc_s)}, "
+            f"server {col(lambda t: t.per_gib('server') * t.bytes / GIB / max(t.server_proc_s, 1e-9))}")
+        fig = cpu_memcpy_equivalents(log, path, op)
+        out.append(fig.line(f"{path} {op} memcpy-equivalents"))
+        cores = ", ".join(f"{g} GB/s {cpu_cores(fig.value, g, host_memcpy_gb_s):.1f}" for g in (25, 50, 100))
+        out.append(f"  cores at a host memcpy of {host_memcpy_gb_s:g} GB/s per core: {cores}")
+    out.append("docs/perf.md row: " + "; ".join(fig.short(label) for label, fig in cpu_figures(log)))
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

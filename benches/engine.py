@@ -185,17 +185,20 @@ def finish_row(row: dict, n: int, ckpt_size: int) -> None:
     log(json.dumps(row))
 
 
-def bench_server(prefix: str, extra: Sequence[str] = ()) -> tuple:
+def bench_server(prefix: str, extra: Sequence[str] = (), rdma: bool = True) -> tuple:
     """A work directory, hipobj-server (with the options `extra`) with RDMA on the lane's second
     device, and the environment of a command (`hipobj`, `aws`) that reaches it from the first:
-    (work, server, env, device)."""
-    client_dev, server_dev = device_pair()
+    (work, server, env, device). `rdma=False`: the server on loopback with RDMA off (plain HTTP
+    only, no device needed; device None)."""
+    client_dev, server_dev = device_pair() if rdma else (None, None)
     work = Path(tempfile.mkdtemp(prefix=prefix))
-    server = Server(server_dev, device_address(server_dev), extra)
+    server = Server(server_dev, device_address(server_dev) if rdma else "127.0.0.1", extra)
     access, secret = IDENTITIES[0]
     env = dict(os.environ, AWS_ENDPOINT_URL=server.endpoint, AWS_ACCESS_KEY_ID=access,
-               AWS_SECRET_ACCESS_KEY=secret, AWS_REGION="us-east-1", HIPOBJ_NIC=client_dev,
+               AWS_SECRET_ACCESS_KEY=secret, AWS_REGION="us-east-1",
                AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_EC2_METADATA_DISABLED="true")
+    if client_dev:
+        env["HIPOBJ_NIC"] = client_dev
     env.pop("AWS_PROFILE", None)
     return work, server, env, client_dev
 

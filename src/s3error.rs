@@ -26,17 +26,20 @@ pub struct S3ErrorReply {
 
 impl S3ErrorReply {
     /// The error of an answer with `status`, headers looked up by lowercase name through `get`,
-    /// and `body`; `None` for a 2xx without an error document (S3 may answer 200 with one).
+    /// and `body`; `None` for a 2xx whose body is not an error document (S3 may answer 200 with
+    /// one: its root element is `<Error>`). A 2xx body is looked at only up to that root element,
+    /// so an object's bytes are never read as text (an 8 MiB part was converted and searched
+    /// whole, most of a plain-HTTP GET's CPU time).
     pub fn parse<'a>(
         status: u16,
         get: impl Fn(&str) -> Option<&'a str>,
         body: &[u8],
     ) -> Option<S3ErrorReply> {
-        let text = String::from_utf8_lossy(body);
-        let error = element(&text, "Error");
-        if (200..300).contains(&status) && error.is_none() {
+        if (200..300).contains(&status) && !is_error_document(body) {
             return None;
         }
+        let text = String::from_utf8_lossy(body);
+        let error = element(&text, "Error");
         let field = |tag| error.and_then(|e| element(e, tag)).map(xml_unescape);
         Some(S3ErrorReply {
             status,
@@ -69,6 +72,21 @@ impl fmt::Display for S3ErrorReply {
 }
 
 /// The text between the first `<tag>` and the `</tag>` after it.
+/// Whether `body`'s root element is `<Error>`: after blanks and an XML declaration, read from
+/// the body's first bytes only.
+fn is_error_document(body: &[u8]) -> bool {
+    const HEAD: usize = 512;
+    let head = String::from_utf8_lossy(&body[..body.len().min(HEAD)]);
+    let mut rest = head.trim_start();
+    if let Some(declared) = rest.strip_prefix("<?xml") {
+        let Some(end) = declared.find("?>") else {
+            return false;
+        };
+        rest = declared[end + 2..].trim_start();
+    }
+    rest.starts_with("<Error>") || rest.starts_with("<Error ")
+}
+
 fn element<'x>(xml: &'x str, tag: &str) -> Option<&'x str> {
     let open = format!("<{tag}>");
     let close = format!("</{tag}>");
@@ -131,6 +149,13 @@ mod tests {
     #[test]
     fn a_success_is_no_error_unless_its_body_is_one() {
         assert_eq!(S3ErrorReply::parse(200, |_| None, b"<R>ok</R>"), None);
+        // an object's bytes that merely contain an error document are no error
+        let object = b"data <Error><Code>InternalError</Code></Error> more";
+        assert_eq!(S3ErrorReply::parse(200, |_| None, object), None);
+        let declared =
+            b"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\n<Error><Code>SlowDown</Code></Error>";
+        let e = S3ErrorReply::parse(200, |_| None, declared).expect("an error document");
+        assert_eq!(e.code.as_deref(), Some("SlowDown"));
         let e = S3ErrorReply::parse(200, |_| None, b"<Error><Code>InternalError</Code></Error>");
         assert_eq!(e.map(|e| e.to_string()), Some("InternalError (200)".into()));
         let bare = S3ErrorReply::parse(400, |_| None, b"").expect("an error");

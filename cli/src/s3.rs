@@ -73,9 +73,12 @@ impl Response {
 
     /// `Ok` for a 2xx, else the failure the server's answer stands for (`what` names it).
     pub fn check(&self, what: &str) -> Result<(), Failure> {
+        if (200..300).contains(&self.status) {
+            return Ok(());
+        }
         match self.error() {
-            Some(e) if !(200..300).contains(&self.status) => Err(Failure::of_reply(&e, what)),
-            _ => Ok(()),
+            Some(e) => Err(Failure::of_reply(&e, what)),
+            None => Ok(()),
         }
     }
 }
@@ -405,9 +408,12 @@ impl S3 {
         let r = self
             .request(method, url, headers, body, None)
             .map_err(|failure| Retryable::new(failure, ErrorClass::Transient))?;
+        if (200..300).contains(&r.status) {
+            return Ok(r);
+        }
         match r.error() {
-            Some(e) if !(200..300).contains(&r.status) => Err(Retryable::of_reply(&e, &what())),
-            _ => Ok(r),
+            Some(e) => Err(Retryable::of_reply(&e, &what())),
+            None => Ok(r),
         }
     }
 

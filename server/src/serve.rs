@@ -68,6 +68,9 @@ pub fn start_rdma(
         return None;
     };
     info!(devices = ?engines.device_names(), "RDMA serving from these devices");
+    settings
+        .file_gets
+        .probe(settings.copy_gets, engines.first_port(), stats);
     let workers = WorkerSettings {
         workers: config.rdma.workers,
         max_transfers: config.rdma.max_transfers,

@@ -61,7 +61,9 @@ counters! {
     rdma_parts,
     /// GETs sent straight from the store's file pages (registered, no copy).
     file_registrations,
-    /// File registrations refused (that GET and every later one sent through staging buffers).
+    /// File registrations refused: the server's question at start (a page of memory file, before
+    /// any transfer; a kernel before 6.2 refuses it), or a GET's. Every GET from then on is sent
+    /// through staging buffers.
     file_registrations_refused,
     /// Bytes moved by RDMA WRITE.
     rdma_bytes_written,

@@ -80,6 +80,11 @@ impl<P: RdmaPort> Engines<P> {
         Some(Engines { rails, gids })
     }
 
+    /// The first device's port (`Engines::new` refuses an empty list).
+    pub fn first_port(&self) -> &P {
+        self.rails[0].engine.port()
+    }
+
     /// The devices' names, in `--device` order.
     pub fn device_names(&self) -> Vec<&str> {
         self.rails.iter().map(Rail::name).collect()

@@ -41,8 +41,9 @@ pub struct PairedTransfers<P: RdmaPort> {
 /// first refused registration (a latch). One for the whole server, shared by the engines of all
 /// its devices (`EngineSettings::file_gets`): until a registration has succeeded, attempts run
 /// one at a time, so a kernel that refuses them all (Debian's 6.1) sees one refused attempt,
-/// not one per device and thread at once. In the lane two such attempts at once, one per
-/// device, were followed by both CPUs locked up in the kernel (2026-12-05, two rails).
+/// not one per device and thread at once. In the lane a refused attempt during transfers on two
+/// devices was twice followed by both CPUs locked up in the kernel (2026-12-05, two rails), so
+/// the server asks once at start ([`FileGets::probe`]), before any transfer.
 #[derive(Debug, Default)]
 pub struct FileGets {
     /// A file registration was refused: GETs are copied from then on.
@@ -81,6 +82,55 @@ impl FileGets {
     fn latch_refused(&self) -> bool {
         !self.refused.swap(true, Ordering::Relaxed)
     }
+
+    /// Ask the kernel once, at start, whether it registers a file's pages at all: a one-page
+    /// file in memory (memfd), mapped and registered on `port` as a GET's bytes would be. A
+    /// kernel that refuses every such registration (Linux before 6.2) then has its one refusal
+    /// here, on one thread, before any transfer runs on any device, and no GET tries again. A
+    /// refusal that only some files meet (a file system, a pinning limit) is still latched by
+    /// the first GET it refuses. Nothing to ask with `--copy-gets`. A refusal is counted in
+    /// `file_registrations_refused`; a success is not a GET, so not in `file_registrations`.
+    /// Whether it refused.
+    pub fn probe<P: RdmaPort>(&self, copy_gets: bool, port: &P, stats: &Stats) -> bool {
+        if copy_gets {
+            return false;
+        }
+        let page = hipobj::verbs::page_size();
+        let outcome = memory_file(page).and_then(|file| port.register_file(&file, 0, page));
+        match outcome {
+            Ok(registered) => {
+                drop(registered);
+                debug!(
+                    "this kernel registers a file's pages: GETs may be sent from the store's files"
+                );
+                false
+            }
+            Err(e) => {
+                if self.latch_refused() {
+                    warn!(error = %e, "this kernel refuses registering a file's pages (Linux before 6.2 does): every GET is copied through staging buffers");
+                }
+                Stats::bump(&stats.file_registrations_refused);
+                true
+            }
+        }
+    }
+}
+
+/// A file of `len` zero bytes in memory (`memfd_create`), closed on exec.
+fn memory_file(len: usize) -> Result<std::fs::File, super::port::PortError> {
+    use std::os::fd::FromRawFd;
+    let failed =
+        |what: &str| super::port::PortError::new(format!("{what}: {}", io::Error::last_os_error()));
+    // SAFETY: a NUL-terminated name and valid flags; the result is checked before use.
+    let fd = unsafe { libc::memfd_create(c"hipobj-file-probe".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(failed("memfd_create"));
+    }
+    // SAFETY: `fd` is a descriptor just created and owned by nothing else.
+    let file = unsafe { std::fs::File::from_raw_fd(fd) };
+    file.set_len(len as u64)
+        .map_err(|e| super::port::PortError::new(format!("sizing a memfd: {e}")))?;
+    Ok(file)
 }
 
 impl<P: RdmaPort> PairedTransfers<P> {
@@ -716,6 +766,38 @@ mod tests {
             (0, 0, 1),
             "once refused, not tried again"
         );
+
+        // Asked at start: a kernel that refuses is known before any GET, which then never tries.
+        let refusing = settings();
+        let f = fixture_with(DoublePort::new(), &refusing);
+        object(&f, "k", &data);
+        f.port.set_refuse_file_registration(true);
+        assert!(
+            refusing.file_gets.probe(false, &f.port, &f.stats),
+            "refused"
+        );
+        f.port.set_refuse_file_registration(false);
+        fetch(&f, "k");
+        assert_eq!(
+            registrations(&f),
+            (0, 0, 1),
+            "refused at start (counted): never tried"
+        );
+        let accepting = settings();
+        let f = fixture_with(DoublePort::new(), &accepting);
+        object(&f, "k", &data);
+        assert!(!accepting.file_gets.probe(false, &f.port, &f.stats));
+        fetch(&f, "k");
+        assert_eq!(
+            registrations(&f),
+            (2, 1, 0),
+            "the probe's page, then the GET's file"
+        );
+        assert!(
+            !accepting.file_gets.probe(true, &f.port, &f.stats),
+            "--copy-gets: nothing asked"
+        );
+        assert_eq!(f.port.file_registrations(), 2);
 
         let copying = EngineSettings {
             copy_gets: true,

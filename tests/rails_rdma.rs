@@ -134,9 +134,8 @@ impl Lane {
         // the server's 16 (`--max-rdma-transfers`): queued ones wait for a place instead of
         // getting a 503 SlowDown after the default 2 s, so the test sees failovers, not the
         // server's throttling (which an application's S3 client retries; this one does not).
-        // --copy-gets: no GET registers the store's file. Twice in about 16 two-device boots the
-        // guest's CPUs locked up in the server's RDMA threads right after that registration was
-        // refused (Linux 6.1): a mitigation on a hypothesis, not yet measured.
+        // --copy-gets: no GET registers the store's file (a guest lockup first seen after such a
+        // refused registration; it has since happened without any, tests/vm/README.md).
         let server = Server::start(
             Some(&servers.join(",")),
             &["--rdma-queue-wait-ms", "60000", "--copy-gets"],

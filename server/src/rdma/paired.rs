@@ -41,9 +41,8 @@ pub struct PairedTransfers<P: RdmaPort> {
 /// first refused registration (a latch). One for the whole server, shared by the engines of all
 /// its devices (`EngineSettings::file_gets`): until a registration has succeeded, attempts run
 /// one at a time, so a kernel that refuses them all (Debian's 6.1) sees one refused attempt,
-/// not one per device and thread at once. In the lane a refused attempt during transfers on two
-/// devices was twice followed by both CPUs locked up in the kernel (2026-12-05, two rails), so
-/// the server asks once at start ([`FileGets::probe`]), before any transfer.
+/// not one per device and thread at once; and the server asks once at start
+/// ([`FileGets::probe`]), before any transfer, so that a kernel refusing them all refuses there.
 #[derive(Debug, Default)]
 pub struct FileGets {
     /// A file registration was refused: GETs are copied from then on.

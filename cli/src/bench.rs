@@ -1,9 +1,12 @@
 //! `hipobj bench`: for each operation x size x concurrency, `--iterations` timed transfers per
-//! thread over RDMA, then the same requests over plain HTTP (the body carries the data) against
-//! the same server, then (under `--transport auto`, the default) as the decision of
-//! `hipobj::transport` chooses per transfer, which has measured the two forced columns too;
-//! MB/s, ops/s, p50/p99 latency of each, the RDMA/HTTP ratios, auto over the faster of the two,
-//! and the decision's counters.
+//! thread over RDMA, the same requests over plain HTTP (the body carries the data) against the
+//! same server, and (under `--transport auto`, the default) as the decision of
+//! `hipobj::transport` chooses per transfer, which has measured the two forced columns too.
+//! The columns alternate within the cell: its iterations run in up to three slices, each slice
+//! running every column in turn, the first column rotating from slice to slice, so that a drift of
+//! the machine during the cell falls on all of them alike. MB/s (a column's bytes over the sum of
+//! its slices' wall times), ops/s, p50/p99 latency of each, the RDMA/HTTP ratios, auto over the
+//! faster of the two, and the decision's counters.
 
 use crate::args::BenchArgs;
 use crate::credentials;
@@ -163,6 +166,33 @@ fn stats(
     }
 }
 
+/// One column's timed operations in a cell, gathered over its slices.
+#[derive(Default)]
+struct Sample {
+    latencies: Vec<Duration>,
+    errors: usize,
+    retried: usize,
+    wall: Duration,
+}
+
+impl Sample {
+    /// Adds one slice: `run_threads`' result and the retries during it.
+    fn add(&mut self, (latencies, errors, wall): Timed, retried: usize) {
+        self.latencies.extend(latencies);
+        self.errors += errors;
+        self.retried += retried;
+        self.wall += wall;
+    }
+
+    fn stats(self, size: u64) -> Stats {
+        stats(self.latencies, self.errors, self.retried, self.wall, size)
+    }
+}
+
+/// What `run_threads` measured: the latencies of the operations that succeeded, the number that
+/// failed, and the wall time.
+type Timed = (Vec<Duration>, usize, Duration);
+
 /// The bytes of a benchmark object (checked on the first GET of every thread).
 fn pattern(size: u64) -> Vec<u8> {
     (0..size)
@@ -178,7 +208,7 @@ fn run_threads<W>(
     iterations: usize,
     setup: impl Fn(usize) -> Result<W, Failure> + Sync,
     op: impl Fn(&mut W) -> Result<(), Failure> + Sync,
-) -> Result<(Vec<Duration>, usize, Duration), Failure> {
+) -> Result<Timed, Failure> {
     let start = Barrier::new(threads + 1);
     std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
@@ -312,10 +342,11 @@ fn rdma_cell(
     path: &RdmaPath<'_>,
     session: &Session,
     args: &BenchArgs,
-    op: Op,
-    size: u64,
-    threads: usize,
-) -> Result<Stats, Failure> {
+    cell: (Op, u64, usize),
+    iterations: usize,
+    into: &mut Sample,
+) -> Result<(), Failure> {
+    let (op, size, threads) = cell;
     let data = pattern(size);
     let kind = if op == Op::Get {
         TransferKind::Get
@@ -323,9 +354,9 @@ fn rdma_cell(
         TransferKind::Put
     };
     let retried_before = path.retry.retries() as usize;
-    let (lat, errors, wall) = run_threads(
+    let timed = run_threads(
         threads,
-        args.iterations,
+        iterations,
         |t| {
             let mut buf = session.buffer(size as usize)?;
             let obj = object(&args.bucket, op, size, t);
@@ -346,8 +377,8 @@ fn rdma_cell(
             })
         },
     )?;
-    let retried = path.retry.retries() as usize - retried_before;
-    Ok(stats(lat, errors, retried, wall, size))
+    into.add(timed, path.retry.retries() as usize - retried_before);
+    Ok(())
 }
 
 /// One plain-HTTP GET (its length checked) or PUT of the benchmark object.
@@ -374,10 +405,11 @@ fn auto_cell(
     path: &RdmaPath<'_>,
     session: &Session,
     args: &BenchArgs,
-    op: Op,
-    size: u64,
-    threads: usize,
-) -> Result<Stats, Failure> {
+    cell: (Op, u64, usize),
+    iterations: usize,
+    into: &mut Sample,
+) -> Result<(), Failure> {
+    let (op, size, threads) = cell;
     let data = pattern(size);
     let kind = if op == Op::Get {
         TransferKind::Get
@@ -385,9 +417,9 @@ fn auto_cell(
         TransferKind::Put
     };
     let retried_before = path.retry.retries() as usize;
-    let (lat, errors, wall) = run_threads(
+    let timed = run_threads(
         threads,
-        args.iterations,
+        iterations,
         |t| {
             let mut buf = session.buffer(size as usize)?;
             if op == Op::Put {
@@ -402,22 +434,23 @@ fn auto_cell(
             })
         },
     )?;
-    let retried = path.retry.retries() as usize - retried_before;
-    Ok(stats(lat, errors, retried, wall, size))
+    into.add(timed, path.retry.retries() as usize - retried_before);
+    Ok(())
 }
 
 fn http_cell(
     path: &RdmaPath<'_>,
     s3: &S3,
     args: &BenchArgs,
-    op: Op,
-    size: u64,
-    threads: usize,
-) -> Result<Stats, Failure> {
+    cell: (Op, u64, usize),
+    iterations: usize,
+    into: &mut Sample,
+) -> Result<(), Failure> {
+    let (op, size, threads) = cell;
     let data = pattern(size);
-    let (lat, errors, wall) = run_threads(
+    let timed = run_threads(
         threads,
-        args.iterations,
+        iterations,
         |t| {
             let obj = object(&args.bucket, op, size, t);
             match op {
@@ -437,7 +470,8 @@ fn http_cell(
             })
         },
     )?;
-    Ok(stats(lat, errors, 0, wall, size))
+    into.add(timed, 0);
+    Ok(())
 }
 
 /// One GET of the smallest object on every connection at once, so that no timed transfer pays
@@ -457,6 +491,34 @@ fn pair_connections(
         |buf| rdma_transfer(path, buf, TransferKind::Get, &obj),
     )
     .map(drop)
+}
+
+/// The cell's three columns (RDMA, HTTP, auto; auto only `with_auto`), alternating: the
+/// iterations in up to three slices, each running every column, the first column rotating.
+fn interleaved(
+    path: &RdmaPath<'_>,
+    session: &Session,
+    http: &S3,
+    args: &BenchArgs,
+    cell: (Op, u64, usize),
+    with_auto: bool,
+) -> Result<[Sample; 3], Failure> {
+    let slices = args.iterations.min(3);
+    let mut columns: [Sample; 3] = Default::default();
+    for slice in 0..slices {
+        // 12 iterations in 3 slices: 4 + 4 + 4; 8: 3 + 3 + 2.
+        let iterations = args.iterations / slices + usize::from(slice < args.iterations % slices);
+        for column in (0..3).map(|k| (slice + k) % 3) {
+            let into = &mut columns[column];
+            match column {
+                0 => rdma_cell(path, session, args, cell, iterations, into)?,
+                1 => http_cell(path, http, args, cell, iterations, into)?,
+                _ if with_auto => auto_cell(path, session, args, cell, iterations, into)?,
+                _ => {}
+            }
+        }
+    }
+    Ok(columns)
 }
 
 fn ratio(a: f64, b: f64) -> f64 {
@@ -530,11 +592,10 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         for &size in &args.sizes {
             for &threads in &args.concurrency {
                 bar.set_message(format!("{} {} x{threads}", op.name(), size_text(size)));
-                let rdma = rdma_cell(&path, &session, args, op, size, threads)?;
-                let http = http_cell(&path, http, args, op, size, threads)?;
-                let auto = with_auto
-                    .then(|| auto_cell(&path, &session, args, op, size, threads))
-                    .transpose()?;
+                let [rdma, http, auto] =
+                    interleaved(&path, &session, http, args, (op, size, threads), with_auto)?;
+                let (rdma, http) = (rdma.stats(size), http.stats(size));
+                let auto = with_auto.then(|| auto.stats(size));
                 let perftest = match op {
                     Op::Get => args.perftest_write,
                     Op::Put => args.perftest_read,

@@ -9,7 +9,11 @@
 //!     other path Q (slowdown: median(P) / median(Q) when that beats 1 + margin, else 1: a probe
 //!     of a path k times slower comes k times more rarely, so probing costs about 1/`every` of
 //!     the time whatever the gap), and so does the next transfer when Q's newest sample is
-//!     older than `stale` or a sample made P look worse than Q
+//!     older than `stale`; either only once the probe is affordable: the time since Q's newest
+//!     sample is at least one probe's expected time (bytes / median(Q)) / `probe_share`, so
+//!     that probes take at most that share of the time (a cell just measured on both paths,
+//!     by forced transfers, say, does not probe again at once). The next transfer probes
+//!     whatever the budget when a sample made P look worse than Q
 //!     probe: median(Q) > median(P) * (1 + margin)  -> streak + 1, probe again at once;
 //!            `confirm` probes in a row             -> switch to Q (every back to min)
 //!     probe: otherwise                              -> streak 0, `every` doubles (to max)
@@ -106,8 +110,8 @@ impl Cell {
         &self.windows[path.index()]
     }
 
-    /// The path for the next transfer (and counts it towards the next probe).
-    pub(super) fn answer(&mut self, now: Duration, tuning: &Tuning) -> Answer {
+    /// The path for the next transfer, of `bytes` (and counts it towards the next probe).
+    pub(super) fn answer(&mut self, now: Duration, bytes: u64, tuning: &Tuning) -> Answer {
         let other = self.held.other();
         self.since_probe += 1;
         let probe = if self.settled {
@@ -115,7 +119,8 @@ impl Cell {
                 .window(other)
                 .newest()
                 .map_or(true, |at| now.saturating_sub(at) >= tuning.stale);
-            self.probe_next || stale || f64::from(self.since_probe) >= self.interval(tuning)
+            let due = stale || f64::from(self.since_probe) >= self.interval(tuning);
+            self.probe_next || (due && self.affordable(now, bytes, tuning))
         } else {
             self.window(other).len() < MIN_SAMPLES && self.since_probe >= START_EVERY
         };
@@ -128,6 +133,22 @@ impl Cell {
             true => Answer::Measured(self.held),
             false => Answer::Default(self.held),
         }
+    }
+
+    /// Whether a probe of the other path with `bytes` now keeps probing within
+    /// `tuning.probe_share` of the time: the time since that path's newest sample is at least
+    /// the probe's expected time (by its median rate) divided by the share. A path without a
+    /// rate yet is always affordable.
+    fn affordable(&self, now: Duration, bytes: u64, tuning: &Tuning) -> bool {
+        let other = self.window(self.held.other());
+        let (Some(rate), Some(at)) = (other.median(), other.newest()) else {
+            return true;
+        };
+        if rate <= 0.0 || tuning.probe_share <= 0.0 {
+            return true;
+        }
+        let probe_secs = bytes as f64 / rate;
+        now.saturating_sub(at).as_secs_f64() * tuning.probe_share >= probe_secs
     }
 
     /// Transfers between probes of the other path: `every`, stretched by how much slower the

@@ -5,8 +5,9 @@
 //! and where the bytes land or come from ([`Destination`]). It starts conservatively (RDMA from
 //! 1 MiB up, HTTP below) until both paths are measured in the cell, then holds the faster one by
 //! the median of its recent throughput samples, probes the other now and then (more rarely while
-//! the choice holds), and switches only when the other path is faster by a margin in several
-//! probes in a row, so noise does not flap it (`cell.rs` has the rule).
+//! the choice holds, and never more than a small share of the time: [`Tuning::probe_share`]),
+//! and switches only when the other path is faster by a margin in several probes in a row, so
+//! noise does not flap it (`cell.rs` has the rule).
 //!
 //! Forced modes answer one path always (still recording what they measure, so a later `auto`
 //! starts measured). Under `auto`, a process without a usable RDMA device, or an endpoint that
@@ -252,6 +253,9 @@ pub struct Tuning {
     pub max_every: u32,
     /// The other path is probed when its newest sample is this old.
     pub stale: Duration,
+    /// Probes of a settled cell take at most this share of the time (0.02: 2 %): one comes only
+    /// when the time since the other path's newest sample is its expected time / this share.
+    pub probe_share: f64,
 }
 
 impl Default for Tuning {
@@ -263,6 +267,7 @@ impl Default for Tuning {
             min_every: 4,
             max_every: 64,
             stale: Duration::from_secs(60),
+            probe_share: 0.02,
         }
     }
 }
@@ -424,7 +429,7 @@ impl Transport {
                     .cells
                     .entry(key.clone())
                     .or_insert_with(|| Cell::new(class.default_path(), tuning));
-                match cell.answer(now, tuning) {
+                match cell.answer(now, bytes, tuning) {
                     Answer::Default(p) => (p, Reason::DefaultStart),
                     Answer::Measured(p) => (p, Reason::Measured),
                     Answer::Probe(p) => (p, Reason::Probe),

@@ -508,9 +508,9 @@ impl RcQp {
     }
 
     /// Posts one RDMA WRITE (`local` -> remote) or READ (remote -> `local`) of `len` bytes at
-    /// `local_offset` of `local`. `local` must be registered on this QP's device, the range must
-    /// lie inside it, and `len` must not exceed the port's `max_msg_sz` (`EMSGSIZE`; rxe itself
-    /// does not enforce it, hardware does). An unsignaled work request frees its send-queue slot
+    /// `local_offset` of `local`. Checked in this order: `len` must not exceed the port's
+    /// `max_msg_sz` (`EMSGSIZE`; 6.1's rxe itself does not enforce it, hardware does), `local`
+    /// must be registered on this QP's device, and the range must lie inside it. An unsignaled work request frees its send-queue slot
     /// only when a later signaled one completes: signal at least every `max_send_wr`-th.
     #[allow(clippy::too_many_arguments)] // the contract's signature
     pub fn post_rdma(
@@ -582,7 +582,8 @@ impl RcQp {
         max_msg_sz: u32,
     ) -> Result<(), VerbsError> {
         const VERB: &str = "ibv_post_send";
-        let mut sge = self.local_sge(VERB, local, local_offset, len)?;
+        // The message size first: it depends on `len` alone, and a test of it needs no
+        // registration of more than the limit (6.12's rxe advertises 2 GiB).
         if len > max_msg_sz {
             return Err(VerbsError::new(
                 VERB,
@@ -590,6 +591,7 @@ impl RcQp {
                 format!("{len} bytes > max_msg_sz {max_msg_sz}"),
             ));
         }
+        let mut sge = self.local_sge(VERB, local, local_offset, len)?;
         let mut wr = sys::ibv_send_wr {
             wr_id,
             next: std::ptr::null_mut(),

@@ -133,7 +133,7 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', default_value = "get,put")]
     pub ops: Vec<crate::bench::Op>,
     /// Timed operations per thread, column and cell (the columns alternate in up to three
-    /// slices; each slice of the forced columns starts with one untimed warm-up operation)
+    /// slices; each slice of each column starts with one untimed warm-up operation)
     #[arg(long, default_value_t = 8)]
     pub iterations: usize,
     /// Bucket for the benchmark objects (created if missing)

@@ -4,7 +4,8 @@
 //! `hipobj::transport` chooses per transfer, which has measured the two forced columns too.
 //! The columns alternate within the cell: its iterations run in up to three slices, each slice
 //! running every column in turn, the first column rotating from slice to slice, so that a drift of
-//! the machine during the cell falls on all of them alike. MB/s (a column's bytes over the sum of
+//! the machine during the cell falls on all of them alike; each slice of every column starts
+//! with one untimed warm-up operation (auto's over the path its cell holds, not recorded). MB/s (a column's bytes over the sum of
 //! its slices' wall times), ops/s, p50/p99 latency of each, the RDMA/HTTP ratios, auto over the
 //! faster of the two, and the decision's counters.
 
@@ -17,7 +18,7 @@ use crate::session::Session;
 use crate::units::{mb_per_s, size_text};
 use hipobj::engine::{Retrier, RetryPolicy};
 use hipobj::runtime::TransferKind;
-use hipobj::transport::{Destination, Direction, Mode, Path, Transport};
+use hipobj::transport::{Destination, Direction, Mode, Path, SizeClass, Transport};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -285,7 +286,22 @@ struct RdmaPath<'a> {
     destination: Destination,
 }
 
+fn direction(op: Op) -> Direction {
+    match op {
+        Op::Get => Direction::Get,
+        Op::Put => Direction::Put,
+    }
+}
+
 impl RdmaPath<'_> {
+    /// The path the decision's cell of `op` and `size` on this endpoint holds now (its default
+    /// before any transfer).
+    fn held(&self, op: Op, size: u64) -> Path {
+        self.transport
+            .held(self.s3.endpoint(), size, direction(op), self.destination)
+            .map_or_else(|| SizeClass::of(size).default_path(), |(p, _)| p)
+    }
+
     /// `op` timed and recorded as one transfer of `size` bytes taken under `mode`.
     fn recorded(
         &self,
@@ -295,13 +311,9 @@ impl RdmaPath<'_> {
         size: u64,
         run: impl FnOnce(Path) -> Result<(), Failure>,
     ) -> Result<(), Failure> {
-        let direction = match op {
-            Op::Get => Direction::Get,
-            Op::Put => Direction::Put,
-        };
         let ticket = self
             .transport
-            .pick_as(mode, endpoint, size, direction, self.destination);
+            .pick_as(mode, endpoint, size, direction(op), self.destination);
         run(ticket.path())?;
         self.transport.record(&ticket, size);
         Ok(())
@@ -425,7 +437,14 @@ fn auto_cell(
             if op == Op::Put {
                 buf.fill(&data)?;
             }
-            Ok((buf, object(&args.bucket, op, size, t)))
+            let obj = object(&args.bucket, op, size, t);
+            // Warm-up, as each slice of the forced columns has: one operation over the path the
+            // cell holds, neither timed nor recorded (so it is never a probe the figures miss).
+            match path.held(op, size) {
+                Path::Rdma => rdma_transfer(path, &buf, kind, &obj)?,
+                Path::Http => http_op(path.s3, op, &obj, &data)?,
+            }
+            Ok((buf, obj))
         },
         |(buf, obj)| {
             path.recorded(Mode::Auto, path.s3.endpoint(), op, size, |way| match way {

@@ -186,7 +186,9 @@ fn a_cell_just_measured_on_both_paths_waits_for_its_probe_budget() {
     let size = 16 << 20;
     for mode in [Mode::Rdma, Mode::Http] {
         for _ in 0..12 {
-            let t = sim.t.pick_as(mode, EP, size, Direction::Get, Destination::Host);
+            let t = sim
+                .t
+                .pick_as(mode, EP, size, Direction::Get, Destination::Host);
             let mibs = rates(100.0, 200.0)(t.path());
             sim.clock
                 .advance(Duration::from_secs_f64(size as f64 / (mibs * MIB)));
@@ -208,7 +210,11 @@ fn a_cell_just_measured_on_both_paths_waits_for_its_probe_budget() {
     let probes = later.iter().filter(|t| t.reason() == Reason::Probe);
     let share = probes.clone().map(time).sum::<f64>() / later.iter().map(time).sum::<f64>();
     assert!(probes.count() >= 1, "RDMA never probed again");
-    assert!(share <= 0.021, "probes took {:.1} % of the time", 100.0 * share);
+    assert!(
+        share <= 0.021,
+        "probes took {:.1} % of the time",
+        100.0 * share
+    );
 }
 
 #[test]

@@ -443,6 +443,25 @@ def protocols_runs(folder: Path | str) -> dict:
     return runs
 
 
+def http_against_itself(folder: Path | str) -> Figure:
+    """The lane's resolution for the auto figure: in the rounds (of either protocol) where auto
+    took plain HTTP for every transfer (the run's RDMA transfers are all forced ones), each cell's
+    auto MB/s over forced HTTP MB/s compares one path with itself, measured the same way. The
+    median over those cell-rounds, spread the lowest and highest; n, cell-rounds."""
+    ratios = []
+    for f in sorted(Path(folder).glob("v*-*.json")):
+        run = load_json(f)
+        if set(run["transport"]["rdma_by_reason"]) != {"forced"}:
+            continue
+        ratios += [c["auto"]["mb_per_s"] / c["http"]["mb_per_s"] for c in run["cells"] if c.get("auto")]
+    if not ratios:
+        raise ValueError(f"{folder}: no round where auto took HTTP for every transfer")
+    under = sum(r < 0.95 for r in ratios)
+    return Figure(median(ratios), min(ratios), max(ratios), len(ratios),
+                  f"cell-rounds in which auto took HTTP every time; {under} of {len(ratios)} under 0.95",
+                  "forced HTTP of the same cell and round (the same path)")
+
+
 def transport_auto(folder: Path | str, proto: str) -> Figure:
     """Issue 39: `--transport auto` against the faster of forced RDMA and forced HTTP of the same
     round, per cell (op, size, streams): the median over the rounds of auto MB/s / max(RDMA MB/s,
@@ -478,6 +497,10 @@ def protocols_v2_over_v1(folder: Path | str, op: str, size: int, streams: int) -
 
 def protocols_summary(folder: Path | str) -> list:
     lines = [transport_auto(folder, p).line(f"auto over the faster path, {p}") for p in ("v1", "v2")]
+    try:
+        lines.append(http_against_itself(folder).line("HTTP against itself (the lane's resolution)"))
+    except ValueError as e:
+        lines.append(f"no HTTP-against-itself figure: {e}")
     cells = protocols_runs(folder)["v1"][0]
     for size in (s for s in (4096, 65536) if ("put", s, 1) in cells):
         lines.append(protocols_v2_over_v1(folder, "put", size, 1).line(f"v2 over v1, PUT {size} B x1"))

@@ -4,10 +4,10 @@
 //! `hipobj::transport` chooses per transfer, which has measured the two forced columns too.
 //! The columns alternate within the cell: its iterations run in up to three slices, each slice
 //! running every column in turn, the first column rotating from slice to slice, so that a drift of
-//! the machine during the cell falls on all of them alike; each slice of every column starts
-//! with one untimed warm-up operation (auto's over the path its cell holds, not recorded). MB/s (a column's bytes over the sum of
-//! its slices' wall times), ops/s, p50/p99 latency of each, the RDMA/HTTP ratios, auto over the
-//! faster of the two, and the decision's counters.
+//! the machine during the cell falls on all of them alike; each slice of every column starts with
+//! one untimed warm-up operation (auto's over the path its cell holds, not recorded). MB/s (a
+//! column's bytes over the sum of its slices' wall times), ops/s, p50/p99 latency of each, the
+//! RDMA/HTTP ratios, auto over the faster of the two, and the decision's counters.
 
 use crate::args::BenchArgs;
 use crate::credentials;

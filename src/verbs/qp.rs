@@ -510,8 +510,9 @@ impl RcQp {
     /// Posts one RDMA WRITE (`local` -> remote) or READ (remote -> `local`) of `len` bytes at
     /// `local_offset` of `local`. Checked in this order: `len` must not exceed the port's
     /// `max_msg_sz` (`EMSGSIZE`; 6.1's rxe itself does not enforce it, hardware does), `local`
-    /// must be registered on this QP's device, and the range must lie inside it. An unsignaled work request frees its send-queue slot
-    /// only when a later signaled one completes: signal at least every `max_send_wr`-th.
+    /// must be registered on this QP's device, and the range must lie inside it. An unsignaled
+    /// work request frees its send-queue slot only when a later signaled one completes: signal at
+    /// least every `max_send_wr`-th.
     #[allow(clippy::too_many_arguments)] // the contract's signature
     pub fn post_rdma(
         &mut self,

@@ -39,6 +39,22 @@ impl Op {
             Op::Put => "PUT",
         }
     }
+
+    /// The runtime's transfer of this operation.
+    fn kind(self) -> TransferKind {
+        match self {
+            Op::Get => TransferKind::Get,
+            Op::Put => TransferKind::Put,
+        }
+    }
+
+    /// The decision's direction of this operation.
+    fn direction(self) -> Direction {
+        match self {
+            Op::Get => Direction::Get,
+            Op::Put => Direction::Put,
+        }
+    }
 }
 
 /// One path's figures in one cell.
@@ -291,19 +307,12 @@ struct RdmaPath<'a> {
     destination: Destination,
 }
 
-fn direction(op: Op) -> Direction {
-    match op {
-        Op::Get => Direction::Get,
-        Op::Put => Direction::Put,
-    }
-}
-
 impl RdmaPath<'_> {
     /// The path the decision's cell of `op` and `size` on this endpoint holds now (its default
     /// before any transfer).
     fn held(&self, op: Op, size: u64) -> Path {
         self.transport
-            .held(self.s3.endpoint(), size, direction(op), self.destination)
+            .held(self.s3.endpoint(), size, op.direction(), self.destination)
             .map_or_else(|| SizeClass::of(size).default_path(), |(p, _)| p)
     }
 
@@ -318,7 +327,7 @@ impl RdmaPath<'_> {
     ) -> Result<(), Failure> {
         let ticket = self
             .transport
-            .pick_as(mode, endpoint, size, direction(op), self.destination);
+            .pick_as(mode, endpoint, size, op.direction(), self.destination);
         run(ticket.path())?;
         self.transport.record(&ticket, size);
         Ok(())
@@ -365,11 +374,7 @@ fn rdma_cell(
 ) -> Result<(), Failure> {
     let (op, size, threads) = cell;
     let data = pattern(size);
-    let kind = if op == Op::Get {
-        TransferKind::Get
-    } else {
-        TransferKind::Put
-    };
+    let kind = op.kind();
     let retried_before = path.retry.retries() as usize;
     let timed = run_threads(
         threads,
@@ -428,11 +433,7 @@ fn auto_cell(
 ) -> Result<(), Failure> {
     let (op, size, threads) = cell;
     let data = pattern(size);
-    let kind = if op == Op::Get {
-        TransferKind::Get
-    } else {
-        TransferKind::Put
-    };
+    let kind = op.kind();
     let retried_before = path.retry.retries() as usize;
     let timed = run_threads(
         threads,

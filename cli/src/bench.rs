@@ -688,7 +688,7 @@ impl Cell {
 
 fn table(r: &Report) -> String {
     let mut out = format!(
-        "hipobj bench: {} via {}, {} timed operations per thread and cell (after one warm-up)\n",
+        "hipobj bench: {} via {}, {} timed operations per thread, column and cell (the columns alternating in up to 3 slices, each after one warm-up)\n",
         r.endpoint, r.nic, r.iterations
     );
     if r.http_endpoint != r.endpoint {

@@ -13,8 +13,10 @@
  * to show how). A server that declines RDMA (501), or a host where hipObjInit() finds no usable
  * RDMA device, is read over plain HTTP, said once.
  *
- * The GET asks for the object's stored checksum (x-amz-checksum-mode: ENABLED) and checks the
- * bytes that landed against it (include/hipobj_checksum.h) before FILE is written: a mismatch is
+ * The bytes that landed are checked against the object's stored checksum before FILE is written
+ * (include/hipobj_checksum.h): a token GET's reply names it in x-amz-rdma-checksum unasked, which
+ * the header callback keeps (s3_curl.c: on_header, checked by hipObjRdmaChecksumCheck); a plain
+ * HTTP GET (and a revision-5 server's token GET) is asked for it with x-amz-checksum-mode: ENABLED. A mismatch is
  * read again once, then the program exits 1 naming the algorithm and both values, and FILE is not
  * written. An object stored without a checksum is saved, said to be unchecked. */
 #include "s3_curl.h"
@@ -149,7 +151,7 @@ int main(int argc, char **argv) {
     }
     req.target = &target;
     req.method = "GET";
-    req.checksum_mode = 1;
+    req.checksum_mode = 1; /* a plain GET's checksums (a revision-6 token GET's come unasked) */
     if (get_checked(tp, &req, buf, size, &received) == 0 && s3_save_file(argv[arg + 3], buf, received) == 0)
         status = 0;
     if (rdma)

@@ -29,8 +29,12 @@ struct s3_request {
     size_t reply_len;
     int have_reply;
     int requests;       /* requests sent (a first transfer pairs: 2) */
-    int checksum_mode;  /* GET: ask for the object's stored checksums (x-amz-checksum-mode: ENABLED) */
-    /* the last response's x-amz-checksum-* headers, for s3_check_landed */
+    int checksum_mode;  /* plain GET: ask for the object's stored checksums (x-amz-checksum-mode: ENABLED) */
+    /* the last response's x-amz-rdma-checksum (a token GET's stored checksum, sent unasked:
+     * docs/protocol.md section 16), for s3_check_landed */
+    char rdma_checksum[128];
+    int have_rdma_checksum;
+    /* the last response's x-amz-checksum-* headers (a plain GET's), for s3_check_landed */
     char checksum_names[S3_CHECKSUM_HEADERS][48];
     char checksum_values[S3_CHECKSUM_HEADERS][128];
     size_t checksum_count;
@@ -58,7 +62,9 @@ int s3_recv_reply(void *ctx, char *reply, size_t *reply_len);
 int s3_declined_rdma(const struct s3_request *r);
 
 /* The end-to-end check (include/hipobj_checksum.h): the `len` bytes that landed in `buf` against
- * the checksum the last response carried (a request with checksum_mode set asks for it). Returns
+ * the checksum the last response carried: a token GET's x-amz-rdma-checksum
+ * (hipObjRdmaChecksumCheck), else a plain GET's x-amz-checksum-* (a request with checksum_mode set
+ * asks for them; hipObjChecksumCheck). Returns
  * HIPOBJ_CHECKSUM_VERIFIED, _MISMATCH or _UNCHECKED with `message` saying what it found, or -1
  * after printing why the check could not run. */
 int s3_check_landed(const struct s3_request *r, const void *buf, size_t len, char *message, size_t message_len);

@@ -13,6 +13,9 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub mod stored;
+pub use stored::{Algorithm, StoredChecksum, RDMA_CHECKSUM};
+
 use crate::hip::{read_device_memory, GpuRuntime, HipError};
 use crc_fast::{CrcAlgorithm, Digest};
 
@@ -291,6 +294,14 @@ impl ObjectChecksum {
         header: impl Fn(&str) -> Option<String>,
         part: bool,
     ) -> Result<ObjectChecksum, Unchecked> {
+        // A token GET's reply (revision 6): the stored checksum of the moved bytes, in the one
+        // header no S3 SDK validates against the empty body.
+        if let Some(text) = header(RDMA_CHECKSUM) {
+            return StoredChecksum::parse(&text)
+                .map_err(|_| Unchecked::Malformed(RDMA_CHECKSUM))?
+                .object_checksum();
+        }
+        // A plain GET or HEAD, or a revision-5 server's token reply.
         let composite = !part
             && header("x-amz-checksum-type")
                 .is_some_and(|t| t.trim().eq_ignore_ascii_case("COMPOSITE"));
@@ -382,7 +393,7 @@ pub enum Verdict {
     #[default]
     NotAsked,
     /// The bytes that landed have the object's stored checksum.
-    Verified(CrcAlgo),
+    Verified(Algorithm),
     /// Each part of a COMPOSITE multipart object has its stored checksum (this many parts).
     VerifiedParts(CrcAlgo, u32),
     /// Not checked, and why.
@@ -410,7 +421,7 @@ impl fmt::Display for Verdict {
 /// The bytes that landed do not have the object's stored checksum.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mismatch {
-    pub algo: CrcAlgo,
+    pub algo: Algorithm,
     /// The part (1-based) whose checksum differs, when parts are checked one by one.
     pub part: Option<u32>,
     /// The server's value (base64, as S3 writes it).
@@ -439,7 +450,7 @@ impl ObjectChecksum {
         match landed {
             Some(v) if v == self.value => Ok(self.algo),
             other => Err(Mismatch {
-                algo: self.algo,
+                algo: self.algo.into(),
                 part: None,
                 expected: self.encoded(),
                 got: other.map_or_else(|| "an incomplete cover".into(), |v| self.algo.encode(v)),

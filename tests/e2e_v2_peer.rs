@@ -198,7 +198,7 @@ fn sizes_and_a_range(env: &Env, server: &str) {
             // checked the bytes that landed against it (docs/protocol.md 15.5).
             assert_eq!(
                 verdict,
-                Some(Verdict::Verified(CrcAlgo::Crc64Nvme)),
+                Some(Verdict::Verified(CrcAlgo::Crc64Nvme.into())),
                 "{size}"
             );
         }

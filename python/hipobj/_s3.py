@@ -68,10 +68,9 @@ def _add_token(request: Any, **_: Any) -> None:
     # the server, which then computes and stores that algorithm's checksum of the moved bytes; a
     # real checksum the caller gave is compared with them.
     request.headers[TOKEN_HEADER] = token
-    # A token answer's HTTP body is empty: the bytes moved by RDMA. botocore must not check the
-    # stored checksum the answer carries against that body (it would always differ); hipObject
-    # checks it against the bytes that landed instead (docs/protocol.md section 15).
-    request.context.get("checksum", {}).pop("response_algorithms", None)
+    # botocore's own response checks stay on: a token GET's answer carries no x-amz-checksum-*
+    # for them (docs/protocol.md rule 16.1); the stored checksum comes in x-amz-rdma-checksum,
+    # which hipObject checks against the bytes that landed.
 
 
 def _note_answer(response: Any = None, caught_exception: Any = None, operation: Any = None, **_: Any) -> None:
@@ -162,9 +161,9 @@ def prepare_client(client: Any, source_address: Optional[str]) -> None:
 
 
 def get_params(bucket: str, key: str, span: Optional[Tuple[int, int]]) -> Dict[str, Any]:
-    """get_object parameters of a token GET: the range, and checksum mode (the server may send
-    the object's checksums)."""
-    params: Dict[str, Any] = {"Bucket": bucket, "Key": key, "ChecksumMode": "ENABLED"}
+    """get_object parameters of a token GET: the range. No checksum mode: the server sends the
+    stored checksum in x-amz-rdma-checksum unasked (docs/protocol.md rule 16.2)."""
+    params: Dict[str, Any] = {"Bucket": bucket, "Key": key}
     if span is not None:
         params["Range"] = f"bytes={span[0]}-{span[1]}"
     return params

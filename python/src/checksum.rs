@@ -67,7 +67,7 @@ pub fn check_landed(
         .allow_threads(|| runtime.crc_of_registered(base, offset, size, stored.algo))
         .map_err(errors::to_py)?;
     match stored.check(Some(value)) {
-        Ok(algo) => Ok(Verdict::Verified(algo).to_string()),
+        Ok(algo) => Ok(Verdict::Verified(algo.into()).to_string()),
         Err(m) => Err(errors::checksum_mismatch(py, what, &m)),
     }
 }

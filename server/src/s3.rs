@@ -21,6 +21,7 @@ pub mod wire;
 
 use std::sync::Arc;
 
+use hipobj::checksum::RDMA_CHECKSUM;
 use hipobj::reply::Reply;
 use hipobj::token::Transport;
 use s3s::dto::*;
@@ -28,6 +29,7 @@ use s3s::{S3Request, S3Response, S3Result, S3};
 use tracing::debug;
 
 use crate::access;
+use crate::backend::checksum::moved_checksum;
 use crate::backend::{Backend, ObjectInfo, StorageError};
 use crate::error::{self, Fault, RDMA_BYTES, RDMA_REPLY, RDMA_TOKEN};
 use crate::identity::Identity;
@@ -91,22 +93,6 @@ impl HipobjS3 {
             .map_err(error::storage_error)
     }
 
-    /// `Some(job result)` when the request carries a token; `None` for plain S3.
-    async fn token_request(
-        &self,
-        headers: &http::HeaderMap,
-        extensions: &http::Extensions,
-        bucket: &str,
-        key: &str,
-        kind: JobKind,
-    ) -> Option<S3Result<RdmaOutcome>> {
-        let checked = match self.checked_token(headers, extensions)? {
-            Ok(c) => c,
-            Err(e) => return Some(Err(e)),
-        };
-        Some(Ok(checked.submit(bucket, key, kind).await))
-    }
-
     /// The request's token, parsed and checked (RC, RDMA on here) with its requester, before
     /// anything else of the operation runs; `None` for plain S3.
     fn checked_token(
@@ -137,6 +123,31 @@ impl HipobjS3 {
             rdma,
             token,
             requester,
+        }))
+    }
+}
+
+impl HipobjS3 {
+    /// The `Range` a token GET asks the RDMA job for: the request's own, or the bytes of part
+    /// `partNumber` (S3's selection, as a plain GET makes it, from the object as it is now; the
+    /// job moves that range of the object it opens).
+    async fn token_get_range(
+        &self,
+        input: &GetObjectInput,
+        checked: &CheckedToken<'_>,
+    ) -> S3Result<Option<s3s::dto::Range>> {
+        if input.part_number.is_none() {
+            return Ok(input.range.clone());
+        }
+        let (b, k) = (input.bucket.clone(), input.key.clone());
+        let who = Some(&checked.requester.identity);
+        let info = self
+            .blocking_as(who, move |s| s.head_object(&b, &k))
+            .await?;
+        let selected = objects::selection(&info, input.part_number, input.range.as_ref())?;
+        Ok(selected.map(|r| s3s::dto::Range::Int {
+            first: r.start,
+            last: r.end.checked_sub(1),
         }))
     }
 }
@@ -237,23 +248,16 @@ impl S3 for HipobjS3 {
         req: S3Request<GetObjectInput>,
     ) -> S3Result<S3Response<GetObjectOutput>> {
         presign::check_expiry(&req.uri)?;
-        let wanted = headers::wants_checksums(req.input.checksum_mode.as_ref());
-        let kind = JobKind::Get {
-            range: req.input.range,
-        };
-        let Some(result) = self
-            .token_request(
-                &req.headers,
-                &req.extensions,
-                &req.input.bucket,
-                &req.input.key,
-                kind,
-            )
-            .await
-        else {
+        let Some(checked) = self.checked_token(&req.headers, &req.extensions) else {
             return self.get_plain(req.input).await;
         };
-        match result? {
+        let checked = checked?;
+        let range = self.token_get_range(&req.input, &checked).await?;
+        let kind = JobKind::Get { range };
+        match checked
+            .submit(&req.input.bucket, &req.input.key, kind)
+            .await
+        {
             RdmaOutcome::Fetched {
                 server,
                 bytes,
@@ -262,18 +266,25 @@ impl S3 for HipobjS3 {
             } => {
                 let mut headers = reply_headers(&Reply::Done(server));
                 headers.insert(RDMA_BYTES, http::HeaderValue::from(bytes));
-                // The stored checksum of the whole object, as a plain GET reports it, so that
-                // the client checks what RDMA landed (docs/protocol.md section 15).
-                let reported = headers::reported_checksums(&info, range.is_none(), wanted);
-                let mut output = GetObjectOutput {
+                // docs/protocol.md section 16: the stored checksum of what moved, in the one
+                // header no S3 SDK checks against the empty body; never `x-amz-checksum-*`.
+                let moved = range.clone().unwrap_or(0..info.size);
+                if let Some(stored) = moved_checksum(&info, &moved) {
+                    if let Ok(v) = http::HeaderValue::from_str(&stored.header_value()) {
+                        headers.insert(RDMA_CHECKSUM, v);
+                    }
+                }
+                let output = GetObjectOutput {
                     accept_ranges: Some("bytes".into()),
                     content_range: range.map(|r| objects::content_range(&r, info.size)),
                     e_tag: Some(etag(&info)),
                     last_modified: Some(objects::timestamp(&info)),
-                    checksum_type: headers::checksum_type(&reported),
+                    parts_count: info
+                        .parts
+                        .filter(|_| req.input.part_number.is_some())
+                        .map(|p| p as i32),
                     ..Default::default()
                 };
-                objects::put_checksums!(output, reported);
                 Ok(S3Response::with_headers(output, headers))
             }
             other => Err(error::unfinished(other, &self.stats)),
@@ -723,39 +734,42 @@ mod tests {
         );
         assert!(body.is_empty());
         assert_eq!(&h.port.region(RKEY)[..20_000], &data[..]);
-        assert!(
-            headers.get("x-amz-checksum-crc64nvme").is_none(),
-            "not asked"
-        );
-
-        // Asked (x-amz-checksum-mode: ENABLED): the stored full-object CRC64NVME comes with the
-        // RDMA GET's reply, as with a plain GET (docs/protocol.md section 15).
+        // docs/protocol.md section 16: the stored full-object CRC64NVME in x-amz-rdma-checksum,
+        // unasked, and no x-amz-checksum-* for an S3 SDK to check against the empty body, asked
+        // or not (boto3 asks on every GetObject).
+        let crc = hipobj::checksum::CrcAlgo::Crc64Nvme;
+        let want = format!("CRC64NVME {}", crc.encode(crc.of(&data)));
+        for asked in [&[][..], &[("x-amz-checksum-mode", "ENABLED")][..]] {
+            let mut with = vec![("x-amz-rdma-token", t1.as_str())];
+            with.extend_from_slice(asked);
+            let (status, headers, _) = call(&h, "GET", "/bkt/obj", &with, b"").await;
+            assert_eq!(status, 200);
+            assert_eq!(
+                headers.get(RDMA_CHECKSUM).map(|v| v.as_bytes()),
+                Some(want.as_bytes()),
+                "{asked:?}"
+            );
+            let sdk_checked = headers
+                .keys()
+                .find(|n| n.as_str().starts_with("x-amz-checksum-"));
+            assert_eq!(sdk_checked, None, "{asked:?}");
+        }
+        // partNumber=1 of a plain object is the whole object: the same value.
         let (status, headers, _) = call(
             &h,
             "GET",
-            "/bkt/obj",
-            &[
-                ("x-amz-rdma-token", &t1),
-                ("x-amz-checksum-mode", "ENABLED"),
-            ],
+            "/bkt/obj?partNumber=1",
+            &[("x-amz-rdma-token", &t1)],
             b"",
         )
         .await;
-        assert_eq!(status, 200);
-        let crc = hipobj::checksum::CrcAlgo::Crc64Nvme;
-        let want = crc.encode(crc.of(&data));
+        assert!(status == 200 || status == 206, "{status}");
         assert_eq!(
-            headers
-                .get("x-amz-checksum-crc64nvme")
-                .map(|v| v.as_bytes()),
+            headers.get(RDMA_CHECKSUM).map(|v| v.as_bytes()),
             Some(want.as_bytes())
         );
-        assert_eq!(
-            headers.get("x-amz-checksum-type").map(|v| v.as_bytes()),
-            Some(&b"FULL_OBJECT"[..])
-        );
 
-        // Ranged: 206.
+        // Ranged: 206, and a range has no checksum of its own.
         let (status, headers, _) = call(
             &h,
             "GET",
@@ -770,7 +784,8 @@ mod tests {
         .await;
         assert_eq!(status, 206);
         assert!(
-            headers.get("x-amz-checksum-crc64nvme").is_none(),
+            headers.get("x-amz-checksum-crc64nvme").is_none()
+                && headers.get(RDMA_CHECKSUM).is_none(),
             "a range has no checksum of its own"
         );
         assert_eq!(
@@ -808,7 +823,7 @@ mod tests {
         for want in [
             "\"replies_428\":1",
             "\"pairings_created\":1",
-            "\"rdma_gets\":3",
+            "\"rdma_gets\":5",
             "\"rdma_puts\":1",
             "\"replies_404\":1",
             "\"replies_400\":1",

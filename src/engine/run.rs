@@ -325,7 +325,7 @@ impl Check {
                     part: None,
                 }],
                 plan: ranges(start, len, job)?,
-                verdict: Verdict::Verified(stored.algo),
+                verdict: Verdict::Verified(stored.algo.into()),
             })),
             Err(Unchecked::Composite(c)) => Check::per_part(store, start, len, c, job),
             Err(why) => Ok(Err(why)),

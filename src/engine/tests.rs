@@ -758,7 +758,10 @@ fn a_download_is_checked_against_the_stored_checksum_as_its_parts_land() {
     let sink = Bytes(Mutex::new(vec![0; object.len()]));
     let report = download_checked(&store, &object, &sink);
     let report = report.unwrap();
-    assert_eq!(report.checksum, Verdict::Verified(CrcAlgo::Crc64Nvme));
+    assert_eq!(
+        report.checksum,
+        Verdict::Verified(CrcAlgo::Crc64Nvme.into())
+    );
     assert_eq!(report.checksum_retries, 0);
     assert_eq!(*sink.0.lock().unwrap(), object);
 }
@@ -773,7 +776,10 @@ fn a_part_that_lands_changed_is_read_again_once_then_the_download_fails() {
     let sink = Bytes(Mutex::new(vec![0; object.len()]));
     let report = download_checked(&store, &object, &sink);
     let report = report.unwrap();
-    assert_eq!(report.checksum, Verdict::Verified(CrcAlgo::Crc64Nvme));
+    assert_eq!(
+        report.checksum,
+        Verdict::Verified(CrcAlgo::Crc64Nvme.into())
+    );
     assert_eq!(report.checksum_retries, 1);
     assert_eq!(*sink.0.lock().unwrap(), object);
     // Every time: the download fails, naming the algorithm and both values.
@@ -943,7 +949,7 @@ fn a_composite_part_that_lands_changed_is_read_again_once_then_fails_naming_the_
     store.corrupt_at.lock().unwrap().insert(300_000, usize::MAX);
     match download_all(&store, s, &sink) {
         Err(EngineError::Checksum(m)) => {
-            assert_eq!((m.algo, m.part), (CrcAlgo::Crc32c, Some(2)));
+            assert_eq!((m.algo, m.part), (CrcAlgo::Crc32c.into(), Some(2)));
             let part2 = &object[300_000..600_000];
             assert_eq!(
                 m.expected,

@@ -241,6 +241,19 @@ pub unsafe fn header_pairs(
         .collect()
 }
 
+/// A required C string: NULL -> `hipObjInvalidValue` naming `what`. Bytes that are not UTF-8
+/// are replaced.
+///
+/// # Safety
+/// `s` is NULL or a NUL-terminated string.
+pub unsafe fn required_c_string(s: *const c_char, what: &'static str) -> Result<String> {
+    if s.is_null() {
+        return Err(Error::invalid(what));
+    }
+    // SAFETY: non-NULL and NUL-terminated per the caller's guarantee.
+    Ok(unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned())
+}
+
 /// Where a description is written: NULL while `len > 0` -> `hipObjInvalidValue`; `len` 0 is no
 /// description (`None`).
 ///

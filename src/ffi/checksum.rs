@@ -6,11 +6,13 @@
 use super::args;
 use super::boundary;
 use super::types::hipObjError_t;
-use crate::checksum::{ObjectChecksum, Verdict};
+use crate::checksum::stored::check_reply;
+use crate::checksum::{Verdict, RDMA_CHECKSUM};
 use std::ffi::{c_char, c_int, c_void};
 
 /// The exports of `include/hipobj_checksum.h`, in header order.
-pub const EXPORTED_FUNCTIONS_CHECKSUM: [&str; 1] = ["hipObjChecksumCheck"];
+pub const EXPORTED_FUNCTIONS_CHECKSUM: [&str; 2] =
+    ["hipObjChecksumCheck", "hipObjRdmaChecksumCheck"];
 
 /// `hipObjChecksumStatus_t` and its values.
 #[allow(non_camel_case_types)]
@@ -27,18 +29,10 @@ fn check(bytes: &[u8], headers: &[(String, String)]) -> (hipObjChecksumStatus_t,
             .find(|(n, _)| n.trim().eq_ignore_ascii_case(name))
             .map(|(_, v)| v.clone())
     };
-    match ObjectChecksum::from_headers(header) {
-        Ok(stored) => match stored.check_bytes(bytes) {
-            Ok(algo) => (
-                HIPOBJ_CHECKSUM_VERIFIED,
-                Verdict::Verified(algo).to_string(),
-            ),
-            Err(mismatch) => (HIPOBJ_CHECKSUM_MISMATCH, mismatch.to_string()),
-        },
-        Err(why) => (
-            HIPOBJ_CHECKSUM_UNCHECKED,
-            Verdict::Unchecked(why).to_string(),
-        ),
+    match check_reply(bytes, header) {
+        Ok(verdict @ Verdict::Verified(_)) => (HIPOBJ_CHECKSUM_VERIFIED, verdict.to_string()),
+        Ok(verdict) => (HIPOBJ_CHECKSUM_UNCHECKED, verdict.to_string()),
+        Err(mismatch) => (HIPOBJ_CHECKSUM_MISMATCH, mismatch.to_string()),
     }
 }
 
@@ -77,6 +71,37 @@ pub unsafe extern "C" fn hipObjChecksumCheck(
         // SAFETY: as above.
         let message = unsafe { args::message_buffer(message, messageLen) }?;
         let (found, text) = check(bytes, &headers);
+        // SAFETY: non-NULL and writable per the caller.
+        unsafe { status.as_ptr().write(found) };
+        write_message(message, &text);
+        Ok(())
+    })
+}
+
+/// `hipObjRdmaChecksumCheck`: check the landed bytes against the `x-amz-rdma-checksum` value
+/// the application's S3 client saw on the token GET's reply.
+///
+/// # Safety
+/// `hostPtr` is NULL or readable for `size` bytes; `rdmaChecksum` is NULL or NUL-terminated;
+/// `status` is NULL or writable; `message` is NULL or writable for `messageLen` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn hipObjRdmaChecksumCheck(
+    hostPtr: *const c_void,
+    size: usize,
+    rdmaChecksum: *const c_char,
+    status: *mut hipObjChecksumStatus_t,
+    message: *mut c_char,
+    messageLen: usize,
+) -> hipObjError_t {
+    boundary::call("hipObjRdmaChecksumCheck", || {
+        // SAFETY: the caller's guarantees for each pointer, passed on.
+        let bytes = unsafe { args::host_bytes(hostPtr, size) }?;
+        // SAFETY: as above.
+        let value = unsafe { args::required_c_string(rdmaChecksum, "rdmaChecksum is NULL") }?;
+        let status = args::non_null(status, "status is NULL")?;
+        // SAFETY: as above.
+        let message = unsafe { args::message_buffer(message, messageLen) }?;
+        let (found, text) = check(bytes, &[(RDMA_CHECKSUM.to_string(), value)]);
         // SAFETY: non-NULL and writable per the caller.
         unsafe { status.as_ptr().write(found) };
         write_message(message, &text);
@@ -183,6 +208,95 @@ mod tests {
         let (_, status, text) = call(OBJECT, &[("x-amz-checksum-crc32c", "AAAAAA==-3")], 128);
         assert_eq!(status, HIPOBJ_CHECKSUM_UNCHECKED);
         assert!(text.contains("COMPOSITE"), "{text}");
+    }
+
+    /// Revision 6: the token reply's `x-amz-rdma-checksum`, of any algorithm, through either
+    /// export; it wins over `x-amz-checksum-*` in the same list; a malformed one is unchecked.
+    #[test]
+    fn the_rdma_checksum_value_is_checked_whatever_its_algorithm() {
+        use crate::checksum::Algorithm;
+        for algorithm in Algorithm::PREFERRED {
+            let value = format!("{algorithm} {}", algorithm.encoded_of(OBJECT));
+            let (e, status, text) = call(OBJECT, &[("X-Amz-Rdma-Checksum", value.as_str())], 128);
+            assert_eq!(
+                (e, status),
+                (OpError::Success, HIPOBJ_CHECKSUM_VERIFIED),
+                "{text}"
+            );
+            assert_eq!(text, format!("{algorithm} verified"));
+            let (_, status, text) = rdma_call(b"123456780", &value);
+            assert_eq!(status, HIPOBJ_CHECKSUM_MISMATCH, "{text}");
+            assert!(
+                text.contains(algorithm.as_str())
+                    && text.contains(&value[algorithm.as_str().len() + 1..]),
+                "{text}"
+            );
+        }
+        let stale = [
+            ("x-amz-checksum-crc32", "AAAAAA=="),
+            ("x-amz-rdma-checksum", "CRC64NVME rosUhgp5mIg="),
+        ];
+        assert_eq!(call(OBJECT, &stale, 64).1, HIPOBJ_CHECKSUM_VERIFIED);
+        let (e, status, text) = rdma_call(OBJECT, "CRC64NVME rosUhgp5mIg=");
+        assert_eq!(
+            (e, status, text.as_str()),
+            (
+                OpError::Success,
+                HIPOBJ_CHECKSUM_VERIFIED,
+                "CRC64NVME verified"
+            )
+        );
+        let (_, status, text) = rdma_call(OBJECT, "CRC32C 4waSgw==-3 COMPOSITE");
+        assert_eq!(status, HIPOBJ_CHECKSUM_UNCHECKED);
+        assert!(text.contains("COMPOSITE"), "{text}");
+        let (_, status, text) = rdma_call(OBJECT, "CRC64NVME rosUhgp5mIh=");
+        assert_eq!(status, HIPOBJ_CHECKSUM_UNCHECKED);
+        assert!(text.contains("x-amz-rdma-checksum"), "{text}");
+    }
+
+    fn rdma_call(bytes: &[u8], value: &str) -> (OpError, hipObjChecksumStatus_t, String) {
+        let value = CString::new(value).expect("value");
+        let mut status = -1;
+        let mut message = [0 as c_char; 256];
+        // SAFETY: every pointer is valid for what it names, for the call.
+        let e = unsafe {
+            hipObjRdmaChecksumCheck(
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                value.as_ptr(),
+                &mut status,
+                message.as_mut_ptr(),
+                message.len(),
+            )
+        };
+        // SAFETY: the export wrote a NUL inside the buffer.
+        let text = unsafe { CStr::from_ptr(message.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        (e.opError, status, text)
+    }
+
+    #[test]
+    fn a_null_rdma_checksum_is_an_invalid_value_and_writes_nothing() {
+        let mut status = -1;
+        let mut message = [b'x' as c_char; 8];
+        // SAFETY: valid pointers but the NULL value, refused before any access.
+        let e = unsafe {
+            hipObjRdmaChecksumCheck(
+                OBJECT.as_ptr().cast(),
+                OBJECT.len(),
+                null(),
+                &mut status,
+                message.as_mut_ptr(),
+                8,
+            )
+        };
+        assert_eq!(e.opError, OpError::InvalidValue);
+        assert_eq!(status, -1, "nothing written");
+        assert!(
+            message.iter().all(|&c| c == b'x' as c_char),
+            "nothing written"
+        );
     }
 
     /// One call's arguments, as C passes them.

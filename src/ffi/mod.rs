@@ -28,7 +28,7 @@ pub mod v2;
 pub mod version;
 
 pub use buffer::{hipObjBufDeregister, hipObjBufRegister, hipObjBufRegisterHost};
-pub use checksum::{hipObjChecksumCheck, EXPORTED_FUNCTIONS_CHECKSUM};
+pub use checksum::{hipObjChecksumCheck, hipObjRdmaChecksumCheck, EXPORTED_FUNCTIONS_CHECKSUM};
 pub use error::hipObjGetErrorString;
 pub use lifecycle::{hipObjInit, hipObjShutdown};
 pub use rails::{hipObjRailStats, EXPORTED_FUNCTIONS_RAILS};

@@ -24,10 +24,10 @@
 
 use super::grace;
 use super::{
-    wire, CancelRequest, Cookie, FinalAnswer, Op, PrepareAnswer, PrepareRequest, Psn, ReadyRequest,
+    CancelRequest, Cookie, FinalAnswer, Op, PrepareAnswer, PrepareRequest, Psn, ReadyRequest,
     Session, Target, WireError, MAX_TRANSFER,
 };
-use crate::checksum::{CrcAlgo, ObjectChecksum, Unchecked, Verdict};
+use crate::checksum::{StoredChecksum, Unchecked, Verdict};
 use crate::error::{Error, OpError, Result};
 use crate::token::{Token, Transport};
 use hipobj_actors::callback::CallbackGuard;
@@ -480,9 +480,9 @@ fn check_final(op: Op, size: u64, cookie: Cookie, fin: FinalReplyV2) -> Result<V
     })
 }
 
-/// A GET's FINAL checksum (`x-amz-rdma-checksum: CRC64NVME <base64>`, of the bytes the server
-/// wrote) against the bytes that landed (docs/protocol.md 15.5); a mismatch is an S3 error that
-/// names the algorithm and both values.
+/// A GET's FINAL checksum (`x-amz-rdma-checksum`: the stored checksum of the bytes the server
+/// wrote) against the bytes that landed (docs/protocol.md 15.5 and 16); a mismatch is an S3 error
+/// that names the algorithm and both values; a COMPOSITE value is reported unchecked.
 fn check_landed(op: Op, mut outcome: V2Outcome, path: &dyn DataPath) -> Result<V2Outcome> {
     if op != Op::Get {
         return Ok(outcome);
@@ -490,19 +490,20 @@ fn check_landed(op: Op, mut outcome: V2Outcome, path: &dyn DataPath) -> Result<V
     outcome.verdict = match (&outcome.checksum, path.landed()) {
         (None, _) => Verdict::Unchecked(Unchecked::NoneStored),
         (Some(_), None) => Verdict::Unchecked(Unchecked::DeviceMemory),
-        (Some(text), Some(landed)) => Verdict::Verified(final_checksum_matches(text, landed)?),
+        (Some(text), Some(landed)) => final_checksum_verdict(text, landed)?,
     };
     Ok(outcome)
 }
 
-/// Whether `landed` has the CRC64NVME that FINAL's `CRC64NVME <base64>` names.
-fn final_checksum_matches(text: &str, landed: &[u8]) -> Result<CrcAlgo> {
-    let algo = CrcAlgo::Crc64Nvme;
-    let value = wire::final_crc64nvme(text)
-        .map_err(|e| Error::rdma(format!("FINAL's checksum {text:?}: {}", e.message)))?;
-    ObjectChecksum { algo, value }
-        .check_bytes(landed)
-        .map_err(|m| Error::s3(format!("hipobj-rc-v2 GET: {m}")))
+/// What FINAL's `x-amz-rdma-checksum` says of `landed`.
+fn final_checksum_verdict(text: &str, landed: &[u8]) -> Result<Verdict> {
+    let stored =
+        StoredChecksum::parse(text).map_err(|e| Error::rdma(format!("FINAL's checksum: {e}")))?;
+    match stored.check_bytes(landed) {
+        Ok(Ok(algo)) => Ok(Verdict::Verified(algo)),
+        Ok(Err(m)) => Err(Error::s3(format!("hipobj-rc-v2 GET: {m}"))),
+        Err(why) => Ok(Verdict::Unchecked(why)),
+    }
 }
 
 /// The one CANCEL of a failed transfer whose session was published (best effort, own budget).
@@ -530,6 +531,8 @@ pub fn check_size(size: usize) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checksum::CrcAlgo;
+    use crate::rcv2::wire;
     use std::cell::RefCell;
     use std::rc::Rc;
 
@@ -882,7 +885,7 @@ mod tests {
         let mut o = ops(&log);
         o.final_checksum = Some(right.clone());
         let out = go(Op::Get, &mut path(&log), &mut o).expect("the bytes match");
-        assert_eq!(out.verdict, Verdict::Verified(CrcAlgo::Crc64Nvme));
+        assert_eq!(out.verdict, Verdict::Verified(CrcAlgo::Crc64Nvme.into()));
         assert_eq!(out.checksum.as_deref(), Some(right.as_str()));
 
         let log = Log::default();
@@ -923,10 +926,26 @@ mod tests {
         ))
     }
 
+    /// Revision 6: FINAL names any stored algorithm; a malformed value is refused, a COMPOSITE one
+    /// is reported unchecked.
     #[test]
-    fn a_final_checksum_that_is_not_crc64nvme_is_refused() {
-        let e = final_checksum_matches("SHA256 abc", b"123456789").expect_err("not CRC64NVME");
+    fn a_final_checksum_of_any_algorithm_is_checked_and_a_malformed_one_refused() {
+        use crate::checksum::Algorithm;
+        let sha = format!("SHA256 {}", Algorithm::Sha256.encoded_of(b"123456789"));
+        assert_eq!(
+            final_checksum_verdict(&sha, b"123456789").expect("right"),
+            Verdict::Verified(Algorithm::Sha256)
+        );
+        let e = final_checksum_verdict(&sha, b"123456780").expect_err("a flipped byte");
+        assert!(e.to_string().contains("SHA256 mismatch"), "{e}");
+        let e = final_checksum_verdict("SHA256 abc", b"123456789").expect_err("malformed");
         assert_eq!(e.code, OpError::RdmaError, "{e}");
+        let composite =
+            final_checksum_verdict("CRC32C 4waSgw==-2 COMPOSITE", b"1").expect("composite");
+        assert!(
+            matches!(composite, Verdict::Unchecked(Unchecked::Composite(_))),
+            "{composite:?}"
+        );
     }
 
     #[test]

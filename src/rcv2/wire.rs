@@ -3,7 +3,7 @@
 //! and a [`WireError`] carries the status a server answers for it.
 
 use super::{header, MAX_TRANSFER, PROTOCOL};
-use crate::checksum::CrcAlgo;
+use crate::checksum::{CrcAlgo, StoredChecksum};
 use crate::token::{Token, Transport, TOKEN_HEX_LEN};
 use std::fmt;
 
@@ -600,7 +600,7 @@ pub struct FinalAnswer {
     pub bytes: u64,
     pub etag: Option<String>,
     pub version_id: Option<String>,
-    /// `CRC64NVME <12-char base64>`.
+    /// `x-amz-rdma-checksum`: `<ALGORITHM> <base64>[ COMPOSITE]` ([`StoredChecksum`]).
     pub checksum: Option<String>,
 }
 
@@ -625,12 +625,12 @@ impl FinalAnswer {
     }
 
     /// The client's checks (docs/protocol.md 13.5): protocol echo, a well-formed cookie echo (compare
-    /// it with your own), a decimal byte count, a canonical CRC64NVME checksum when present.
+    /// it with your own), a decimal byte count, a well-formed `x-amz-rdma-checksum` when present.
     pub fn from_headers<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Result<FinalAnswer> {
         check_protocol(&get)?;
         let checksum = get(header::CHECKSUM).map(str::trim).map(str::to_string);
         if let Some(c) = &checksum {
-            check_crc64nvme(c)?;
+            StoredChecksum::parse(c).map_err(|e| WireError::bad(e.to_string()))?;
         }
         let text = |name| get(name).map(str::trim).map(str::to_string);
         Ok(FinalAnswer {
@@ -646,30 +646,9 @@ impl FinalAnswer {
     }
 }
 
-/// `CRC64NVME <b64>`: 11 base64 characters and `=`, the last character's two pad bits zero.
-fn check_crc64nvme(value: &str) -> Result<()> {
-    final_crc64nvme(value).map(drop)
-}
-
-/// A FINAL's `CRC64NVME <b64>` for `value` (the one encoder of what [`final_crc64nvme`] parses).
+/// A FINAL's `CRC64NVME <b64>` for `value` (an `x-amz-rdma-checksum`, [`StoredChecksum`]).
 pub fn final_crc64nvme_text(value: u64) -> String {
     format!("CRC64NVME {}", CrcAlgo::Crc64Nvme.encode(value))
-}
-
-/// The CRC64NVME value a FINAL's `CRC64NVME <b64>` names (12 canonical base64 characters).
-pub fn final_crc64nvme(value: &str) -> Result<u64> {
-    const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let bad = || WireError::bad(format!("{} is not 'CRC64NVME <base64>'", header::CHECKSUM));
-    let text = value.strip_prefix("CRC64NVME ").ok_or_else(bad)?;
-    let b64 = text.as_bytes();
-    if b64.len() != 12 || b64[11] != b'=' {
-        return Err(bad());
-    }
-    let last = B64.iter().position(|&c| c == b64[10]).ok_or_else(bad)?;
-    if !b64[..10].iter().all(|c| B64.contains(c)) || last & 0b11 != 0 {
-        return Err(bad());
-    }
-    CrcAlgo::Crc64Nvme.decode(text).ok_or_else(bad)
 }
 
 /// CANCEL (client -> server): end the session; always answered 204.

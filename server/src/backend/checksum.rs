@@ -2,6 +2,7 @@
 //! verified against what the client sent, stored with the object. The digests are s3s's own
 //! (`s3s::checksum::ChecksumHasher`, which wraps crc-fast, sha1 and sha2).
 
+use hipobj::checksum::{Algorithm, StoredChecksum};
 use s3s::checksum::ChecksumHasher;
 use s3s::crypto::Checksum as _;
 use serde::{Deserialize, Serialize};
@@ -61,6 +62,41 @@ impl ChecksumAlgo {
     }
 }
 
+/// The checksum a token GET that moved `moved` (the bytes sent) of the object reports in
+/// `x-amz-rdma-checksum` (docs/protocol.md rule 16.2), for v1 and hipobj-rc-v2 alike: the stored
+/// checksum of the whole object (COMPOSITE marked), or of exactly one whole part of a multipart
+/// object (that part's own, a checksum of its bytes); none for any other range or when nothing
+/// is stored. When several algorithms are stored, the first in the library's
+/// [`Algorithm::PREFERRED`] order.
+pub fn moved_checksum(
+    info: &super::ObjectInfo,
+    moved: &std::ops::Range<u64>,
+) -> Option<StoredChecksum> {
+    if *moved == (0..info.size) {
+        return info.checksums.preferred(info.checksums.composite);
+    }
+    part_checksums(info, moved)?.preferred(false)
+}
+
+/// The stored checksums of the part of a multipart object whose bytes are exactly `range`.
+fn part_checksums<'i>(
+    info: &'i super::ObjectInfo,
+    range: &std::ops::Range<u64>,
+) -> Option<&'i Checksums> {
+    let mut start = 0u64;
+    for (size, sums) in info.part_sizes.iter().zip(&info.part_checksums) {
+        if start > range.start {
+            return None;
+        }
+        let end = start.saturating_add(*size);
+        if (start..end) == *range {
+            return Some(sums);
+        }
+        start = end;
+    }
+    None
+}
+
 /// What an object's ETag is (the operator's `--etag`; docs/etag.md). S3 and the default: the
 /// hex MD5 of the bytes, which one core computes at about 0.7 GB/s and only in order. `Crc64Nvme`:
 /// the hex CRC64NVME of the bytes (16 digits), which runs at memory speed with carry-less
@@ -111,6 +147,15 @@ impl Checksums {
         }
         sums.composite = header("x-amz-checksum-type").as_deref() == Some("COMPOSITE");
         sums
+    }
+
+    /// The first stored value in [`Algorithm::PREFERRED`] order, as `x-amz-rdma-checksum` names
+    /// it (`composite`: the values are digests of the parts' digests).
+    fn preferred(&self, composite: bool) -> Option<StoredChecksum> {
+        Algorithm::PREFERRED.into_iter().find_map(|algorithm| {
+            let value = self.get(ChecksumAlgo::parse(algorithm.as_str())?)?;
+            StoredChecksum::stored(algorithm, value, composite)
+        })
     }
 
     pub fn get(&self, algo: ChecksumAlgo) -> Option<&String> {

@@ -17,12 +17,11 @@
 //! - A session ends after its one transfer, on CANCEL, or at T_prep; its QP is destroyed, its
 //!   window invalidated (or deallocated with the QP), its staging returned, its writer aborted.
 
-use std::ops::Range;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hipobj::checksum::CrcAlgo;
+use hipobj::checksum::StoredChecksum;
 use hipobj::token::Token;
 use tracing::{debug, warn};
 
@@ -33,7 +32,8 @@ use super::session::{ClaimError, NewSession, SessionId, SessionLimits, SessionTa
 use super::shared::Shared;
 use super::staging::Staged;
 use super::transfer::{Direction, Plan, Remote, Transfer, TransferError};
-use crate::backend::{Checksums, ObjectInfo, ObjectReader, ObjectWriter, WriteOptions};
+use crate::backend::checksum::moved_checksum;
+use crate::backend::{ObjectInfo, ObjectReader, ObjectWriter, WriteOptions};
 use crate::config::V2Settings;
 use crate::error::Fault;
 use crate::identity::Requester;
@@ -101,13 +101,13 @@ pub enum V2Outcome {
         /// PUT: the window over the staging bytes.
         staging: Option<Window>,
     },
-    /// FINAL 200: `bytes` moved; a PUT's stored object; a GET's CRC64NVME for FINAL's
-    /// `x-amz-rdma-checksum` ([`final_crc64nvme`]).
+    /// FINAL 200: `bytes` moved; a PUT's stored object; a GET's stored checksum for FINAL's
+    /// `x-amz-rdma-checksum` ([`moved_checksum`]).
     Moved {
         bytes: u64,
         stored: Option<Box<ObjectInfo>>,
         etag: String,
-        checksum: Option<u64>,
+        checksum: Option<StoredChecksum>,
     },
     Rejected(Fault),
 }
@@ -466,7 +466,7 @@ impl<P: RdmaPort> SessionTransfers<P> {
                 V2Outcome::Moved {
                     bytes: len,
                     stored: None,
-                    checksum: final_crc64nvme(&object.info, &object.range),
+                    checksum: moved_checksum(&object.info, &object.range),
                     etag: object.info.etag,
                 }
             }
@@ -621,37 +621,6 @@ impl Source {
     }
 }
 
-/// The CRC64NVME a GET's FINAL names (docs/protocol.md 14 and 15.5) when the transfer moved
-/// (`range`: the bytes sent) the whole object, or exactly one part of a multipart object: the
-/// stored full-object CRC64NVME, or that part's own. None for any other range, an object
-/// without one (`--default-checksum none`, another algorithm the writer named), or a COMPOSITE
-/// object value (not the CRC of the bytes).
-pub fn final_crc64nvme(info: &ObjectInfo, range: &Range<u64>) -> Option<u64> {
-    let c = &info.checksums;
-    let stored = if *range == (0..info.size) {
-        (!c.composite).then_some(c)?
-    } else {
-        part_checksums(info, range)?
-    };
-    CrcAlgo::Crc64Nvme.decode(stored.crc64nvme.as_deref()?)
-}
-
-/// The stored checksums of the part of a multipart object whose bytes are exactly `range`.
-fn part_checksums<'i>(info: &'i ObjectInfo, range: &Range<u64>) -> Option<&'i Checksums> {
-    let mut start = 0u64;
-    for (size, sums) in info.part_sizes.iter().zip(&info.part_checksums) {
-        if start > range.start {
-            return None;
-        }
-        let end = start.saturating_add(*size);
-        if (start..end) == *range {
-            return Some(sums);
-        }
-        start = end;
-    }
-    None
-}
-
 /// The PUT session's receive completion checked: the client's WRITE_WITH_IMM of exactly `size`
 /// bytes with the session's cookie (400 otherwise), completed without error (500 otherwise).
 fn check_client_write(
@@ -711,6 +680,7 @@ mod tests {
     use crate::rdma::port::PortInfo;
     use crate::rdma::test_double::{DoublePort, QpLog};
     use crate::rdma::test_fixture::{self, object, pattern, tester, Fixture, BASE, CLIENT_GID};
+    use hipobj::checksum::{Algorithm, CrcAlgo};
     use md5::{Digest, Md5};
     use std::sync::atomic::Ordering;
 
@@ -882,9 +852,15 @@ mod tests {
         assert_eq!(f.port.posted().len(), 8);
     }
 
+    /// The `x-amz-rdma-checksum` of a full CRC64NVME of `bytes`.
+    fn crc64nvme_of(bytes: &[u8]) -> Option<StoredChecksum> {
+        let crc = CrcAlgo::Crc64Nvme;
+        StoredChecksum::stored(crc.into(), &crc.encode(crc.of(bytes)), false)
+    }
+
     /// A GET of the whole object: FINAL names the stored full-object CRC64NVME, which is the
-    /// CRC of the bytes written. Part of the object, an object stored without the default CRC,
-    /// or a COMPOSITE value: none.
+    /// CRC of the bytes written. Part of the object, or an object stored without a checksum:
+    /// none; a COMPOSITE value is named as one; of several algorithms, the CRCs come first.
     #[test]
     fn a_whole_object_get_names_the_stored_crc64nvme() {
         let f = fixture();
@@ -900,18 +876,32 @@ mod tests {
         ));
         match ready_as(&f, tester(), id, COOKIE) {
             V2Outcome::Moved { checksum, .. } => {
-                assert_eq!(checksum, Some(CrcAlgo::Crc64Nvme.of(&f.port.region(RKEY))));
-                assert_eq!(checksum, Some(CrcAlgo::Crc64Nvme.of(&data)));
+                assert_eq!(checksum, crc64nvme_of(&f.port.region(RKEY)));
+                assert_eq!(checksum, crc64nvme_of(&data));
             }
             other => panic!("expected FINAL 200, got {other:?}"),
         }
         let mut info = f.storage.head_object("b", "k").expect("head");
-        assert_eq!(final_crc64nvme(&info, &(0..2999)), None, "a range");
-        assert_eq!(final_crc64nvme(&info, &(1..3000)), None, "a range");
+        assert_eq!(moved_checksum(&info, &(0..2999)), None, "a range");
+        assert_eq!(moved_checksum(&info, &(1..3000)), None, "a range");
+        let stored = info
+            .checksums
+            .crc64nvme
+            .clone()
+            .expect("the default CRC64NVME");
+        info.checksums.crc64nvme = Some(format!("{stored}-2"));
         info.checksums.composite = true;
-        assert_eq!(final_crc64nvme(&info, &(0..3000)), None, "COMPOSITE");
+        let composite = moved_checksum(&info, &(0..3000)).expect("COMPOSITE");
+        assert_eq!(
+            composite.header_value(),
+            format!("CRC64NVME {stored}-2 COMPOSITE")
+        );
         info.checksums = Default::default();
-        assert_eq!(final_crc64nvme(&info, &(0..3000)), None, "none stored");
+        assert_eq!(moved_checksum(&info, &(0..3000)), None, "none stored");
+        info.checksums.crc32 = Some("y/Q5Jg==".into());
+        info.checksums.sha256 = Some(Algorithm::Sha256.encoded_of(b"x"));
+        let text = moved_checksum(&info, &(0..3000)).map(|c| c.header_value());
+        assert_eq!(text.as_deref(), Some("CRC32 y/Q5Jg=="), "CRCs before SHAs");
     }
 
     /// A GET of exactly one part of a multipart object: FINAL names that part's own stored
@@ -956,19 +946,19 @@ mod tests {
         let (session, ..) = prepared(prepare_as(&f, tester(), "mp", 1000, get));
         match ready_as(&f, tester(), session, COOKIE) {
             V2Outcome::Moved { checksum, .. } => {
-                assert_eq!(checksum, Some(CrcAlgo::Crc64Nvme.of(&data[first..])));
-                assert_eq!(checksum, Some(CrcAlgo::Crc64Nvme.of(&f.port.region(RKEY))));
+                assert_eq!(checksum, crc64nvme_of(&data[first..]));
+                assert_eq!(checksum, crc64nvme_of(&f.port.region(RKEY)));
             }
             other => panic!("expected FINAL 200, got {other:?}"),
         }
         let info = f.storage.head_object("b", "mp").expect("head");
         let (first, all) = (first as u64, data.len() as u64);
-        let crc = |r: std::ops::Range<usize>| Some(CrcAlgo::Crc64Nvme.of(&data[r]));
-        assert_eq!(final_crc64nvme(&info, &(0..first)), crc(0..first as usize));
-        assert_eq!(final_crc64nvme(&info, &(0..all)), crc(0..all as usize));
-        assert_eq!(final_crc64nvme(&info, &(1..first)), None, "part of a part");
+        let crc = |r: std::ops::Range<usize>| crc64nvme_of(&data[r]);
+        assert_eq!(moved_checksum(&info, &(0..first)), crc(0..first as usize));
+        assert_eq!(moved_checksum(&info, &(0..all)), crc(0..all as usize));
+        assert_eq!(moved_checksum(&info, &(1..first)), None, "part of a part");
         assert_eq!(
-            final_crc64nvme(&info, &(first - 1..all)),
+            moved_checksum(&info, &(first - 1..all)),
             None,
             "across parts"
         );

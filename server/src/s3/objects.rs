@@ -164,7 +164,7 @@ fn invalid_part_number() -> S3Error {
 }
 
 /// The bytes GET/HEAD select: `partNumber` or `Range` (not both).
-fn selection(
+pub(super) fn selection(
     info: &ObjectInfo,
     part_number: Option<i32>,
     range: Option<&Range>,

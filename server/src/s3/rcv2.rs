@@ -289,7 +289,7 @@ impl ControlRoute {
                     bytes,
                     etag: Some(format!("\"{etag}\"")),
                     version_id: None,
-                    checksum: checksum.map(rcv2::wire::final_crc64nvme_text),
+                    checksum: checksum.map(|c| c.header_value()),
                 };
                 Ok(Answer::ok(200, answer.headers()))
             }
@@ -707,8 +707,11 @@ mod tests {
             .checksum
             .as_deref()
             .expect("FINAL's x-amz-rdma-checksum");
-        let crc = rcv2::wire::final_crc64nvme(named).expect("CRC64NVME <base64>");
-        assert_eq!(crc, CrcAlgo::Crc64Nvme.of(&h.port.region(RKEY)));
+        let stored = hipobj::checksum::StoredChecksum::parse(named).expect("well formed");
+        assert_eq!(
+            stored.check_bytes(&h.port.region(RKEY)),
+            Ok(Ok(CrcAlgo::Crc64Nvme.into()))
+        );
         // A second READY: 409, nothing moves again.
         let posted = h.port.posted().len();
         let (status, ..) = send(&h, post(rcv2::READY_PATH, ready_req(&answer, COOKIE))).await;

@@ -9,7 +9,10 @@
 #    GET after it (one request when both sides keep the pairing, revision 5; two otherwise);
 # 2. both of this revision, for comparison (remote invalidations counted by the server), asking
 #    for the revision-5 count;
-# 3. this client (tests/e2e_rdma.rs, unchanged) against the old server.
+# 3. this client (tests/e2e_rdma.rs, unchanged) against the old server;
+# 4. the end-to-end check of a token GET across revisions 5 and 6 (docs/protocol.md 16.6):
+#    examples/get-object of each build against each server: no failure, the bytes equal; a
+#    revision-5 client of a revision-6 server says "unchecked", the others "verified".
 # This revision's client asks for remote invalidation only when told (HIPOBJ_REMOTE_INV, off by
 # default: rxe of Linux 6.1 can panic on it, src/env.rs); this test is about that path too.
 export HIPOBJ_REMOTE_INV=1
@@ -45,7 +48,10 @@ curl_case() {
   curl -sf --aws-sigv4 aws:amz:us-east-1:s3 --user $HIPOBJ_S3_USER \
     -H x-amz-content-sha256:UNSIGNED-PAYLOAD -X PUT "http://$ADDR:$port/cbkt" > /dev/null
   echo "== $label"
-  if HIPOBJ_EXPECT_KEPT_PAIRING=$kept LD_LIBRARY_PATH=$lib target/e2e/curl_e2e "http://$ADDR:$port" "$CLIENT_DEV" 4194304; then
+  # The old library runs the old build's program when there is one (a real old client).
+  local prog=target/e2e/curl_e2e
+  [ "$lib" = "$OLD_LIB" ] && [ -x "$OLD/target/e2e/curl_e2e" ] && prog=$OLD/target/e2e/curl_e2e
+  if HIPOBJ_EXPECT_KEPT_PAIRING=$kept LD_LIBRARY_PATH=$lib "$prog" "http://$ADDR:$port" "$CLIENT_DEV" 4194304; then
     echo "-- $label: PASS"
   else
     echo "-- $label: FAIL"; rc=1
@@ -61,6 +67,44 @@ curl_case() {
 curl_case "revision-$OLD_REV library -> revision-$NEW_REV server" "$NEW_SERVER" "$OLD_LIB"
 curl_case "revision-$NEW_REV library -> revision-$OLD_REV server" "$OLD_SERVER" "$NEW_LIB"
 curl_case "revision-$NEW_REV library -> revision-$NEW_REV server" "$NEW_SERVER" "$NEW_LIB" 1
+
+# checksum_case LABEL SERVER_BIN EXAMPLES_DIR WANT: put-object then get-object (each build's own
+# examples, linked to its own library) of 3 MB; WANT is the word get-object must print.
+checksum_case() {
+  local label=$1 server=$2 ex=$3 want=$4 data port=19482 out
+  data=$(mktemp -d /tmp/hipobj-mixed.XXXXXX)
+  printf '# mixed\ncurl-e2e curl-e2e-secret-key\n' > "$data.credentials"
+  "$server" --listen "$ADDR:$port" --data-dir "$data" --device "$SERVER_DEV" \
+    --credentials "$data.credentials" > "$data.log" 2>&1 &
+  local spid=$! i=0
+  until grep -q "listening on" "$data.log" 2>/dev/null; do
+    i=$((i+1)); [ $i -lt 600 ] || { echo "server did not start"; cat "$data.log"; rc=1; return; }; sleep 0.1
+  done
+  curl -sf --aws-sigv4 aws:amz:us-east-1:s3 --user curl-e2e:curl-e2e-secret-key \
+    -H x-amz-content-sha256:UNSIGNED-PAYLOAD -X PUT "http://$ADDR:$port/xbkt" > /dev/null
+  head -c 3000001 /dev/urandom > "$data.in"
+  echo "== $label"
+  export AWS_ENDPOINT_URL=http://$ADDR:$port HIPOBJ_NIC=$CLIENT_DEV AWS_ACCESS_KEY_ID=curl-e2e \
+    AWS_SECRET_ACCESS_KEY=curl-e2e-secret-key AWS_REGION=us-east-1 HIPOBJ_TRANSPORT=rdma
+  if "$ex/put-object" xbkt obj "$data.in" >/dev/null 2>&1 &&
+     out=$("$ex/get-object" xbkt obj 3000001 "$data.out" 2>&1) && cmp -s "$data.in" "$data.out" &&
+     grep -q "$want" <<<"$out"; then
+    echo "-- $label: PASS ($(grep 'GET s3://' <<<"$out"))"
+  else
+    echo "-- $label: FAIL (want '$want'): $out"; rc=1
+  fi
+  unset AWS_ENDPOINT_URL AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY HIPOBJ_TRANSPORT
+  kill $spid 2>/dev/null; wait $spid 2>/dev/null
+  rm -rf "$data" "$data.log" "$data.credentials" "$data.in" "$data.out"
+}
+
+if [ -x "$OLD/target/examples/get-object" ] && [ -x target/examples/get-object ]; then
+  checksum_case "revision-$OLD_REV get-object -> revision-$NEW_REV server" "$NEW_SERVER" "$OLD/target/examples" "unchecked"
+  checksum_case "revision-$NEW_REV get-object -> revision-$OLD_REV server" "$OLD_SERVER" "$PWD/target/examples" "verified"
+  checksum_case "revision-$NEW_REV get-object -> revision-$NEW_REV server" "$NEW_SERVER" "$PWD/target/examples" "verified"
+else
+  echo "-- checksum cases: FAIL (run scripts/build-examples in both trees)"; rc=1
+fi
 
 if [ -n "${HIPOBJ_MIXED_E2E:-}" ]; then
   echo "== tests/e2e_rdma.rs (revision-$NEW_REV client) -> revision-$OLD_REV server"

@@ -534,7 +534,8 @@ fn engine_failure(e: EngineError<Retryable>, copy: &Copy) -> (Failure, u64) {
         }
         EngineError::Io(e) => (Failure::Io(format!("{}: {e}", copy.name())), 0),
         EngineError::Library(e) => (crate::session::library_failure(&e, &copy.name()), 0),
-        e @ (EngineError::Short { .. } | EngineError::Checksum(_)) => {
+        e
+        @ (EngineError::Short { .. } | EngineError::Changed { .. } | EngineError::Checksum(_)) => {
             (Failure::Transfer(format!("{}: {e}", copy.name())), 0)
         }
         EngineError::Cancelled { retries } => (

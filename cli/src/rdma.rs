@@ -7,7 +7,7 @@
 use crate::failure::Failure;
 use crate::s3::{ObjectPath, Response, S3};
 use crate::session::Session;
-use hipobj::checksum::ObjectChecksum;
+use hipobj::checksum::{ObjectChecksum, StoredChecksum, RDMA_CHECKSUM};
 use hipobj::engine::{ErrorClass, Slice};
 use hipobj::error::Error;
 use hipobj::rcv2::client::{FinalReplyV2, PrepareReplyV2, S3OpsV2, V2Outcome, V2Target};
@@ -217,6 +217,21 @@ impl<'a> RdmaRequest<'a> {
             .as_ref()
             .filter(|r| r.status >= 300)
             .and_then(Response::error)
+    }
+
+    /// The stored checksum the GET's reply named for the bytes it moved (`x-amz-rdma-checksum`,
+    /// docs/protocol.md rule 16.2: v1's reply or hipobj-rc-v2's FINAL); a malformed value is
+    /// none (the landed bytes are still checked against the HEAD's value).
+    pub fn named_checksum(&self) -> Option<StoredChecksum> {
+        let text = match &self.outcome {
+            Some(o) => o.checksum.clone(),
+            None => self
+                .last
+                .as_ref()
+                .and_then(|r| r.header(RDMA_CHECKSUM))
+                .map(str::to_owned),
+        }?;
+        StoredChecksum::parse(&text).ok()
     }
 
     /// `x-amz-rdma-bytes-transferred` of the last response.

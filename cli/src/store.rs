@@ -6,7 +6,7 @@ use crate::failure::{Failure, Retryable};
 use crate::rdma::{self, RdmaRequest};
 use crate::s3::{ObjectPath, S3};
 use crate::session::{Registered, Session};
-use hipobj::checksum::{CrcAlgo, ObjectChecksum};
+use hipobj::checksum::{CrcAlgo, ObjectChecksum, StoredChecksum};
 use hipobj::engine::{
     Buffers, CompletedPart, ObjectStore, PartHead, PutTarget, Sink, Slice, Slot, Source,
 };
@@ -37,11 +37,20 @@ impl ObjectStore for ObjectStoreCli<'_> {
     type Error = Retryable;
 
     fn get(&self, slice: Slice, first: u64) -> std::result::Result<u64, Retryable> {
+        self.get_named(slice, first).map(|(bytes, _)| bytes)
+    }
+
+    fn get_named(
+        &self,
+        slice: Slice,
+        first: u64,
+    ) -> std::result::Result<(u64, Option<StoredChecksum>), Retryable> {
         let last = first + slice.len as u64 - 1;
         let mut req =
             RdmaRequest::new(self.s3, TransferKind::Get, self.object, Some((first, last)));
         self.rdma(slice, &mut req)?;
-        Ok(req.bytes_transferred().unwrap_or(slice.len as u64))
+        let bytes = req.bytes_transferred().unwrap_or(slice.len as u64);
+        Ok((bytes, req.named_checksum()))
     }
 
     fn put(

@@ -11,7 +11,7 @@ use crate::errors::{self, to_py};
 use crate::registration::Registration;
 use crate::transfer::{rdma_transfer, Failed};
 use crate::transport::{destination_of, Ticket};
-use hipobj::checksum::{CrcAlgo, ObjectChecksum};
+use hipobj::checksum::{CrcAlgo, ObjectChecksum, StoredChecksum, RDMA_CHECKSUM};
 use hipobj::engine::{
     self, Buffers, Classify, CompletedPart, EngineError, ErrorClass, FileSink, FileSource,
     HostBuffers, Job, ObjectStore, PartHead, PlainBuffers, PutTarget, RegisteredMemory, Report,
@@ -198,12 +198,23 @@ impl ObjectStore for PyStore {
     type Error = StoreError;
 
     fn get(&self, slice: Slice, first: u64) -> Result<u64, StoreError> {
+        self.get_named(slice, first).map(|(bytes, _)| bytes)
+    }
+
+    fn get_named(
+        &self,
+        slice: Slice,
+        first: u64,
+    ) -> Result<(u64, Option<StoredChecksum>), StoreError> {
         let last = first + slice.len as u64 - 1;
         let call = self.call("request", ("get", first, last, None::<String>, None::<u32>))?;
         self.transfer(TransferKind::Get, slice, &call)?;
-        Ok(Self::header(&call, "x-amz-rdma-bytes-transferred")
+        let bytes = Self::header(&call, "x-amz-rdma-bytes-transferred")
             .and_then(|v| v.parse().ok())
-            .unwrap_or(slice.len as u64))
+            .unwrap_or(slice.len as u64);
+        // docs/protocol.md rule 16.2: the stored checksum of exactly these bytes, when named.
+        let named = Self::header(&call, RDMA_CHECKSUM).and_then(|v| StoredChecksum::parse(&v).ok());
+        Ok((bytes, named))
     }
 
     fn put(
@@ -299,7 +310,9 @@ fn raise(py: Python<'_>, e: EngineError<StoreError>) -> PyErr {
         EngineError::Store { error, retries } => (error.err, retries),
         EngineError::Io(e) => (PyOSError::new_err(e.to_string()), 0),
         EngineError::Library(e) => (to_py(e), 0),
-        e @ EngineError::Short { .. } => (errors::S3Error::new_err(e.to_string()), 0),
+        e @ (EngineError::Short { .. } | EngineError::Changed { .. }) => {
+            (errors::S3Error::new_err(e.to_string()), 0)
+        }
         EngineError::Cancelled { retries } => (errors::S3Error::new_err("cancelled"), retries),
         EngineError::Checksum(m) => (
             errors::checksum_mismatch(py, "download (read twice)", &m),

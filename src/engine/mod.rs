@@ -36,7 +36,7 @@ pub use ring::{Buffers, HostBuffers, HostSlot, PlainBuffers, Slot};
 pub use run::{download, download_into, upload};
 pub use segments::{upload_from, RegisteredMemory, Segment};
 
-use crate::checksum::{CrcAlgo, Mismatch, ObjectChecksum, Unchecked, Verdict};
+use crate::checksum::{CrcAlgo, Mismatch, ObjectChecksum, StoredChecksum, Unchecked, Verdict};
 use std::fmt;
 use std::sync::atomic::AtomicBool;
 
@@ -121,6 +121,16 @@ pub trait ObjectStore: Sync {
     /// RDMA GET of object bytes `first ..= first + slice.len - 1` into `slice`: the number of
     /// bytes the server wrote.
     fn get(&self, slice: Slice, first: u64) -> Result<u64, Self::Error>;
+    /// [`ObjectStore::get`], with the stored checksum its reply named for exactly these bytes
+    /// (`x-amz-rdma-checksum`, docs/protocol.md rule 16.2) when it named one. The default names
+    /// none; a store that reads its replies overrides it (the engine then calls only this).
+    fn get_named(
+        &self,
+        slice: Slice,
+        first: u64,
+    ) -> Result<(u64, Option<StoredChecksum>), Self::Error> {
+        self.get(slice, first).map(|n| (n, None))
+    }
     /// RDMA PUT (or UploadPart) of `slice`, with the checksum of its bytes to send
     /// (`x-amz-checksum-<algorithm>`): the ETag the server answered, if any.
     fn put(
@@ -189,6 +199,13 @@ pub enum EngineError<E> {
     Library(crate::error::Error),
     /// The server wrote another number of bytes than the part asked for (the object changed).
     Short { first: u64, want: u64, got: u64 },
+    /// A GET's reply named (`x-amz-rdma-checksum`) another stored checksum for its bytes than
+    /// the one the download checks against (the object changed after its HEAD).
+    Changed {
+        first: u64,
+        checked: String,
+        named: String,
+    },
     /// `Job::cancel` was set.
     Cancelled { retries: u64 },
     /// What landed did not have the object's stored checksum, twice (the download was run again
@@ -205,6 +222,14 @@ impl<E: fmt::Display> fmt::Display for EngineError<E> {
             EngineError::Short { first, want, got } => write!(
                 f,
                 "the server wrote {got} bytes for the {want} bytes at {first} (did the object change?)"
+            ),
+            EngineError::Changed {
+                first,
+                checked,
+                named,
+            } => write!(
+                f,
+                "the object changed during the download: the GET at {first} names the stored checksum {named}, the download checks against {checked}"
             ),
             EngineError::Cancelled { .. } => f.write_str("cancelled"),
             EngineError::Checksum(m) => write!(f, "{m} (read twice)"),

@@ -12,7 +12,7 @@ use super::verify::{read_through, CheckingSink, CheckingSource, Covered};
 use super::{
     CompletedPart, EngineError, Job, ObjectStore, PartHead, PutTarget, Report, Sink, Slice, Source,
 };
-use crate::checksum::{Composite, ObjectChecksum, Unchecked, Verdict};
+use crate::checksum::{Composite, ObjectChecksum, StoredChecksum, Unchecked, Verdict};
 use crate::error::Error;
 use crate::runtime::MAX_REGISTRATION;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -206,16 +206,18 @@ fn ring<E>(
         .collect()
 }
 
-/// A part's GET, retried, and the check that the server wrote all of it.
+/// A part's GET, retried, and the checks that the server wrote all of it and, where its reply
+/// names the stored checksum of exactly these bytes, that it is the one `covers` check against.
 fn get_part<S: ObjectStore>(
     store: &S,
     retrier: &Retrier<'_>,
     slice: Slice,
     part: Part,
+    covers: &[Covered],
 ) -> Outcome<(), S::Error> {
     let last = part.first + part.len - 1;
-    let got = retrier.store(&|| format!("GET bytes {}-{last}", part.first), || {
-        store.get(slice, part.first)
+    let (got, named) = retrier.store(&|| format!("GET bytes {}-{last}", part.first), || {
+        store.get_named(slice, part.first)
     })?;
     if got != part.len {
         return Err(EngineError::Short {
@@ -224,7 +226,34 @@ fn get_part<S: ObjectStore>(
             got,
         });
     }
-    Ok(())
+    match named {
+        Some(named) => same_stored_checksum(&named, part, covers),
+        None => Ok(()),
+    }
+}
+
+/// A reply's `x-amz-rdma-checksum` against the stored checksum the download checks the same
+/// bytes against (a cover of exactly `part`'s bytes): another value means the object changed
+/// after the HEAD that gave the covers.
+fn same_stored_checksum<E>(
+    named: &StoredChecksum,
+    part: Part,
+    covers: &[Covered],
+) -> Outcome<(), E> {
+    let Some(cover) = covers
+        .iter()
+        .find(|c| c.start == part.pos && c.len == part.len)
+    else {
+        return Ok(());
+    };
+    match named.object_checksum() {
+        Ok(value) if value != cover.stored => Err(EngineError::Changed {
+            first: part.first,
+            checked: format!("{} {}", cover.stored.algo, cover.stored.encoded()),
+            named: named.header_value(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 fn report<T, E>(
@@ -260,15 +289,17 @@ pub fn download<S: ObjectStore>(
     buffers: &dyn Buffers,
     job: &Job<'_>,
 ) -> Outcome<Report, S::Error> {
-    let once = |sink: &dyn Sink, plan: &Plan| download_once(store, plan, sink, buffers, job);
+    let once = |sink: &dyn Sink, plan: &Plan, covers: &[Covered]| {
+        download_once(store, plan, covers, sink, buffers, job)
+    };
     let check = match job.settings.checksum {
-        None => return once(sink, &ranges(start, len, job)?),
+        None => return once(sink, &ranges(start, len, job)?, &[]),
         Some(stored) => Check::of(store, start, len, stored, job)?,
     };
     let check = match check {
         Ok(check) => check,
         Err(why) => {
-            let mut report = once(sink, &ranges(start, len, job)?)?;
+            let mut report = once(sink, &ranges(start, len, job)?, &[])?;
             report.checksum = Verdict::Unchecked(why);
             return Ok(report);
         }
@@ -276,7 +307,7 @@ pub fn download<S: ObjectStore>(
     let mut retries = 0;
     loop {
         let checking = CheckingSink::new(sink, &check.covers);
-        let mut report = once(&checking, &check.plan)?;
+        let mut report = once(&checking, &check.plan, &check.covers)?;
         match checking.check() {
             Ok(()) => {
                 report.checksum = check.verdict;
@@ -391,6 +422,7 @@ impl Check {
 fn download_once<S: ObjectStore>(
     store: &S,
     plan: &Plan,
+    covers: &[Covered],
     sink: &dyn Sink,
     buffers: &dyn Buffers,
     job: &Job<'_>,
@@ -404,7 +436,7 @@ fn download_once<S: ObjectStore>(
         RingStart::Now,
         &|disk: &mut Disk<'_>, part, _| {
             let slot = disk.free_buffer().map_err(EngineError::Io)?;
-            if let Err(e) = get_part(store, &retrier, slot.slice(part.len as usize), part) {
+            if let Err(e) = get_part(store, &retrier, slot.slice(part.len as usize), part, covers) {
                 disk.give_back(slot);
                 return Err(e);
             }
@@ -436,7 +468,7 @@ pub fn download_into<S: ObjectStore>(
                 offset: dest.offset + part.pos as usize,
                 len: part.len as usize,
             };
-            get_part(store, &retrier, slice, part)?;
+            get_part(store, &retrier, slice, part, &[])?;
             (job.progress)(part.len);
             Ok(())
         },

@@ -2,7 +2,7 @@
 //! and its object as the server's RDMA WRITE or READ would), with scripted failures.
 
 use super::*;
-use crate::checksum::{CrcAlgo, ObjectChecksum};
+use crate::checksum::{CrcAlgo, ObjectChecksum, StoredChecksum};
 use crate::error::Error;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -52,6 +52,9 @@ struct Store {
     parts: Vec<PartHead>,
     /// The GETs asked (object offset, length).
     gets: Mutex<Vec<(u64, u64)>>,
+    /// What a GET of the whole object names in its reply (`x-amz-rdma-checksum`): the server's
+    /// stored checksum at the time of that GET.
+    named: Mutex<Option<StoredChecksum>>,
     /// The slice each PUT (0) or UploadPart (its number) was sent from, last attempt.
     put_slices: Mutex<BTreeMap<u32, Slice>>,
 }
@@ -89,6 +92,13 @@ impl Store {
 
 impl ObjectStore for Store {
     type Error = Failed;
+
+    fn get_named(&self, slice: Slice, first: u64) -> Result<(u64, Option<StoredChecksum>), Failed> {
+        let whole = first == 0 && slice.len == self.object.lock().unwrap().len();
+        let n = self.get(slice, first)?;
+        let named = self.named.lock().unwrap().clone().filter(|_| whole);
+        Ok((n, named))
+    }
 
     fn get(&self, slice: Slice, first: u64) -> Result<u64, Failed> {
         self.answer()?;
@@ -730,6 +740,48 @@ fn stored(object: &[u8]) -> ObjectChecksum {
         algo: CrcAlgo::Crc64Nvme,
         value: CrcAlgo::Crc64Nvme.of(object),
     }
+}
+
+/// docs/protocol.md rule 16.2: a GET whose reply names the stored checksum of exactly its bytes
+/// is compared with the value the download checks against (the HEAD's): the same value passes,
+/// another one (the object was replaced after the HEAD) fails the download as changed.
+#[test]
+fn a_gets_named_checksum_that_is_not_the_heads_means_the_object_changed() {
+    let object = data(100_000);
+    let crc = CrcAlgo::Crc64Nvme;
+    let named = |value: u64| StoredChecksum::stored(crc.into(), &crc.encode(value), false);
+    let one_get = |store: &Store| {
+        let sink = Bytes(Mutex::new(vec![0; object.len()]));
+        let s = Settings {
+            checksum: Some(Ok(stored(&object))),
+            ..settings(1 << 20, 1)
+        };
+        let len = object.len() as u64;
+        run_job(s, |job| {
+            download(store, 0, len, &sink, &Memory::default(), job)
+        })
+        .0
+    };
+    let store = Store::with(object.clone());
+    *store.named.lock().unwrap() = named(crc.of(&object));
+    let report = one_get(&store).expect("the same stored checksum");
+    assert!(report.checksum.is_verified(), "{:?}", report.checksum);
+    *store.named.lock().unwrap() = named(crc.of(b"another object"));
+    match one_get(&store) {
+        Err(e @ EngineError::Changed { .. }) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("changed") && text.contains(&crc.encode(crc.of(&object))),
+                "{text}"
+            );
+        }
+        other => panic!("expected Changed, got {other:?}"),
+    }
+    assert_eq!(
+        store.gets.lock().unwrap().len(),
+        2,
+        "one GET each, no second read"
+    );
 }
 
 /// The whole `object` from `store` into `sink` in parts of 64 KiB, 4 at once, checked against

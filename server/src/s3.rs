@@ -137,7 +137,7 @@ impl HipobjS3 {
         checked: &CheckedToken<'_>,
     ) -> S3Result<Option<s3s::dto::Range>> {
         if input.part_number.is_none() {
-            return Ok(input.range.clone());
+            return Ok(input.range);
         }
         let (b, k) = (input.bucket.clone(), input.key.clone());
         let who = Some(&checked.requester.identity);

@@ -230,11 +230,18 @@ HIPOBJ_API hipObjError_t hipObjShutdown(void);
 
 /* Make a GPU buffer (from hipMalloc) available to RDMA, via dmabuf export.
  * At most 4 GiB per registration. The whole range must belong to the one
- * HIP allocation that contains devPtr, else hipObjInvalidValue. */
+ * HIP allocation that contains devPtr, else hipObjInvalidValue. hipObject
+ * neither allocates nor frees that memory, and reads and writes it whenever
+ * a call uses the buffer: keep the allocation alive (do not hipFree() it)
+ * while it is registered, that is until hipObjBufDeregister() of it has
+ * returned hipObjSuccess. */
 HIPOBJ_API hipObjError_t hipObjBufRegister(void *devPtr, size_t size);
 
 /* Make application-owned host memory (malloc(), hipHostMalloc(), ...)
- * available to RDMA. hipObject neither allocates nor frees it. At most
+ * available to RDMA. hipObject neither allocates nor frees it, and reads and
+ * writes it whenever a call uses the buffer: keep [hostPtr, hostPtr + size)
+ * allocated (do not free() or unmap it) while it is registered, that is
+ * until hipObjBufDeregister() of it has returned hipObjSuccess. At most
  * 4 GiB per registration. */
 HIPOBJ_API hipObjError_t hipObjBufRegisterHost(void *hostPtr, size_t size);
 

@@ -7,7 +7,8 @@
 //!   unsigned request is refused.
 //! - Rule 9.2: with authentication on, a request carrying `x-amz-rdma-token` must list it in
 //!   its SigV4 `SignedHeaders` (header form or presigned `X-Amz-SignedHeaders`).
-//! - Rule 9.4: an IPv4-mapped client GID in the token must be the HTTP peer's address.
+//! - Rule 9.4: the token's client GID must name the HTTP peer, in every form
+//!   ([`check_client_gid`], also hipobj-rc-v2's PREPARE); a link-local GID is refused.
 //! - Rule 9.1: a bucket and its objects are only for the identity that owns the bucket (in
 //!   gateway mode the store's own access rules decide instead, for the same identity).
 //! - Rule 9.5: [`StatsRoute`] serves the counters to authenticated identities, or when serving
@@ -15,7 +16,7 @@
 //!
 //! A refused token request gets status 403 with `x-amz-rdma-reply: 403`.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Arc;
 
 use http::{HeaderMap, Uri};
@@ -29,8 +30,8 @@ use s3s::{s3_error, Body, S3Error, S3ErrorCode, S3Request, S3Response, S3Result}
 use tracing::{debug, warn};
 
 use crate::backend::Backend;
-use crate::error::{self, RDMA_TOKEN};
-use crate::identity::{HttpPeer, Identity, Requester};
+use crate::error::{self, Fault, RDMA_TOKEN};
+use crate::identity::{normalize_ip, HttpPeer, Identity, Requester};
 use crate::ownership::{self, Ownership};
 use crate::rdma::token_header::parse_token_header;
 use crate::s3::rcv2::CONTROL_BUCKET;
@@ -96,9 +97,6 @@ impl AccessPolicy {
                 "x-amz-rdma-token must be listed in the SigV4 SignedHeaders"
             ));
         }
-        if !self.check_gid_peer {
-            return Ok(());
-        }
         // A malformed token passes here and is answered 400 by the operation.
         let Some(token) = headers
             .get(RDMA_TOKEN)
@@ -106,16 +104,7 @@ impl AccessPolicy {
         else {
             return Ok(());
         };
-        match ipv4_of_gid(&token.gid) {
-            Some(gid_ip) if IpAddr::V4(gid_ip) != peer => {
-                debug!(%peer, %gid_ip, "client GID is not the HTTP peer: 403");
-                Err(s3_error!(
-                    AccessDenied,
-                    "the token's client GID is not the address this request came from"
-                ))
-            }
-            _ => Ok(()),
-        }
+        check_client_gid(&token.gid, peer, self.check_gid_peer).map_err(S3Error::from)
     }
 
     /// Rule 9.1 for the bucket the request names.
@@ -209,9 +198,34 @@ fn copy_source_bucket(headers: &HeaderMap) -> Option<String> {
     Some(bucket.to_string())
 }
 
-/// `a.b.c.d` of an IPv4-mapped GID (`::ffff:a.b.c.d`).
-pub fn ipv4_of_gid(gid: &[u8; 16]) -> Option<Ipv4Addr> {
-    std::net::Ipv6Addr::from(*gid).to_ipv4_mapped()
+/// Rule 9.4's refusal of a GID that names another address than the HTTP peer's.
+const GID_NOT_THE_PEER: &str = "the token's client GID is not the address this request came from";
+/// Rule 9.4's refusal of a link-local GID.
+const GID_LINK_LOCAL: &str =
+    "the token's client GID is link-local (fe80::/10): no peer address can vouch for it";
+
+/// Rule 9.4 (docs/protocol.md) for every form of a token's client GID, on every route that takes
+/// one (v1 token requests in [`AccessPolicy`], hipobj-rc-v2's PREPARE): an IPv4-mapped GID
+/// (`::ffff:a.b.c.d`) must be the IPv4 peer, any other GID the IPv6 peer, both compared as
+/// addresses after [`normalize_ip`] (a dual-stack listener's `::ffff:a.b.c.d` peer is
+/// `a.b.c.d`); a link-local GID (`fe80::/10`) is refused, since no peer address can vouch for it.
+/// `check_gid_peer` false (`--allow-gid-peer-mismatch`) accepts every GID. A refusal is 403
+/// `AccessDenied`, answered before any QP is touched.
+pub fn check_client_gid(gid: &[u8; 16], peer: IpAddr, check_gid_peer: bool) -> Result<(), Fault> {
+    if !check_gid_peer {
+        return Ok(());
+    }
+    let gid_ip = Ipv6Addr::from(*gid);
+    if gid_ip.is_unicast_link_local() {
+        debug!(%peer, %gid_ip, "link-local client GID: 403");
+        return Err(Fault::Forbidden(GID_LINK_LOCAL.into()));
+    }
+    let gid_addr = normalize_ip(IpAddr::V6(gid_ip));
+    if gid_addr != normalize_ip(peer) {
+        debug!(%peer, gid = %gid_addr, "client GID is not the HTTP peer: 403");
+        return Err(Fault::Forbidden(GID_NOT_THE_PEER.into()));
+    }
+    Ok(())
 }
 
 /// Whether the request's SigV4 signature covers `x-amz-rdma-token` (see [`is_signed`]).
@@ -354,14 +368,95 @@ mod tests {
         assert_eq!(copy_source_bucket(&h).as_deref(), Some("other"));
     }
 
+    /// Rule 9.4 on, as by default.
+    const CHECKED: bool = true;
+    /// `--allow-gid-peer-mismatch`.
+    const ALLOW_MISMATCH: bool = false;
+
+    fn gid_of(addr: &str) -> [u8; 16] {
+        addr.parse::<Ipv6Addr>().expect("an IPv6 address").octets()
+    }
+
+    fn peer(addr: &str) -> IpAddr {
+        addr.parse().expect("an address")
+    }
+
+    /// The 403 of rule 9.4, with its message.
+    fn assert_refused(verdict: Result<(), Fault>, message: &str) {
+        let Err(fault) = verdict else {
+            panic!("accepted; expected 403 {message:?}");
+        };
+        assert_eq!(fault.status(), 403);
+        assert_eq!(fault.code(), S3ErrorCode::AccessDenied);
+        assert_eq!(fault.message(), message);
+    }
+
     #[test]
-    fn ipv4_mapped_gids() {
-        let mut gid = [0u8; 16];
-        gid[10] = 0xff;
-        gid[11] = 0xff;
-        gid[12..].copy_from_slice(&[10, 0, 0, 2]);
-        assert_eq!(ipv4_of_gid(&gid), Some(Ipv4Addr::new(10, 0, 0, 2)));
-        let link_local = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
-        assert_eq!(ipv4_of_gid(&link_local), None);
+    fn an_ipv6_gid_of_another_host_is_refused() {
+        let gid = gid_of("2001:db8::7");
+        assert_refused(
+            check_client_gid(&gid, peer("2001:db8::8"), CHECKED),
+            GID_NOT_THE_PEER,
+        );
+        // Nor does an IPv4 peer match an IPv6 GID.
+        assert_refused(
+            check_client_gid(&gid, peer("10.0.0.7"), CHECKED),
+            GID_NOT_THE_PEER,
+        );
+    }
+
+    #[test]
+    fn an_ipv6_gid_equal_to_the_ipv6_peer_is_accepted() {
+        let gid = gid_of("2001:db8::7");
+        assert_eq!(check_client_gid(&gid, peer("2001:db8::7"), CHECKED), Ok(()));
+    }
+
+    #[test]
+    fn a_link_local_gid_is_refused() {
+        for gid in ["fe80::1", "fe80::200:ff:fe00:1", "febf::1"] {
+            let gid = gid_of(gid);
+            // Even from the very same link-local address: a scope-less fe80:: names no host.
+            for from in ["10.0.0.7", "fe80::1", "fe80::200:ff:fe00:1"] {
+                assert_refused(check_client_gid(&gid, peer(from), CHECKED), GID_LINK_LOCAL);
+            }
+        }
+    }
+
+    #[test]
+    fn a_link_local_gid_is_accepted_with_the_opt_out() {
+        let gid = gid_of("fe80::200:ff:fe00:1");
+        assert_eq!(
+            check_client_gid(&gid, peer("10.0.0.7"), ALLOW_MISMATCH),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn an_ipv4_mapped_gid_of_another_host_is_refused() {
+        let gid = gid_of("::ffff:10.0.0.2");
+        for from in ["10.0.0.3", "::ffff:10.0.0.3", "2001:db8::2"] {
+            assert_refused(
+                check_client_gid(&gid, peer(from), CHECKED),
+                GID_NOT_THE_PEER,
+            );
+        }
+        // The opt-out turns every check off, this one included.
+        assert_eq!(
+            check_client_gid(&gid, peer("10.0.0.3"), ALLOW_MISMATCH),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn a_matching_ipv4_mapped_gid_is_accepted() {
+        let gid = gid_of("::ffff:10.0.0.2");
+        // The IPv4 peer, and the same peer as a dual-stack listener reports it.
+        for from in ["10.0.0.2", "::ffff:10.0.0.2"] {
+            assert_eq!(
+                check_client_gid(&gid, peer(from), CHECKED),
+                Ok(()),
+                "{from}"
+            );
+        }
     }
 }

@@ -213,9 +213,9 @@ pub struct Cli {
     /// Serve WITHOUT authentication: anyone who reaches the port may read, write and RDMA.
     #[arg(long, conflicts_with_all = ["credentials", "access_key", "secret_key"])]
     anonymous: bool,
-    /// Accept token requests whose IPv4-mapped client GID is not the HTTP peer's address
-    /// (docs/protocol.md rule 9.4 off). Weakens rule 9.3: an identity may then make the server aim
-    /// QPs at client QPs of other hosts.
+    /// Accept token requests whose client GID does not name the HTTP peer's address, in any form,
+    /// link-local GIDs included (docs/protocol.md rule 9.4 off). Weakens rule 9.3: an identity may
+    /// then make the server aim QPs at client QPs of other hosts.
     #[arg(long)]
     allow_gid_peer_mismatch: bool,
     /// ETags of new objects in the embedded store: md5 (S3's, the default) or crc64nvme (the

@@ -264,6 +264,7 @@ impl From<StorageError> for Fault {
             StorageError::ChecksumMismatch(algo) => Fault::BadDigest(Some(algo)),
             StorageError::InvalidDigest => Fault::InvalidDigest,
             StorageError::AccessDenied => Fault::Forbidden("access denied by the store".into()),
+            e @ StorageError::UnknownIdentity(_) => Fault::Forbidden(e.to_string().into()),
             StorageError::Unavailable(why) => {
                 warn!(%why, "backend store unavailable");
                 Fault::Unavailable(why)

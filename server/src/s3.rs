@@ -586,11 +586,18 @@ mod tests {
         }
     }
 
+    /// The client GID of [`token`]: the address [`call`]'s requests come from.
+    const CLIENT_GID: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 1, 2, 3];
+
     fn token(len: u64, lid: u16) -> String {
+        token_from_gid(CLIENT_GID, len, lid)
+    }
+
+    fn token_from_gid(gid: [u8; 16], len: u64, lid: u16) -> String {
         Token {
             transport: Transport::Rc,
             qp_num: 0x4242,
-            gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 1, 2, 3],
+            gid,
             rkey: RKEY,
             remote_addr: BASE,
             length: len,
@@ -698,6 +705,36 @@ mod tests {
         assert_eq!(stats["pairings_failed"], 0);
         assert_eq!(stats["devices"]["double0"]["port_down_refusals"], 2);
         assert_eq!(stats["devices"]["double0"]["transfers"], 1);
+    }
+
+    /// Rule 9.4 for every GID form on the v1 route: a token whose client GID is an IPv6 address
+    /// of another host, a link-local GID, or another host's IPv4-mapped GID is 403 with reply
+    /// `403`, before any QP is made.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_token_whose_gid_is_not_the_peer_is_403_in_every_form() {
+        let h = harness();
+        assert_eq!(call(&h, "PUT", "/bkt", &[], b"").await.0, 200);
+        assert_eq!(call(&h, "PUT", "/bkt/obj", &[], b"0123456789").await.0, 200);
+        let ipv6_elsewhere = "2001:db8::1".parse::<std::net::Ipv6Addr>();
+        let link_local = "fe80::200:ff:fe00:1".parse::<std::net::Ipv6Addr>();
+        let ipv4_elsewhere = "::ffff:10.9.9.9".parse::<std::net::Ipv6Addr>();
+        for gid in [ipv6_elsewhere, link_local, ipv4_elsewhere] {
+            let gid = gid.expect("a GID").octets();
+            for method in ["GET", "PUT"] {
+                let t = token_from_gid(gid, 16, 0);
+                let (status, headers, body) =
+                    call(&h, method, "/bkt/obj", &[("x-amz-rdma-token", &t)], b"").await;
+                let from = std::net::Ipv6Addr::from(gid);
+                assert_eq!(status, 403, "{method} from GID {from}: {body:?}");
+                assert_eq!(reply(&headers), Reply::Code(403));
+                assert_eq!(xml_value(&body, "Code"), "AccessDenied");
+            }
+        }
+        assert!(
+            h.port.log().is_empty(),
+            "a QP was touched: {:?}",
+            h.port.log()
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

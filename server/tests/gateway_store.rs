@@ -297,8 +297,9 @@ fn replaced_object_mid_read_is_an_error_not_a_mix() {
 #[test]
 fn wrong_keys_and_a_dead_store_are_clear_errors() {
     let mut store = test_store();
-    // The store's own access rules: a wrong secret, or an identity the gateway has no keys for
-    // (unsigned), is refused by the store.
+    // The store's own access rules: a wrong secret, or an unsigned request (a gateway serving
+    // anonymously), is refused by the store. An identity the gateway has no keys for never
+    // reaches it (the proxy's unit tests).
     let bad = proxy(&store, "not-the-secret");
     assert!(matches!(
         bad.create_bucket("gwb"),

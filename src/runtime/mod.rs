@@ -20,7 +20,7 @@ use crate::pool::{AppConnection, PoolConnections, Protection};
 use crate::registry::{Buffer, BufferKind};
 use crate::stager::StagerHandle;
 use crate::verbs::{self, Device};
-use hipobj_actors::registry::{Entry, Registry};
+use hipobj_actors::registry::{Registry, UseGuard};
 use hipobj_actors::supervisor::InitError;
 use rails::{Rail, Rails};
 pub use rails::{RailStats, PORT_RECHECK};
@@ -348,24 +348,27 @@ impl Runtime {
         self.registry.lookup(ptr).map(|e| e.payload().mr().len())
     }
 
-    /// Bytes `offset .. offset + len` of the registration based at `ptr`: the registration (held,
-    /// it stays registered while held) and the address of the bytes; refused when they leave it.
+    /// Bytes `offset .. offset + len` of the registration based at `ptr`: a use of the
+    /// registration and the address of the bytes; refused when they leave it. While the use is
+    /// held, `hipObjBufDeregister` of the buffer fails with `hipObjBusy`: it stays registered, so
+    /// by the C API's contract (include/hipobj.h) its memory stays allocated.
     fn registered_bytes(
         &self,
         ptr: usize,
         offset: usize,
         len: usize,
-    ) -> Result<(Arc<Entry<Buffer>>, usize)> {
+    ) -> Result<(UseGuard<Buffer>, usize)> {
         let entry = self.registry.lookup(ptr).ok_or_else(|| {
             Error::new(OpError::BufNotRegistered, "no registration at this address")
         })?;
+        let in_use = crate::registry::start_use(&entry)?;
         let buffer = entry.payload();
         offset
             .checked_add(len)
             .filter(|end| *end <= buffer.mr().len())
             .ok_or_else(|| Error::invalid(format!("{len} bytes at {offset} exceed the buffer")))?;
         let at = buffer.base() + offset;
-        Ok((entry, at))
+        Ok((in_use, at))
     }
 
     /// The GPU whose device memory a registration that is not host memory is.
@@ -386,17 +389,19 @@ impl Runtime {
         len: usize,
         algo: crate::checksum::CrcAlgo,
     ) -> Result<u64> {
-        let (entry, at) = self.registered_bytes(ptr, offset, len)?;
-        if entry.payload().kind() == BufferKind::Host {
+        let (in_use, at) = self.registered_bytes(ptr, offset, len)?;
+        if in_use.entry().payload().kind() == BufferKind::Host {
             // SAFETY: `at .. at + len` lies inside the registered host memory (checked by
-            // `registered_bytes`), which the entry we hold keeps registered, hence alive, for
-            // this call; the bytes are plain data, readable whatever they hold.
-            let landed = unsafe { std::slice::from_raw_parts(at as *const u8, len) };
-            return Ok(algo.of(landed));
+            // `registered_bytes`). hipObject does not own that memory: the application keeps it
+            // allocated while it is registered (hipObjBufRegisterHost's contract in
+            // include/hipobj.h), the use we hold keeps it registered for this call, and by the
+            // header's rule for concurrent calls no thread writes the bytes a call reads.
+            return unsafe { crc_of_host_memory(at, len, algo) };
         }
         let gpu = self.gpu_of_device_memory()?;
         // SAFETY: `at .. + len` lies inside the registered device memory of the GPU this runtime
-        // stages through (checked above), which the entry we hold keeps registered for this call.
+        // stages through (checked above). The application keeps that allocation alive while it
+        // is registered (hipObjBufRegister's contract), and the use we hold keeps it registered.
         unsafe {
             crate::checksum::of_device_memory(
                 gpu.runtime.as_ref(),
@@ -415,17 +420,16 @@ impl Runtime {
     /// copy (`hip::read_device_memory`). An upload's bytes that go through its ring.
     pub fn read_registered(&self, ptr: usize, offset: usize, dst: &mut [u8]) -> Result<()> {
         let len = dst.len();
-        let (entry, at) = self.registered_bytes(ptr, offset, len)?;
-        if entry.payload().kind() == BufferKind::Host {
-            // SAFETY: as in `crc_of_registered`: `at .. at + len` is registered host memory,
-            // kept alive by the entry we hold; `dst` is ours, so the two do not overlap.
-            let src = unsafe { std::slice::from_raw_parts(at as *const u8, len) };
-            dst.copy_from_slice(src);
-            return Ok(());
+        let (in_use, at) = self.registered_bytes(ptr, offset, len)?;
+        if in_use.entry().payload().kind() == BufferKind::Host {
+            // SAFETY: as in `crc_of_registered`: `at .. at + len` is registered host memory that
+            // the application keeps allocated while registered, and the use we hold keeps it
+            // registered for this call.
+            return unsafe { copy_from_host_memory(at, dst) };
         }
         let gpu = self.gpu_of_device_memory()?;
-        // SAFETY: `at .. + len` lies inside the registered device memory of the GPU this runtime
-        // stages through (checked above), which the entry we hold keeps registered for this call.
+        // SAFETY: as in `crc_of_registered`: `at .. + len` is registered device memory of the GPU
+        // this runtime stages through, allocated while registered, registered while we use it.
         unsafe { crate::hip::read_device_memory(gpu.runtime.as_ref(), gpu.device, at, dst) }
             .map_err(|e| e.to_error(OpError::RdmaError))
     }
@@ -442,8 +446,92 @@ impl Runtime {
     }
 }
 
+/// Registered host bytes the CRC copies at a time (a cache-sized bounce).
+const HOST_BOUNCE: usize = 256 << 10;
+
+/// Copy the `dst.len()` bytes of host memory at `at` into `dst` through raw pointers. No reference
+/// is formed over that memory: it is the application's, not ours, and a NIC may write it by DMA
+/// meanwhile (which leaves plain bytes, whatever they are).
+///
+/// # Safety
+/// `at .. at + dst.len()` must be host memory that stays allocated for the whole call, and no
+/// thread may write it meanwhile (the C rule include/hipobj.h states for concurrent calls).
+unsafe fn copy_from_host_memory(at: usize, dst: &mut [u8]) -> Result<()> {
+    let len = dst.len();
+    let dst_at = dst.as_mut_ptr() as usize;
+    if at < dst_at.saturating_add(len) && dst_at < at.saturating_add(len) {
+        return Err(Error::invalid(
+            "the destination overlaps the registered bytes it would receive",
+        ));
+    }
+    // SAFETY: the source is `len` bytes of allocated host memory that no thread writes meanwhile
+    // (the caller's contract), read as plain bytes, valid whatever they hold; `dst` is an
+    // exclusive borrow valid for `len` writes; the two do not overlap (checked above).
+    unsafe { std::ptr::copy_nonoverlapping(at as *const u8, dst.as_mut_ptr(), len) };
+    Ok(())
+}
+
+/// The CRC (`algo`) of `len` bytes of host memory at `at`, read through a bounce of at most
+/// [`HOST_BOUNCE`] bytes at a time ([`copy_from_host_memory`]), never as a slice over that memory.
+///
+/// # Safety
+/// As for [`copy_from_host_memory`], over `at .. at + len`.
+unsafe fn crc_of_host_memory(at: usize, len: usize, algo: crate::checksum::CrcAlgo) -> Result<u64> {
+    let mut bounce = vec![0u8; HOST_BOUNCE.min(len)];
+    let mut digest = algo.digest();
+    let mut done = 0usize;
+    while done < len {
+        let n = bounce.len().min(len - done);
+        // SAFETY: `at + done .. + n` lies inside `at .. at + len` (the caller's contract covers
+        // it); the bounce is ours.
+        unsafe { copy_from_host_memory(at + done, &mut bounce[..n])? };
+        digest.update(&bounce[..n]);
+        done += n;
+    }
+    Ok(digest.finalize())
+}
+
 impl Drop for Runtime {
     fn drop(&mut self) {
         tracing::debug!("hipObject runtime released");
+    }
+}
+
+#[cfg(test)]
+mod host_memory_tests {
+    use super::*;
+    use crate::checksum::CrcAlgo;
+
+    fn pattern(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 31 % 251) as u8).collect()
+    }
+
+    #[test]
+    fn the_crc_through_the_bounce_is_the_crc_of_the_bytes() {
+        // Several bounces and a partial last one, one bounce exactly, and nothing.
+        for len in [2 * HOST_BOUNCE + 12_345, HOST_BOUNCE, 1, 0] {
+            let bytes = pattern(len);
+            for algo in CrcAlgo::PREFERRED {
+                // SAFETY: `bytes` is allocated for the call and nothing else uses it.
+                let crc = unsafe { crc_of_host_memory(bytes.as_ptr() as usize, len, algo) };
+                assert_eq!(crc.ok(), Some(algo.of(&bytes)), "{algo} of {len} bytes");
+            }
+        }
+    }
+
+    #[test]
+    fn a_copy_from_host_memory_is_byte_exact_and_never_overlapping() {
+        let src = pattern(4096);
+        let mut dst = vec![0u8; 1000];
+        // SAFETY: `src` is allocated for the call; `dst` is another allocation.
+        let copied = unsafe { copy_from_host_memory(src.as_ptr() as usize + 7, &mut dst) };
+        assert!(copied.is_ok());
+        assert_eq!(dst, src[7..1007]);
+        let mut same = pattern(64);
+        let at = same.as_ptr() as usize + 8;
+        // SAFETY: `at .. + 32` lies inside `same`, allocated for the call; the overlap is
+        // refused before anything is copied.
+        let refused = unsafe { copy_from_host_memory(at, &mut same[..32]) };
+        assert!(refused.is_err(), "an overlapping copy was made");
     }
 }

@@ -65,6 +65,9 @@ pub enum StorageError {
     InvalidDigest,
     /// The store refused the identity (gateway mode: the store's own access rules).
     AccessDenied,
+    /// Gateway mode: the identity to act for (its access key, never its secret) is not in the
+    /// gateway's credentials table, so nothing was sent to the store.
+    UnknownIdentity(String),
     /// The store behind this one (a gateway's backend) could not serve the request: it refused
     /// the connection, timed out before answering, or answered 5xx. The reason, for the message.
     Unavailable(String),
@@ -89,6 +92,10 @@ impl std::fmt::Display for StorageError {
             StorageError::ChecksumMismatch(a) => write!(f, "{a:?} checksum does not match"),
             StorageError::InvalidDigest => f.write_str("malformed digest"),
             StorageError::AccessDenied => f.write_str("access denied by the store"),
+            StorageError::UnknownIdentity(identity) => write!(
+                f,
+                "identity {identity:?} is unknown to the gateway; nothing was sent to the store"
+            ),
             StorageError::Unavailable(why) => write!(f, "backend store unavailable: {why}"),
             StorageError::Io(e) => write!(f, "i/o error: {e}"),
         }

@@ -155,16 +155,7 @@ impl ControlRoute {
                 "the token must name an RC QP with a non-zero GID".into(),
             )));
         }
-        if self.check_gid_peer {
-            if let Some(gid_ip) = access::ipv4_of_gid(&token.gid) {
-                if std::net::IpAddr::V4(gid_ip) != who.peer_ip {
-                    debug!(peer = %who.peer_ip, %gid_ip, "v2 token GID is not the HTTP peer: 403");
-                    return Err(refused(Fault::Forbidden(
-                        "the token's client GID is not the address this request came from".into(),
-                    )));
-                }
-            }
-        }
+        access::check_client_gid(&token.gid, who.peer_ip, self.check_gid_peer).map_err(refused)?;
         let target = &p.target;
         let path = S3Path::Object {
             bucket: target.bucket.as_str().into(),
@@ -942,6 +933,22 @@ mod tests {
                 prepare_req(op, "theirs", "k", 6).headers(),
             );
             assert_eq!(send(&h, c).await.0, 403);
+        }
+        nothing_prepared(&h);
+    }
+
+    /// Rule 9.4 for every GID form on the v2 route: a PREPARE whose token GID is link-local or
+    /// another host's IPv6 address is 403 and prepares nothing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_link_local_or_foreign_ipv6_gid_is_403() {
+        let h = harness(true);
+        bucket(&h, TEST_SIGNER, "mine").await;
+        object(&h, "mine", "k", b"0123456789");
+        for gid in ["fe80::200:ff:fe00:1", "2001:db8::1"] {
+            let mut p = prepare_req(Op::Get, "mine", "k", 10);
+            p.token.gid = gid.parse::<std::net::Ipv6Addr>().expect("GID").octets();
+            let (status, _, body) = send(&h, post(rcv2::PREPARE_PATH, p.headers())).await;
+            assert_eq!(status, 403, "GID {gid}: {body:?}");
         }
         nothing_prepared(&h);
     }

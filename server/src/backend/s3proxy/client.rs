@@ -49,17 +49,46 @@ pub struct StoreClient {
     http: Client,
 }
 
-/// The store as one identity reaches it: the shared client and that identity's keys (`None`:
-/// unsigned requests, when the gateway serves anonymously).
+/// How the requests of one [`StoreSession`] reach the store.
+#[derive(Clone, Debug)]
+pub enum Signing {
+    /// Signed (SigV4) with the keys of the identity the gateway acts for.
+    As(StoreKeys),
+    /// Unsigned: the gateway serves anonymously, or acts for no identity yet.
+    Unsigned,
+    /// Refused before any byte leaves the gateway: the identity it would act for (named here,
+    /// its access key) is not in its credentials table, so it holds no keys to sign with.
+    UnknownIdentity(String),
+}
+
+/// The store as one identity reaches it: the shared client and how its requests are signed.
 #[derive(Clone)]
 pub struct StoreSession {
     pub client: Arc<StoreClient>,
-    pub keys: Option<StoreKeys>,
+    pub signing: Signing,
 }
 
 impl StoreSession {
+    /// The signer of this session's requests (`None`: unsigned); a session for an identity the
+    /// gateway does not know sends nothing (403 `AccessDenied`).
+    fn signer(&self) -> Result<Option<Signer<'_>>, StorageError> {
+        match &self.signing {
+            Signing::As(keys) => Ok(Some(Signer {
+                access_key: &keys.access_key,
+                secret_key: &keys.secret_key,
+                session_token: None,
+                region: &self.client.region,
+            })),
+            Signing::Unsigned => Ok(None),
+            Signing::UnknownIdentity(identity) => {
+                Err(StorageError::UnknownIdentity(identity.clone()))
+            }
+        }
+    }
+
     /// One request: `target` is the encoded path with an optional query (`/b/k?uploads`); a
-    /// non-2xx answer becomes the `StorageError` its S3 error code names.
+    /// non-2xx answer becomes the `StorageError` its S3 error code names. Refused before anything
+    /// is sent when the session acts for an identity the gateway does not know.
     pub fn send(
         &self,
         method: &str,
@@ -67,6 +96,7 @@ impl StoreSession {
         headers: &[(String, String)],
         body: Body,
     ) -> Result<Response, StorageError> {
+        let signer = self.signer()?;
         let url = format!("{}{}", self.client.endpoint.base_url(), target);
         let authority = self.client.endpoint.authority().to_string();
         let mut all: Vec<(&str, &str)> = headers
@@ -74,12 +104,6 @@ impl StoreSession {
             .map(|(n, v)| (n.as_str(), v.as_str()))
             .collect();
         all.push(("host", &authority));
-        let signer = self.keys.as_ref().map(|k| Signer {
-            access_key: &k.access_key,
-            secret_key: &k.secret_key,
-            session_token: None,
-            region: &self.client.region,
-        });
         let out = Outgoing {
             method,
             url: &url,

@@ -3,7 +3,9 @@
 //! Every call is one or a few S3 requests to the store, signed as the identity the gateway acts
 //! for ([`Backend::acting_for`]: the requester of a token request, whose secret the gateway holds
 //! in its credentials table, the same table as the store's), unsigned when serving anonymously.
-//! The store therefore applies its own access rules to every byte the gateway moves. Bytes stream: reads are ranged GETs pinned to the ETag seen at open
+//! The store therefore applies its own access rules to every byte the gateway moves. An identity
+//! missing from that table fails closed: its calls are refused (403 `AccessDenied`) before any
+//! byte reaches the store, never sent unsigned. Bytes stream: reads are ranged GETs pinned to the ETag seen at open
 //! ([`reader::ProxySource`]), writes are PUTs (objects) or UploadParts whose body is fed while the
 //! RDMA READs arrive ([`writer::StreamingPut`]); no object is ever held in memory. Plain S3
 //! requests do not come here in gateway mode: they pass through untouched
@@ -21,7 +23,7 @@ use std::time::SystemTime;
 
 use hipobj_s3client::reqwest::{self, blocking::Response};
 
-use self::client::{object_path, query_value, StoreClient, StoreKeys, StoreSession};
+use self::client::{object_path, query_value, Signing, StoreClient, StoreKeys, StoreSession};
 pub use self::endpoint::{Endpoint, EndpointError};
 use self::reader::ProxySource;
 use self::writer::{StreamingPut, Target};
@@ -29,6 +31,7 @@ use self::xml::{Doc, Elem};
 use crate::credentials::CredentialsTable;
 use crate::identity::Identity;
 use hipobj_s3client::http::Body;
+use tracing::warn;
 
 use super::{
     select_range, Backend, BucketInfo, Checksums, CompletedPart, ObjectInfo, ObjectMeta,
@@ -58,7 +61,10 @@ impl S3ProxyBackend {
         let client = Arc::new(StoreClient::new(endpoint, region.to_string())?);
         Ok(S3ProxyBackend {
             keyring,
-            store: StoreSession { client, keys: None },
+            store: StoreSession {
+                client,
+                signing: Signing::Unsigned,
+            },
         })
     }
 
@@ -141,6 +147,25 @@ fn body_error(e: reqwest::Error) -> StorageError {
     StorageError::Io(io::Error::other(format!("reading the store's answer: {e}")))
 }
 
+/// How requests acting for `identity` reach the store: signed with its keys from the table,
+/// unsigned when serving anonymously, and refused (fail closed) for an identity the table does not
+/// hold: the gateway never sends a request it cannot sign as the requester.
+fn signing_for(keyring: &Keyring, identity: &Identity) -> Signing {
+    let Keyring::Table(table) = keyring else {
+        return Signing::Unsigned;
+    };
+    match table.secret_of(identity.as_str()) {
+        Some(secret) => Signing::As(StoreKeys {
+            access_key: identity.to_string(),
+            secret_key: secret.to_string(),
+        }),
+        None => {
+            warn!(%identity, "identity not in the gateway's credentials table: refused unsent");
+            Signing::UnknownIdentity(identity.to_string())
+        }
+    }
+}
+
 /// `ObjectInfo` from a HEAD/GET answer.
 fn info_from_headers(key: &str, resp: &Response) -> StorageResult<ObjectInfo> {
     let headers = resp.headers();
@@ -192,22 +217,11 @@ fn bucket_target(bucket: &str, query: &str) -> String {
 
 impl Backend for S3ProxyBackend {
     fn acting_for(&self, identity: &Identity) -> Option<Arc<dyn Backend>> {
-        let keys = match &self.keyring {
-            Keyring::Anonymous => None,
-            Keyring::Table(table) => {
-                // An identity the access hook accepted is in the table; should one not be,
-                // its requests go unsigned and the store refuses them.
-                table.secret_of(identity.as_str()).map(|secret| StoreKeys {
-                    access_key: identity.to_string(),
-                    secret_key: secret.to_string(),
-                })
-            }
-        };
         Some(Arc::new(S3ProxyBackend {
             keyring: self.keyring.clone(),
             store: StoreSession {
                 client: Arc::clone(&self.store.client),
-                keys,
+                signing: signing_for(&self.keyring, identity),
             },
         }))
     }
@@ -484,5 +498,131 @@ impl Backend for S3ProxyBackend {
                 Ok(out)
             },
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::path::Path;
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::error::Fault;
+
+    const KNOWN_KEY: &str = "known-key";
+    const KNOWN_SECRET: &str = "known-secret-never-printed";
+
+    /// A stand-in for the store: answers every request with `status` and no body, and keeps the
+    /// head of each request it received.
+    struct FakeStore {
+        url: String,
+        heads: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl FakeStore {
+        fn start(status: &'static str) -> FakeStore {
+            let listener = TcpListener::bind("127.0.0.1:0").expect("store listener");
+            let url = format!("http://{}", listener.local_addr().expect("store address"));
+            let heads = Arc::new(Mutex::new(Vec::new()));
+            let seen = Arc::clone(&heads);
+            // Serves until the test process ends.
+            std::thread::spawn(move || {
+                for mut conn in listener.incoming().flatten() {
+                    let head = read_head(&mut conn);
+                    seen.lock().expect("heads").push(head);
+                    let reply = format!(
+                        "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    );
+                    let _ = conn.write_all(reply.as_bytes());
+                }
+            });
+            FakeStore { url, heads }
+        }
+
+        fn requests(&self) -> Vec<String> {
+            self.heads.lock().expect("heads").clone()
+        }
+    }
+
+    /// The head of the request on `conn` (up to the blank line).
+    fn read_head(conn: &mut TcpStream) -> String {
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") && matches!(conn.read(&mut byte), Ok(1)) {
+            head.push(byte[0]);
+        }
+        String::from_utf8_lossy(&head).into_owned()
+    }
+
+    /// A gateway whose credentials table holds only [`KNOWN_KEY`], in front of `store`.
+    fn gateway(store: &FakeStore) -> S3ProxyBackend {
+        let text = format!("{KNOWN_KEY} {KNOWN_SECRET}\n");
+        let table =
+            CredentialsTable::parse(Path::new("gateway-credentials"), &text).expect("table");
+        let endpoint = Endpoint::parse(&store.url).expect("endpoint");
+        S3ProxyBackend::new(endpoint, "us-east-1", Keyring::Table(Arc::new(table))).expect("proxy")
+    }
+
+    #[test]
+    fn an_identity_unknown_to_the_gateway_is_refused_before_the_store_hears_of_it() {
+        // A store that refuses what reaches it, as a store refuses an unsigned request.
+        let store = FakeStore::start("403 Forbidden");
+        let view = gateway(&store)
+            .acting_for(&Identity::new("stranger"))
+            .expect("a view per identity");
+        let sized = WriteOptions {
+            size: Some(4),
+            ..Default::default()
+        };
+        let refusals = [
+            view.head_bucket("bkt").err(),
+            view.head_object("bkt", "k").err(),
+            view.open_read("bkt", "k", None).err(),
+            view.create_write("bkt", "k", sized).err(),
+            view.list_parts("bkt", "k", "upload").err(),
+        ];
+        let reached = store.requests();
+        assert!(
+            reached.is_empty(),
+            "requests reached the store: {reached:?}"
+        );
+        for refusal in refusals {
+            let Some(StorageError::UnknownIdentity(who)) = refusal else {
+                panic!("not refused as an unknown identity: {refusal:?}");
+            };
+            assert_eq!(who, "stranger");
+            let fault = Fault::from(StorageError::UnknownIdentity(who));
+            assert_eq!(fault.status(), 403);
+            assert_eq!(fault.code(), s3s::S3ErrorCode::AccessDenied);
+            let message = fault.message();
+            assert!(
+                message.contains("\"stranger\" is unknown to the gateway"),
+                "{message}"
+            );
+            assert!(!message.contains(KNOWN_SECRET), "{message}");
+        }
+    }
+
+    #[test]
+    fn a_known_identity_signs_as_itself() {
+        let store = FakeStore::start("200 OK");
+        let view = gateway(&store)
+            .acting_for(&Identity::new(KNOWN_KEY))
+            .expect("a view per identity");
+        view.head_bucket("bkt").expect("the store answered 200");
+        let requests = store.requests();
+        assert_eq!(requests.len(), 1, "{requests:?}");
+        let head = requests[0].to_ascii_lowercase();
+        assert!(head.starts_with("head /bkt"), "{head}");
+        let credential = format!("authorization: aws4-hmac-sha256 credential={KNOWN_KEY}/");
+        assert!(
+            head.contains(&credential),
+            "not signed as {KNOWN_KEY}: {head}"
+        );
+        assert!(!head.contains(KNOWN_SECRET), "{head}");
     }
 }

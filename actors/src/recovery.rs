@@ -7,7 +7,7 @@
 //! succeeds, and only then drops the lease: the item rejoins the pool fresh, and stays out of it
 //! meanwhile. A usable item goes straight back to the pool on the caller's thread.
 //!
-//! Shape as in STYLE.md section 4: a handle (sender, then join handle) and a private actor whose
+//! The shape of every actor here: a handle (sender, then join handle) and a private actor whose
 //! `run` consumes it on its own named thread; it stops when the handle drops its sender. Leases
 //! still waiting then go back to the pool as they are; the pool is being dropped with its owner.
 

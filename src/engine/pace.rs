@@ -212,13 +212,35 @@ mod tests {
         );
     }
 
+    /// Once the copy is cancelled an attempt goes at once, over the limit, and says so in the
+    /// count in flight. Run on its own thread with a bounded wait for its answer: a pace that
+    /// made it wait fails the test instead of hanging it.
     #[test]
     fn a_cancelled_copy_does_not_wait() {
-        let pace = Pace::new(2);
+        let pace = std::sync::Arc::new(Pace::new(2));
         let go = AtomicBool::new(false);
-        pace.enter(&go).failed(); // 1
-        let _held = pace.enter(&go);
-        let cancel = AtomicBool::new(true);
-        let _over = pace.enter(&cancel);
+        pace.enter(&go).failed(); // limit 1
+        let held = pace.enter(&go);
+        assert_eq!(pace.limit(), 1);
+        let (entered, answer) = std::sync::mpsc::channel();
+        let waiter = std::sync::Arc::clone(&pace);
+        let over = std::thread::spawn(move || {
+            let cancel = AtomicBool::new(true);
+            let place = waiter.enter(&cancel);
+            entered
+                .send(waiter.state().in_flight)
+                .expect("the test waits");
+            drop(place);
+        });
+        let in_flight = answer
+            .recv_timeout(Duration::from_secs(10))
+            .expect("a cancelled copy's attempt waited for a place");
+        assert_eq!(
+            in_flight, 2,
+            "the held place and the cancelled one, over the limit of 1"
+        );
+        over.join().expect("the attempt's thread");
+        drop(held);
+        assert_eq!(pace.state().in_flight, 0);
     }
 }

@@ -51,7 +51,7 @@ impl PanicFallback for () {
 /// Run `body` for the export `name`; a panic is logged and becomes `R::after_panic()`.
 pub fn guard<R: PanicFallback>(name: &'static str, body: impl FnOnce() -> R) -> R {
     // AssertUnwindSafe: after a panic the export only returns the fallback; the state the body
-    // touched is the core's, which keeps no locks that poison (STYLE.md) and stays consistent
+    // touched is the core's, which keeps no locks that poison (actors/src/sync.rs) and stays consistent
     // through RAII guards.
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(value) => value,

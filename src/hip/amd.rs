@@ -133,11 +133,6 @@ impl HipRuntime {
         self.lib.mem_get_handle_for_address_range.is_some() || self.hsa.is_some()
     }
 
-    /// Whether staging copies can run asynchronously (otherwise they block).
-    pub fn has_async_copy(&self) -> bool {
-        self.async_fns().is_some()
-    }
-
     /// HIP's name for an error code, for logs.
     pub fn error_name(&self, code: i32) -> String {
         let Some(get_error_name) = self.lib.get_error_name else {

@@ -76,12 +76,6 @@ impl Choice {
             _ => Ok(Choice::Auto),
         }
     }
-
-    /// Whether a transfer under this choice may use hipobj-rc-v2 (so moves at most
-    /// [`MAX_TRANSFER`] bytes).
-    pub fn may_use_v2(self) -> bool {
-        self != Choice::V1
-    }
 }
 
 /// What to do after an RDMA request was answered.

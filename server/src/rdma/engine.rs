@@ -99,13 +99,6 @@ impl<P: RdmaPort> Engine<P> {
         &self.shared.port
     }
 
-    /// Register `n` staging buffers up front (one per worker thread is the most ever used).
-    pub fn prefill_staging(&self, n: usize) {
-        if let Err(e) = self.shared.staging.prefill(&self.shared.port, n) {
-            warn!(error = %e, "registering staging buffers up front failed; will retry per transfer");
-        }
-    }
-
     /// Destroy pairings idle too long and reclaim hipobj-rc-v2 sessions past T_prep.
     pub fn expire(&self, now: Instant) -> usize {
         self.pairings.expire(now) + self.sessions.expire(now)

@@ -323,16 +323,6 @@ impl<B: StagingBuffer> StagingPool<B> {
         })
     }
 
-    /// Register `n` buffers now, so the first transfers do not pay for the registration.
-    pub fn prefill<P: RdmaPort<Buffer = B>>(&self, port: &P, n: usize) -> Result<(), PortError> {
-        let mut fresh = Vec::with_capacity(n);
-        for _ in 0..n {
-            fresh.push(port.alloc_staging(self.buf_len)?);
-        }
-        self.free.lock().extend(fresh);
-        Ok(())
-    }
-
     /// Buffers waiting for reuse.
     pub fn idle(&self) -> usize {
         self.free.lock().len()
@@ -395,8 +385,6 @@ mod tests {
         assert_eq!(pool.idle(), 2);
         let _c = pool.acquire(&port).expect("c");
         assert_eq!(pool.idle(), 1);
-        pool.prefill(&port, 3).expect("prefill");
-        assert_eq!(pool.idle(), 4);
     }
 
     #[test]

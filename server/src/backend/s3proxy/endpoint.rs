@@ -89,11 +89,6 @@ impl Endpoint {
         Ok(self)
     }
 
-    /// Whether the store is reached over TLS.
-    pub fn is_tls(&self) -> bool {
-        self.tls
-    }
-
     /// The TLS client settings for this store; `None` for plain HTTP.
     pub fn tls_config(&self) -> Result<Option<Arc<rustls::ClientConfig>>, TlsError> {
         if !self.tls {

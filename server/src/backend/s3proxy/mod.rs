@@ -26,7 +26,7 @@ pub use self::endpoint::{Endpoint, EndpointError};
 use self::reader::ProxySource;
 use self::writer::{StreamingPut, Target};
 use self::xml::{Doc, Elem};
-use crate::credentials::CredentialsTable;
+use crate::credentials::Credentials;
 use crate::identity::Identity;
 use hipobj_s3client::http::Body;
 
@@ -39,8 +39,10 @@ use super::{
 /// Whose keys sign the requests to the store.
 #[derive(Clone)]
 pub enum Keyring {
-    /// The identities of `--credentials` / `--access-key`: the same keys as at the store.
-    Table(Arc<CredentialsTable>),
+    /// The identities of `--credentials` / `--access-key`: the same keys as at the store. The
+    /// server's own live table: after a reload (SIGHUP) the next [`Backend::acting_for`] signs
+    /// with the new keys; a view already handed out keeps the keys it was made with.
+    Table(Credentials),
     /// `--anonymous`: requests to the store are unsigned.
     Anonymous,
 }
@@ -190,19 +192,29 @@ fn bucket_target(bucket: &str, query: &str) -> String {
     format!("{}?{query}", object_path(bucket, ""))
 }
 
-impl Backend for S3ProxyBackend {
-    fn acting_for(&self, identity: &Identity) -> Option<Arc<dyn Backend>> {
-        let keys = match &self.keyring {
+impl Keyring {
+    /// The keys that sign `identity`'s requests to the store, from the table in use now (read
+    /// at each call: a reload by SIGHUP applies from the next view made).
+    fn keys_for(&self, identity: &Identity) -> Option<StoreKeys> {
+        match self {
             Keyring::Anonymous => None,
-            Keyring::Table(table) => {
-                // An identity the access hook accepted is in the table; should one not be,
-                // its requests go unsigned and the store refuses them.
+            Keyring::Table(credentials) => {
+                // An identity the access hook accepted is in the table; should one not be
+                // (removed by a reload since), its requests go unsigned and the store refuses
+                // them.
+                let table = credentials.current();
                 table.secret_of(identity.as_str()).map(|secret| StoreKeys {
                     access_key: identity.to_string(),
                     secret_key: secret.to_string(),
                 })
             }
-        };
+        }
+    }
+}
+
+impl Backend for S3ProxyBackend {
+    fn acting_for(&self, identity: &Identity) -> Option<Arc<dyn Backend>> {
+        let keys = self.keyring.keys_for(identity);
         Some(Arc::new(S3ProxyBackend {
             keyring: self.keyring.clone(),
             store: StoreSession {
@@ -484,5 +496,54 @@ impl Backend for S3ProxyBackend {
                 Ok(out)
             },
         )
+    }
+}
+
+#[cfg(test)]
+mod keyring_tests {
+    use super::*;
+    use crate::credentials::{CredentialsSource, Secret, SecretFrom, SingleIdentity};
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_keys_come_from_the_table_in_use_at_each_call() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("creds");
+        let write = |text: &str| {
+            std::fs::write(&file, text).expect("write");
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        };
+        write("alice old-secret\n");
+        let live = Credentials::load(CredentialsSource {
+            file: Some(file.clone()),
+            single: Some(SingleIdentity {
+                access_key: "carol".into(),
+                secret: Secret::new("carol-secret"),
+                from: SecretFrom::Environment,
+            }),
+        })
+        .expect("load");
+        let keyring = Keyring::Table(live.clone());
+        let alice = Identity::new("alice");
+        let secret_of = |id: &Identity| keyring.keys_for(id).map(|k| k.secret_key);
+        assert_eq!(secret_of(&alice).as_deref(), Some("old-secret"));
+        write("alice new-secret\n");
+        live.reload().expect("reload");
+        assert_eq!(secret_of(&alice).as_deref(), Some("new-secret"));
+        write("bob bob-Sekr1t\n");
+        live.reload().expect("reload");
+        assert_eq!(
+            secret_of(&alice),
+            None,
+            "removed: unsigned, the store refuses"
+        );
+        assert_eq!(
+            secret_of(&Identity::new("carol")).as_deref(),
+            Some("carol-secret")
+        );
+        let keys = keyring.keys_for(&Identity::new("bob")).expect("bob");
+        assert_eq!(keys.secret_key, "bob-Sekr1t");
+        assert!(!format!("{keys:?}").contains("Sekr1t"), "{keys:?}");
+        assert!(Keyring::Anonymous.keys_for(&alice).is_none());
     }
 }

@@ -441,10 +441,8 @@ fn one_request_then_stderr(flags: &[&str], envs: &[(&str, &str)], signer: Signer
     };
     let status = s3.request("GET", "/", &[], b"").expect("GET /").status;
     // SAFETY: plain kill(2) on our own child's pid.
-    assert_eq!(
-        unsafe { libc::kill(child.0.id() as libc::pid_t, libc::SIGTERM) },
-        0
-    );
+    let rc = unsafe { libc::kill(child.0.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(rc, 0, "SIGTERM");
     (status, drain.join().expect("stderr"))
 }
 

@@ -23,9 +23,11 @@ fn devices() -> (String, String) {
 /// A server with SigV4 required (`rdma`: on the second lane device; else RDMA disabled: 501).
 fn start(rdma: bool) -> Server {
     let (_, srv) = devices();
-    Server::start(
+    // The identity's secret in the server's environment, not on its command line.
+    Server::start_with_env(
         rdma.then_some(srv.as_str()),
-        &["--access-key", ACCESS, "--secret-key", SECRET],
+        &["--access-key", ACCESS],
+        &[("HIPOBJ_SECRET_KEY", SECRET)],
     )
 }
 
@@ -816,16 +818,10 @@ fn engine_copy_survives_a_server_restart() {
 #[ignore = "lane: tests/vm/e2e.d/46-cli-engine"]
 fn engine_copy_survives_a_failed_rdma_operation() {
     let (_, srv) = devices();
-    let mut server = Server::start(
+    let mut server = Server::start_with_env(
         Some(srv.as_str()),
-        &[
-            "--access-key",
-            ACCESS,
-            "--secret-key",
-            SECRET,
-            "--inject-rdma-failures",
-            "1",
-        ],
+        &["--access-key", ACCESS, "--inject-rdma-failures", "1"],
+        &[("HIPOBJ_SECRET_KEY", SECRET)],
     );
     let dir = scratch("injected");
     let src = dir.join("src");

@@ -55,7 +55,12 @@ fn s(p: &Path) -> &str {
 
 #[test]
 fn without_an_rdma_device_cp_moves_the_bytes_over_http_both_ways() {
-    let server = Server::start(None, &["--access-key", ACCESS, "--secret-key", SECRET]);
+    // The identity's secret in the server's environment, not on its command line.
+    let server = Server::start_with_env(
+        None,
+        &["--access-key", ACCESS],
+        &[("HIPOBJ_SECRET_KEY", SECRET)],
+    );
     let dir = scratch("cp");
     let no_drivers = dir.join("no-ibverbs-drivers");
     std::fs::create_dir_all(&no_drivers).expect("empty driver dir");

@@ -1,8 +1,10 @@
 """Start and stop hipobj-server for the Python lane tests, and make boto3 clients for it.
 
 The one place that decides how the server authenticates: `auth_args` passes a credentials file
-(`--credentials FILE`, one `ACCESS SECRET` line per identity) when the server has that flag, and
-the single `--access-key/--secret-key` pair otherwise. `HIPOBJ_SERVER_BIN` overrides the binary.
+(`--credentials FILE`, one `ACCESS SECRET` line per identity, written with mode 600: the server
+refuses a file that group or others may read) when the server has that flag, and the single
+`--access-key/--secret-key` pair only to a build older than that flag (which has no other way to
+take a secret). `HIPOBJ_SERVER_BIN` overrides the binary.
 """
 
 from __future__ import annotations
@@ -56,11 +58,20 @@ def _server_help() -> str:
     return out.stdout + out.stderr
 
 
+def write_private(path: Path, text: str) -> None:
+    """`text` into `path`, readable by its owner only (mode 600, also when it existed)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(text)
+
+
 def auth_args(data_dir: Path, identities: Sequence[Tuple[str, str]]) -> List[str]:
     if "--credentials" in _server_help():
         path = data_dir.parent / (data_dir.name + ".credentials")
-        path.write_text("".join(f"{a} {s}\n" for a, s in identities))
+        write_private(path, "".join(f"{a} {s}\n" for a, s in identities))
         return ["--credentials", str(path)]
+    # A build from before --credentials (mixed revisions) takes its secret on argv only.
     access, secret = identities[0]
     return ["--access-key", access, "--secret-key", secret]
 

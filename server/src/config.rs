@@ -10,7 +10,10 @@ use clap::Parser;
 
 use crate::backend::s3proxy::{Endpoint, EndpointError};
 use crate::backend::{DefaultChecksum, EtagAlgo};
-use crate::credentials::{CredentialsError, CredentialsTable};
+use crate::credentials::{
+    Credentials, CredentialsError, CredentialsSource, Secret, SecretFrom, SingleIdentity,
+    SECRET_KEY_ENV,
+};
 use crate::tls::{self, TlsError};
 
 /// Everything the server is configured with.
@@ -54,8 +57,9 @@ pub enum StoreLocation {
 /// SigV4 over a table of identities, or no authentication at all.
 #[derive(Clone, Debug)]
 pub enum AuthMode {
-    /// `--credentials FILE` and/or `--access-key K --secret-key S`.
-    Credentials(CredentialsTable),
+    /// `--credentials FILE` and/or `--access-key K` (secret from `HIPOBJ_SECRET_KEY` or
+    /// `--secret-key`); SIGHUP reads the file again ([`Credentials::reload`]).
+    Credentials(Credentials),
     /// `--anonymous`: every request is the identity `anonymous`.
     Anonymous,
 }
@@ -162,8 +166,11 @@ pub const DEFAULT_BACKEND_REGION: &str = "us-east-1";
     name = "hipobj-server",
     version,
     about = "S3 server that moves object bytes with one-sided RDMA (hipObject docs/protocol.md)",
-    after_help = "Authentication: give --credentials and/or --access-key/--secret-key; \
-                  --anonymous serves without it. One of the two is required.\n\
+    after_help = "Authentication: give --credentials FILE (mode 600: a file group or others \
+                  may read is refused) and/or --access-key KEY with its secret in the \
+                  environment (HIPOBJ_SECRET_KEY; --secret-key works but shows in ps); \
+                  --anonymous serves without it. One of the two is required. SIGHUP reads \
+                  the credentials file again (a bad file keeps the identities in use).\n\
                   Logs: RUST_LOG or HIPOBJ_LOG (e.g. HIPOBJ_LOG=debug). \
                   Counters: GET /_hipobj/stats (authenticated; loopback only when anonymous)."
 )]
@@ -202,14 +209,17 @@ pub struct Cli {
     #[arg(long, value_name = "NAME[,NAME...]")]
     device: Option<String>,
     /// Identities, one `ACCESS_KEY SECRET_KEY` per line (`#` comments, blank lines allowed).
+    /// Refused when group or others may read it (chmod 600 FILE); read again on SIGHUP.
     #[arg(long, value_name = "FILE")]
     credentials: Option<PathBuf>,
-    /// One more identity: its access key (with --secret-key).
-    #[arg(long, value_name = "KEY", requires = "secret_key")]
+    /// One more identity: its access key; its secret from the environment variable
+    /// HIPOBJ_SECRET_KEY (or --secret-key).
+    #[arg(long, value_name = "KEY")]
     access_key: Option<String>,
-    /// The secret key of --access-key.
+    /// The secret key of --access-key. Visible to every user of the host in `ps` and kept in
+    /// shell history: prefer HIPOBJ_SECRET_KEY or --credentials FILE.
     #[arg(long, value_name = "SECRET", requires = "access_key")]
-    secret_key: Option<String>,
+    secret_key: Option<Secret>,
     /// Serve WITHOUT authentication: anyone who reaches the port may read, write and RDMA.
     #[arg(long, conflicts_with_all = ["credentials", "access_key", "secret_key"])]
     anonymous: bool,
@@ -329,8 +339,9 @@ impl fmt::Display for ConfigError {
             ConfigError::Credentials(e) => write!(f, "{e}"),
             ConfigError::NoAuthentication => f.write_str(
                 "refusing to start without authentication: give --credentials FILE \
-                 (one `ACCESS_KEY SECRET_KEY` per line) or --access-key/--secret-key, \
-                 or serve without authentication with --anonymous",
+                 (one `ACCESS_KEY SECRET_KEY` per line, mode 600) or --access-key KEY with \
+                 its secret in HIPOBJ_SECRET_KEY, or serve without authentication with \
+                 --anonymous",
             ),
             ConfigError::Backend(e) => write!(f, "{e}"),
             ConfigError::Tls(e) => write!(f, "--tls-cert/--tls-key: {e}"),
@@ -372,17 +383,32 @@ impl From<CredentialsError> for ConfigError {
 }
 
 impl Config {
-    /// Parse a command line (the first item is the program name) and load the credentials.
+    /// Parse a command line (the first item is the program name) and load the credentials;
+    /// `--access-key`'s secret may come from the environment (`HIPOBJ_SECRET_KEY`).
     pub fn from_args<I, T>(args: I) -> Result<Config, ConfigError>
     where
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
-        Config::from_cli(Cli::try_parse_from(args)?)
+        let secret = std::env::var(SECRET_KEY_ENV).ok().map(Secret::new);
+        Config::from_args_and_secret(args, secret)
     }
 
-    fn from_cli(cli: Cli) -> Result<Config, ConfigError> {
-        let auth = auth_mode(&cli)?;
+    /// [`Config::from_args`] with `secret_env` as the value of `HIPOBJ_SECRET_KEY` (`None`:
+    /// unset) instead of the process's environment.
+    pub fn from_args_and_secret<I, T>(
+        args: I,
+        secret_env: Option<Secret>,
+    ) -> Result<Config, ConfigError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        Config::from_cli(Cli::try_parse_from(args)?, secret_env)
+    }
+
+    fn from_cli(cli: Cli, secret_env: Option<Secret>) -> Result<Config, ConfigError> {
+        let auth = auth_mode(&cli, secret_env)?;
         // Checked here: clap skips `requires` on a flag whose target conflicts with another.
         for (given, flag) in [
             (cli.backend_region.is_some(), "--backend-region"),
@@ -489,29 +515,69 @@ fn backend_endpoint(url: &str, ca: Option<&std::path::Path>) -> Result<Endpoint,
     Ok(endpoint)
 }
 
-fn auth_mode(cli: &Cli) -> Result<AuthMode, ConfigError> {
+fn auth_mode(cli: &Cli, secret_env: Option<Secret>) -> Result<AuthMode, ConfigError> {
     if cli.anonymous {
         return Ok(AuthMode::Anonymous);
     }
-    let mut table = match &cli.credentials {
-        Some(file) => CredentialsTable::from_file(file)?,
-        None => CredentialsTable::default(),
+    let single = match (&cli.access_key, &cli.secret_key) {
+        (Some(access_key), Some(secret)) => Some(SingleIdentity {
+            access_key: access_key.clone(),
+            secret: secret.clone(),
+            from: SecretFrom::CommandLine,
+        }),
+        (Some(access_key), None) => match secret_env.filter(|s| !s.expose().is_empty()) {
+            Some(secret) => Some(SingleIdentity {
+                access_key: access_key.clone(),
+                secret,
+                from: SecretFrom::Environment,
+            }),
+            None => {
+                let e = <Cli as clap::CommandFactory>::command().error(
+                    clap::error::ErrorKind::MissingRequiredArgument,
+                    format!(
+                        "--access-key needs its secret: set the environment variable \
+                         {SECRET_KEY_ENV} (or give --secret-key, which shows in ps)"
+                    ),
+                );
+                return Err(ConfigError::Cli(e));
+            }
+        },
+        // clap: --secret-key requires --access-key.
+        (None, _) => None,
     };
-    if let (Some(ak), Some(sk)) = (&cli.access_key, &cli.secret_key) {
-        table.insert("--access-key", 0, ak, sk)?;
-    }
-    if table.is_empty() {
+    let credentials = Credentials::load(CredentialsSource {
+        file: cli.credentials.clone(),
+        single,
+    })?;
+    if credentials.current().is_empty() {
         return Err(ConfigError::NoAuthentication);
     }
-    Ok(AuthMode::Credentials(table))
+    Ok(AuthMode::Credentials(credentials))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// `s` parsed with `HIPOBJ_SECRET_KEY` unset, whatever the tests' environment.
     fn parse(s: &str) -> Result<Config, ConfigError> {
-        Config::from_args(std::iter::once("hipobj-server").chain(s.split_whitespace()))
+        parse_with_env(s, None)
+    }
+
+    fn parse_with_env(s: &str, secret_env: Option<&str>) -> Result<Config, ConfigError> {
+        Config::from_args_and_secret(
+            std::iter::once("hipobj-server").chain(s.split_whitespace()),
+            secret_env.map(Secret::new),
+        )
+    }
+
+    /// A credentials file of mode 0600 in `dir`.
+    fn private_file(dir: &std::path::Path, name: &str, text: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let file = dir.join(name);
+        std::fs::write(&file, text).expect("write");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        file
     }
 
     fn clap_kind(r: Result<Config, ConfigError>) -> clap::error::ErrorKind {
@@ -561,7 +627,10 @@ mod tests {
             "quota capped by the table"
         );
         match c.auth {
-            AuthMode::Credentials(t) => assert!(t.contains("a") && t.len() == 1),
+            AuthMode::Credentials(t) => {
+                let t = t.current();
+                assert!(t.contains("a") && t.len() == 1)
+            }
             AuthMode::Anonymous => panic!("credentials expected"),
         }
     }
@@ -569,8 +638,7 @@ mod tests {
     #[test]
     fn credentials_file_and_flag_pair_are_one_table() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let file = dir.path().join("creds");
-        std::fs::write(&file, "alice a\nbob b\n").expect("write");
+        let file = private_file(dir.path(), "creds", "alice a\nbob b\n");
         let c = parse(&format!(
             "--listen 127.0.0.1:1 --data-dir /x --credentials {} --access-key carol --secret-key c",
             file.display()
@@ -579,7 +647,7 @@ mod tests {
         let AuthMode::Credentials(t) = c.auth else {
             panic!("credentials expected")
         };
-        assert_eq!(t.len(), 3);
+        assert_eq!(t.current().len(), 3);
         // The flag pair may not repeat a key of the file.
         let dup = parse(&format!(
             "--listen 127.0.0.1:1 --data-dir /x --credentials {} --access-key bob --secret-key c",
@@ -732,6 +800,169 @@ mod tests {
             )),
             ErrorKind::MissingRequiredArgument
         );
+    }
+
+    #[test]
+    fn a_credentials_file_group_or_others_may_read_stops_the_start() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = private_file(dir.path(), "creds", "alice a\n");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let err = parse(&format!(
+            "--listen 127.0.0.1:1 --data-dir /x --credentials {}",
+            file.display()
+        ))
+        .expect_err("a file others may read");
+        assert!(
+            matches!(
+                err,
+                ConfigError::Credentials(CredentialsError::Exposed { mode: 0o644, .. })
+            ),
+            "{err:?}"
+        );
+        let message = err.to_string();
+        assert!(
+            message.contains(&file.display().to_string())
+                && message.contains("0644")
+                && message.contains(&format!("chmod 600 {}", file.display())),
+            "{message}"
+        );
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        parse(&format!(
+            "--listen 127.0.0.1:1 --data-dir /x --credentials {}",
+            file.display()
+        ))
+        .expect("mode 600 serves");
+    }
+
+    #[test]
+    fn the_access_keys_secret_comes_from_the_environment_or_argv() {
+        let base = "--listen 127.0.0.1:1 --data-dir /x --access-key a";
+        let c = parse_with_env(base, Some("from-env")).expect("valid");
+        let AuthMode::Credentials(t) = c.auth else {
+            panic!("credentials expected")
+        };
+        assert_eq!(t.current().secret_of("a"), Some("from-env"));
+        let single = t.source().single.as_ref().expect("single identity");
+        assert_eq!(single.from, SecretFrom::Environment);
+        // --secret-key still works (the server warns at start), and wins over the environment.
+        let c =
+            parse_with_env(&format!("{base} --secret-key argv"), Some("from-env")).expect("valid");
+        let AuthMode::Credentials(t) = c.auth else {
+            panic!("credentials expected")
+        };
+        assert_eq!(t.current().secret_of("a"), Some("argv"));
+        assert_eq!(
+            t.source().single.as_ref().map(|s| s.from),
+            Some(SecretFrom::CommandLine)
+        );
+        // Neither: refused, naming the variable; an empty variable is none.
+        for env in [None, Some("")] {
+            let err = parse_with_env(base, env).expect_err("no secret");
+            assert!(err.to_string().contains(SECRET_KEY_ENV), "{err}");
+            assert_eq!(
+                clap_kind(Err(err)),
+                clap::error::ErrorKind::MissingRequiredArgument
+            );
+        }
+        // The variable alone adds no identity.
+        assert!(matches!(
+            parse_with_env("--listen 127.0.0.1:1 --data-dir /x", Some("s")),
+            Err(ConfigError::NoAuthentication)
+        ));
+    }
+
+    /// No secret reaches a Debug output of the configuration or its parts, nor an error of the
+    /// flags or of the credentials file (issue 52: secrets never in a log line or a message).
+    #[test]
+    fn secrets_never_appear_in_debug_output_or_errors() {
+        use std::os::unix::fs::PermissionsExt;
+        const S1: &str = "Sekr1t-file-QQQ";
+        const S2: &str = "Sekr1t-argv-ZZZ";
+        const S3: &str = "Sekr1t-env-WWW";
+        let secrets = [S1, S2, S3];
+        let clean = |what: &str, text: &str| {
+            for s in secrets {
+                assert!(!text.contains(s), "{what} shows a secret: {text}");
+            }
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = private_file(dir.path(), "creds", &format!("alice {S1}\n"));
+        let f = file.display();
+
+        // A configuration that holds all three secrets, and each part of it.
+        let c = parse_with_env(
+            &format!("--listen 127.0.0.1:1 --data-dir /x --credentials {f} --access-key bob --secret-key {S2}"),
+            Some(S3),
+        )
+        .expect("valid");
+        clean("Config", &format!("{c:?}"));
+        clean("Config (pretty)", &format!("{c:#?}"));
+        let AuthMode::Credentials(live) = &c.auth else {
+            panic!("credentials expected")
+        };
+        assert_eq!(
+            live.current().secret_of("alice"),
+            Some(S1),
+            "the secret is there"
+        );
+        clean("Credentials", &format!("{live:?}"));
+        clean("CredentialsTable", &format!("{:?}", live.current()));
+        clean("CredentialsSource", &format!("{:?}", live.source()));
+        clean("SingleIdentity", &format!("{:?}", live.source().single));
+        clean("Secret", &format!("{:?}", Secret::new(S1)));
+        let c = parse_with_env(
+            "--listen 127.0.0.1:1 --data-dir /x --access-key bob",
+            Some(S3),
+        )
+        .expect("valid");
+        clean("Config (env)", &format!("{c:?}"));
+        let cli = Cli::try_parse_from(
+            format!(
+                "hipobj-server --listen 127.0.0.1:1 --data-dir /x --access-key b --secret-key {S2}"
+            )
+            .split_whitespace(),
+        )
+        .expect("flags");
+        clean("Cli", &format!("{cli:?}"));
+
+        // Errors of the flags and of the file, each as Display and Debug.
+        let mut errors: Vec<ConfigError> = Vec::new();
+        let base = "--listen 127.0.0.1:1 --data-dir /x";
+        for args in [
+            format!("{base} --anonymous --access-key a --secret-key {S2}"),
+            format!("{base} --secret-key {S2}"),
+            format!("{base} --access-key a --secret-key {S2} --secret-key {S2}"),
+            format!("{base} --credentials {f} --access-key alice --secret-key {S2}"),
+            format!("{base} --access-key anonymous --secret-key {S2}"),
+            format!("{base} --access-key a --secret-key {S2} --bogus"),
+            format!("--data-dir /x --access-key a --secret-key {S2}"),
+        ] {
+            errors.push(parse(&args).expect_err(&args));
+        }
+        errors.push(
+            parse_with_env(
+                &format!("{base} --credentials {f} --access-key alice"),
+                Some(S3),
+            )
+            .expect_err("duplicate from the environment"),
+        );
+        for (text, mode) in [
+            (format!("alice {S1} {S2}\n"), 0o600),
+            (format!("alice {S1}\nalice {S2}\n"), 0o600),
+            (format!("anonymous {S1}\n"), 0o600),
+            (format!("{S1}\n"), 0o600),
+            (format!("al\u{7f}ice {S1}\n"), 0o600),
+            (format!("alice {S1}\n"), 0o644),
+        ] {
+            std::fs::write(&file, &text).expect("write");
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).expect("chmod");
+            errors.push(parse(&format!("{base} --credentials {f}")).expect_err(&text));
+        }
+        for e in &errors {
+            clean("ConfigError (Display)", &e.to_string());
+            clean("ConfigError (Debug)", &format!("{e:?}"));
+        }
     }
 
     #[test]

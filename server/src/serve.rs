@@ -24,7 +24,7 @@ use crate::access::{AccessPolicy, BucketNames, StatsRoute};
 use crate::backend::s3proxy::Keyring;
 use crate::backend::{Backend, FsBackend, S3ProxyBackend};
 use crate::config::{AuthMode, Config, StoreLocation};
-use crate::credentials::CredentialsTable;
+use crate::credentials::{Credentials, CredentialsTable, SecretFrom};
 use crate::identity::HttpPeer;
 use crate::passthrough::{has_token, Passthrough};
 use crate::rdma::engine::{Engine, EngineSettings};
@@ -204,6 +204,51 @@ pub async fn shutdown_signal() {
     }
 }
 
+/// On each SIGHUP, read the credentials file again ([`Credentials::reload`]): the new table serves
+/// every check from then on (connections already open included); a reload that fails keeps the
+/// table in use and says why (the error names the file and line, never a secret). Counted in
+/// `credential_reloads` / `credential_reload_failures`. Serving `--anonymous` (`None`) there is
+/// nothing to read, but a SIGHUP still does not end the server.
+fn watch_reloads(
+    credentials: Option<Credentials>,
+    stats: Arc<Stats>,
+) -> std::io::Result<tokio::task::JoinHandle<()>> {
+    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    Ok(tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            let Some(credentials) = credentials.clone() else {
+                info!("SIGHUP: serving --anonymous, no credentials to reload");
+                continue;
+            };
+            // A small file, but still a file read: off the async workers.
+            let result = tokio::task::spawn_blocking(move || credentials.reload()).await;
+            match result {
+                Ok(Ok(Some(changes))) => {
+                    Stats::bump(&stats.credential_reloads);
+                    info!(
+                        identities = changes.identities,
+                        added = changes.added,
+                        removed = changes.removed,
+                        changed = changes.changed,
+                        "SIGHUP: credentials reloaded"
+                    );
+                }
+                Ok(Ok(None)) => {
+                    info!("SIGHUP: no --credentials file to reload; identities unchanged")
+                }
+                Ok(Err(e)) => {
+                    Stats::bump(&stats.credential_reload_failures);
+                    warn!(error = %e, "SIGHUP: credentials NOT reloaded; the identities in use stay");
+                }
+                Err(e) => {
+                    Stats::bump(&stats.credential_reload_failures);
+                    warn!(error = %e, "SIGHUP: credentials reload failed; the identities in use stay");
+                }
+            }
+        }
+    }))
+}
+
 /// The storage seam's implementation, and in gateway mode the pass-through to the store.
 fn open_store(config: &Config) -> std::io::Result<(Arc<dyn Backend>, Option<Passthrough>)> {
     match &config.store {
@@ -216,7 +261,7 @@ fn open_store(config: &Config) -> std::io::Result<(Arc<dyn Backend>, Option<Pass
         }
         StoreLocation::Gateway { endpoint, region } => {
             let keyring = match &config.auth {
-                AuthMode::Credentials(table) => Keyring::Table(Arc::new(table.clone())),
+                AuthMode::Credentials(credentials) => Keyring::Table(credentials.clone()),
                 AuthMode::Anonymous => Keyring::Anonymous,
             };
             info!(store = %endpoint, "gateway mode: token requests by RDMA, the rest passed through");
@@ -244,9 +289,26 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io:
     // An auth provider is always set, so that s3s always runs the access hook; serving
     // anonymously it knows no keys.
     let anonymous = match &config.auth {
-        AuthMode::Credentials(table) => {
-            info!(identities = table.len(), "SigV4 authentication required");
-            builder.set_auth(table.clone());
+        AuthMode::Credentials(credentials) => {
+            let source = credentials.source();
+            info!(
+                identities = credentials.current().len(),
+                file = ?source.file,
+                "SigV4 authentication required"
+            );
+            if source
+                .single
+                .as_ref()
+                .is_some_and(|s| s.from == SecretFrom::CommandLine)
+            {
+                warn!(
+                    "--secret-key: the secret is on the command line, visible in ps to every \
+                     user of this host (/proc/PID/cmdline) and kept in shell history; give it \
+                     in the environment (HIPOBJ_SECRET_KEY with --access-key) or in a \
+                     --credentials file of mode 600 instead"
+                );
+            }
+            builder.set_auth(credentials.clone());
             false
         }
         AuthMode::Anonymous => {
@@ -274,6 +336,13 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io:
     builder.set_validation(BucketNames);
     let s3 = builder.build();
 
+    // SIGHUP reads the credentials file again; watched before the ready line, so that a SIGHUP
+    // sent once the server says it listens never meets the default action (exit).
+    let credentials = match &config.auth {
+        AuthMode::Credentials(credentials) => Some(credentials.clone()),
+        AuthMode::Anonymous => None,
+    };
+    let reloads = watch_reloads(credentials, Arc::clone(&stats))?;
     let listener = TcpListener::bind(config.listen).await?;
     // Lifecycle rules are kept and applied by the embedded store only; in gateway mode the
     // lifecycle requests pass through and the store applies its own rules.
@@ -343,6 +412,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> std::io:
     if let Some(sweeps) = lifecycle {
         sweeps.abort();
     }
+    reloads.abort();
     drop(listener);
     drop(s3);
     if tokio::time::timeout(Duration::from_secs(10), graceful.shutdown())

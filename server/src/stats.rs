@@ -53,6 +53,11 @@ counters! {
     pairings_live,
     /// 428 replies.
     replies_428,
+    /// Credentials files read again on SIGHUP and put in use.
+    credential_reloads,
+    /// SIGHUP reloads refused (the file unreadable, open to group or others, malformed): the
+    /// identities in use stayed.
+    credential_reload_failures,
     /// RDMA GETs completed (RDMA WRITE to the client).
     rdma_gets,
     /// RDMA PUTs completed (RDMA READ from the client).

@@ -16,7 +16,7 @@ use hipobj_server::backend::s3proxy::{Endpoint, Keyring};
 use hipobj_server::backend::{
     Backend, CompletedPart, S3ProxyBackend, StorageError, WriteOptions, MIN_PART_SIZE,
 };
-use hipobj_server::credentials::CredentialsTable;
+use hipobj_server::credentials::{Credentials, CredentialsTable};
 use hipobj_server::identity::Identity;
 use store::Store;
 
@@ -33,7 +33,7 @@ fn proxy(store: &Store, secret: &str) -> Arc<dyn Backend> {
     let gateway = S3ProxyBackend::new(
         Endpoint::parse(&store.url()).expect("endpoint"),
         "us-east-1",
-        Keyring::Table(Arc::new(table)),
+        Keyring::Table(Credentials::fixed(table)),
     )
     .expect("proxy");
     assert!(!gateway.records_owners(), "ownership is the store's");
@@ -292,6 +292,68 @@ fn replaced_object_mid_read_is_an_error_not_a_mix() {
         r.read(&mut buf).is_err(),
         "read of a replaced object succeeded"
     );
+}
+
+/// The gateway signs with the table in use when it starts acting for an identity: after a reload
+/// (what SIGHUP does) a fixed secret works and a removed identity's requests go unsigned (the
+/// store refuses them); a view made before the reload, as a transfer in flight holds it, keeps
+/// its keys until it is done.
+#[test]
+fn the_gateway_signs_with_the_reloaded_table() {
+    use hipobj_server::credentials::CredentialsSource;
+    use std::os::unix::fs::PermissionsExt;
+    let store = test_store();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("credentials");
+    let write = |text: String| {
+        std::fs::write(&file, text).expect("write");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    };
+    write(format!("{TEST_ACCESS_KEY} not-the-secret\n"));
+    let live = Credentials::load(CredentialsSource {
+        file: Some(file.clone()),
+        single: None,
+    })
+    .expect("credentials");
+    let gateway = S3ProxyBackend::new(
+        Endpoint::parse(&store.url()).expect("endpoint"),
+        "us-east-1",
+        Keyring::Table(live.clone()),
+    )
+    .expect("proxy");
+    let me = Identity::new(TEST_ACCESS_KEY);
+    let before = gateway.acting_for(&me).expect("view");
+    assert!(matches!(
+        before.create_bucket("rot"),
+        Err(StorageError::AccessDenied)
+    ));
+    write(format!("{TEST_ACCESS_KEY} {TEST_SECRET_KEY}\n"));
+    live.reload().expect("reload");
+    let fixed = gateway.acting_for(&me).expect("view");
+    fixed
+        .create_bucket("rot")
+        .expect("signed with the reloaded secret");
+    assert!(
+        matches!(before.head_bucket("rot"), Err(StorageError::AccessDenied)),
+        "a view keeps the keys it was made with"
+    );
+    // A write under way (its first bytes already sent to the store) when the identity is
+    // removed: new views are unsigned and refused; the write finishes.
+    let data = b"in flight across the reload";
+    let mut w = fixed
+        .create_write("rot", "k", sized(data.len()))
+        .expect("create");
+    w.append(&data[..10]).expect("append");
+    write("someone-else x\n".to_string());
+    live.reload().expect("reload");
+    let removed = gateway.acting_for(&me).expect("view");
+    assert!(matches!(
+        removed.head_bucket("rot"),
+        Err(StorageError::AccessDenied)
+    ));
+    w.append(&data[10..]).expect("append");
+    w.commit().expect("the write in flight finishes");
+    assert_eq!(store.stored("rot", "k").as_deref(), Some(&data[..]));
 }
 
 #[test]

@@ -80,11 +80,12 @@ class Server:
     def start(self) -> None:
         with self.lock:
             log = open(self.log, "ab")
+            # The secret in the environment (HIPOBJ_SECRET_KEY), never on the command line.
             self.proc = subprocess.Popen(
                 [self.bin, "--listen", f"{self.addr}:{PORT}", "--data-dir", self.data,
-                 "--device", self.device, "--access-key", ACCESS, "--secret-key", SECRET,
+                 "--device", self.device, "--access-key", ACCESS,
                  "--pairing-idle-secs", "2", *self.injected],
-                stdout=log, stderr=log)
+                stdout=log, stderr=log, env=dict(os.environ, HIPOBJ_SECRET_KEY=SECRET))
             log.close()
         for _ in range(600):
             if self.stats() is not None:

@@ -45,6 +45,13 @@ pub fn server_binary() -> PathBuf {
     profile_dir.join("hipobj-server")
 }
 
+/// Write `text` to `path` with mode 0600, as a credentials file must be.
+pub fn write_private(path: &std::path::Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).expect("credentials file");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod 600");
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -91,9 +98,10 @@ impl Server {
 
     fn spawn(&mut self) {
         // Authentication on: the test identities of `sigv4::TEST_CREDENTIALS`, which `S3` signs
-        // with. The file sits beside (not in) the data directory.
+        // with. The file sits beside (not in) the data directory, mode 600 (the server refuses
+        // a credentials file that group or others may read).
         let credentials = self.data_dir.with_extension("credentials");
-        std::fs::write(&credentials, crate::s3::sigv4::TEST_CREDENTIALS).expect("credentials file");
+        write_private(&credentials, crate::s3::sigv4::TEST_CREDENTIALS);
         let mut cmd = Command::new(server_binary());
         cmd.arg("--listen").arg(self.addr.to_string());
         // Gateway mode (`--backend`) has no data directory of its own.

@@ -4,8 +4,9 @@
 #                                     # with --backend URL among the flags: a gateway, no --data-dir
 #   -> HIPOBJ_SRV_URL (http://ADDR:PORT), HIPOBJ_SRV_LOG, HIPOBJ_SRV_DATA; stopped at exit
 # The data directory is made under $TMPDIR (default /tmp). The server requires SigV4 with HIPOBJ_TEST_ACCESS_KEY / HIPOBJ_TEST_SECRET_KEY (exported, so the
-# clients under test can read them); it listens on the lane address of its device (any local
-# address works: the clients bind their socket to their own NIC's address).
+# clients under test can read them; the server gets the secret in its environment,
+# HIPOBJ_SECRET_KEY, never on its command line); it listens on the lane address of its device
+# (any local address works: the clients bind their socket to their own NIC's address).
 HIPOBJ_TEST_ACCESS_KEY=${HIPOBJ_TEST_ACCESS_KEY:-hipobjtestkey}
 HIPOBJ_TEST_SECRET_KEY=${HIPOBJ_TEST_SECRET_KEY:-hipobjtestsecret0123456789}
 export HIPOBJ_TEST_ACCESS_KEY HIPOBJ_TEST_SECRET_KEY
@@ -33,8 +34,8 @@ start_hipobj_server() { # device [flags...]
   # A gateway (--backend URL among the flags) keeps no data of its own.
   local store=(--data-dir "$HIPOBJ_SRV_DATA")
   [[ " $* " == *" --backend "* ]] && store=()
-  "$bin" --listen "$addr:0" "${store[@]}" ${dev:+--device "$dev"} \
-    --access-key "$HIPOBJ_TEST_ACCESS_KEY" --secret-key "$HIPOBJ_TEST_SECRET_KEY" "$@" >"$HIPOBJ_SRV_LOG" 2>&1 &
+  HIPOBJ_SECRET_KEY=$HIPOBJ_TEST_SECRET_KEY "$bin" --listen "$addr:0" "${store[@]}" ${dev:+--device "$dev"} \
+    --access-key "$HIPOBJ_TEST_ACCESS_KEY" "$@" >"$HIPOBJ_SRV_LOG" 2>&1 &
   HIPOBJ_SRV_PIDS+=($!)
   for ((i = 0; i < 600; i++)); do
     port=$(sed -n 's/.*listening on [0-9.]*:\([0-9]*\).*/\1/p' "$HIPOBJ_SRV_LOG" | head -1)

@@ -193,6 +193,8 @@ impl Store {
             ceph.run("start-rgw");
             return;
         }
+        // s3s-fs 0.14.1 (unmodified, not ours) takes its keys on the command line only: no
+        // environment variable or file (its clap `Opt` has none). The keys are the tests' own.
         let child = Command::new(s3sfs_binary())
             .arg("--host")
             .arg(self.addr.ip().to_string())

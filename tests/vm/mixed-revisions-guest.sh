@@ -37,7 +37,7 @@ OLD_LIB=$(libdir "$OLD/target/release/libhipobj.so")
 curl_case() {
   local label=$1 server=$2 lib=$3 kept=${4:-0} data port=19481
   data=$(mktemp -d /tmp/hipobj-mixed.XXXXXX)
-  printf '# mixed\ncurl-e2e curl-e2e-secret-key\n' > "$data.credentials"
+  (umask 077; printf '# mixed\ncurl-e2e curl-e2e-secret-key\n' > "$data.credentials")
   "$server" --listen "$ADDR:$port" --data-dir "$data" --device "$SERVER_DEV" \
     --credentials "$data.credentials" > "$data.log" 2>&1 &
   local spid=$! i=0
@@ -73,7 +73,7 @@ curl_case "revision-$NEW_REV library -> revision-$NEW_REV server" "$NEW_SERVER" 
 checksum_case() {
   local label=$1 server=$2 ex=$3 want=$4 data port=19482 out
   data=$(mktemp -d /tmp/hipobj-mixed.XXXXXX)
-  printf '# mixed\ncurl-e2e curl-e2e-secret-key\n' > "$data.credentials"
+  (umask 077; printf '# mixed\ncurl-e2e curl-e2e-secret-key\n' > "$data.credentials")
   "$server" --listen "$ADDR:$port" --data-dir "$data" --device "$SERVER_DEV" \
     --credentials "$data.credentials" > "$data.log" 2>&1 &
   local spid=$! i=0

@@ -9,7 +9,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-
 use super::paired::PairedTransfers;
 use super::port::RdmaPort;
 use super::session::SessionId;

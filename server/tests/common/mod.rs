@@ -51,7 +51,7 @@ impl Server {
             None
         } else {
             let creds = dir.path().join("credentials");
-            std::fs::write(&creds, TEST_CREDENTIALS).expect("credentials file");
+            write_private(&creds, TEST_CREDENTIALS);
             extra.push("--credentials".into());
             extra.push(creds.display().to_string());
             Some(TEST_SIGNER)
@@ -188,6 +188,18 @@ impl Server {
         self.dir.path().join("data")
     }
 
+    /// The credentials file the server was started with (when the test named none).
+    pub fn credentials_file(&self) -> std::path::PathBuf {
+        self.dir.path().join("credentials")
+    }
+
+    /// Send `signal` (e.g. `libc::SIGHUP`) to the server.
+    pub fn signal(&self, signal: libc::c_int) {
+        // SAFETY: plain kill(2) on our own child's pid.
+        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
+        assert_eq!(rc, 0, "kill({signal})");
+    }
+
     /// SIGTERM, then the exit status.
     pub fn stop(mut self) -> std::process::ExitStatus {
         // SAFETY: plain kill(2) on our own child's pid.
@@ -243,6 +255,14 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Write `text` to `path` with mode 0600: the server refuses a credentials file that group or
+/// others may read.
+pub fn write_private(path: &std::path::Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).expect("credentials file");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod 600");
 }
 
 pub fn pattern(n: usize) -> Vec<u8> {

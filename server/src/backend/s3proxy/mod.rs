@@ -28,7 +28,7 @@ pub use self::endpoint::{Endpoint, EndpointError};
 use self::reader::ProxySource;
 use self::writer::{StreamingPut, Target};
 use self::xml::{Doc, Elem};
-use crate::credentials::CredentialsTable;
+use crate::credentials::Credentials;
 use crate::identity::Identity;
 use hipobj_s3client::http::Body;
 use tracing::warn;
@@ -42,8 +42,10 @@ use super::{
 /// Whose keys sign the requests to the store.
 #[derive(Clone)]
 pub enum Keyring {
-    /// The identities of `--credentials` / `--access-key`: the same keys as at the store.
-    Table(Arc<CredentialsTable>),
+    /// The identities of `--credentials` / `--access-key`: the same keys as at the store. The
+    /// server's own live table: after a reload (SIGHUP) the next [`Backend::acting_for`] signs
+    /// with the new keys; a view already handed out keeps the keys it was made with.
+    Table(Credentials),
     /// `--anonymous`: requests to the store are unsigned.
     Anonymous,
 }
@@ -151,9 +153,11 @@ fn body_error(e: reqwest::Error) -> StorageError {
 /// unsigned when serving anonymously, and refused (fail closed) for an identity the table does not
 /// hold: the gateway never sends a request it cannot sign as the requester.
 fn signing_for(keyring: &Keyring, identity: &Identity) -> Signing {
-    let Keyring::Table(table) = keyring else {
+    let Keyring::Table(credentials) = keyring else {
         return Signing::Unsigned;
     };
+    // The table in use now: a reload by SIGHUP applies from the next view made.
+    let table = credentials.current();
     match table.secret_of(identity.as_str()) {
         Some(secret) => Signing::As(StoreKeys {
             access_key: identity.to_string(),
@@ -562,9 +566,15 @@ mod tests {
     fn gateway(store: &FakeStore) -> S3ProxyBackend {
         let text = format!("{KNOWN_KEY} {KNOWN_SECRET}\n");
         let table =
-            CredentialsTable::parse(Path::new("gateway-credentials"), &text).expect("table");
+            crate::credentials::CredentialsTable::parse(Path::new("gateway-credentials"), &text)
+                .expect("table");
         let endpoint = Endpoint::parse(&store.url).expect("endpoint");
-        S3ProxyBackend::new(endpoint, "us-east-1", Keyring::Table(Arc::new(table))).expect("proxy")
+        S3ProxyBackend::new(
+            endpoint,
+            "us-east-1",
+            Keyring::Table(Credentials::fixed(table)),
+        )
+        .expect("proxy")
     }
 
     #[test]
@@ -624,5 +634,62 @@ mod tests {
             "not signed as {KNOWN_KEY}: {head}"
         );
         assert!(!head.contains(KNOWN_SECRET), "{head}");
+    }
+}
+
+#[cfg(test)]
+mod keyring_tests {
+    use super::*;
+    use crate::credentials::{CredentialsSource, Secret, SecretFrom, SingleIdentity};
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_keys_come_from_the_table_in_use_at_each_call() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("creds");
+        let write = |text: &str| {
+            std::fs::write(&file, text).expect("write");
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        };
+        write("alice old-secret\n");
+        let live = Credentials::load(CredentialsSource {
+            file: Some(file.clone()),
+            single: Some(SingleIdentity {
+                access_key: "carol".into(),
+                secret: Secret::new("carol-secret"),
+                from: SecretFrom::Environment,
+            }),
+        })
+        .expect("load");
+        let keyring = Keyring::Table(live.clone());
+        let alice = Identity::new("alice");
+        let secret_of = |id: &Identity| match signing_for(&keyring, id) {
+            Signing::As(k) => Some(k.secret_key),
+            _ => None,
+        };
+        assert_eq!(secret_of(&alice).as_deref(), Some("old-secret"));
+        write("alice new-secret\n");
+        live.reload().expect("reload");
+        assert_eq!(secret_of(&alice).as_deref(), Some("new-secret"));
+        write("bob bob-Sekr1t\n");
+        live.reload().expect("reload");
+        assert_eq!(secret_of(&alice), None, "removed: refused unsent");
+        assert!(matches!(
+            signing_for(&keyring, &alice),
+            Signing::UnknownIdentity(_)
+        ));
+        assert_eq!(
+            secret_of(&Identity::new("carol")).as_deref(),
+            Some("carol-secret")
+        );
+        let Signing::As(keys) = signing_for(&keyring, &Identity::new("bob")) else {
+            panic!("bob signs as himself")
+        };
+        assert_eq!(keys.secret_key, "bob-Sekr1t");
+        assert!(!format!("{keys:?}").contains("Sekr1t"), "{keys:?}");
+        assert!(matches!(
+            signing_for(&Keyring::Anonymous, &alice),
+            Signing::Unsigned
+        ));
     }
 }

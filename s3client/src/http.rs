@@ -1,11 +1,14 @@
 //! The one HTTP stack of the project's S3 clients: `reqwest`'s blocking client. A request is
-//! signed (when there are keys) and built here; the caller sends it and reads the answer (whole,
-//! or streamed: the gateway), and reads a failed answer's S3 error with `hipobj::s3error`.
+//! signed (when there are keys) and built here; the caller sends it and reads the answer, whole
+//! ([`Answer`]) or streamed (the gateway's object bodies). What a whole answer means for an S3
+//! operation is read in [`crate::ops`].
 
 use std::io::Read;
 use std::time::SystemTime;
 
-use reqwest::blocking::{Client, RequestBuilder};
+use hipobj::s3error::S3ErrorReply;
+use reqwest::blocking::{Client, RequestBuilder, Response};
+use reqwest::header::HeaderMap;
 
 use crate::sign::{sign, Payload, Placement, Request, SignError, Signer};
 
@@ -91,6 +94,43 @@ pub fn build(
         Body::Bytes { data, .. } => builder.body(data),
         Body::Stream { len, reader } => builder.body(reqwest::blocking::Body::sized(reader, len)),
     })
+}
+
+/// An answer read whole: its status, headers and body.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Answer {
+    /// `resp` with its body read to the end.
+    pub fn read(resp: Response) -> Result<Answer, reqwest::Error> {
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let body = resp.bytes()?.to_vec();
+        Ok(Answer {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    /// The value of header `name` (lowercase), if it is text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The S3 error this answer is (a non-2xx, or a 2xx whose body is an error document), read
+    /// by the one S3 error parser; [`crate::ops::error`] classifies it for a retry.
+    pub fn error(&self) -> Option<S3ErrorReply> {
+        S3ErrorReply::parse(self.status, |n| self.header(n), &self.body)
+    }
 }
 
 /// An error and its causes (a refused certificate is named only deep in reqwest's chain).

@@ -1,15 +1,19 @@
 //! The gateway's blocking S3 client to the store: one endpoint, requests signed (SigV4) as the
 //! identity the gateway acts for, or unsigned when serving anonymously; streaming bodies both
-//! ways. Signing, key encoding and the HTTP stack are the project's S3 client
-//! (`hipobj-s3client`, the one the command line uses); a refused request's S3 error is read by
-//! `hipobj::s3error`.
+//! ways. Signing, key encoding, the HTTP stack and the shared operations are the project's S3
+//! client (`hipobj-s3client`, the one the command line uses); an answer's S3 error is read and
+//! classified there (`hipobj_s3client::ops::error`) and mapped to the seam's error here.
 
+use std::fmt;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hipobj::s3error::S3ErrorReply;
-use hipobj_s3client::http::{build, Body, Outgoing};
+use hipobj::engine::{Classify, ErrorClass};
+use hipobj_s3client::http::{build, Answer, Body, Outgoing};
+use hipobj_s3client::ops::error::ErrorAnswer;
+use hipobj_s3client::ops::xml::XmlError;
+use hipobj_s3client::ops::OpRequest;
 pub use hipobj_s3client::path::{object_path, query_value};
 use hipobj_s3client::reqwest;
 use hipobj_s3client::reqwest::blocking::{Client, Response};
@@ -87,9 +91,67 @@ impl StoreSession {
     }
 
     /// One request: `target` is the encoded path with an optional query (`/b/k?uploads`); a
-    /// non-2xx answer becomes the `StorageError` its S3 error code names. Refused before anything
-    /// is sent when the session acts for an identity the gateway does not know.
+    /// non-2xx answer becomes the `StorageError` its S3 error code names. The body of a 2xx
+    /// answer is left to the caller to stream. Refused before anything is sent when the session
+    /// acts for an identity the gateway does not know.
     pub fn send(
+        &self,
+        method: &str,
+        target: &str,
+        headers: &[(String, String)],
+        body: Body,
+    ) -> Result<Response, StorageError> {
+        let resp = self.start(method, target, headers, body)?;
+        if resp.status().is_success() {
+            Ok(resp)
+        } else {
+            Err(status_error(method, resp))
+        }
+    }
+
+    /// One request of the shared operations (`hipobj_s3client::ops`), its answer read whole
+    /// whatever its status: only a store that cannot be reached, or a request that cannot be
+    /// signed (an identity the gateway does not know: refused unsent), is an error here.
+    pub fn exchange(&self, request: &OpRequest) -> Result<Answer, StorageError> {
+        let body = match request.body.is_empty() {
+            true => Body::Empty,
+            false => Body::Bytes {
+                data: request.body.clone(),
+                hashed: true,
+            },
+        };
+        let resp = self.start(request.method, &request.target, &request.headers, body)?;
+        Answer::read(resp).map_err(|e| {
+            StorageError::Io(io::Error::other(format!(
+                "reading the store's answer: {}",
+                error_chain(&e)
+            )))
+        })
+    }
+
+    /// [`StoreSession::exchange`] with a non-2xx answer as the seam's error.
+    pub fn call(&self, request: &OpRequest) -> Result<Answer, StorageError> {
+        let answer = self.exchange(request)?;
+        match ErrorAnswer::of_failure(&answer) {
+            Some(error) => Err(storage_error_of(&error)),
+            None => Ok(answer),
+        }
+    }
+
+    /// One attempt at `request`, its answer judged by the operation (`hipobj_s3client::ops`):
+    /// the error, classified for a retry, when it failed.
+    pub fn attempt<T>(
+        &self,
+        request: &OpRequest,
+        judge: impl FnOnce(&Answer) -> Result<T, ErrorAnswer>,
+    ) -> Result<T, StoreFailure> {
+        let answer = self.exchange(request).map_err(StoreFailure::Unanswered)?;
+        judge(&answer).map_err(StoreFailure::Answered)
+    }
+
+    /// The request signed and sent: its answer, whatever the status. Nothing is sent for an
+    /// identity the gateway does not know ([`StoreSession::signer`]).
+    fn start(
         &self,
         method: &str,
         target: &str,
@@ -113,13 +175,58 @@ impl StoreSession {
         let builder = build(&self.client.http, signer.as_ref(), out).map_err(|e| {
             StorageError::Io(io::Error::other(format!("cannot sign for the store: {e}")))
         })?;
-        let resp = builder.send().map_err(|e| unreachable_store(&url, &e))?;
-        let status = resp.status().as_u16();
-        if (200..300).contains(&status) {
-            Ok(resp)
-        } else {
-            Err(status_error(method, status, resp))
+        builder.send().map_err(|e| unreachable_store(&url, &e))
+    }
+}
+
+/// A request to the store that failed: the error its answer stands for, classified (the SDKs'
+/// standard mode) for a retry, or the seam's error when there was no answer to classify. The
+/// latter is not retried here: the store was not reached, the client is answered 503 and
+/// retries the whole request itself.
+#[derive(Debug)]
+pub enum StoreFailure {
+    Answered(ErrorAnswer),
+    Unanswered(StorageError),
+}
+
+impl Classify for StoreFailure {
+    fn class(&self) -> ErrorClass {
+        match self {
+            StoreFailure::Answered(error) => error.class,
+            StoreFailure::Unanswered(_) => ErrorClass::Fatal,
         }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            StoreFailure::Answered(error) => error.retry_after(),
+            StoreFailure::Unanswered(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for StoreFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreFailure::Answered(error) => write!(f, "the store answered {error}"),
+            StoreFailure::Unanswered(error) => error.fmt(f),
+        }
+    }
+}
+
+impl From<StoreFailure> for StorageError {
+    fn from(failure: StoreFailure) -> StorageError {
+        match failure {
+            StoreFailure::Answered(error) => storage_error_of(&error),
+            StoreFailure::Unanswered(error) => error,
+        }
+    }
+}
+
+/// An S3 answer that is not the XML it should be.
+impl From<XmlError> for StorageError {
+    fn from(e: XmlError) -> StorageError {
+        StorageError::Io(io::Error::other(format!("backend store sent {e}")))
     }
 }
 
@@ -156,32 +263,34 @@ impl StoreClient {
     }
 }
 
-/// A non-2xx answer of the store as the seam's error (its S3 error read by `hipobj::s3error`).
-fn status_error(method: &str, status: u16, resp: Response) -> StorageError {
+/// A non-2xx answer of the store as the seam's error (a HEAD's answer has no body to read; a
+/// body that cannot be read leaves the status to decide).
+fn status_error(method: &str, resp: Response) -> StorageError {
+    let status = resp.status().as_u16();
     let headers = resp.headers().clone();
-    let body = if method == "HEAD" {
-        Vec::new()
-    } else {
-        resp.bytes().map(|b| b.to_vec()).unwrap_or_default()
+    let body = match method {
+        "HEAD" => Vec::new(),
+        _ => resp.bytes().map(|b| b.to_vec()).unwrap_or_default(),
     };
-    answer_error(
+    let answer = Answer {
         status,
-        |n| headers.get(n).and_then(|v| v.to_str().ok()),
-        &body,
-    )
+        headers,
+        body,
+    };
+    match ErrorAnswer::of_failure(&answer) {
+        Some(error) => storage_error_of(&error),
+        None => StorageError::Io(io::Error::other(format!(
+            "backend store answered {status} as a failure"
+        ))),
+    }
 }
 
-/// The seam's error for a refused answer: its status, headers (by lowercase name) and body.
-fn answer_error<'a>(
-    status: u16,
-    get: impl Fn(&str) -> Option<&'a str>,
-    body: &[u8],
-) -> StorageError {
-    let code = S3ErrorReply::parse(status, get, body).and_then(|e| e.code);
-    storage_error_of(status, code.as_deref().unwrap_or(""))
-}
-
-fn storage_error_of(status: u16, code: &str) -> StorageError {
+/// The seam's error for the store's classified error: by its S3 code, else by its status, else
+/// by its retry class (an error the SDKs retry is the store unable to serve now: 503 to the
+/// client, which retries).
+fn storage_error_of(error: &ErrorAnswer) -> StorageError {
+    let status = error.reply.status;
+    let code = error.code().unwrap_or("");
     match (status, code) {
         (_, "NoSuchBucket") => StorageError::NoSuchBucket,
         (_, "NoSuchKey") => StorageError::NoSuchKey,
@@ -202,6 +311,9 @@ fn storage_error_of(status: u16, code: &str) -> StorageError {
         (404, "") => StorageError::NoSuchKey,
         // The store is there but cannot serve (revision 5, rule 2: 503, never 500).
         (500..=599, _) => StorageError::Unavailable(format!("it answered {status} {code}")),
+        _ if error.class.retryable() => {
+            StorageError::Unavailable(format!("it answered {status} {code}"))
+        }
         _ => StorageError::Io(io::Error::other(format!(
             "backend store answered {status} {code}"
         ))),
@@ -211,41 +323,83 @@ fn storage_error_of(status: u16, code: &str) -> StorageError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hipobj_s3client::reqwest::header::HeaderMap;
+
+    /// The store's error in an answer of `status` with `body` (an error document also in a 200).
+    fn error_answer(status: u16, body: &str) -> ErrorAnswer {
+        let answer = Answer {
+            status,
+            headers: HeaderMap::new(),
+            body: body.as_bytes().to_vec(),
+        };
+        ErrorAnswer::of_late_failure(&answer).expect("an error answer")
+    }
+
+    fn seam_error(status: u16, body: &str) -> StorageError {
+        storage_error_of(&error_answer(status, body))
+    }
+
+    fn document(code: &str) -> String {
+        format!("<?xml version=\"1.0\"?><Error><Code>{code}</Code><Message>m</Message></Error>")
+    }
 
     #[test]
     fn error_codes_map_to_the_seams_errors() {
-        let body =
-            b"<?xml version=\"1.0\"?><Error><Code>NoSuchBucket</Code><Message>m</Message></Error>";
         assert!(matches!(
-            answer_error(404, |_| None, body),
+            seam_error(404, &document("NoSuchBucket")),
             StorageError::NoSuchBucket
         ));
         // No S3 error document: the status alone decides.
         assert!(matches!(
-            answer_error(404, |_| None, b"<html/>"),
+            seam_error(404, "<html/>"),
             StorageError::NoSuchKey
         ));
+        assert!(matches!(seam_error(405, "<html/>"), StorageError::Io(_)));
+        assert!(matches!(seam_error(404, ""), StorageError::NoSuchKey));
         assert!(matches!(
-            answer_error(405, |_| None, b"<html/>"),
-            StorageError::Io(_)
-        ));
-        assert!(matches!(
-            answer_error(404, |_| None, b""),
-            StorageError::NoSuchKey
-        ));
-        assert!(matches!(storage_error_of(404, ""), StorageError::NoSuchKey));
-        assert!(matches!(
-            storage_error_of(403, "SignatureDoesNotMatch"),
+            seam_error(403, &document("SignatureDoesNotMatch")),
             StorageError::AccessDenied
         ));
         assert!(matches!(
-            storage_error_of(503, "SlowDown"),
+            seam_error(503, &document("SlowDown")),
             StorageError::Unavailable(why) if why == "it answered 503 SlowDown"
         ));
+        assert!(matches!(seam_error(500, ""), StorageError::Unavailable(_)));
+        assert!(matches!(seam_error(405, ""), StorageError::Io(_)));
+        // A store throttling with 429 is unable to serve now, as with 503.
+        assert!(matches!(seam_error(429, ""), StorageError::Unavailable(_)));
+    }
+
+    #[test]
+    fn an_error_inside_a_200_maps_by_its_code_and_class() {
         assert!(matches!(
-            storage_error_of(500, ""),
+            seam_error(200, &document("InvalidPart")),
+            StorageError::InvalidPart
+        ));
+        assert!(matches!(
+            seam_error(200, &document("SlowDown")),
+            StorageError::Unavailable(why) if why == "it answered 200 SlowDown"
+        ));
+        assert!(matches!(
+            seam_error(200, &document("InternalError")),
             StorageError::Unavailable(_)
         ));
-        assert!(matches!(storage_error_of(405, ""), StorageError::Io(_)));
+        assert!(matches!(
+            seam_error(200, &document("SomethingElse")),
+            StorageError::Io(_)
+        ));
+    }
+
+    #[test]
+    fn only_an_answered_error_the_sdks_retry_is_retried() {
+        let answered = |status, body: &str| StoreFailure::Answered(error_answer(status, body));
+        assert!(answered(200, &document("SlowDown")).class().retryable());
+        assert!(!answered(200, &document("InvalidPart")).class().retryable());
+        let unreached = StoreFailure::Unanswered(StorageError::Unavailable("refused".into()));
+        assert!(!unreached.class().retryable());
+        assert!(matches!(
+            StorageError::from(unreached),
+            StorageError::Unavailable(_)
+        ));
     }
 }

@@ -15,19 +15,24 @@ mod client;
 pub mod endpoint;
 mod reader;
 mod writer;
-mod xml;
 
 use std::io;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
+use hipobj::engine::{Retrier, RetryPolicy};
+use hipobj_s3client::ops::multipart::{self, PartEtag};
+use hipobj_s3client::ops::xml::{self, Element};
+use hipobj_s3client::ops::{etag, list};
 use hipobj_s3client::reqwest::{self, blocking::Response};
 
-use self::client::{object_path, query_value, Signing, StoreClient, StoreKeys, StoreSession};
+use self::client::{
+    object_path, query_value, Signing, StoreClient, StoreFailure, StoreKeys, StoreSession,
+};
 pub use self::endpoint::{Endpoint, EndpointError};
 use self::reader::ProxySource;
 use self::writer::{StreamingPut, Target};
-use self::xml::{Doc, Elem};
 use crate::credentials::Credentials;
 use crate::identity::Identity;
 use hipobj_s3client::http::Body;
@@ -55,6 +60,20 @@ pub struct S3ProxyBackend {
     /// The store as this view reaches it (unsigned until [`Backend::acting_for`] names an
     /// identity).
     store: StoreSession,
+    /// How a request the store failed with an error the SDKs retry is sent again
+    /// ([`S3ProxyBackend::retried`]).
+    retry: RetryPolicy,
+}
+
+/// How the gateway retries the store: the SDKs' three attempts, with a short backoff (the
+/// gateway holds its client's request meanwhile; a client answered 503 retries on its own).
+pub fn store_retry_policy() -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: 3,
+        base: Duration::from_millis(100),
+        max_backoff: Duration::from_secs(1),
+        paced: false,
+    }
 }
 
 impl S3ProxyBackend {
@@ -67,7 +86,14 @@ impl S3ProxyBackend {
                 client,
                 signing: Signing::Unsigned,
             },
+            retry: store_retry_policy(),
         })
+    }
+
+    /// The same backend retrying the store by `policy` (tests: a backoff of milliseconds).
+    pub fn with_retry(mut self, policy: RetryPolicy) -> S3ProxyBackend {
+        self.retry = policy;
+        self
     }
 
     pub fn endpoint(&self) -> &Endpoint {
@@ -78,18 +104,31 @@ impl S3ProxyBackend {
         self.store.send(method, target, &[], body)
     }
 
-    /// GET `target` and parse its XML answer with root element `root`.
+    /// GET `target` and read its XML answer with root element `root`.
     fn get_xml<T>(
         &self,
         target: &str,
         root: &str,
-        f: impl FnOnce(Elem<'_, '_>) -> StorageResult<T>,
+        read: impl FnOnce(Element<'_, '_>) -> StorageResult<T>,
     ) -> StorageResult<T> {
-        let text = self
+        let body = self
             .send("GET", target, Body::Empty)?
-            .text()
+            .bytes()
             .map_err(body_error)?;
-        Doc::new(text).parse(root, f)
+        xml::read(&body, root, read)
+    }
+
+    /// Run `attempt` (one whole request to the store) again while it fails with an error the
+    /// SDKs retry, by this backend's policy; the last failure as the seam's error.
+    fn retried<T>(
+        &self,
+        what: &dyn Fn() -> String,
+        attempt: impl FnMut() -> Result<T, StoreFailure>,
+    ) -> StorageResult<T> {
+        let never_cancelled = AtomicBool::new(false);
+        Retrier::with_policy(&self.retry, &never_cancelled)
+            .run(what, attempt)
+            .map_err(StorageError::from)
     }
 
     /// A streaming PUT of `options.size` bytes to `target` in `bucket`. The bucket is asked for
@@ -202,10 +241,7 @@ fn info_from_headers(key: &str, resp: &Response) -> StorageResult<ObjectInfo> {
     Ok(ObjectInfo {
         key: key.to_string(),
         size,
-        etag: header("etag")
-            .unwrap_or_default()
-            .trim_matches('"')
-            .to_string(),
+        etag: etag::unquoted(&header("etag").unwrap_or_default()).to_string(),
         last_modified,
         meta,
         checksums: Checksums::from_reply(header),
@@ -219,6 +255,14 @@ fn bucket_target(bucket: &str, query: &str) -> String {
     format!("{}?{query}", object_path(bucket, ""))
 }
 
+/// A timestamp of the store's XML (ISO 8601); the epoch when missing or unreadable.
+fn timestamp(text: &str) -> SystemTime {
+    s3s::dto::Timestamp::parse(s3s::dto::TimestampFormat::DateTime, text.trim())
+        .ok()
+        .map(|ts| SystemTime::from(time::OffsetDateTime::from(ts)))
+        .unwrap_or(SystemTime::UNIX_EPOCH)
+}
+
 impl Backend for S3ProxyBackend {
     fn acting_for(&self, identity: &Identity) -> Option<Arc<dyn Backend>> {
         Some(Arc::new(S3ProxyBackend {
@@ -227,6 +271,7 @@ impl Backend for S3ProxyBackend {
                 client: Arc::clone(&self.store.client),
                 signing: signing_for(&self.keyring, identity),
             },
+            retry: self.retry.clone(),
         }))
     }
 
@@ -260,7 +305,7 @@ impl Backend for S3ProxyBackend {
                     b.all("Bucket")
                         .map(|e| BucketInfo {
                             name: e.text("Name"),
-                            created: e.time("CreationDate"),
+                            created: timestamp(&e.text("CreationDate")),
                         })
                         .collect()
                 })
@@ -322,36 +367,23 @@ impl Backend for S3ProxyBackend {
     }
 
     fn list_objects(&self, bucket: &str, prefix: &str) -> StorageResult<Vec<ObjectInfo>> {
-        let mut out = Vec::new();
-        let mut token: Option<String> = None;
-        loop {
-            let mut query = format!("list-type=2&prefix={}", query_value(prefix));
-            if let Some(t) = &token {
-                query.push_str(&format!("&continuation-token={}", query_value(t)));
-            }
-            let next =
-                self.get_xml(&bucket_target(bucket, &query), "ListBucketResult", |root| {
-                    for c in root.all("Contents") {
-                        out.push(ObjectInfo {
-                            key: c.text("Key"),
-                            size: c.number("Size")?,
-                            etag: c.text("ETag").trim_matches('"').to_string(),
-                            last_modified: c.time("LastModified"),
-                            meta: ObjectMeta::default(),
-                            checksums: Default::default(),
-                            parts: None,
-                            part_sizes: Vec::new(),
-                            part_checksums: Vec::new(),
-                        });
-                    }
-                    let t = root.text("NextContinuationToken");
-                    Ok((root.flag("IsTruncated") && !t.is_empty()).then_some(t))
-                })?;
-            match next {
-                Some(t) => token = Some(t),
-                None => break,
-            }
-        }
+        let listed = list::objects(bucket, prefix, |request| {
+            self.store.call(&request).map(|answer| answer.body)
+        })?;
+        let mut out: Vec<ObjectInfo> = listed
+            .into_iter()
+            .map(|o| ObjectInfo {
+                key: o.key,
+                size: o.size,
+                etag: o.etag,
+                last_modified: timestamp(&o.last_modified),
+                meta: ObjectMeta::default(),
+                checksums: Default::default(),
+                parts: None,
+                part_sizes: Vec::new(),
+                part_checksums: Vec::new(),
+            })
+            .collect();
         out.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(out)
     }
@@ -362,16 +394,9 @@ impl Backend for S3ProxyBackend {
         key: &str,
         options: UploadOptions,
     ) -> StorageResult<String> {
-        let target = format!("{}?uploads", object_path(bucket, key));
-        let headers = meta_headers(&options.meta);
-        let text = self
-            .store
-            .send("POST", &target, &headers, Body::Empty)?
-            .text()
-            .map_err(body_error)?;
-        Doc::new(text).parse("InitiateMultipartUploadResult", |root| {
-            Ok(root.text("UploadId"))
-        })
+        let request = multipart::create(bucket, key, meta_headers(&options.meta));
+        let answer = self.store.call(&request)?;
+        Ok(multipart::upload_id(&answer.body)?)
     }
 
     fn create_part_write(
@@ -382,11 +407,7 @@ impl Backend for S3ProxyBackend {
         part_number: u32,
         options: WriteOptions,
     ) -> StorageResult<ObjectWriter> {
-        let target = format!(
-            "{}?partNumber={part_number}&uploadId={}",
-            object_path(bucket, key),
-            query_value(upload_id)
-        );
+        let target = multipart::part_target(bucket, key, upload_id, part_number);
         self.streaming_put(bucket, key, target, options)
     }
 
@@ -404,9 +425,9 @@ impl Backend for S3ProxyBackend {
 
     fn list_parts(&self, bucket: &str, key: &str, upload_id: &str) -> StorageResult<Vec<PartInfo>> {
         let target = format!(
-            "{}?uploadId={}",
+            "{}{}",
             object_path(bucket, key),
-            query_value(upload_id)
+            multipart::upload_query(upload_id)
         );
         // RGW (Ceph 16) answers ListParts of an aborted or unknown upload 404 NoSuchKey, S3
         // NoSuchUpload: ListParts names an upload, so either means the upload is gone.
@@ -418,8 +439,8 @@ impl Backend for S3ProxyBackend {
                         part_number: u32::try_from(p.number("PartNumber")?)
                             .map_err(|_| StorageError::InvalidPart)?,
                         size: p.number("Size")?,
-                        etag: p.text("ETag").trim_matches('"').to_string(),
-                        last_modified: p.time("LastModified"),
+                        etag: etag::unquoted(&p.text("ETag")).to_string(),
+                        last_modified: timestamp(&p.text("LastModified")),
                         checksums: Default::default(),
                     })
                 })
@@ -433,6 +454,10 @@ impl Backend for S3ProxyBackend {
         }
     }
 
+    /// CompleteMultipartUpload at the store, retried while it fails with an error the SDKs
+    /// retry: the store's `SlowDown` or `InternalError`, also inside a 200 (S3 may fail a
+    /// completion after its status is sent). A permanent error (`InvalidPart`) is sent once and
+    /// answered with its own code.
     fn complete_upload(
         &self,
         bucket: &str,
@@ -441,45 +466,19 @@ impl Backend for S3ProxyBackend {
         parts: &[CompletedPart],
         _expected: &Checksums,
     ) -> StorageResult<ObjectInfo> {
-        let mut body = String::from("<CompleteMultipartUpload>");
-        for p in parts {
-            body.push_str(&format!(
-                "<Part><PartNumber>{}</PartNumber><ETag>\"{}\"</ETag></Part>",
-                p.part_number,
-                p.etag.trim_matches('"')
-            ));
-        }
-        body.push_str("</CompleteMultipartUpload>");
-        let target = format!(
-            "{}?uploadId={}",
-            object_path(bucket, key),
-            query_value(upload_id)
-        );
-        let text = self
-            .send(
-                "POST",
-                &target,
-                Body::Bytes {
-                    data: body.into_bytes(),
-                    hashed: true,
-                },
-            )?
-            .text()
-            .map_err(body_error)?;
-        // Errors may come inside a 200 answer (S3's rule for CompleteMultipartUpload).
-        if text.contains("<Error>") {
-            return Err(StorageError::InvalidPart);
-        }
+        let parts = parts.iter().map(|p| PartEtag::new(p.part_number, &p.etag));
+        let request = multipart::complete(bucket, key, upload_id, parts, Vec::new());
+        let what = || format!("CompleteMultipartUpload {bucket}/{key} at the store");
+        self.retried(&what, || {
+            self.store.attempt(&request, multipart::completion_outcome)
+        })?;
         self.head_object(bucket, key)
     }
 
     fn abort_upload(&self, bucket: &str, key: &str, upload_id: &str) -> StorageResult<()> {
-        let target = format!(
-            "{}?uploadId={}",
-            object_path(bucket, key),
-            query_value(upload_id)
-        );
-        self.send("DELETE", &target, Body::Empty).map(drop)
+        self.store
+            .call(&multipart::abort(bucket, key, upload_id))
+            .map(drop)
     }
 
     fn list_uploads(&self, bucket: &str, prefix: &str) -> StorageResult<Vec<UploadInfo>> {
@@ -494,7 +493,7 @@ impl Backend for S3ProxyBackend {
                         bucket: bucket.to_string(),
                         key: u.text("Key"),
                         upload_id: u.text("UploadId"),
-                        initiated: u.time("Initiated"),
+                        initiated: timestamp(&u.text("Initiated")),
                         options: UploadOptions::default(),
                     })
                     .collect();
@@ -594,6 +593,13 @@ mod tests {
             view.open_read("bkt", "k", None).err(),
             view.create_write("bkt", "k", sized).err(),
             view.list_parts("bkt", "k", "upload").err(),
+            // The shared operations (`hipobj_s3client::ops`), the retried completion included.
+            view.list_objects("bkt", "").err(),
+            view.create_upload("bkt", "k", UploadOptions::default())
+                .err(),
+            view.complete_upload("bkt", "k", "upload", &[], &Checksums::default())
+                .err(),
+            view.abort_upload("bkt", "k", "upload").err(),
         ];
         let reached = store.requests();
         assert!(

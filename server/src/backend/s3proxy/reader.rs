@@ -9,6 +9,7 @@ use std::ops::Range;
 use super::super::{ObjectSource, StorageError};
 use super::client::StoreSession;
 use hipobj_s3client::http::Body;
+use hipobj_s3client::ops::etag;
 
 /// An open stream of the store's bytes, positioned at `pos`.
 struct Stream {
@@ -50,7 +51,7 @@ impl ProxySource {
                 "range".to_string(),
                 format!("bytes={}-{}", pos, self.range.end - 1),
             ),
-            ("if-match".to_string(), format!("\"{}\"", self.etag)),
+            ("if-match".to_string(), etag::quoted(&self.etag)),
         ];
         let resp = self
             .store
@@ -62,12 +63,12 @@ impl ProxySource {
                 resp.status()
             )));
         }
-        let etag = resp
+        let answered = resp
             .headers()
             .get("etag")
             .and_then(|v| v.to_str().ok())
-            .map(|v| v.trim_matches('"').to_string());
-        if etag.is_some_and(|e| e != self.etag) {
+            .map(etag::unquoted);
+        if answered.is_some_and(|e| e != self.etag) {
             return Err(io::Error::other(
                 "the object was replaced at the store while it was being read",
             ));

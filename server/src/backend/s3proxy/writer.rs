@@ -13,6 +13,7 @@ use std::time::SystemTime;
 use super::super::{ObjectInfo, ObjectMeta, ObjectWrite, StorageError, StorageResult};
 use super::client::StoreSession;
 use hipobj_s3client::http::Body;
+use hipobj_s3client::ops::etag;
 
 /// Chunks queued between the data path and the store's socket.
 const CHUNKS_IN_FLIGHT: usize = 4;
@@ -170,13 +171,8 @@ impl StreamingPut {
                         reader: Box::new(body),
                     };
                     let resp = store.send("PUT", &target, &headers, payload)?;
-                    Ok(resp
-                        .headers()
-                        .get("etag")
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or_default()
-                        .trim_matches('"')
-                        .to_string())
+                    let answered = resp.headers().get("etag").and_then(|v| v.to_str().ok());
+                    Ok(etag::unquoted(answered.unwrap_or_default()).to_string())
                 })?;
             self.tx = Some(tx);
             self.put = Some(put);

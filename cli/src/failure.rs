@@ -2,6 +2,8 @@
 
 use hipobj::engine::{Classify, ErrorClass};
 use hipobj::s3error::S3ErrorReply;
+use hipobj_s3client::ops::error::ErrorAnswer;
+use hipobj_s3client::ops::xml::XmlError;
 use std::fmt;
 use std::time::Duration;
 
@@ -24,12 +26,13 @@ impl Retryable {
         }
     }
 
-    /// The failure the server's error answer stands for, with its class and `Retry-After`.
-    pub fn of_reply(reply: &S3ErrorReply, what: &str) -> Retryable {
+    /// The failure the server's error answer stands for, with the class it was given
+    /// (`hipobj_s3client::ops::error`) and its `Retry-After`.
+    pub fn of_error(error: &ErrorAnswer, what: &str) -> Retryable {
         Retryable {
-            failure: Failure::of_reply(reply, what),
-            class: reply.class(),
-            retry_after: reply.retry_after,
+            failure: Failure::of_reply(&error.reply, what),
+            class: error.class,
+            retry_after: error.reply.retry_after,
         }
     }
 }
@@ -110,6 +113,13 @@ impl Failure {
             )),
             _ => Failure::Http(format!("{what}: {reply}")),
         }
+    }
+}
+
+/// An S3 answer that is not the XML it should be.
+impl From<XmlError> for Failure {
+    fn from(e: XmlError) -> Failure {
+        Failure::Http(format!("the server sent {e}"))
     }
 }
 

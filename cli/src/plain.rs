@@ -5,9 +5,10 @@
 //! uploads past the part size, the end-to-end check as parts land, memory bounded by the ring.
 
 use crate::failure::Retryable;
-use crate::s3::{part_query, ObjectPath, S3};
+use crate::s3::{ObjectPath, S3};
 use hipobj::checksum::{CrcAlgo, ObjectChecksum};
 use hipobj::engine::{CompletedPart, ObjectStore, PartHead, PutTarget, Slice};
+use hipobj_s3client::ops::multipart::part_query;
 
 /// One object of one endpoint over plain HTTP. Only ever run with [`hipobj::engine::PlainBuffers`]: the slices
 /// the engine passes are then parts of a [`PlainSlot`]'s memory.

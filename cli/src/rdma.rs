@@ -5,7 +5,7 @@
 //! per endpoint as docs/protocol.md 10.1 negotiates it (`hipobj::rcv2::negotiate`).
 
 use crate::failure::Failure;
-use crate::s3::{ObjectPath, Response, S3};
+use crate::s3::{Answer, ObjectPath, S3};
 use crate::session::Session;
 use hipobj::checksum::{ObjectChecksum, StoredChecksum, RDMA_CHECKSUM};
 use hipobj::engine::{ErrorClass, Slice};
@@ -19,6 +19,7 @@ use hipobj::rcv2::{
 use hipobj::runtime::{Runtime, S3Ops, TransferKind};
 use hipobj::s3error::S3ErrorReply;
 use hipobj::token::Token;
+use hipobj_s3client::ops::multipart::part_query;
 use std::net::IpAddr;
 use std::thread::JoinHandle;
 
@@ -86,12 +87,12 @@ pub struct RdmaRequest<'a> {
     /// A PUT's checksum of the bytes it moves (`x-amz-checksum-<algorithm>`, rule 4.9).
     checksum: Option<ObjectChecksum>,
     /// The last answer that counts: v1's last, or v2's PREPARE or FINAL (never a CANCEL's).
-    last: Option<Response>,
+    last: Option<Answer>,
     failure: Option<Failure>,
     /// A v2 transfer's FINAL, once it succeeded.
     outcome: Option<V2Outcome>,
     /// A v2 READY on its way (its answer is FINAL).
-    ready: Option<JoinHandle<Result<Response, Failure>>>,
+    ready: Option<JoinHandle<Result<Answer, Failure>>>,
     /// The NIC address v2's control requests leave from (that of PREPARE's token).
     local: Option<IpAddr>,
     pub requests: usize,
@@ -160,7 +161,7 @@ impl<'a> RdmaRequest<'a> {
         path: &str,
         headers: &[(&'static str, String)],
         local: Option<IpAddr>,
-    ) -> Result<Response, Failure> {
+    ) -> Result<Answer, Failure> {
         let url = format!("{}{path}", self.s3.endpoint());
         self.s3.request("POST", &url, headers, Vec::new(), local)
     }
@@ -216,7 +217,7 @@ impl<'a> RdmaRequest<'a> {
         self.last
             .as_ref()
             .filter(|r| r.status >= 300)
-            .and_then(Response::error)
+            .and_then(Answer::error)
     }
 
     /// The stored checksum the GET's reply named for the bytes it moved (`x-amz-rdma-checksum`,
@@ -301,7 +302,7 @@ impl S3Ops for RdmaRequest<'_> {
         headers.extend(self.checksum_header());
         let mut url = self.s3.url(&self.object.bucket, Some(&self.object.key));
         if let Some((id, n)) = &self.part {
-            url.push_str(&crate::s3::part_query(id, *n));
+            url.push_str(&part_query(id, *n));
         }
         match self.s3.request(
             method,
@@ -435,12 +436,12 @@ mod tests {
             .with_protocol(choice)
     }
 
-    fn answered(status: u16, marker: Option<&'static str>) -> Response {
+    fn answered(status: u16, marker: Option<&'static str>) -> Answer {
         let mut headers = HeaderMap::new();
         if let Some(m) = marker {
             headers.insert("x-amz-rdma-protocol-status", HeaderValue::from_static(m));
         }
-        Response {
+        Answer {
             status,
             headers,
             body: Vec::new(),

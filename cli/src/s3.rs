@@ -1,16 +1,20 @@
 //! S3 requests through the project's S3 client (`hipobj-s3client`: SigV4, every header we add is
-//! in SignedHeaders, the RDMA token included; key encoding; `reqwest`'s blocking client), sent from
-//! a chosen local address (the RDMA NIC's, so the server sees the same address in the HTTP peer
-//! and in the token's GID).
+//! in SignedHeaders, the RDMA token included; key encoding; `reqwest`'s blocking client; the
+//! shared operations of `hipobj_s3client::ops`, with their answers' errors classified there),
+//! sent from a chosen local address (the RDMA NIC's, so the server sees the same address in the
+//! HTTP peer and in the token's GID).
 
 use crate::credentials::Credentials;
 use crate::failure::{Failure, Retryable};
 use hipobj::checksum::{CrcAlgo, ObjectChecksum, Unchecked};
 use hipobj::engine::{CompletedPart, ErrorClass, PartHead, Retrier, RetryPolicy};
 use hipobj::rcv2::negotiate::{Choice, Negotiation};
-use hipobj::s3error::{xml_unescape, S3ErrorReply};
+pub use hipobj_s3client::http::Answer;
 use hipobj_s3client::http::{error_chain, Body, Outgoing};
-use hipobj_s3client::path::{object_path, query_value};
+use hipobj_s3client::ops::error::ErrorAnswer;
+use hipobj_s3client::ops::multipart::{self, PartEtag};
+use hipobj_s3client::ops::{list, OpRequest};
+use hipobj_s3client::path::object_path;
 use hipobj_s3client::reqwest::blocking::{Client, RequestBuilder};
 use hipobj_s3client::reqwest::{self, Certificate};
 use hipobj_s3client::sign::Signer;
@@ -50,63 +54,15 @@ impl std::fmt::Display for ObjectPath {
     }
 }
 
-/// One HTTP response.
 /// The full-object CRC of an object a download is checked against, or why there is none.
 pub type StoredChecksum = Result<ObjectChecksum, Unchecked>;
 
-#[derive(Debug)]
-pub struct Response {
-    pub status: u16,
-    pub headers: reqwest::header::HeaderMap,
-    pub body: Vec<u8>,
-}
-
-impl Response {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
+/// `Ok` for a 2xx, else the failure the server's answer stands for (`what` names it).
+fn check_success(answer: &Answer, what: &str) -> Result<(), Failure> {
+    match ErrorAnswer::of_failure(answer) {
+        Some(e) => Err(Failure::of_reply(&e.reply, what)),
+        None => Ok(()),
     }
-
-    /// The S3 error this answer is (a non-2xx, or a 2xx with an error document), if it is one.
-    pub fn error(&self) -> Option<S3ErrorReply> {
-        S3ErrorReply::parse(self.status, |n| self.header(n), &self.body)
-    }
-
-    /// `Ok` for a 2xx, else the failure the server's answer stands for (`what` names it).
-    pub fn check(&self, what: &str) -> Result<(), Failure> {
-        if (200..300).contains(&self.status) {
-            return Ok(());
-        }
-        match self.error() {
-            Some(e) => Err(Failure::of_reply(&e, what)),
-            None => Ok(()),
-        }
-    }
-}
-
-/// The text of every `<tag>...</tag>` in an S3 XML answer, in order, entities decoded.
-pub fn xml_values(xml: &str, tag: &str) -> Vec<String> {
-    let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
-    let mut out = Vec::new();
-    let mut rest = xml;
-    while let Some(start) = rest.find(&open) {
-        rest = &rest[start + open.len()..];
-        let Some(end) = rest.find(&close) else { break };
-        out.push(xml_unescape(&rest[..end]));
-        rest = &rest[end + close.len()..];
-    }
-    out
-}
-
-fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-/// `?partNumber=N&uploadId=ID` of an UploadPart.
-pub fn part_query(upload_id: &str, number: u32) -> String {
-    format!("?partNumber={number}&uploadId={}", query_value(upload_id))
 }
 
 /// The trust roots of an endpoint's TLS.
@@ -253,7 +209,7 @@ impl S3 {
         headers: &[(&str, String)],
         body: Vec<u8>,
         local: Option<IpAddr>,
-    ) -> Result<Response, Failure> {
+    ) -> Result<Answer, Failure> {
         let req = self.build(method, url, headers, body, local)?;
         send(req, method, url, local)
     }
@@ -363,7 +319,7 @@ impl S3 {
             return Ok(());
         }
         let r = self.request("PUT", &url, &[], Vec::new(), None)?;
-        r.check(&format!("create bucket {bucket}"))
+        check_success(&r, &format!("create bucket {bucket}"))
     }
 
     /// Plain-HTTP GET (optionally a byte range `first..=last`): the body.
@@ -377,7 +333,7 @@ impl S3 {
             .map(|(a, b)| vec![("range", format!("bytes={a}-{b}"))])
             .unwrap_or_default();
         let r = self.request("GET", &url, &headers, Vec::new(), None)?;
-        r.check(&format!("GET {obj}"))?;
+        check_success(&r, &format!("GET {obj}"))?;
         Ok(r.body)
     }
 
@@ -389,7 +345,7 @@ impl S3 {
         url: &str,
         headers: &[(&str, String)],
         what: &dyn Fn() -> String,
-    ) -> Result<Response, Failure> {
+    ) -> Result<Answer, Failure> {
         let never = std::sync::atomic::AtomicBool::new(false);
         Retrier::with_policy(&self.retry, &never)
             .run(what, || self.call(method, url, headers, Vec::new(), what))
@@ -404,17 +360,25 @@ impl S3 {
         headers: &[(&str, String)],
         body: Vec<u8>,
         what: &dyn Fn() -> String,
-    ) -> Result<Response, Retryable> {
+    ) -> Result<Answer, Retryable> {
         let r = self
             .request(method, url, headers, body, None)
             .map_err(|failure| Retryable::new(failure, ErrorClass::Transient))?;
-        if (200..300).contains(&r.status) {
-            return Ok(r);
-        }
-        match r.error() {
-            Some(e) => Err(Retryable::of_reply(&e, &what())),
+        match ErrorAnswer::of_failure(&r) {
+            Some(e) => Err(Retryable::of_error(&e, &what())),
             None => Ok(r),
         }
+    }
+
+    /// [`S3::call`] of one request of the shared operations (`hipobj_s3client::ops`).
+    fn call_op(&self, op: &OpRequest, what: &dyn Fn() -> String) -> Result<Answer, Retryable> {
+        let headers: Vec<(&str, String)> = op
+            .headers
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.clone()))
+            .collect();
+        let url = op.url(&self.endpoint);
+        self.call(op.method, &url, &headers, op.body.clone(), what)
     }
 
     /// CreateMultipartUpload, with `checksum` as the upload's FULL_OBJECT algorithm: the upload
@@ -424,29 +388,24 @@ impl S3 {
         obj: &ObjectPath,
         checksum: Option<CrcAlgo>,
     ) -> Result<String, Retryable> {
-        let url = format!("{}?uploads", self.url(&obj.bucket, Some(&obj.key)));
         let what = || format!("CreateMultipartUpload {obj}");
-        let headers: Vec<(&str, String)> = match checksum {
+        let headers: Vec<(String, String)> = match checksum {
             Some(algo) => vec![
-                ("x-amz-checksum-algorithm", algo.as_str().to_owned()),
-                ("x-amz-checksum-type", "FULL_OBJECT".to_owned()),
+                ("x-amz-checksum-algorithm".into(), algo.as_str().into()),
+                ("x-amz-checksum-type".into(), "FULL_OBJECT".into()),
             ],
             None => Vec::new(),
         };
-        let r = self.call("POST", &url, &headers, Vec::new(), &what)?;
-        xml_values(&String::from_utf8_lossy(&r.body), "UploadId")
-            .into_iter()
-            .next()
-            .ok_or_else(|| {
-                Retryable::new(
-                    Failure::Http(format!("{}: no UploadId in the answer", what())),
-                    ErrorClass::Fatal,
-                )
-            })
+        let request = multipart::create(&obj.bucket, &obj.key, headers);
+        let r = self.call_op(&request, &what)?;
+        multipart::upload_id(&r.body).map_err(|e| {
+            Retryable::new(Failure::Http(format!("{}: {e}", what())), ErrorClass::Fatal)
+        })
     }
 
     /// CompleteMultipartUpload with the parts' numbers and ETags, and the whole object's checksum
-    /// when known (the server compares it with what it assembled).
+    /// when known (the server compares it with what it assembled). An error the server put in a
+    /// 200 answer is a failure too, classified by its code.
     pub fn complete_upload(
         &self,
         obj: &ObjectPath,
@@ -454,79 +413,37 @@ impl S3 {
         parts: &[CompletedPart],
         checksum: Option<ObjectChecksum>,
     ) -> Result<(), Retryable> {
-        let url = format!(
-            "{}?uploadId={}",
-            self.url(&obj.bucket, Some(&obj.key)),
-            query_value(upload_id)
-        );
-        let mut xml = String::from("<CompleteMultipartUpload>");
-        for p in parts {
-            xml.push_str(&format!(
-                "<Part><PartNumber>{}</PartNumber><ETag>{}</ETag></Part>",
-                p.number,
-                xml_escape(&p.etag)
-            ));
-        }
-        xml.push_str("</CompleteMultipartUpload>");
         let what = || format!("CompleteMultipartUpload {obj}");
-        let headers: Vec<(&str, String)> = checksum
-            .map(|c| (c.algo.header(), c.encoded()))
+        let parts = parts.iter().map(|p| PartEtag::new(p.number, &p.etag));
+        let headers: Vec<(String, String)> = checksum
+            .map(|c| (c.algo.header().to_owned(), c.encoded()))
             .into_iter()
             .collect();
-        let r = self.call("POST", &url, &headers, xml.into_bytes(), &what)?;
-        // S3 may answer 200 with an error document.
-        match r.error() {
-            Some(e) => Err(Retryable {
-                class: ErrorClass::of_status(500, e.code.as_deref()),
-                failure: Failure::Http(format!("{}: {e}", what())),
-                retry_after: e.retry_after,
-            }),
-            None => Ok(()),
-        }
+        let request = multipart::complete(&obj.bucket, &obj.key, upload_id, parts, headers);
+        let r = self.call_op(&request, &what)?;
+        multipart::completion_outcome(&r).map_err(|e| Retryable::of_error(&e, &what()))
     }
 
     /// AbortMultipartUpload.
     pub fn abort_upload(&self, obj: &ObjectPath, upload_id: &str) -> Result<(), Retryable> {
-        let url = format!(
-            "{}?uploadId={}",
-            self.url(&obj.bucket, Some(&obj.key)),
-            query_value(upload_id)
-        );
-        self.call("DELETE", &url, &[], Vec::new(), &|| {
-            format!("AbortMultipartUpload {obj}")
-        })
-        .map(drop)
+        let request = multipart::abort(&obj.bucket, &obj.key, upload_id);
+        self.call_op(&request, &|| format!("AbortMultipartUpload {obj}"))
+            .map(drop)
     }
 
-    /// Every object under `prefix` of `bucket`: (key, size), by ListObjectsV2 pages.
+    /// Every object under `prefix` of `bucket`: (key, size), by ListObjectsV2 pages (each
+    /// retried).
     pub fn list(&self, bucket: &str, prefix: &str) -> Result<Vec<(String, u64)>, Failure> {
-        let mut out = Vec::new();
-        let mut token: Option<String> = None;
-        loop {
-            let mut url = format!(
-                "{}?list-type=2&prefix={}",
-                self.url(bucket, None),
-                query_value(prefix)
-            );
-            if let Some(t) = &token {
-                url.push_str(&format!("&continuation-token={}", query_value(t)));
-            }
-            let r = self.call_retried("GET", &url, &[], &|| {
-                format!("ListObjectsV2 s3://{bucket}/{prefix}")
-            })?;
-            let xml = String::from_utf8_lossy(&r.body);
-            for entry in xml.split("<Contents>").skip(1) {
-                let key = xml_values(entry, "Key").into_iter().next();
-                let size = xml_values(entry, "Size").into_iter().next();
-                if let (Some(k), Some(n)) = (key, size.and_then(|n| n.parse().ok())) {
-                    out.push((k, n));
-                }
-            }
-            token = xml_values(&xml, "NextContinuationToken").into_iter().next();
-            if token.is_none() {
-                return Ok(out);
-            }
-        }
+        let what = || format!("ListObjectsV2 s3://{bucket}/{prefix}");
+        let never = std::sync::atomic::AtomicBool::new(false);
+        let retrier = Retrier::with_policy(&self.retry, &never);
+        let listed = list::objects(bucket, prefix, |request| {
+            retrier
+                .run(&what, || self.call_op(&request, &what))
+                .map(|r| r.body)
+                .map_err(|r| r.failure)
+        })?;
+        Ok(listed.into_iter().map(|o| (o.key, o.size)).collect())
     }
 
     /// Plain-HTTP PUT of `body`.
@@ -547,8 +464,9 @@ impl S3 {
         Ok(r.body)
     }
 
-    /// A PUT of `body` over plain HTTP (an UploadPart with `query`, see [`part_query`]), with the
-    /// checksum header of its bytes when given: the ETag the server answered.
+    /// A PUT of `body` over plain HTTP (an UploadPart with `query`, see
+    /// [`multipart::part_query`]), with the checksum header of its bytes when given: the ETag
+    /// the server answered.
     pub fn put_body(
         &self,
         obj: &ObjectPath,
@@ -575,7 +493,7 @@ impl S3 {
         let url = self.url(&obj.bucket, Some(&obj.key));
         let headers = [("content-type", "application/octet-stream".to_owned())];
         let r = self.request("PUT", &url, &headers, body, None)?;
-        r.check(&format!("PUT {obj}"))
+        check_success(&r, &format!("PUT {obj}"))
     }
 }
 
@@ -585,22 +503,12 @@ pub fn send(
     method: &str,
     url: &str,
     local: Option<IpAddr>,
-) -> Result<Response, Failure> {
+) -> Result<Answer, Failure> {
     let resp = req.send().map_err(|e| {
         let from = local.map(|a| format!(" from {a}")).unwrap_or_default();
         Failure::Http(format!("{method} {url}{from}: {}", error_chain(&e)))
     })?;
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    let body = resp
-        .bytes()
-        .map_err(|e| Failure::Http(format!("{method} {url}: reading the body: {e}")))?
-        .to_vec();
-    Ok(Response {
-        status,
-        headers,
-        body,
-    })
+    Answer::read(resp).map_err(|e| Failure::Http(format!("{method} {url}: reading the body: {e}")))
 }
 
 #[cfg(test)]
@@ -668,6 +576,36 @@ mod tests {
         assert_eq!(server.join().expect("server"), 2);
     }
 
+    /// CompleteMultipartUpload answered `200` with an error document: a failure, classified by
+    /// its code through the shared layer (`SlowDown` retried, `InvalidPart` final).
+    #[test]
+    fn a_completion_failed_inside_a_200_is_classified_by_its_code() {
+        let (url, server) = scripted(vec![
+            "HTTP/1.1 200 OK\r\nContent-Length: 56\r\nConnection: close\r\n\r\n\
+             <Error><Code>SlowDown</Code><Message>m</Message></Error>",
+            "HTTP/1.1 200 OK\r\nContent-Length: 59\r\nConnection: close\r\n\r\n\
+             <Error><Code>InvalidPart</Code><Message>m</Message></Error>",
+        ]);
+        let (s3, obj) = anonymous(&url);
+        let parts = [CompletedPart {
+            number: 1,
+            etag: "\"e1\"".into(),
+        }];
+        let slow = s3
+            .complete_upload(&obj, "up-1", &parts, None)
+            .expect_err("SlowDown inside a 200");
+        assert_eq!(slow.class, ErrorClass::Throttling);
+        let invalid = s3
+            .complete_upload(&obj, "up-1", &parts, None)
+            .expect_err("InvalidPart inside a 200");
+        assert_eq!(invalid.class, ErrorClass::Fatal);
+        assert_eq!(
+            invalid.to_string(),
+            "HTTP: CompleteMultipartUpload s3://b/k: InvalidPart: m (200)"
+        );
+        assert_eq!(server.join().expect("server"), 2);
+    }
+
     /// A refused HEAD has no body: the message is the one-byte GET's S3 error.
     #[test]
     fn a_refused_head_is_explained_by_the_servers_error() {
@@ -708,15 +646,6 @@ mod tests {
         assert!(ObjectPath::parse("s3://b").unwrap().is_err());
         assert!(ObjectPath::parse("s3:///k").unwrap().is_err());
         assert!(ObjectPath::parse("./file").is_none());
-    }
-
-    #[test]
-    fn xml_answers_are_read() {
-        let xml = "<R><Contents><Key>a&amp;b</Key><Size>3</Size></Contents>\
-                   <Contents><Key>c</Key><Size>10</Size></Contents><Code>SlowDown</Code></R>";
-        assert_eq!(xml_values(xml, "Key"), vec!["a&b", "c"]);
-        assert_eq!(xml_values(xml, "Code"), vec!["SlowDown"]);
-        assert_eq!(part_query("a/b+c", 7), "?partNumber=7&uploadId=a%2Fb%2Bc");
     }
 
     #[test]

@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 
 use data::pattern;
 use hipobj::runtime::{self, InitConfig, MemoryKind, TransferKind};
+use hipobj_s3client::ops::multipart::{self, PartEtag};
+use hipobj_s3client::ops::xml::{self, XmlError};
 use s3::sigv4::{OTHER_SIGNER, TEST_ACCESS_KEY, TEST_SECRET_KEY};
 use s3::{RdmaRequest, S3};
 use server::{required_device_pair, Server};
@@ -395,15 +397,12 @@ fn signed(s3: &S3, method: &str, target: &str, body: &[u8]) -> s3::Response {
     s3.request(method, target, &[], body).expect("request")
 }
 
-/// Text of every `<tag>...</tag>` in `xml`, in order.
-fn xml_values(xml: &[u8], tag: &str) -> Vec<String> {
-    let xml = String::from_utf8_lossy(xml);
-    let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
-    xml.split(open.as_str())
-        .skip(1)
-        .filter_map(|s| s.split(close.as_str()).next())
-        .map(|s| s.replace("&quot;", "\""))
-        .collect()
+/// How many parts a ListParts answer lists.
+fn parts_listed(body: &[u8]) -> usize {
+    xml::read(body, "ListPartsResult", |root| {
+        Ok::<_, XmlError>(root.all("Part").count())
+    })
+    .expect("a ListParts answer")
 }
 
 #[test]
@@ -429,13 +428,11 @@ fn multipart_upload_with_rdma_parts_through_the_gateway_from_16_threads() {
                     "create: {:?}",
                     String::from_utf8_lossy(&created.body)
                 );
-                let id = xml_values(&created.body, "UploadId")
-                    .pop()
-                    .expect("UploadId");
+                let id = multipart::upload_id(&created.body).expect("UploadId");
                 let mut at = 0;
                 let mut etags = Vec::new();
                 for (i, &len) in sizes.iter().enumerate() {
-                    let part = format!("{key}?partNumber={}&uploadId={id}", i + 1);
+                    let part = format!("{key}{}", multipart::part_query(&id, i as u32 + 1));
                     let mut req = RdmaRequest::put(&s3, "bkt", &part);
                     transfer(
                         &mut req,
@@ -450,27 +447,16 @@ fn multipart_upload_with_rdma_parts_through_the_gateway_from_16_threads() {
                 }
                 // The store lists both parts (s3s-fs's ListParts carries no ETags: they come
                 // from the UploadPart answers).
-                let listed = signed(&s3, "GET", &format!("/bkt/{key}?uploadId={id}"), b"");
+                let upload = format!("/bkt/{key}{}", multipart::upload_query(&id));
+                let listed = signed(&s3, "GET", &upload, b"");
                 assert_eq!(listed.status, 200);
-                assert_eq!(
-                    xml_values(&listed.body, "PartNumber").len(),
-                    sizes.len(),
-                    "parts listed"
-                );
-                let mut body = String::from("<CompleteMultipartUpload>");
-                for (i, e) in etags.iter().enumerate() {
-                    body.push_str(&format!(
-                        "<Part><PartNumber>{}</PartNumber><ETag>{e}</ETag></Part>",
-                        i + 1
-                    ));
-                }
-                body.push_str("</CompleteMultipartUpload>");
-                let done = signed(
-                    &s3,
-                    "POST",
-                    &format!("/bkt/{key}?uploadId={id}"),
-                    body.as_bytes(),
-                );
+                assert_eq!(parts_listed(&listed.body), sizes.len(), "parts listed");
+                let parts = etags
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| PartEtag::new(i as u32 + 1, e));
+                let body = multipart::completion_body(parts);
+                let done = signed(&s3, "POST", &upload, body.as_bytes());
                 assert_eq!(
                     done.status,
                     200,

@@ -295,9 +295,9 @@ fn replaced_object_mid_read_is_an_error_not_a_mix() {
 }
 
 /// The gateway signs with the table in use when it starts acting for an identity: after a reload
-/// (what SIGHUP does) a fixed secret works and a removed identity's requests go unsigned (the
-/// store refuses them); a view made before the reload, as a transfer in flight holds it, keeps
-/// its keys until it is done.
+/// (what SIGHUP does) a fixed secret works and a removed identity's requests are refused before
+/// they reach the store (fail closed: `UnknownIdentity`, 403 to the client); a view made before
+/// the reload, as a transfer in flight holds it, keeps its keys until it is done.
 #[test]
 fn the_gateway_signs_with_the_reloaded_table() {
     use hipobj_server::credentials::CredentialsSource;
@@ -338,7 +338,7 @@ fn the_gateway_signs_with_the_reloaded_table() {
         "a view keeps the keys it was made with"
     );
     // A write under way (its first bytes already sent to the store) when the identity is
-    // removed: new views are unsigned and refused; the write finishes.
+    // removed: new views are refused unsent; the write finishes.
     let data = b"in flight across the reload";
     let mut w = fixed
         .create_write("rot", "k", sized(data.len()))
@@ -349,7 +349,7 @@ fn the_gateway_signs_with_the_reloaded_table() {
     let removed = gateway.acting_for(&me).expect("view");
     assert!(matches!(
         removed.head_bucket("rot"),
-        Err(StorageError::AccessDenied)
+        Err(StorageError::UnknownIdentity(who)) if who == TEST_ACCESS_KEY
     ));
     w.append(&data[10..]).expect("append");
     w.commit().expect("the write in flight finishes");

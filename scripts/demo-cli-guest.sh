@@ -35,6 +35,9 @@ attempt() {
 
 echo "=== hipobj command line: info, cp each way (64 MiB, bytes checked), bench (same boot as perftest above)"
 . tests/support/server.sh
+# No secret on any command line while the demo runs (issue 52; checked at the end).
+. tests/support/argv-secrets.sh
+argv_watch_start
 set -- $HIPOBJ_VM_DEVICES
 CLI_DEV=${1:-rxe0} SRV_DEV=${2:-${1:-rxe0}}
 start_hipobj_server "$SRV_DEV" || { echo "demo: hipobj-server did not start"; echo "demo: retried 0, failed 1"; exit 1; }
@@ -70,6 +73,8 @@ else
   FAILED=$((FAILED + b_failed))
   [ "$rc" = 0 ] || [ "$b_failed" -gt 0 ] || FAILED=$((FAILED + 1))
 fi
+verdict=$(argv_watch_verdict) || FAILED=$((FAILED + 1))
+echo "demo: $verdict"
 if [ "$FAILED" != 0 ]; then
   echo "demo: hipobj-server's last warnings and errors ($HIPOBJ_SRV_LOG):"
   grep -E "WARN|ERROR" "$HIPOBJ_SRV_LOG" | tail -n 20 | cut -c1-300

@@ -47,17 +47,22 @@ start_hipobj_server() { # device [flags...]
   HIPOBJ_SRV_URL=http://$addr:$port
 }
 
+# signed_curl ARGS...: curl with its own SigV4 as the test identity; the keys reach curl on its
+# standard input (a config file, -K -), never on its command line, where `ps` would show them.
+signed_curl() {
+  printf 'user = "%s:%s"\n' "$HIPOBJ_TEST_ACCESS_KEY" "$HIPOBJ_TEST_SECRET_KEY" |
+    curl -K - -sSf --aws-sigv4 "aws:amz:us-east-1:s3" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$@"
+}
+
 # create_bucket BUCKET: a signed CreateBucket (curl's own SigV4) on the last server started
 create_bucket() {
-  curl -sSf --aws-sigv4 "aws:amz:us-east-1:s3" --user "$HIPOBJ_TEST_ACCESS_KEY:$HIPOBJ_TEST_SECRET_KEY" \
-    -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -X PUT "$HIPOBJ_SRV_URL/$1" -o /dev/null
+  signed_curl -X PUT "$HIPOBJ_SRV_URL/$1" -o /dev/null
 }
 
 # server_stats: the counters of the last server started (GET /_hipobj/stats: one flat JSON object
 # of numbers, plus `devices`, per-device counters, with RDMA on)
 server_stats() {
-  curl -sSf --aws-sigv4 "aws:amz:us-east-1:s3" --user "$HIPOBJ_TEST_ACCESS_KEY:$HIPOBJ_TEST_SECRET_KEY" \
-    -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$HIPOBJ_SRV_URL/_hipobj/stats"
+  signed_curl "$HIPOBJ_SRV_URL/_hipobj/stats"
 }
 
 # counted BEFORE NAME=N...: the server's counters moved by exactly N since BEFORE (a server_stats

@@ -140,6 +140,10 @@ else
   fail "host-built verbs-devices binary missing (HIPOBJ_E2E_VERBS_BIN=${HIPOBJ_E2E_VERBS_BIN:-})"
 fi
 
+# Issue 52: no secret on any command line while the suite runs (tests/support/argv-secrets.sh).
+. "$REPO/tests/support/argv-secrets.sh"
+argv_watch_start
+
 # the project's own end-to-end tests
 for t in "$HERE"/e2e.d/*; do
   if [ ! -f "$t" ] || [ ! -x "$t" ]; then continue; fi
@@ -150,6 +154,8 @@ for t in "$HERE"/e2e.d/*; do
   elif [ $rc = 124 ]; then fail "e2e.d/$name: timed out after $SCRIPT_TIMEOUT s"
   else fail "e2e.d/$name: exit $rc ($(elapsed "$t0") s)"; fi
 done
+
+if verdict=$(argv_watch_verdict); then pass "$verdict"; else fail "$verdict"; fi
 
 echo "$PASS passed, $FAIL failed"
 [ $FAIL = 0 ]

@@ -26,6 +26,12 @@ ADDR=${ADDR:-127.0.0.1}
 NEW_SERVER=$PWD/target/release/hipobj-server
 OLD_SERVER=$OLD/target/release/hipobj-server
 rc=0
+# sign_curl ARGS...: curl with its own SigV4 as curl-e2e; the keys reach it on its standard input
+# (-K -), never on its command line (ps shows that).
+sign_curl() {
+  printf 'user = "curl-e2e:curl-e2e-secret-key"\n' |
+    curl -K - -sf --aws-sigv4 aws:amz:us-east-1:s3 -H x-amz-content-sha256:UNSIGNED-PAYLOAD "$@"
+}
 # A library directory whose libhipobj.so.0 is the given build's libhipobj.so.
 libdir() { local d; d=$(mktemp -d /tmp/hipobj-lib.XXXXXX); ln -s "$1" "$d/libhipobj.so.0"; ln -s "$1" "$d/libhipobj.so"; echo "$d"; }
 NEW_LIB=$(libdir "$PWD/target/release/libhipobj.so")
@@ -45,8 +51,7 @@ curl_case() {
     i=$((i+1)); [ $i -lt 600 ] || { echo "server did not start"; cat "$data.log"; rc=1; return; }; sleep 0.1
   done
   export HIPOBJ_S3_USER=curl-e2e:curl-e2e-secret-key
-  curl -sf --aws-sigv4 aws:amz:us-east-1:s3 --user $HIPOBJ_S3_USER \
-    -H x-amz-content-sha256:UNSIGNED-PAYLOAD -X PUT "http://$ADDR:$port/cbkt" > /dev/null
+  sign_curl -X PUT "http://$ADDR:$port/cbkt" > /dev/null
   echo "== $label"
   # The old library runs the old build's program when there is one (a real old client).
   local prog=target/e2e/curl_e2e
@@ -57,8 +62,7 @@ curl_case() {
     echo "-- $label: FAIL"; rc=1
   fi
   local stats
-  stats=$(curl -sf --aws-sigv4 aws:amz:us-east-1:s3 --user $HIPOBJ_S3_USER \
-    -H x-amz-content-sha256:UNSIGNED-PAYLOAD "http://$ADDR:$port/_hipobj/stats" || true)
+  stats=$(sign_curl "http://$ADDR:$port/_hipobj/stats" || true)
   echo "-- $label: server stats: $(echo "$stats" | grep -o '"\(rdma_gets\|rdma_puts\|pairings_created\|remote_invalidations\|pairings_failed\|replies_404\|replies_500\)":[0-9]*' | tr '\n' ' ')"
   kill $spid 2>/dev/null; wait $spid 2>/dev/null
   rm -rf "$data" "$data.log" "$data.credentials"
@@ -80,8 +84,7 @@ checksum_case() {
   until grep -q "listening on" "$data.log" 2>/dev/null; do
     i=$((i+1)); [ $i -lt 600 ] || { echo "server did not start"; cat "$data.log"; rc=1; return; }; sleep 0.1
   done
-  curl -sf --aws-sigv4 aws:amz:us-east-1:s3 --user curl-e2e:curl-e2e-secret-key \
-    -H x-amz-content-sha256:UNSIGNED-PAYLOAD -X PUT "http://$ADDR:$port/xbkt" > /dev/null
+  sign_curl -X PUT "http://$ADDR:$port/xbkt" > /dev/null
   head -c 3000001 /dev/urandom > "$data.in"
   echo "== $label"
   export AWS_ENDPOINT_URL=http://$ADDR:$port HIPOBJ_NIC=$CLIENT_DEV AWS_ACCESS_KEY_ID=curl-e2e \

@@ -26,7 +26,9 @@ impl MetaFields {
     pub fn into_meta(self) -> ObjectMeta {
         ObjectMeta {
             content_type: self.content_type,
-            content_encoding: self.content_encoding,
+            content_encoding: self
+                .content_encoding
+                .and_then(|e| stored_content_encoding(&e)),
             content_disposition: self.content_disposition,
             content_language: self.content_language,
             cache_control: self.cache_control,
@@ -89,6 +91,18 @@ pub fn refuse_sse(f: SseFields<'_>) -> S3Result<()> {
         ));
     }
     Ok(())
+}
+
+/// The Content-Encoding an object keeps: the request's, without `aws-chunked`, which describes
+/// how the request's body was framed (SigV4 streaming, trailing checksums), not the object. S3
+/// drops it the same way; `None` when nothing else is left.
+pub fn stored_content_encoding(sent: &str) -> Option<String> {
+    let kept: Vec<&str> = sent
+        .split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case("aws-chunked"))
+        .collect();
+    (!kept.is_empty()).then(|| kept.join(","))
 }
 
 /// The checksum values a request carries.
@@ -250,6 +264,46 @@ mod tests {
             Some("Wed, 21 Oct 2015 07:28:00 GMT")
         );
         assert_eq!(expires_of(&meta), Some(t));
+    }
+}
+
+#[cfg(test)]
+mod content_encoding_tests {
+    use super::*;
+
+    /// NIXL's OBJ plugin (aws-sdk-cpp) uploads with `Content-Encoding: aws-chunked`: the object
+    /// keeps no encoding, or only the ones that describe it.
+    #[test]
+    fn aws_chunked_is_the_requests_framing_and_is_not_stored() {
+        assert_eq!(stored_content_encoding("aws-chunked"), None);
+        assert_eq!(stored_content_encoding("AWS-Chunked"), None);
+        assert_eq!(
+            stored_content_encoding("aws-chunked,gzip").as_deref(),
+            Some("gzip")
+        );
+        assert_eq!(
+            stored_content_encoding("gzip, aws-chunked").as_deref(),
+            Some("gzip")
+        );
+        assert_eq!(
+            stored_content_encoding("gzip,br").as_deref(),
+            Some("gzip,br")
+        );
+        assert_eq!(stored_content_encoding(" , "), None);
+        let meta = MetaFields {
+            content_type: None,
+            content_encoding: Some("aws-chunked".into()),
+            content_disposition: None,
+            content_language: None,
+            cache_control: None,
+            expires: None,
+            metadata: None,
+        }
+        .into_meta();
+        assert_eq!(
+            meta.content_encoding, None,
+            "nothing stored for a PUT sent aws-chunked"
+        );
     }
 }
 

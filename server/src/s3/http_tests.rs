@@ -564,3 +564,34 @@ async fn a_composite_objects_parts_report_their_own_checksums() {
         }
     }
 }
+
+/// An upload that says `Content-Encoding: aws-chunked` (the AWS SDKs' streaming uploads with a
+/// trailing checksum; NIXL's OBJ plugin through aws-sdk-cpp): the object keeps no `aws-chunked`
+/// encoding, on HEAD and GET alike, and any other encoding sent beside it stays. (The framing
+/// itself is decoded by s3s's SigV4 layer, which this anonymous harness does not run: the body
+/// here is sent plain.)
+#[tokio::test]
+async fn aws_chunked_framing_is_not_the_objects_encoding() {
+    let s = server();
+    assert_eq!(call(&s, "PUT", "/bkt", &[], b"").await.status, 200);
+    for (key, sent, kept) in [
+        ("plain", "aws-chunked", None),
+        ("gzip", "aws-chunked,gzip", Some("gzip")),
+        ("br", "br", Some("br")),
+    ] {
+        let put = call(
+            &s,
+            "PUT",
+            &format!("/bkt/{key}"),
+            &[("content-encoding", sent)],
+            b"hello",
+        )
+        .await;
+        assert_eq!(put.status, 200, "{key}: {}", put.text());
+        for method in ["HEAD", "GET"] {
+            let got = call(&s, method, &format!("/bkt/{key}"), &[], b"").await;
+            assert_eq!(got.status, 200, "{method} {key}");
+            assert_eq!(got.header("content-encoding"), kept, "{method} {key}");
+        }
+    }
+}

@@ -310,7 +310,17 @@ fn v2_replays_forged_cookies_and_expired_sessions_move_nothing() {
     let a = prepared(&server, &p.prepare(Op::Put, "bkt", "late", 4096, 0));
     let (addr, rkey) = a.staging.expect("staging");
     p.connect(&a);
-    std::thread::sleep(Duration::from_millis(1500));
+    // Ordered by the server's own event, its reaper reclaiming the session (v2_expired), not by
+    // a sleep past T_prep: polled for at most 10 s.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !server.stats().contains("\"v2_expired\":1") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the session past T_prep (400 ms) was not reclaimed within 10 s: {}",
+            server.stats()
+        );
+        std::thread::sleep(Duration::from_millis(50)); // the polling interval
+    }
     let r = server.request("POST", rcv2::READY_PATH, &p.ready(&a, 0).headers(), b"");
     assert_eq!(r.status, 404, "{}", r.text());
     assert_eq!(server.get("/bkt/late").status, 404);

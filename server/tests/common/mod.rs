@@ -223,6 +223,18 @@ pub fn spawn(
     extra: &[String],
     stderr: Stdio,
 ) -> (Child, SocketAddr) {
+    spawn_logging(listen, data, extra, "warn", stderr)
+}
+
+/// [`spawn`] with the log filter `log` (`HIPOBJ_LOG`, e.g. `warn,s3s=debug`: s3s logs every
+/// request it receives), the log written to `stderr` without colours.
+pub fn spawn_logging(
+    listen: &str,
+    data: &std::path::Path,
+    extra: &[String],
+    log: &str,
+    stderr: Stdio,
+) -> (Child, SocketAddr) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipobj-server"));
     cmd.args(["--listen", listen]);
     // Gateway mode (`--backend`) has no data directory of its own.
@@ -231,7 +243,8 @@ pub fn spawn(
     }
     let mut child = cmd
         .args(extra)
-        .env("HIPOBJ_LOG", "warn")
+        .env("HIPOBJ_LOG", log)
+        .env("NO_COLOR", "1")
         .stdout(Stdio::piped())
         .stderr(stderr)
         .spawn()

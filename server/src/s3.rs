@@ -332,7 +332,10 @@ impl S3 for HipobjS3 {
         req: S3Request<HeadObjectInput>,
     ) -> S3Result<S3Response<HeadObjectOutput>> {
         presign::check_expiry(&req.uri)?;
-        self.head(req.input).await
+        // As the requester reaches the store (gateway mode: signed as them, refused when the
+        // gateway does not know them), never through the unsigned base view.
+        let who = access::requester(&req.extensions)?.identity.clone();
+        self.head(req.input, Some(&who)).await
     }
 
     async fn delete_object(

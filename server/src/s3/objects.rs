@@ -274,6 +274,7 @@ impl HipobjS3 {
     pub(super) async fn head(
         &self,
         input: HeadObjectInput,
+        who: Option<&Identity>,
     ) -> S3Result<S3Response<HeadObjectOutput>> {
         headers::refuse_sse(SseFields {
             sse: None,
@@ -282,7 +283,9 @@ impl HipobjS3 {
             kms_key_id: None,
         })?;
         let (b, k) = (input.bucket.clone(), input.key.clone());
-        let info = self.blocking(move |s| s.head_object(&b, &k)).await?;
+        let info = self
+            .blocking_as(who, move |s| s.head_object(&b, &k))
+            .await?;
         conditions::check_read(
             &Conditions {
                 if_match: input.if_match.as_ref(),

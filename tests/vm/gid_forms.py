@@ -34,15 +34,29 @@ FOREIGN = [
 ]
 
 
-def token_of(buf):
-    """A token of the library's for `buf` (GET), as text; released after the caller used it."""
-    out = ctypes.c_char_p()
-    e = lib.hipObjGetRdmaToken(buf.mem, SIZE, OP_GET, ctypes.byref(out))
-    if e.opError != SUCCESS:
-        raise RuntimeError(f"hipObjGetRdmaToken: {err_name(e)}")
-    text = out.value.decode()
-    lib.hipObjPutRdmaToken(out)
-    return text
+class Token:
+    """A token of the library's for `buf` (GET): its memory window stays bound until `release`
+    (hipObjPutRdmaToken), which comes only after the request that carries it was answered."""
+
+    def __init__(self, buf):
+        self.handle = ctypes.c_char_p()
+        e = lib.hipObjGetRdmaToken(buf.mem, SIZE, OP_GET, ctypes.byref(self.handle))
+        if e.opError != SUCCESS:
+            raise RuntimeError(f"hipObjGetRdmaToken: {err_name(e)}")
+        self.text = self.handle.value.decode()
+
+    def release(self):
+        lib.hipObjPutRdmaToken(self.handle)
+
+
+def answered(buf, token_text_of, source):
+    """Send a GET with a token of `buf` (its text passed through `token_text_of`), then release
+    the token: (status, x-amz-rdma-reply)."""
+    token = Token(buf)
+    try:
+        return send_get(token_text_of(token.text), source)
+    finally:
+        token.release()
 
 
 def with_gid(token, address):
@@ -81,11 +95,12 @@ def main():
 
     # Pair the token connection: the first token is unpaired (428 with the server's token),
     # which hipObjParseRdmaReply takes; the next token is of the paired connection.
-    first = token_of(buf)
-    lib.hipObjTokenClientNic(first.encode(), nic, 64)
+    probe = Token(buf)
+    lib.hipObjTokenClientNic(probe.text.encode(), nic, 64)
+    probe.release()
     source = nic.value.decode()
     check(source != "", f"the client's token names its NIC's IPv4 address ({source})")
-    status, reply = send_get(first, source)
+    status, reply = answered(buf, lambda t: t, source)
     code = ctypes.c_int(0)
     if reply is not None:
         lib.hipObjParseRdmaReply(reply.encode(), len(reply), ctypes.byref(code))
@@ -93,8 +108,7 @@ def main():
     before = stats(plain)
 
     for label, address in FOREIGN:
-        token = with_gid(token_of(buf), address)
-        status, reply = send_get(token, source)
+        status, reply = answered(buf, lambda t, a=address: with_gid(t, a), source)
         check(status == 403, f"a token naming a {label} GID ({address}): HTTP {status}, reply {reply}")
         check(buf.bytes() == bytes([CANARY]) * SIZE, f"after the {label} token the buffer is as it was")
 
@@ -106,7 +120,7 @@ def main():
           f"403s counted {after.get('replies_403', 0) - before.get('replies_403', 0)}")
 
     # The client's own GID (IPv4-mapped: the form the lane's RoCE v2 devices give): accepted.
-    status, reply = send_get(token_of(buf), source)
+    status, reply = answered(buf, lambda t: t, source)
     check(status == 200 and buf.bytes() == data, f"the token with the client's own GID moves the object: HTTP {status}")
     buf.close()
     e = lib.hipObjShutdown()

@@ -218,11 +218,4 @@ def main():
     check(e.opError == SUCCESS, f"hipObjShutdown: {err_name(e)}")
 
 
-try:
-    main()
-except Exception as exc:  # a crash is a failed check, never a pass
-    import traceback
-
-    traceback.print_exc()
-    check(False, f"the application raised {exc!r}")
-sys.exit(capi.summary())
+capi.run(main)

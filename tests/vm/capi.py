@@ -77,6 +77,19 @@ def summary():
     return 1 if failed else 0
 
 
+def run(main):
+    """Run an application's `main`: a crash is a failed check, never a pass; exits with
+    `summary`'s status."""
+    try:
+        main()
+    except Exception as exc:
+        import traceback
+
+        traceback.print_exc()
+        check(False, f"the application raised {exc!r}")
+    raise SystemExit(summary())
+
+
 def err_name(e):
     return lib.hipObjGetErrorString(e.opError).decode()
 

@@ -37,19 +37,26 @@ libdir() { local d; d=$(mktemp -d /tmp/hipobj-lib.XXXXXX); ln -s "$1" "$d/libhip
 NEW_LIB=$(libdir "$PWD/target/release/libhipobj.so")
 OLD_LIB=$(libdir "$OLD/target/release/libhipobj.so")
 
+# start_server SERVER_BIN PORT: a server of that build with one identity (curl-e2e), its data
+# in a fresh directory ($data, with $data.log and $data.credentials beside it; $spid its pid).
+start_server() {
+  data=$(mktemp -d /tmp/hipobj-mixed.XXXXXX)
+  (umask 077; printf '# mixed\ncurl-e2e curl-e2e-secret-key\n' > "$data.credentials")
+  "$1" --listen "$ADDR:$2" --data-dir "$data" --device "$SERVER_DEV" \
+    --credentials "$data.credentials" > "$data.log" 2>&1 &
+  spid=$!
+  local i=0
+  until grep -q "listening on" "$data.log" 2>/dev/null; do
+    i=$((i+1)); [ $i -lt 600 ] || { echo "server did not start"; cat "$data.log"; return 1; }; sleep 0.1
+  done
+}
+
 # curl_case LABEL SERVER_BIN LIBDIR [KEPT]: curl_e2e (PUT + GET of 4 MiB and the program's checks)
 # with the library of LIBDIR against SERVER_BIN (KEPT=1: the GET after a 404 must take one
 # request); prints the server's counters.
 curl_case() {
-  local label=$1 server=$2 lib=$3 kept=${4:-0} data port=19481
-  data=$(mktemp -d /tmp/hipobj-mixed.XXXXXX)
-  (umask 077; printf '# mixed\ncurl-e2e curl-e2e-secret-key\n' > "$data.credentials")
-  "$server" --listen "$ADDR:$port" --data-dir "$data" --device "$SERVER_DEV" \
-    --credentials "$data.credentials" > "$data.log" 2>&1 &
-  local spid=$! i=0
-  until grep -q "listening on" "$data.log" 2>/dev/null; do
-    i=$((i+1)); [ $i -lt 600 ] || { echo "server did not start"; cat "$data.log"; rc=1; return; }; sleep 0.1
-  done
+  local label=$1 server=$2 lib=$3 kept=${4:-0} data spid port=19481
+  start_server "$server" $port || { rc=1; return; }
   export HIPOBJ_S3_USER=curl-e2e:curl-e2e-secret-key
   sign_curl -X PUT "http://$ADDR:$port/cbkt" > /dev/null
   echo "== $label"
@@ -75,15 +82,8 @@ curl_case "revision-$NEW_REV library -> revision-$NEW_REV server" "$NEW_SERVER" 
 # checksum_case LABEL SERVER_BIN EXAMPLES_DIR WANT: put-object then get-object (each build's own
 # examples, linked to its own library) of 3 MB; WANT is the word get-object must print.
 checksum_case() {
-  local label=$1 server=$2 ex=$3 want=$4 data port=19482 out
-  data=$(mktemp -d /tmp/hipobj-mixed.XXXXXX)
-  (umask 077; printf '# mixed\ncurl-e2e curl-e2e-secret-key\n' > "$data.credentials")
-  "$server" --listen "$ADDR:$port" --data-dir "$data" --device "$SERVER_DEV" \
-    --credentials "$data.credentials" > "$data.log" 2>&1 &
-  local spid=$! i=0
-  until grep -q "listening on" "$data.log" 2>/dev/null; do
-    i=$((i+1)); [ $i -lt 600 ] || { echo "server did not start"; cat "$data.log"; rc=1; return; }; sleep 0.1
-  done
+  local label=$1 server=$2 ex=$3 want=$4 data spid port=19482 out
+  start_server "$server" $port || { rc=1; return; }
   sign_curl -X PUT "http://$ADDR:$port/xbkt" > /dev/null
   head -c 3000001 /dev/urandom > "$data.in"
   echo "== $label"

@@ -67,10 +67,38 @@ static void invalid_arguments(void) {
     CHECK(status == -1 && strcmp(message, "untouched") == 0);
 }
 
+/* Revision 6: the token reply's x-amz-rdma-checksum, as the application's callback kept it;
+ * any stored algorithm, a COMPOSITE value unchecked, and it wins over x-amz-checksum-*. */
+static void rdma_checksum(void) {
+    const char *sha256 = "SHA256 FeKw08M4keuw8e9gnsQZQgwg4yDOlMZfvIwzEkSOsiU=";
+    const char *stale_names[] = {"x-amz-checksum-crc32", "X-Amz-Rdma-Checksum"};
+    const char *stale_values[] = {"AAAAAA==", "CRC64NVME rosUhgp5mIg="};
+    hipObjChecksumStatus_t status = -1;
+    char message[160];
+    CHECK(is_err(hipObjRdmaChecksumCheck(object, 9, "CRC64NVME rosUhgp5mIg=", &status, message, sizeof message),
+                 hipObjSuccess));
+    CHECK(status == HIPOBJ_CHECKSUM_VERIFIED && strcmp(message, "CRC64NVME verified") == 0);
+    CHECK(is_err(hipObjRdmaChecksumCheck(object, 9, sha256, &status, message, sizeof message), hipObjSuccess));
+    CHECK(status == HIPOBJ_CHECKSUM_VERIFIED && strcmp(message, "SHA256 verified") == 0);
+    CHECK(is_err(hipObjRdmaChecksumCheck("123456780", 9, sha256, &status, message, sizeof message), hipObjSuccess));
+    CHECK(status == HIPOBJ_CHECKSUM_MISMATCH && strstr(message, "SHA256 mismatch") != NULL);
+    CHECK(is_err(hipObjRdmaChecksumCheck(object, 9, "CRC32C 4waSgw==-3 COMPOSITE", &status, message, sizeof message),
+                 hipObjSuccess));
+    CHECK(status == HIPOBJ_CHECKSUM_UNCHECKED && strstr(message, "COMPOSITE") != NULL);
+    CHECK(is_err(hipObjChecksumCheck(object, 9, stale_names, stale_values, 2, &status, message, sizeof message),
+                 hipObjSuccess));
+    CHECK(status == HIPOBJ_CHECKSUM_VERIFIED);
+    status = -1;
+    strcpy(message, "untouched");
+    CHECK(is_err(hipObjRdmaChecksumCheck(object, 9, NULL, &status, message, sizeof message), hipObjInvalidValue));
+    CHECK(status == -1 && strcmp(message, "untouched") == 0);
+}
+
 int main(void) {
     statuses();
     verified_and_mismatch();
     unchecked();
     invalid_arguments();
+    rdma_checksum();
     return report("api_checksum_test");
 }

@@ -16,7 +16,9 @@ SafetensorsStorageWriter refuses the row-sharded state by name, saves the small 
 as replicated DTensors (each rank writes the half DCP's planner gives it:
 model-0000r-of-00002.safetensors, then the index), and SafetensorsStorageReader loads them into
 the column sharding. Credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY. The process group
-is gloo (CPU tensors)."""
+is gloo (CPU tensors). Each report line of a load through hipobj's readers carries the reader's
+counters (``checks``: items verified against the writer's CRC64NVME, and unchecked; DCP's
+resharding reads parts of the stored chunks, each checked against the writer's block CRCs)."""
 
 from __future__ import annotations
 
@@ -189,6 +191,7 @@ def main() -> int:
         for phase, reader in steps:
             t0 = time.monotonic()
             checked = 0
+            counters = None
             if phase == "save":
                 state = sharded(expected, mesh, "save", fresh=False)
                 dcp.save(state, storage_writer=StorageWriter(s3, args.path, session=session))
@@ -196,7 +199,9 @@ def main() -> int:
                 save_safetensors(expected, mesh, s3, hf_path, session)
             elif phase == "load-safetensors":
                 state = small_layers(expected, mesh, "load", fresh=True)
-                dcp.load(state, storage_reader=SafetensorsStorageReader(s3, hf_path, session=session))
+                storage = SafetensorsStorageReader(s3, hf_path, session=session)
+                dcp.load(state, storage_reader=storage)
+                counters = storage.stats
                 checked = compare(state, {"model": {k: expected["model"][k] for k in state["model"]}}, mesh)
             else:
                 state = sharded(expected, mesh, "load", fresh=True)
@@ -205,11 +210,15 @@ def main() -> int:
                 else:
                     storage = StorageReader(s3, args.path, session=session)
                 dcp.load(state, storage_reader=storage)
+                if reader == "hipobj":
+                    counters = storage.stats
                 checked = compare(state, expected, mesh)
             seconds = time.monotonic() - t0
             dist.barrier()
             report = {"rank": rank, "phase": phase, "reader": reader, "seconds": round(seconds, 3),
                       "state_bytes": nbytes(expected), "tensors_checked": checked}
+            if counters is not None:
+                report["checks"] = {k: counters[k] for k in ("verified", "unchecked", "check_bytes", "check_gets")}
             # one write(2) of the whole line: the ranks share the launcher's stdout, and a line
             # written in pieces interleaves with the other rank's
             sys.stdout.flush()

@@ -192,18 +192,6 @@ def upload(session: Any, client: Any, bucket: str, key: str, segments: List[Any]
     return CopyResult(*done, via=store.transport)
 
 
-def crc64nvme(segment: Segment) -> str:
-    """The CRC64NVME of a segment's bytes, S3-encoded, computed by the library: registered memory
-    where it lies (``_core.crc_of``), host memory of a Session without an RDMA runtime from its
-    buffer (``_core.crc_of_buffer``)."""
-    from . import _core
-
-    if isinstance(segment, memoryview):
-        return _core.crc_of_buffer(segment, "CRC64NVME")
-    reg, offset, size = segment
-    return _core.crc_of(reg, offset, size, "CRC64NVME")
-
-
 def download_host(
     session: Any,
     client: Any,

@@ -39,12 +39,14 @@ from fsspec import register_implementation
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 
 from . import _core
-from ._core import NotInitializedError
+from ._core import ChecksumMismatchError, NotInitializedError
 from ._pinned import download_host, upload
 from ._session import Session, current_session
 from ._transfer import CopyResult, TransferConfig
 
 MB = 1 << 20
+# What a read of a range of an object found (the library's words for it, docs/protocol.md 15.4).
+_RANGE = "unchecked: a range of the object (its checksum is of the whole)"
 
 
 class HipObjFileSystem(AbstractFileSystem):
@@ -75,6 +77,12 @@ class HipObjFileSystem(AbstractFileSystem):
         self.config = config
         # Bytes this filesystem moved, by the path the Session's decision picked for each copy.
         self.moved: Dict[str, int] = {"rdma": 0, "http": 0}
+        # What the reads checked: a read of a whole object (a small file fsspec fetches at once,
+        # cat_file, get_file) against the object's stored checksum, in ``config.checksum_mode``;
+        # a range of an object (fsspec's blocks of a larger file, parquet's footer and column
+        # chunks) has no checksum of its own and is counted unchecked. ``by_verdict``: reads by
+        # what their check found ("CRC64NVME verified", "unchecked: a range of the object ...").
+        self.checked: Dict[str, Any] = {"verified": 0, "unchecked": 0, "by_verdict": {}}
 
     @property
     def session(self) -> Session:
@@ -126,12 +134,18 @@ class HipObjFileSystem(AbstractFileSystem):
         if not key:
             return None
         try:
-            head = self.client.head_object(Bucket=bucket, Key=key)
+            head = self.client.head_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED")
         except self.client.exceptions.ClientError as e:
             if e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
                 return None
             raise
-        return {"name": f"{bucket}/{key}", "size": head["ContentLength"], "type": "file", "ETag": head.get("ETag")}
+        headers = head.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+        # the stored checksum's headers, which a read of the whole object is checked against
+        stored = {k.lower(): v for k, v in headers.items() if k.lower().startswith("x-amz-checksum-")}
+        return {
+            "name": f"{bucket}/{key}", "size": head["ContentLength"], "type": "file", "ETag": head.get("ETag"),
+            "checksum_headers": stored,
+        }
 
     def info(self, path: str, **kwargs: Any) -> Dict[str, Any]:
         bucket, key = self._split(path)
@@ -145,30 +159,61 @@ class HipObjFileSystem(AbstractFileSystem):
     # whole objects -------------------------------------------------------------------------------
     def cat_file(self, path: str, start: Optional[int] = None, end: Optional[int] = None, **kwargs: Any) -> bytes:
         bucket, key = self._split(path)
-        size = self.info(path)["size"]
+        info = self.info(path)
+        size = info["size"]
         start = 0 if start is None else (start if start >= 0 else size + start)
         end = size if end is None else (min(end, size) if end >= 0 else size + end)
-        return self.read_range(bucket, key, start, end)
+        return self.read_range(bucket, key, start, end, _whole(info, start, end))
 
-    def read_range(self, bucket: str, key: str, start: int, end: int) -> bytes:
+    def read_range(self, bucket: str, key: str, start: int, end: int, stored: Optional[Dict[str, str]] = None) -> bytes:
         """Object bytes start..end (exclusive), by the path the Session's decision picks for this
         copy: by RDMA straight into a buffer registered for it, or over plain HTTP, each through
-        the engine (ranged GETs of ``multipart_chunksize``, retried as the engine does)."""
+        the engine (ranged GETs of ``multipart_chunksize``, retried as the engine does). With
+        `stored` (the HEAD's checksum headers; the bytes are the whole object) what landed is
+        checked against the stored checksum in ``config.checksum_mode``: a mismatch reads it
+        again once, then raises ChecksumMismatchError. Counted in ``checked``."""
         n = end - start
         if n <= 0:
             return b""
         session = self.session
         ticket = session._pick(self.client, n, "get", "host", self.config.transport)
         buf = np.empty(n, dtype=np.uint8)
+        mode = self.config.checksum_mode
         if ticket.path == "rdma":
             with session.register(buf) as reg:
-                store = session._store(self.client, bucket, key, config=self.config, ticket=ticket)
                 chunk, concurrency = self.config.multipart_chunksize, session._concurrency(self.config)
-                _core.engine_download_into(store, reg, 0, start, n, chunk, concurrency)
+                for attempt in (1, 2):
+                    store = session._store(self.client, bucket, key, config=self.config, ticket=ticket)
+                    _core.engine_download_into(store, reg, 0, start, n, chunk, concurrency)
+                    try:
+                        what = f"s3://{bucket}/{key}"
+                        verdict = _core.check_landed(reg, 0, n, stored or {}, stored is not None, what, mode)
+                        break
+                    except ChecksumMismatchError:
+                        if attempt == 2:
+                            raise
         else:
-            download_host(session, self.client, bucket, key, memoryview(buf), start, self.config, ticket=ticket)
+            try:
+                done = download_host(
+                    session, self.client, bucket, key, memoryview(buf), start, self.config, ticket=ticket, stored=stored
+                )
+            except ChecksumMismatchError as e:  # the engine's, which names no object
+                err = ChecksumMismatchError(f"s3://{bucket}/{key}: {e}")
+                err.algorithm, err.expected, err.actual = e.algorithm, e.expected, e.actual
+                raise err from e
+            if stored is not None:
+                verdict = done.checksum
+            else:
+                verdict = _RANGE if mode == "when_supported" else "unchecked: checksums off"
         self.moved[ticket.path] += n
+        self._checked(verdict)
         return buf.tobytes()
+
+    def _checked(self, verdict: str) -> None:
+        """Count what one read's check found."""
+        self.checked["verified" if " verified" in verdict else "unchecked"] += 1
+        by = self.checked["by_verdict"]
+        by[verdict] = by.get(verdict, 0) + 1
 
     def pipe_file(self, path: str, value: bytes, **kwargs: Any) -> None:
         bucket, key = self._split(path)
@@ -193,7 +238,9 @@ class HipObjFileSystem(AbstractFileSystem):
         if self.info(rpath)["size"] == 0:
             open(lpath, "wb").close()
             return
-        self._moved(self.session.download_file(self.client, bucket, key, lpath, config=self.config))
+        copy = self.session.download_file(self.client, bucket, key, lpath, config=self.config)
+        self._moved(copy)
+        self._checked(copy.checksum)
 
     def _moved(self, copy: CopyResult) -> None:
         """Count what an engine copy moved, on the path its decision picked."""
@@ -240,7 +287,8 @@ class HipObjFile(AbstractBufferedFile):
 
     def _fetch_range(self, start: int, end: int) -> bytes:
         bucket, key = self.fs._split(self.path)
-        return self.fs.read_range(bucket, key, start, min(end, self.size))
+        end = min(end, self.size)
+        return self.fs.read_range(bucket, key, start, end, _whole(self.details, start, end))
 
     def _initiate_upload(self) -> None:
         self._spool = tempfile.NamedTemporaryFile(prefix="hipobj-fsspec-")
@@ -254,6 +302,14 @@ class HipObjFile(AbstractBufferedFile):
             finally:
                 self._spool.close()
         return True
+
+
+def _whole(info: Dict[str, Any], start: int, end: int) -> Optional[Dict[str, str]]:
+    """The stored checksum's headers to check a read of `start..end` against: only a read of the
+    whole object has one (HEAD's, in `info`)."""
+    if start == 0 and end == info.get("size") and "checksum_headers" in info:
+        return info["checksum_headers"]
+    return None
 
 
 def _client(endpoint_url: Optional[str], key: Optional[str], secret: Optional[str], region_name: str) -> Any:

@@ -112,3 +112,80 @@ pub fn crc_of_buffer(data: &Bound<'_, PyAny>, algorithm: &str) -> PyResult<Strin
     let view = PinnedBuffer::export(data)?;
     Ok(algo.encode(algo.of(view.bytes())))
 }
+
+/// The block size of `crc_blocks`: refused when 0.
+fn block_size(block: usize) -> PyResult<usize> {
+    if block == 0 {
+        return Err(errors::invalid("a CRC block size is at least 1 byte"));
+    }
+    Ok(block)
+}
+
+/// The CRC (`algorithm`) of each `block` bytes of the `size` bytes at `offset` of `registration`
+/// (the last block shorter when `block` does not divide `size`; none when `size` is 0),
+/// S3-encoded, read where the bytes are as `crc_of` reads them, the GIL released meanwhile: a
+/// writer's record of what it stored, from which `crc_combine` gives the CRC of any run of whole
+/// blocks (the check of a ranged read widened to them).
+#[pyfunction]
+#[pyo3(signature = (registration, offset, size, block, algorithm="CRC64NVME"))]
+pub fn crc_blocks(
+    py: Python<'_>,
+    registration: PyRef<'_, Registration>,
+    offset: usize,
+    size: usize,
+    block: usize,
+    algorithm: &str,
+) -> PyResult<Vec<String>> {
+    let algo = algorithm_named(algorithm)?;
+    let block = block_size(block)?;
+    let runtime = registration.live_runtime()?;
+    let base = registration.base();
+    let values = py
+        .allow_threads(|| {
+            (0..size)
+                .step_by(block)
+                .map(|at| runtime.crc_of_registered(base, offset + at, block.min(size - at), algo))
+                .collect::<Result<Vec<u64>, _>>()
+        })
+        .map_err(errors::to_py)?;
+    Ok(values.into_iter().map(|v| algo.encode(v)).collect())
+}
+
+/// `crc_blocks` of the bytes of `data` (anything with the buffer protocol, C-contiguous): host
+/// memory that is not registered (a Session without an RDMA runtime). Computed with the GIL held.
+#[pyfunction]
+#[pyo3(signature = (data, block, algorithm="CRC64NVME"))]
+pub fn crc_blocks_of_buffer(
+    data: &Bound<'_, PyAny>,
+    block: usize,
+    algorithm: &str,
+) -> PyResult<Vec<String>> {
+    let algo = algorithm_named(algorithm)?;
+    let block = block_size(block)?;
+    let view = PinnedBuffer::export(data)?;
+    Ok(view
+        .bytes()
+        .chunks(block)
+        .map(|piece| algo.encode(algo.of(piece)))
+        .collect())
+}
+
+/// The CRC (`algorithm`) of the concatenation of pieces given as (S3-encoded CRC, length in
+/// bytes), in order, by the library's combination (no byte is read): the value `crc_of` gives
+/// for the bytes of all the pieces in a row. No pieces: the CRC of no bytes. A value that is not
+/// one of `algorithm` raises InvalidValueError naming it.
+#[pyfunction]
+#[pyo3(signature = (pieces, algorithm="CRC64NVME"))]
+pub fn crc_combine(pieces: Vec<(String, u64)>, algorithm: &str) -> PyResult<String> {
+    let algo = algorithm_named(algorithm)?;
+    let mut value = algo.of(&[]);
+    for (text, len) in &pieces {
+        let piece = algo.decode(text).ok_or_else(|| {
+            errors::invalid(format!(
+                "{text:?} is not a {algo} value (base64 of its bytes)"
+            ))
+        })?;
+        value = algo.combine(value, piece, *len);
+    }
+    Ok(algo.encode(value))
+}

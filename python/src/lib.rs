@@ -176,5 +176,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(engine::engine_upload_from, m)?)?;
     m.add_function(wrap_pyfunction!(checksum::crc_of, m)?)?;
     m.add_function(wrap_pyfunction!(checksum::crc_of_buffer, m)?)?;
+    m.add_function(wrap_pyfunction!(checksum::crc_blocks, m)?)?;
+    m.add_function(wrap_pyfunction!(checksum::crc_blocks_of_buffer, m)?)?;
+    m.add_function(wrap_pyfunction!(checksum::crc_combine, m)?)?;
     Ok(())
 }

@@ -143,3 +143,25 @@ def make_client(endpoint: str, access: str, secret: str):
             read_timeout=60,
         ),
     )
+
+
+def stored_file(data_dir, bucket: str, key: str):
+    """The file hipobj-server's embedded store keeps the object in: ``<data dir>/<bucket>/<key as
+    one file name>``, bytes outside [A-Za-z0-9_.~-] (and a leading ".") written %XX
+    (server/src/backend/keys.rs)."""
+    name = "".join(
+        chr(b) if (chr(b).isascii() and (chr(b).isalnum() or chr(b) in "-_.~")) and not (i == 0 and b == ord(".")) else f"%{b:02X}"
+        for i, b in enumerate(key.encode())
+    )
+    return data_dir / bucket / name
+
+
+def flip_on_disk(data_dir, bucket: str, key: str, offset: int) -> None:
+    """One byte of the stored object changed in place in the server's store (its files under its
+    data directory), after the server stored its checksum: what a rotten disk does."""
+    path = stored_file(data_dir, bucket, key)
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ 0x20]))

@@ -373,3 +373,53 @@ def test_crc_of_buffer_is_the_librarys_crc():
         _core.crc_of_buffer(b"x", "MD5")
     with pytest.raises(TypeError):
         _core.crc_of_buffer(12345)
+
+
+def test_crc_blocks_and_their_combination():
+    """The library's CRC of each block of a buffer, and of pieces in a row from their CRCs (issue
+    55's block CRCs): any run of whole blocks combines to the CRC of its bytes."""
+    from hipobj import _core
+
+    data = np.random.default_rng(55).integers(0, 256, 10_000, dtype=np.uint8).tobytes()
+    blocks = _core.crc_blocks_of_buffer(data, 1024)
+    assert len(blocks) == 10 and blocks[9] == _core.crc_of_buffer(data[9216:])  # the last one shorter
+    pieces = [(crc, min(1024, len(data) - i * 1024)) for i, crc in enumerate(blocks)]
+    assert _core.crc_combine(pieces) == _core.crc_of_buffer(data)
+    assert _core.crc_combine(pieces[3:7]) == _core.crc_of_buffer(data[3072:7168])
+    assert _core.crc_combine([]) == _core.crc_of_buffer(b"")
+    assert _core.crc_blocks_of_buffer(b"", 1024) == []
+    assert _core.crc_combine([(c, n) for c, n in zip(_core.crc_blocks_of_buffer(data, 4096, "CRC32C"), (4096, 4096, 1808))], "CRC32C") == (
+        _core.crc_of_buffer(data, "CRC32C")
+    )
+    with pytest.raises(hipobj.InvalidValueError, match="at least 1 byte"):
+        _core.crc_blocks_of_buffer(data, 0)
+    with pytest.raises(hipobj.InvalidValueError, match="is not a CRC64NVME value"):
+        _core.crc_combine([("AAAA", 3)])
+
+
+def test_a_range_is_checked_against_the_blocks_that_cover_it():
+    """_crcs.span_for: the writer's CRC64NVME of the smallest run of whole blocks covering any
+    range of an item, equal to the CRC of those bytes; what an older record cannot check."""
+    from hipobj import _core, _crcs
+
+    data = np.random.default_rng(56).integers(0, 256, 5000, dtype=np.uint8).tobytes()
+    record = _crcs.record(memoryview(data), len(data), 1024)
+    assert record["CRC64NVME"] == _core.crc_of_buffer(data) and len(record["blocks"]) == 5
+    rng = np.random.default_rng(57)
+    cases = [(0, 5000), (0, 1), (4999, 5000), (1024, 2048), (1000, 1100), (1023, 1025), (10, 4990)]
+    cases += [tuple(sorted(rng.integers(0, 5001, 2))) for _ in range(200)]
+    for lo, hi in cases:
+        if lo == hi:
+            continue
+        span = _crcs.span_for(record, len(data), lo, hi, "x")
+        assert span.lo <= lo and hi <= span.hi and span.lo % 1024 == 0 and (span.hi % 1024 == 0 or span.hi == 5000)
+        assert span.hi - span.lo < (hi - lo) + 2 * 1024
+        assert span.crc == _core.crc_of_buffer(data[span.lo : span.hi]), (lo, hi)
+    small = _crcs.record(memoryview(data[:700]), 700, 1024)  # one block: no list, the whole CRC
+    assert "blocks" not in small and _crcs.span_for(small, 700, 5, 9, "x").crc == small["CRC64NVME"]
+    older = {"CRC64NVME": record["CRC64NVME"]}  # a writer of whole CRCs only
+    assert _crcs.span_for(older, 5000, 0, 5000, "x").crc == record["CRC64NVME"]
+    assert "only the whole item's" in _crcs.span_for(older, 5000, 5, 9, "x")
+    assert "no CRC64NVME" in _crcs.span_for({}, 5000, 0, 5000, "x")
+    with pytest.raises(hipobj.InvalidValueError, match="do not cover"):
+        _crcs.span_for({**record, "blocks": record["blocks"][:4]}, 5000, 5, 9, "x")

@@ -16,24 +16,32 @@ straight from the tensors' registered memory (host, or GPU where the Session has
 coordinator removes an existing ``.metadata`` before any rank writes and writes the new one last,
 so a save that dies on the way leaves no loadable checkpoint.
 
-Each tensor record's ``_StorageInfo`` carries an extra attribute ``hipobj`` (where the raw bytes
-start, the chunk's shape and dtype, their CRC64NVME). The reader GETs each requested region by
+Each item's ``_StorageInfo`` carries an extra attribute ``hipobj`` (torch's readers ignore it):
+a tensor record's says where the raw bytes start, the chunk's shape and dtype, their CRC64NVME and
+the CRC64NVME of each ``block`` bytes of them (``blocks``, for a chunk longer than one block); a
+byte item's, its CRC64NVME (issue 55; ``hipobj._crcs``). The reader GETs each requested region by
 ranged RDMA GETs straight into the destination tensor when the region is contiguous in both,
-staged through one registered host buffer otherwise, and checks every read of a whole chunk
-against its CRC64NVME. Records without the attribute (written by torch's own writers) are read
-whole and deserialised with ``torch.load`` as ``FileSystemReader`` does.
+staged through one registered host buffer otherwise, and checks every read against the writer's
+CRCs: a whole chunk against its CRC64NVME, a part of one against the run of whole blocks that
+covers it (the blocks' bytes beside the region read into host memory for the check, or the region
+staged as whole blocks), a byte item against its own. A mismatch reads once more, then raises
+ChecksumMismatchError naming the item, the algorithm and both values, before any staged copy
+reaches its destination. Records without the attribute (written by torch's own writers) are read
+whole and deserialised with ``torch.load`` as ``FileSystemReader`` does, counted unchecked in
+``reader.stats``, as is what an older hipObject writer recorded no CRC of.
 
 On a Session without an RDMA runtime (no usable RDMA device, issue 39) the same checkpoints move
 over plain HTTP through the same engine: the writer uploads the tensors' host memory (device
 tensors through a host copy) with its CRC64NVME (the library's, from host memory), and the
 reader's ranged GETs land in the destination tensors' host memory (device tensors through a host
-copy, copied back), each whole chunk checked by the engine against the writer's CRC64NVME as it
-lands (read twice before ChecksumMismatchError).
+copy, copied back), checked as above: a read of exactly whole blocks by the engine against the
+writer's CRC64NVME as it lands (read twice before ChecksumMismatchError), any other after it
+landed.
 
 ``SafetensorsStorageWriter`` and ``SafetensorsStorageReader`` keep a checkpoint in the Hugging
 Face safetensors layout instead: one ``model-0000r-of-0000N.safetensors`` per rank that has
 tensors (names: the FQNs; uploaded as ``hipobj.safetensors.save`` uploads, each tensor's
-CRC64NVME in the file's metadata) and ``model.safetensors.index.json``, removed first and written
+CRC64NVME and its blocks' in the file's metadata) and ``model.safetensors.index.json``, removed first and written
 last by the coordinator. The ``safetensors`` package and ``hipobj.safetensors.load`` read it; the
 reader builds DCP's metadata from the files' headers and reads as ``StorageReader`` does. Classes
 of their own rather than a layout option: every step differs (plan, file names, what ``finish``
@@ -46,7 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
+import logging
 import math
 import pickle
 import uuid
@@ -70,15 +78,17 @@ from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPla
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
-from .. import _core
+from .. import _core, _crcs
 from .._core import ChecksumMismatchError, InvalidValueError, S3Error
-from .._pinned import Pinned, Segment, crc64nvme, download_host, gather, upload
+from .._pinned import Pinned, Segment, download_host, gather, upload
 from .._session import Session, current_session
 from .._transfer import TransferConfig
 
+log = logging.getLogger("hipobj")
+
 METADATA = ".metadata"
 SUFFIX = ".distcp"
-CRC = "CRC64NVME"
+CRC = _crcs.CRC
 
 
 def split_path(path: str) -> Tuple[str, str]:
@@ -182,10 +192,25 @@ def _framing(t: torch.Tensor) -> Tuple[bytes, bytes]:
 
 
 class StorageWriter(_Checkpoint, _Writer):
-    """DCP storage writer: ``StorageWriter(client, "s3://bucket/prefix", session=None, config=None)``.
-    ``copies`` holds what the engine reported of this rank's uploads."""
+    """DCP storage writer: ``StorageWriter(client, "s3://bucket/prefix", session=None, config=None,
+    crc_block=1 MiB)``. Each item's storage info records the CRC64NVME of its bytes, and of each
+    `crc_block` bytes of a tensor (a multiple of 64), against which the reader checks any range it
+    reads. ``copies`` holds what the engine reported of this rank's uploads."""
 
     rank: Optional[int] = None
+
+    def __init__(
+        self,
+        client: Any,
+        path: str,
+        session: Optional[Session] = None,
+        config: Optional[TransferConfig] = None,
+        crc_block: int = _crcs.BLOCK,
+    ):
+        if not isinstance(crc_block, int) or crc_block <= 0 or crc_block % 64:
+            raise InvalidValueError(f"crc_block is a positive multiple of 64 bytes, not {crc_block!r}")
+        self.crc_block = crc_block
+        super().__init__(client, path, session, config)
 
     def reset(self, checkpoint_id: Any = None) -> None:
         super().reset(checkpoint_id)
@@ -213,10 +238,11 @@ class StorageWriter(_Checkpoint, _Writer):
                 if item.type == WriteItemType.BYTE_IO:
                     data = bytes(planner.resolve_data(item).getbuffer())
                     info = _StorageInfo(name, pos, len(data))
+                    info.hipobj = {CRC: _crcs.of_segment(data)}  # read whole: one CRC
                     parts.append(data)
                 else:
                     tensor = planner.resolve_data(item).detach()
-                    info, pieces = self._tensor_record(name, pos, tensor, pinned)
+                    info, pieces = self._tensor_record(name, pos, tensor, pinned, self.crc_block)
                     parts += pieces
                 results.append(WriteResult(index=item.index, size_in_bytes=info.length, storage_data=info))
                 pos += info.length
@@ -228,9 +254,12 @@ class StorageWriter(_Checkpoint, _Writer):
         return future
 
     @staticmethod
-    def _tensor_record(name: str, pos: int, tensor: torch.Tensor, pinned: Pinned) -> Tuple[_StorageInfo, List[Any]]:
+    def _tensor_record(
+        name: str, pos: int, tensor: torch.Tensor, pinned: Pinned, crc_block: int = _crcs.BLOCK
+    ) -> Tuple[_StorageInfo, List[Any]]:
         """The storage info and the pieces (framing bytes, registered tensor memory) of one
-        tensor's torch.save record at `pos` of the object `name`."""
+        tensor's torch.save record at `pos` of the object `name`; the info records the CRC64NVME
+        of the tensor's bytes and of each `crc_block` of them, computed where they lie."""
         if not tensor.is_contiguous():
             tensor = tensor.contiguous()
         head, tail = _framing(tensor)
@@ -239,7 +268,7 @@ class StorageWriter(_Checkpoint, _Writer):
         raw: Dict[str, Any] = {"data": pos + len(head), "shape": list(tensor.shape), "dtype": str(tensor.dtype)}
         if size:
             segment = pinned.segment(tensor)
-            raw[CRC] = crc64nvme(segment)
+            raw.update(_crcs.record(segment, size, crc_block))
             pieces.append(segment)
         pieces.append(tail)
         info = _StorageInfo(name, pos, len(head) + size + len(tail))
@@ -287,7 +316,9 @@ def region_span(shape: List[int], offsets: List[int], lengths: List[int]) -> Tup
 @dataclasses.dataclass
 class _Read:
     """One tensor read: object bytes `first..first+size` of `key` into `segment`; then, when
-    `view` is set, the box copied from the staging bytes into `target`."""
+    `staged` is set, the box copied from the staging bytes into `target`. `span`: the writer's
+    CRC64NVME the read is checked against (None: unchecked, `why`), over the read's bytes and the
+    `edges` (object offset, length) read beside them only to complete the span's blocks."""
 
     item: ReadItem
     target: torch.Tensor
@@ -295,19 +326,36 @@ class _Read:
     first: int
     size: int
     segment: Optional[Segment]
-    crc: Optional[str] = None
+    what: str
+    span: Optional[_crcs.Span] = None
+    why: str = ""
+    edges: List[Tuple[int, int]] = dataclasses.field(default_factory=list)
     staged: Optional[Tuple[torch.Tensor, List[int], List[int], int]] = None
+    asked: int = 0  # bytes of the box's span (what the load asked for)
+    retried: bool = False
+
+
+def _item_name(item: ReadItem) -> str:
+    """The read's box of its tensor, in the tensor's coordinates: ``model.big[100:300, 0:1536]``
+    (the stored chunk's offset plus the box's offsets in it); a 0-d tensor by its name."""
+    chunk = list(item.storage_index.offset or [0] * len(item.lengths))
+    box = [f"{c + o}:{c + o + n}" for c, o, n in zip(chunk, item.storage_offsets, item.lengths)]
+    return f"{item.storage_index.fqn}[{', '.join(box)}]" if box else item.storage_index.fqn
 
 
 class StorageReader(_Checkpoint, _Reader):
     """DCP storage reader: ``StorageReader(client, "s3://bucket/prefix", session=None, config=None)``.
-    ``stats`` counts what the last load did and checked."""
+    ``stats`` counts what the last load did and checked: ``verified`` and ``unchecked`` items
+    (tensor reads and byte items), ``empty`` tensors (nothing to read), ``retried`` reads (wrong
+    bytes once, right the second time), ``check_bytes`` and ``check_gets`` (what was read only
+    to complete a ranged read's CRC blocks); ``checks`` maps each item to its verdict."""
 
     def reset(self, checkpoint_id: Any = None) -> None:
         super().reset(checkpoint_id)
         self.storage_data: Dict[Any, Any] = {}
         self.load_id = str(uuid.uuid4())
         self.stats: Dict[str, int] = {}
+        self.checks: Dict[str, str] = {}
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
         key = self.key(METADATA)
@@ -340,18 +388,23 @@ class StorageReader(_Checkpoint, _Reader):
         return self.path
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future:
-        self.stats = {"tensors": 0, "bytes": 0, "direct": 0, "staged": 0, "verified": 0, "unchecked": 0}
+        self.stats = {
+            "tensors": 0, "byte_items": 0, "bytes": 0, "direct": 0, "staged": 0, "empty": 0,
+            "verified": 0, "unchecked": 0, "retried": 0, "check_bytes": 0, "check_gets": 0,
+        }
+        self.checks = {}
+        self._tally = _crcs.Tally(self.stats, self.checks)
         with Pinned(self.session) as pinned:
             reads: List[_Read] = []
             for item in plan.items:
                 info = self.storage_data[item.storage_index]
                 if item.type == LoadItemType.BYTE_IO:
-                    planner.load_bytes(item, io.BytesIO(self._http_range(info.relative_path, info.offset, info.length)))
+                    self._read_bytes(item, info, planner)
                 elif getattr(info, "hipobj", None) is None:
                     self._read_foreign(item, info, planner)
                 else:
                     reads.append(self._plan_read(item, info, planner, pinned))
-            self._run(reads)
+            self._run(reads)  # every read landed and passed its check, or this raises
             pinned.finish_staged()  # device targets this Session cannot register got host copies
             for read in reads:
                 self._finish(read, planner)
@@ -359,75 +412,142 @@ class StorageReader(_Checkpoint, _Reader):
         future.set_result(None)
         return future
 
+    def _checking(self) -> Optional[str]:
+        """Why nothing is checked (the config's checksum_mode), or None."""
+        mode = self.config.checksum_mode
+        return None if mode == "when_supported" else f"checksums off (checksum_mode={mode!r})"
+
     # one tensor ------------------------------------------------------------------------------
     def _plan_read(self, item: ReadItem, info: _StorageInfo, planner: LoadPlanner, pinned: Pinned) -> _Read:
+        """How one box of a stored chunk moves and is checked. The box's bytes `lo..hi` of the
+        chunk (the smallest span of elements covering it) are checked against the writer's
+        CRC64NVME of the run of whole blocks covering them: a box that is contiguous in the chunk
+        and in its destination lands there straight, and what the blocks hold beside it (at most
+        one block before, one after) is read into host memory only for the check; a box whose
+        blocks fit in one part (``multipart_chunksize``), or that is not contiguous, lands in a
+        staging tensor holding the whole blocks."""
         raw = info.hipobj
         target = planner.resolve_tensor(item).detach()
         itemsize = target.element_size()
         shape, offsets, lengths = list(raw["shape"]), list(item.storage_offsets), list(item.lengths)
         first, end, contiguous = region_span(shape, offsets, lengths)
         key = self.key(info.relative_path)
+        what = _item_name(item)
+        lo, hi = first * itemsize, end * itemsize
         start = raw["data"] + first * itemsize
-        size = (end - first) * itemsize
-        whole = offsets == [0] * len(shape) and lengths == shape
-        crc = raw.get(CRC) if whole else None
-        if size == 0:
-            return _Read(item, target, key, start, 0, None)
-        if contiguous and target.is_contiguous():
+        if hi == lo:
+            return _Read(item, target, key, start, 0, None, what)
+        span: Optional[_crcs.Span] = None
+        why = self._checking()
+        if why is None:
+            found = _crcs.span_for(raw, math.prod(shape) * itemsize, lo, hi, f"s3://{self.bucket}/{key}: {what}")
+            if isinstance(found, str):
+                why = found
+            elif found.lo % itemsize or found.hi % itemsize:
+                why = f"the writer's CRC blocks are not whole {target.dtype} elements"
+            else:
+                span = found
+        checked = (span.lo, span.hi) if span is not None else (lo, hi)
+        # A region whose checked blocks fit in one part (one GET) is staged as those blocks: a
+        # copy of at most one part costs less than the two more requests its edges would.
+        one_part = max(raw.get("block") or 0, self.config.multipart_chunksize)
+        if contiguous and target.is_contiguous() and (checked == (lo, hi) or checked[1] - checked[0] > one_part):
             segment = pinned.segment(target, for_write=True)
             self.stats["direct"] += 1
-            return _Read(item, target, key, start, size, segment, crc)
-        stage = torch.empty(end - first, dtype=target.dtype)
+            edges = [(raw["data"] + a, b - a) for a, b in ((checked[0], lo), (hi, checked[1])) if b > a]
+            return _Read(item, target, key, start, hi - lo, segment, what, span, why or "", edges, asked=hi - lo)
+        # staged: the checked span's elements, the box copied out of them once they passed
+        stage = torch.empty((checked[1] - checked[0]) // itemsize, dtype=target.dtype)
         self.stats["staged"] += 1
-        return _Read(item, target, key, start, size, pinned.segment(stage), crc, (stage, shape, offsets, first))
+        staged = (stage, shape, offsets, checked[0] // itemsize)
+        return _Read(
+            item, target, key, raw["data"] + checked[0], checked[1] - checked[0], pinned.segment(stage), what,
+            span, why or "", staged=staged, asked=hi - lo,
+        )
 
     def _run(self, reads: List[_Read]) -> None:
-        """Every read's bytes, `concurrency` reads at once (each of a large one's parts too)."""
+        """Every read's bytes, `concurrency` reads at once (each of a large one's parts too); the
+        edges of each beside it, on a pool of their own."""
         concurrency = self.session._concurrency(self.config)
-        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="hipobj-dcp") as pool:
-            list(pool.map(lambda r: self._fetch(r, concurrency), sorted(reads, key=lambda r: -r.size)))
+        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="hipobj-dcp-edge") as self._edges:
+            with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="hipobj-dcp") as pool:
+                list(pool.map(lambda r: self._fetch(r, concurrency), sorted(reads, key=lambda r: -r.size)))
 
     def _fetch(self, read: _Read, concurrency: int) -> None:
+        """One read's bytes, then its check: a mismatch reads them (and the edges) once more;
+        a second one raises ChecksumMismatchError naming the item and both values."""
         if read.segment is None or read.size == 0:  # an empty tensor: nothing to read
             return
-        if isinstance(read.segment, memoryview):
-            self._fetch_host(read, read.segment[: read.size], concurrency)
+        if isinstance(read.segment, memoryview) and read.span is not None and not read.edges:
+            self._fetch_host_checked(read, read.segment[: read.size], concurrency)
             return
         for attempt in (1, 2):
+            got = self._land(read, concurrency)
+            if read.span is None:
+                return
+            if got == read.span.crc:
+                read.retried = attempt == 2
+                return
+            if attempt == 2:
+                raise _crcs.mismatch(self._where(read), got, read.span.crc)
+            log.warning(
+                "hipobj: %s: %s of what landed is %s, the writer's %s; reading it again", self._where(read), CRC, got, read.span.crc
+            )
+
+    def _land(self, read: _Read, concurrency: int) -> Optional[str]:
+        """The read's bytes into its segment, and the edges beside them into host memory (at
+        most a block each: one plain ranged GET each, as byte items, while the read moves); the
+        CRC64NVME of the checked span (edges and landed bytes in order), when it is checked."""
+        edges = [
+            (at, n, self._edges.submit(lambda at, n: _crcs.of_segment(self._http_range(read.key, at, n, relative=False)), at, n))
+            for at, n in (read.edges if read.span is not None else [])
+        ]
+        segment = read.segment
+        if isinstance(segment, memoryview):  # no RDMA runtime: plain HTTP into host memory
+            into = segment[: read.size]
+            download_host(self.session, self.client, self.bucket, read.key, into, read.first, self.config, concurrency)
+            landed = _crcs.of_segment(into) if read.span is not None else None
+        else:
             store = self.session._store(self.client, self.bucket, read.key, config=self.config)
-            reg, offset, _ = read.segment
+            reg, offset, _ = segment
             _core.engine_download_into(
                 store, reg, offset, read.first, read.size, self.config.multipart_chunksize, concurrency
             )
-            if read.crc is None:
-                return
-            got = _core.crc_of(reg, offset, read.size, CRC)
-            if got == read.crc:
-                return
-            if attempt == 2:
-                raise self._mismatch(read, got, read.crc)
+            landed = _core.crc_of(reg, offset, read.size, CRC) if read.span is not None else None
+        if landed is None:
+            return None
+        pieces = [(read.first, landed, read.size)] + [(at, crc.result(), n) for at, n, crc in edges]
+        return _crcs.combine([(crc, n) for _, crc, n in sorted(pieces)])
 
-    def _fetch_host(self, read: _Read, into: memoryview, concurrency: int) -> None:
-        """A read into host memory (a Session without an RDMA runtime): over plain HTTP by the
-        engine, which checks a whole chunk against the writer's CRC64NVME as it lands."""
+    def _fetch_host_checked(self, read: _Read, into: memoryview, concurrency: int) -> None:
+        """A read of exactly the checked span into host memory (a Session without an RDMA
+        runtime): over plain HTTP by the engine, which checks it against the writer's CRC64NVME
+        as it lands (read twice before ChecksumMismatchError)."""
         try:
             download_host(
-                self.session, self.client, self.bucket, read.key, into, read.first, self.config, concurrency, read.crc
+                self.session, self.client, self.bucket, read.key, into, read.first, self.config, concurrency, read.span.crc
             )
         except ChecksumMismatchError as e:
-            raise self._mismatch(read, e.actual, e.expected) from e
+            raise _crcs.mismatch(self._where(read), e.actual, e.expected) from e
 
-    def _mismatch(self, read: _Read, got: str, want: str) -> ChecksumMismatchError:
-        """What a whole chunk read twice with a wrong CRC raises, on either path."""
-        return ChecksumMismatchError(
-            f"s3://{self.bucket}/{read.key} bytes {read.first}+{read.size}: {CRC} of what landed "
-            f"is {got}, the writer's is {want} (read twice)"
-        )
+    def _where(self, read: _Read) -> str:
+        """The item and the bytes its check covers, for a mismatch's message."""
+        lo = min([read.first] + [at for at, _ in read.edges])
+        hi = max([read.first + read.size] + [at + n for at, n in read.edges])
+        return f"{read.what}: s3://{self.bucket}/{read.key} bytes {lo}+{hi - lo}"
 
     def _finish(self, read: _Read, planner: LoadPlanner) -> None:
         self.stats["tensors"] += 1
-        self.stats["bytes"] += read.size
-        self.stats["verified" if read.crc is not None else "unchecked"] += read.size > 0
+        self.stats["bytes"] += read.asked
+        if read.size == 0:
+            self.stats["empty"] += 1
+        elif read.span is not None:
+            self._tally.verified(read.what)
+            self.stats["retried"] += read.retried
+            self.stats["check_bytes"] += (read.span.hi - read.span.lo) - read.asked
+            self.stats["check_gets"] += len(read.edges)
+        else:
+            self._tally.unchecked(read.what, read.why)
         if read.staged is not None:
             stage, shape, offsets, first = read.staged
             strides = _strides(shape)
@@ -450,22 +570,47 @@ class StorageReader(_Checkpoint, _Reader):
         target.copy_(tensor)
         planner.commit_tensor(item, target)
         self.stats["tensors"] += 1
-        self.stats["unchecked"] += 1
+        self._tally.unchecked(_item_name(item), "a torch.save record of another writer: no CRC64NVME recorded")
 
-    def _http_range(self, name: str, offset: int, length: int) -> bytes:
+    def _read_bytes(self, item: ReadItem, info: _StorageInfo, planner: LoadPlanner) -> None:
+        """A byte item, read whole and checked against the writer's CRC64NVME of it (a mismatch
+        reads it once more, then raises); an older writer's (no CRC) is counted unchecked."""
+        what = item.storage_index.fqn
+        want = (getattr(info, "hipobj", None) or {}).get(CRC)
+        why = self._checking() or (None if want is not None else "the writer recorded no CRC64NVME of this item")
+        for attempt in (1, 2):
+            data = self._http_range(info.relative_path, info.offset, info.length)
+            if why is not None:
+                self._tally.unchecked(what, why)
+                break
+            got = _core.crc_of_buffer(data, CRC)
+            if got == want:
+                self._tally.verified(what)
+                self.stats["retried"] += attempt == 2
+                break
+            where = f"{what}: s3://{self.bucket}/{self.key(info.relative_path)} bytes {info.offset}+{info.length}"
+            if attempt == 2:
+                raise _crcs.mismatch(where, got, want)
+            log.warning("hipobj: %s: %s of what landed is %s, the writer's %s; reading it again", where, CRC, got, want)
+        self.stats["byte_items"] += 1
+        planner.load_bytes(item, io.BytesIO(data))
+
+    def _http_range(self, name: str, offset: int, length: int, relative: bool = True) -> bytes:
+        """Bytes `offset..offset+length` of the checkpoint's object `name` (`relative`: a name
+        under its prefix; else the object's key) by one plain ranged GET."""
         if length == 0:
             return b""
         rng = f"bytes={offset}-{offset + length - 1}"
-        return self.client.get_object(Bucket=self.bucket, Key=self.key(name), Range=rng)["Body"].read()
+        key = self.key(name) if relative else name
+        data = self.client.get_object(Bucket=self.bucket, Key=key, Range=rng)["Body"].read()
+        if len(data) != length:
+            raise S3Error(f"s3://{self.bucket}/{key} bytes {offset}+{length}: {len(data)} bytes came")
+        return data
 
 
 # the Hugging Face safetensors layout ----------------------------------------------------------
 
 INDEX = "model.safetensors.index.json"
-# The writer's CRC64NVME of each tensor's bytes, in the file's ``__metadata__`` (str -> str, as
-# the format asks): a JSON object name -> CRC. The reader checks every whole tensor read against
-# it; files without it (written by others) are read unchecked.
-CRC_METADATA = "hipobj.crc64nvme"
 
 
 def _shard_name(number: int, count: int) -> str:
@@ -498,12 +643,14 @@ def _refuse_for_safetensors(item: Any) -> None:
 
 class SafetensorsStorageWriter(StorageWriter):
     """DCP storage writer in the Hugging Face safetensors layout:
-    ``SafetensorsStorageWriter(client, "s3://bucket/prefix", session=None, config=None)``.
+    ``SafetensorsStorageWriter(client, "s3://bucket/prefix", session=None, config=None,
+    crc_block=1 MiB)``.
 
     Each rank that has tensors to write (after DCP's planner gave each replicated tensor to one
     rank) writes one file ``model-0000r-of-0000N.safetensors`` (r counts those ranks from 1),
     tensor names being the FQNs, uploaded as ``hipobj.safetensors.save`` uploads (the header, then
-    the tensors' registered memory); the coordinator removes an existing
+    the tensors' registered memory, each tensor's CRC64NVME and its blocks' in the file's
+    metadata); the coordinator removes an existing
     ``model.safetensors.index.json`` before any rank writes and writes the new one (the
     ``weight_map``) last, so a save that dies on the way leaves no loadable checkpoint. The
     ``safetensors`` package reads each file, ``hipobj.safetensors.load`` the index, and
@@ -532,10 +679,12 @@ class SafetensorsStorageWriter(StorageWriter):
             ordered = st._ordered(tensors)
             with Pinned(self.session) as pinned:
                 segments = [pinned.segment(t) for _, t in ordered]
-                crcs = {name: crc64nvme(seg) for (name, t), seg in zip(ordered, segments) if t.numel()}
-                metadata = {"format": "pt", CRC_METADATA: json.dumps(crcs, sort_keys=True)}
                 key = self.key(plan.storage_data)
-                self.copies.append(st.upload_file(self.session, self.client, self.bucket, key, ordered, segments, metadata, self.config))
+                self.copies.append(
+                    st.upload_file(
+                        self.session, self.client, self.bucket, key, ordered, segments, {"format": "pt"}, self.config, self.crc_block
+                    )
+                )
             for item in plan.items:
                 t = tensors[item.index.fqn]
                 results.append(WriteResult(index=item.index, size_in_bytes=t.numel() * t.element_size(), storage_data=plan.storage_data))
@@ -560,7 +709,9 @@ class SafetensorsStorageReader(StorageReader):
     tools). DCP's metadata is built from the files' headers, one whole chunk per tensor, as
     torch's ``HuggingFaceStorageReader`` builds it; then each region a rank asks for moves as with
     ``StorageReader`` (ranged GETs straight into the destination, DCP's planner resharding), every
-    read of a whole tensor checked against the writer's CRC64NVME where the file carries it."""
+    read, whole tensor or part, checked against the writer's CRC64NVME where the file carries it
+    (``hipobj.safetensors``'s metadata keys); a file without them is read unchecked, and counted
+    so in ``stats``."""
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
         from .. import safetensors as st
@@ -594,7 +745,7 @@ class SafetensorsStorageReader(StorageReader):
 
         header, data_start = st.read_header(self.client, self.bucket, self.key(shard))
         where = f"s3://{self.bucket}/{self.key(shard)}"
-        crcs = _writer_crcs(header, where)
+        records = st.writer_records(header, where)
         out = []
         for fqn, code, shape, begin, end in st._entries(header, where):
             dtype = getattr(torch, st._TORCH_DTYPES.get(code, ""), None)
@@ -605,22 +756,6 @@ class SafetensorsStorageReader(StorageReader):
             meta = TensorStorageMetadata(properties=TensorProperties(dtype=dtype), size=size, chunks=[chunk])
             info = _StorageInfo(shard, data_start + begin, end - begin)
             info.hipobj = {"data": data_start + begin, "shape": list(shape), "dtype": str(dtype)}
-            if fqn in crcs:
-                info.hipobj[CRC] = crcs[fqn]
+            info.hipobj.update(records.get(fqn, {}))
             out.append((fqn, meta, info))
         return out
-
-
-def _writer_crcs(header: Dict[str, Any], where: str) -> Dict[str, str]:
-    """The CRC64NVME of each tensor that SafetensorsStorageWriter put in the file's metadata
-    (none for files written by others)."""
-    text = (header.get("__metadata__") or {}).get(CRC_METADATA)
-    if text is None:
-        return {}
-    try:
-        crcs = json.loads(text)
-    except ValueError:
-        raise InvalidValueError(f"{where}: its {CRC_METADATA} metadata is not JSON") from None
-    if not isinstance(crcs, dict):
-        raise InvalidValueError(f"{where}: its {CRC_METADATA} metadata is not a map of names to CRCs")
-    return crcs

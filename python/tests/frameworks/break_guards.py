@@ -30,9 +30,24 @@ MODULE = "hipobj.torch.dcp"
 # guard: (the line that holds it, what replaces it, the tests that must fail without it)
 GUARDS = {
     "reader-checks-crc": (
-        "            if got == read.crc:",
+        "            if got == read.span.crc:",
         "            if True:",
-        "test_a_changed_byte_is_caught",
+        "test_a_changed_byte_is_caught or test_a_rotten_byte_fails_the_reads_of_its_block",
+    ),
+    "reader-checks-edges-with-the-read": (
+        "        pieces = [(read.first, landed, read.size)] + [(at, crc.result(), n) for at, n, crc in edges]",
+        "        pieces = [(read.first, landed, read.size)]",
+        "test_a_part_of_a_stored_tensor_reads_that_part and direct",
+    ),
+    "reader-checks-byte-items": (
+        "            if got == want:",
+        "            if True:",
+        "test_a_rotten_byte_item_fails_the_load",
+    ),
+    "writer-records-block-crcs": (
+        "            raw.update(_crcs.record(segment, size, crc_block))",
+        "            raw[CRC] = _crcs.of_segment(segment)",
+        "test_a_part_of_a_stored_tensor_reads_that_part",
     ),
     "writer-removes-old-metadata": (
         "        self.client.delete_object(Bucket=self.bucket, Key=self.key(METADATA))",
@@ -60,8 +75,8 @@ GUARDS = {
         "test_what_the_layout_cannot_hold_is_refused",
     ),
     "safetensors-reader-checks-writer-crc": (
-        "                info.hipobj[CRC] = crcs[fqn]",
-        "                pass",
+        "            info.hipobj.update(records.get(fqn, {}))",
+        "            pass",
         "test_two_ranks_save_and_everyone_reads",
     ),
 }

@@ -1,10 +1,13 @@
 """hipobj.torch.dcp (issue 38): torch.distributed.checkpoint through our StorageWriter and
 StorageReader over RDMA, without a process group here and with torchrun's 2 ranks in
-test_torchrun.py; torch's own reader family (s3torchconnector's) reads what we wrote."""
+test_torchrun.py; torch's own reader family (s3torchconnector's) reads what we wrote. Every item
+a load reads, whole or a part of a stored tensor, is checked against the writer's CRC64NVME
+(issue 55); the helpers here run over plain HTTP too (test_no_device_frameworks.py)."""
 
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -16,6 +19,7 @@ from torch.distributed.checkpoint.api import CheckpointException
 
 import hipobj
 from hipobj.torch.dcp import StorageReader, StorageWriter
+from hipobj_server import flip_on_disk
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -56,6 +60,28 @@ def assert_equal(got: dict, want: dict) -> None:
             assert got[k] == v, k
 
 
+# What state() saves and a whole load reads: tensors with bytes ("big", "w", "b", "count"; DCP
+# asks nothing of "empty") and byte items ("extra"'s epoch, name and lrs).
+STATE_TENSORS, STATE_BYTE_ITEMS = 4, 3
+
+
+def every_item_verified(reader, tensors: int, byte_items: int = 0) -> None:
+    """The reader's counters: each item it read checked against the writer's CRC64NVME."""
+    stats = reader.stats
+    assert stats["unchecked"] == 0, (stats, reader.checks)
+    assert (stats["tensors"], stats["byte_items"], stats["verified"]) == (tensors, byte_items, tensors + byte_items), stats
+    assert len(reader.checks) == tensors + byte_items, reader.checks
+    assert all(v == "CRC64NVME verified" for v in reader.checks.values()), reader.checks
+
+
+def stored_record(client, bucket: str, prefix: str, fqn: str):
+    """What the writer recorded of the tensor `fqn` (its storage info's ``hipobj``), from the
+    checkpoint's metadata under `prefix`."""
+    metadata = pickle.loads(client.get_object(Bucket=bucket, Key=f"{prefix}.metadata")["Body"].read())
+    [info] = [info for index, info in metadata.storage_data.items() if index.fqn == fqn]
+    return info, metadata
+
+
 def cause(excinfo) -> BaseException:
     """The exception a rank raised inside dcp.save/load (DCP wraps it in a CheckpointException)."""
     return next(iter(excinfo.value.failures.values()))[0]
@@ -74,7 +100,8 @@ def test_save_and_load_without_a_process_group(session, client, bucket):
     reader = StorageReader(client, path(bucket, "plain"), session=session)
     dcp.load(got, storage_reader=reader)
     assert_equal(got, want)
-    assert reader.stats["verified"] == 4 and reader.stats["direct"] == 4  # every whole chunk checked
+    every_item_verified(reader, STATE_TENSORS, STATE_BYTE_ITEMS)
+    assert reader.stats["direct"] == 4 and reader.stats["check_gets"] == 0  # whole chunks: no edge
 
 
 def box_planner(offsets, lengths):
@@ -103,22 +130,127 @@ def box_planner(offsets, lengths):
     return planner
 
 
-@pytest.mark.parametrize(
-    "offsets, lengths, how",
-    [((100, 0), (200, 1536), "direct"), ((0, 100), (2048, 200), "staged"), ((7, 3), (1, 5), "direct")],
-)
-def test_a_part_of_a_stored_tensor_reads_that_part(session, client, bucket, offsets, lengths, how):
-    """A destination that asks a box of a stored tensor (DCP's resharding) gets exactly it: rows
-    land in place, a column block through a staging buffer."""
+# (offsets, lengths) of a box of "model.big" (2048 x 1536 float32, 6144 bytes a row, 12 CRC blocks
+# of 1 MiB), how it moves, and what its check reads beside it (bytes, edge GETs)
+BOXES = [
+    # rows 100..1500: bytes 614400..9216000, checked with the blocks 0..8 (9 MiB: more than one
+    # 8 MiB part), straight into the destination, the blocks' bytes before and after it read too
+    ((100, 0), (1400, 1536), "direct", 614400 + (9437184 - 9216000), 2),
+    # rows 100..300: its blocks 0..1 fit in one part: staged as those blocks, no edge GET
+    ((100, 0), (200, 1536), "staged", 2097152 - 1228800, 0),
+    # columns 100..300 of every row: the span of nearly the whole tensor, staged whole
+    ((0, 100), (2048, 200), "staged", 100 * 4 + 1236 * 4, 0),
+    # 5 elements inside the first block: that block staged
+    ((7, 3), (1, 5), "staged", 1048576 - 20, 0),
+    # rows 512..1024: exactly the blocks 3..5, straight into the destination, nothing beside it
+    ((512, 0), (512, 1536), "direct", 0, 0),
+]
+
+
+def a_part_is_read_and_checked(session, client, bucket: str, name: str, offsets, lengths, how, extra, edges) -> None:
+    """A destination that asks a box of a stored tensor (DCP's resharding) gets exactly it (rows
+    in place, a column block or a small box through a staging buffer), and the read is checked
+    against the writer's CRC64NVME of the blocks covering it, like every other item."""
     want = state(2)
-    where = path(bucket, "part")
+    where = path(bucket, name)
     dcp.save(want, storage_writer=StorageWriter(client, where, session=session))
     planner = box_planner(offsets, lengths)
     reader = StorageReader(client, where, session=session)
     dcp.load(zeroed(want), storage_reader=reader, planner=planner)
     (r, c), (nr, nc) = offsets, lengths
     assert torch.equal(planner.box, want["model"]["big"][r : r + nr, c : c + nc])
-    assert reader.stats[how] >= 1 and reader.stats["unchecked"] >= 1
+    every_item_verified(reader, STATE_TENSORS, STATE_BYTE_ITEMS)
+    assert reader.stats[how] >= 1, reader.stats
+    assert reader.checks[f"model.big[{r}:{r + nr}, {c}:{c + nc}]"] == "CRC64NVME verified", reader.checks
+    assert (reader.stats["check_bytes"], reader.stats["check_gets"]) == (extra, edges), reader.stats
+
+
+@pytest.mark.parametrize("offsets, lengths, how, extra, edges", BOXES)
+def test_a_part_of_a_stored_tensor_reads_that_part(session, client, bucket, offsets, lengths, how, extra, edges):
+    a_part_is_read_and_checked(session, client, bucket, "part", offsets, lengths, how, extra, edges)
+
+
+def a_rotten_byte_fails_the_reads_of_its_block(session, client, bucket: str, data_dir, name: str) -> None:
+    """A byte changed on the server's disk inside "model.big": a ranged read whose blocks hold it,
+    in place or staged, fails naming the box, the algorithm and both values (read twice), and a
+    staged destination is left as it was; a read of other blocks of that tensor, and the other
+    items, load verified."""
+    want = state(21)
+    where = path(bucket, name)
+    dcp.save(want, storage_writer=StorageWriter(client, where, session=session))
+    info, _ = stored_record(client, bucket, f"dcp/{name}/", "model.big")
+    row = 1536 * 4
+    flip_on_disk(data_dir, bucket, f"dcp/{name}/{info.relative_path}", info.hipobj["data"] + 150 * row + 8)
+    boxes = [((100, 0), (1400, 1536), "direct"), ((100, 0), (200, 1536), "staged"), ((0, 0), (2048, 4), "staged")]
+    for offsets, lengths, how in boxes:
+        planner = box_planner(offsets, lengths)
+        reader = StorageReader(client, where, session=session)
+        with pytest.raises(CheckpointException) as failed:
+            dcp.load(zeroed(want), storage_reader=reader, planner=planner)
+        err = cause(failed)
+        (r, c), (nr, nc) = offsets, lengths
+        assert isinstance(err, hipobj.ChecksumMismatchError), repr(err)
+        assert f"model.big[{r}:{r + nr}, {c}:{c + nc}]" in str(err) and "(read twice)" in str(err), str(err)
+        assert err.algorithm == "CRC64NVME" and err.expected != err.actual, (err.expected, err.actual)
+        assert f"CRC64NVME of what landed is {err.actual}, the writer's is {err.expected}" in str(err), str(err)
+        assert reader.stats[how] >= 1, reader.stats
+        if how == "staged":  # checked before the copy: the destination never saw the bytes
+            assert not planner.box.any()
+    planner = box_planner((1000, 0), (200, 1536))  # the blocks 5..7, not the changed one
+    reader = StorageReader(client, where, session=session)
+    dcp.load(zeroed(want), storage_reader=reader, planner=planner)
+    assert torch.equal(planner.box, want["model"]["big"][1000:1200])
+    every_item_verified(reader, STATE_TENSORS, STATE_BYTE_ITEMS)
+
+
+def test_a_rotten_byte_fails_the_reads_of_its_block(session, client, bucket, server):
+    a_rotten_byte_fails_the_reads_of_its_block(session, client, bucket, server.data_dir, "rot")
+
+
+def a_rotten_byte_item_fails_the_load(session, client, bucket: str, data_dir, name: str) -> None:
+    """A byte changed on the server's disk inside a byte item ("extra.name"): the load fails
+    naming it, read twice."""
+    want = state(22)
+    where = path(bucket, name)
+    dcp.save(want, storage_writer=StorageWriter(client, where, session=session))
+    info, _ = stored_record(client, bucket, f"dcp/{name}/", "extra.name")
+    flip_on_disk(data_dir, bucket, f"dcp/{name}/{info.relative_path}", info.offset + info.length // 2)
+    with pytest.raises(CheckpointException) as failed:
+        dcp.load(zeroed(want), storage_reader=StorageReader(client, where, session=session))
+    err = cause(failed)
+    assert isinstance(err, hipobj.ChecksumMismatchError), repr(err)
+    assert str(err).startswith("extra.name: ") and "(read twice)" in str(err), str(err)
+    assert err.expected != err.actual and err.expected in str(err) and err.actual in str(err)
+
+
+def test_a_rotten_byte_item_fails_the_load(session, client, bucket, server):
+    a_rotten_byte_item_fails_the_load(session, client, bucket, server.data_dir, "rot-bytes")
+
+
+def an_older_writers_checkpoint_loads_counted_unchecked(session, client, bucket: str, name: str) -> None:
+    """A checkpoint of hipObject's writer before block CRCs (each tensor's whole CRC64NVME only, no
+    CRC of byte items): whole tensors load verified, a part of one and the byte items unchecked,
+    each counted and saying why."""
+    want = state(23)
+    where = path(bucket, name)
+    dcp.save(want, storage_writer=StorageWriter(client, where, session=session))
+    _, metadata = stored_record(client, bucket, f"dcp/{name}/", "model.big")
+    for info in metadata.storage_data.values():
+        record = info.__dict__.pop("hipobj")
+        if "data" in record:  # a tensor record: what the older writer kept
+            info.hipobj = {k: record[k] for k in ("data", "shape", "dtype", "CRC64NVME") if k in record}
+    client.put_object(Bucket=bucket, Key=f"dcp/{name}/.metadata", Body=pickle.dumps(metadata))
+    planner = box_planner((100, 0), (200, 1536))
+    reader = StorageReader(client, where, session=session)
+    dcp.load(zeroed(want), storage_reader=reader, planner=planner)
+    assert torch.equal(planner.box, want["model"]["big"][100:300])
+    assert (reader.stats["verified"], reader.stats["unchecked"]) == (3, 1 + STATE_BYTE_ITEMS), reader.stats
+    assert reader.checks["model.big[100:300, 0:1536]"].startswith("unchecked: a part of an item whose writer"), reader.checks
+    assert reader.checks["extra.epoch"] == "unchecked: the writer recorded no CRC64NVME of this item", reader.checks
+
+
+def test_an_older_writers_checkpoint_loads_counted_unchecked(session, client, bucket):
+    an_older_writers_checkpoint_loads_counted_unchecked(session, client, bucket, "older")
 
 
 def test_a_changed_byte_is_caught(session, client, bucket):
@@ -211,6 +343,8 @@ def test_we_read_s3torchconnectors_checkpoint(aws_credentials, session, server, 
     dcp.load(got, storage_reader=reader)
     assert_equal(got, want)
     assert reader.stats["direct"] == 0  # torch.save records: deserialised, as torch's reader does
+    # no CRC of ours in their checkpoint: every item read, and counted, unchecked
+    assert (reader.stats["verified"], reader.stats["unchecked"]) == (0, STATE_TENSORS + STATE_BYTE_ITEMS), reader.stats
 
 
 def test_rdma_off_moves_the_same_checkpoint_over_http(session, client, bucket):

@@ -137,10 +137,15 @@ def ranks_save_and_everyone_reads(session, client, bucket: str, prefix: str) -> 
     assert_equal(got, merged(states))
     nonempty = sum(t.numel() > 0 for t in want.values())  # DCP asks nothing of an empty tensor
     assert reader.stats["verified"] == reader.stats["tensors"] == nonempty, reader.stats  # each checked
+    assert reader.stats["unchecked"] == 0, reader.stats
 
     planner = box_planner((100, 7), (300, 50))  # a resharded read: a block of "model.big"
-    dcp.load(zeroed(merged(states)), storage_reader=SafetensorsStorageReader(client, where, session=session), planner=planner)
+    reader = SafetensorsStorageReader(client, where, session=session)
+    dcp.load(zeroed(merged(states)), storage_reader=reader, planner=planner)
     assert torch.equal(planner.box, want["model.big"][100:400, 7:57])
+    # the part checked against the writer's CRC64NVME of the blocks covering it (the file's metadata)
+    assert reader.checks["model.big[100:400, 7:57]"] == "CRC64NVME verified", reader.checks
+    assert reader.stats["verified"] == nonempty and reader.stats["unchecked"] == 0, reader.stats
 
 
 def an_unfinished_save_is_no_checkpoint(session, client, bucket: str, prefix: str) -> None:

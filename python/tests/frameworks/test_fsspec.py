@@ -51,6 +51,7 @@ def test_pandas_read_parquet_bytes_equal(session, server, client, bucket):
     client.put_object(Bucket=bucket, Key="fs/a.parquet", Body=blob)
     fs = HipObjFileSystem(client=client, session=session)
     assert fs.cat_file(f"{bucket}/fs/a.parquet") == blob
+    assert (fs.checked["verified"], fs.checked["unchecked"]) == (1, 0), fs.checked  # the whole object: checked
     got = pd.read_parquet(f"hipobj://{bucket}/fs/a.parquet", storage_options={**options(server), "session": session})
     pd.testing.assert_frame_equal(got, df)
     assert fs.moved["rdma"] >= len(blob)

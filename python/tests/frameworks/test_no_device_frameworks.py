@@ -1,7 +1,7 @@
 """The framework layers on a host without an RDMA device (issue 39): hipobj.torch.dcp,
 hipobj.safetensors and hipobj.fsspec on a Session opened without the RDMA runtime move the same
-objects over plain HTTP through the engine, from and into the tensors' host memory, and the DCP
-reader still checks each whole chunk against the writer's CRC64NVME.
+objects over plain HTTP through the engine, from and into the tensors' host memory, and every
+item a reader lands, whole or a range of it, is checked against the writer's CRC64NVME (issue 55).
 
 Runs on the host in its own process (`make frameworks`, before the lane) against hipobj-server
 on loopback with RDMA off: libibverbs is pointed at an empty driver directory (IBV_CONFIG_DIR),
@@ -30,15 +30,38 @@ import hipobj  # noqa: E402
 import hipobj.safetensors  # noqa: E402
 from hipobj.fsspec import HipObjFileSystem  # noqa: E402
 from hipobj.torch.dcp import StorageReader, StorageWriter  # noqa: E402
-from hipobj_server import IDENTITIES  # noqa: E402
-from test_dcp import assert_equal, box_planner, cause, state, zeroed  # noqa: E402
+from hipobj_server import IDENTITIES, Server, flip_on_disk  # noqa: E402
+from test_dcp import (  # noqa: E402
+    BOXES,
+    STATE_BYTE_ITEMS,
+    STATE_TENSORS,
+    a_part_is_read_and_checked,
+    a_rotten_byte_fails_the_reads_of_its_block,
+    a_rotten_byte_item_fails_the_load,
+    an_older_writers_checkpoint_loads_counted_unchecked,
+    assert_equal,
+    box_planner,
+    cause,
+    every_item_verified,
+    state,
+    zeroed,
+)
 from test_dcp_safetensors import (  # noqa: E402
     an_unfinished_save_is_no_checkpoint,
     ranks_save_and_everyone_reads,
     what_the_layout_cannot_hold_is_refused,
 )
 from test_fsspec import frame, parquet_bytes  # noqa: E402
-from test_safetensors_save import changed_while_loading_is_caught, tensors, whole_object_checked  # noqa: E402
+from test_safetensors_save import (  # noqa: E402
+    PICK,
+    a_rotten_byte_fails_the_partial_load,
+    another_writers_file_loads_counted_unchecked,
+    changed_while_loading_is_caught,
+    partial_load_checks_each_tensor,
+    tensors,
+    twenty,
+    whole_object_checked,
+)
 
 MIB = 1 << 20
 BUCKET = "nodev-frameworks"
@@ -89,23 +112,78 @@ def test_dcp_save_and_load_over_http(plain_session, s3):
     reader = StorageReader(s3, path("plain"), session=plain_session)
     dcp.load(got, storage_reader=reader)
     assert_equal(got, want)
-    # every whole chunk checked: the writer's CRC64NVME against the engine's as the bytes land
-    assert reader.stats["verified"] == 4 and reader.stats["direct"] == 4, reader.stats
+    # every item checked: each whole chunk by the engine as the bytes land, each byte item after
+    every_item_verified(reader, STATE_TENSORS, STATE_BYTE_ITEMS)
+    assert reader.stats["direct"] == 4 and reader.stats["check_gets"] == 0, reader.stats
     assert nothing_by_rdma(plain_session) > before
 
 
-@pytest.mark.parametrize("offsets, lengths, how", [((100, 0), (200, 1536), "direct"), ((0, 100), (2048, 200), "staged")])
-def test_dcp_a_part_of_a_stored_tensor_over_http(plain_session, s3, offsets, lengths, how):
-    """Rows land in the destination's memory, a column block through a host staging tensor."""
-    want = state(12)
-    dcp.save(want, storage_writer=StorageWriter(s3, path("part"), session=plain_session))
+@pytest.mark.parametrize("offsets, lengths, how, extra, edges", BOXES)
+def test_dcp_a_part_of_a_stored_tensor_over_http(plain_session, s3, offsets, lengths, how, extra, edges):
+    """Rows land in the destination's memory, a column block or a small box through a host
+    staging tensor; each read checked against the writer's CRC64NVME of its blocks."""
+    a_part_is_read_and_checked(plain_session, s3, BUCKET, "part", offsets, lengths, how, extra, edges)
 
-    planner = box_planner(offsets, lengths)
-    reader = StorageReader(s3, path("part"), session=plain_session)
+
+def test_dcp_a_rotten_byte_fails_the_ranged_reads_over_http(plain_session, rdma_off_server, s3):
+    a_rotten_byte_fails_the_reads_of_its_block(plain_session, s3, BUCKET, rdma_off_server.data_dir, "rot")
+
+
+def test_dcp_a_rotten_byte_item_fails_the_load_over_http(plain_session, rdma_off_server, s3):
+    a_rotten_byte_item_fails_the_load(plain_session, s3, BUCKET, rdma_off_server.data_dir, "rot-bytes")
+
+
+def test_dcp_an_older_writers_checkpoint_over_http(plain_session, s3):
+    an_older_writers_checkpoint_loads_counted_unchecked(plain_session, s3, BUCKET, "older")
+
+
+def test_dcp_torchs_own_checkpoint_loads_counted_unchecked(plain_session, s3, tmp_path):
+    """A checkpoint of torch's FileSystemWriter (no CRC of ours), uploaded by boto3: it loads,
+    every item counted unchecked, saying why."""
+    want = state(16)
+    dcp.save(want, storage_writer=dcp.FileSystemWriter(str(tmp_path)))
+    for f in tmp_path.iterdir():
+        s3.upload_file(str(f), BUCKET, f"dcp/torchs/{f.name}")
+    got = zeroed(want)
+    reader = StorageReader(s3, path("torchs"), session=plain_session)
+    dcp.load(got, storage_reader=reader)
+    assert_equal(got, want)
+    assert (reader.stats["verified"], reader.stats["unchecked"]) == (0, STATE_TENSORS + STATE_BYTE_ITEMS), reader.stats
+    assert reader.checks["model.big[0:2048, 0:1536]"] == "unchecked: a torch.save record of another writer: no CRC64NVME recorded"
+
+
+def test_dcp_a_wrong_landing_is_read_once_more_over_http(monkeypatch, plain_session, s3):
+    """A ranged read whose bytes land wrong once (a damaged copy on the way) is read again and
+    passes, counted in ``retried``; wrong every time, it fails after the second read."""
+    import hipobj.torch.dcp as hdcp
+
+    want = state(17)
+    dcp.save(want, storage_writer=StorageWriter(s3, path("again"), session=plain_session))
+    real = hdcp.download_host
+    landed = []
+
+    def damaging(session, client, bucket, key, into, first, *args, times=1, **kwargs):
+        done = real(session, client, bucket, key, into, first, *args, **kwargs)
+        landed.append(into.nbytes)
+        if into.nbytes == 1400 * 1536 * 4 and landed.count(into.nbytes) <= damage[0]:
+            into[7] ^= 0x01  # the box's bytes, after the engine wrote them
+        return done
+
+    damage = [1]
+    monkeypatch.setattr(hdcp, "download_host", damaging)
+    planner = box_planner((100, 0), (1400, 1536))  # direct, with edges: checked by the reader
+    reader = StorageReader(s3, path("again"), session=plain_session)
     dcp.load(zeroed(want), storage_reader=reader, planner=planner)
-    (r, c), (nr, nc) = offsets, lengths
-    assert torch.equal(planner.box, want["model"]["big"][r : r + nr, c : c + nc])
-    assert reader.stats[how] >= 1 and reader.stats["unchecked"] >= 1
+    assert torch.equal(planner.box, want["model"]["big"][100:1500])
+    assert reader.stats["retried"] == 1 and reader.stats["unchecked"] == 0, reader.stats
+    assert landed.count(1400 * 1536 * 4) == 2
+    landed.clear()
+    damage[0] = 2
+    with pytest.raises(CheckpointException) as failed:
+        reader = StorageReader(s3, path("again"), session=plain_session)
+        dcp.load(zeroed(want), storage_reader=reader, planner=box_planner((100, 0), (1400, 1536)))
+    assert isinstance(cause(failed), hipobj.ChecksumMismatchError) and "(read twice)" in str(cause(failed))
+    assert landed.count(1400 * 1536 * 4) == 2, landed
 
 
 def test_dcp_a_changed_byte_is_caught_over_http(plain_session, s3):
@@ -120,7 +198,7 @@ def test_dcp_a_changed_byte_is_caught_over_http(plain_session, s3):
     err = cause(failed)
     assert isinstance(err, hipobj.ChecksumMismatchError), repr(err)
     assert "CRC64NVME of what landed" in str(err) and "(read twice)" in str(err)
-    assert f"s3://{BUCKET}/{key}" in str(err)
+    assert f"s3://{BUCKET}/{key}" in str(err) and str(err).startswith("model.big[0:2048, 0:1536]: "), str(err)
 
 
 def test_safetensors_three_shards_and_an_index_over_http(plain_session, s3):
@@ -159,6 +237,57 @@ def test_safetensors_object_changed_while_loading_over_http(monkeypatch, plain_s
     changed_while_loading_is_caught(monkeypatch, plain_session, s3, BUCKET, "st/changed.safetensors")
 
 
+def test_safetensors_a_partial_load_checks_each_tensor_over_http(plain_session, s3):
+    partial_load_checks_each_tensor(plain_session, s3, BUCKET, "st/twenty.safetensors")
+
+
+def test_safetensors_a_rotten_byte_fails_the_partial_load_over_http(plain_session, rdma_off_server, s3):
+    a_rotten_byte_fails_the_partial_load(plain_session, s3, BUCKET, "st/twenty-rot.safetensors", rdma_off_server.data_dir)
+
+
+def test_safetensors_another_writers_file_over_http(plain_session, s3):
+    another_writers_file_loads_counted_unchecked(plain_session, s3, BUCKET, "st/theirs.safetensors")
+
+
+def test_safetensors_a_store_without_checksums_gets_each_tensor_checked_over_http(plain_session, s3):
+    """A store that keeps no checksum of the object (hipobj-server --default-checksum none, the
+    file uploaded without one): a whole load checks each tensor against the writer's CRC64NVME
+    in the file instead; a byte rotten on that store's disk fails it naming the tensor."""
+    from botocore.config import Config
+
+    import boto3
+
+    hipobj.safetensors.save(s3, BUCKET, "st/bare.safetensors", twenty(), session=plain_session)
+    blob = s3.get_object(Bucket=BUCKET, Key="st/bare.safetensors")["Body"].read()
+    bare = Server(None, "127.0.0.1", ["--default-checksum", "none"])
+    try:
+        access, secret = IDENTITIES[0]
+        plain = boto3.client(
+            "s3", endpoint_url=bare.endpoint, aws_access_key_id=access, aws_secret_access_key=secret, region_name="us-east-1",
+            config=Config(s3={"addressing_style": "path"}, request_checksum_calculation="when_required"),
+        )
+        plain.create_bucket(Bucket=BUCKET)
+        plain.put_object(Bucket=BUCKET, Key="bare.safetensors", Body=blob)
+        stats, checks = {}, {}
+        loaded = hipobj.safetensors.load(
+            plain, BUCKET, "bare.safetensors", device="cpu", session=plain_session, checks=checks, stats=stats
+        )
+        for name, t in twenty().items():
+            assert torch.equal(loaded[name], t), name
+        assert checks == {"bare.safetensors": "CRC64NVME verified per tensor (the writer's CRC of each)"}, checks
+        assert (stats["verified"], stats["unchecked"]) == (20, 0), stats
+        assert set(stats["verdicts"].values()) == {"CRC64NVME verified (the writer's CRC of this tensor)"}
+        header, data_start = hipobj.safetensors.read_header(plain, BUCKET, "bare.safetensors")
+        begin, end = header[PICK[0]]["data_offsets"]
+        flip_on_disk(bare.data_dir, BUCKET, "bare.safetensors", data_start + begin + 3)
+        with pytest.raises(hipobj.ChecksumMismatchError) as e:
+            hipobj.safetensors.load(plain, BUCKET, "bare.safetensors", device="cpu", session=plain_session)
+        assert f"tensor {PICK[0]!r}" in str(e.value) and "(read twice)" in str(e.value), str(e.value)
+        assert e.value.algorithm == "CRC64NVME" and e.value.expected != e.value.actual
+    finally:
+        bare.stop()
+
+
 def test_dcp_safetensors_layout_two_ranks_over_http(plain_session, s3):
     before = nothing_by_rdma(plain_session)
     ranks_save_and_everyone_reads(plain_session, s3, BUCKET, "dcp-st/two")
@@ -191,7 +320,31 @@ def test_fsspec_pandas_and_pyarrow_over_http(plain_session, rdma_off_server, s3)
     want = pa.Table.from_pandas(pd.concat(parts, ignore_index=True), preserve_index=False)
     assert table.sort_by("id").equals(want.sort_by("id"))
     assert fs.moved["rdma"] == 0 and fs.moved["http"] >= len(blob), fs.moved
+    # cat_file of the whole object checked; pyarrow's ranged reads counted unchecked, saying so
+    assert fs.checked["verified"] >= 1 and fs.checked["unchecked"] >= 1, fs.checked
+    assert set(fs.checked["by_verdict"]) <= {"CRC32 verified", "CRC64NVME verified", RANGE}, fs.checked
     nothing_by_rdma(plain_session)
+
+
+RANGE = "unchecked: a range of the object (its checksum is of the whole)"
+
+
+def test_fsspec_reads_say_what_was_checked(plain_session, rdma_off_server, s3, tmp_path):
+    """A read of a whole object (cat_file, get_file, a small file fsspec fetches at once) is
+    checked against the stored checksum; a range is counted unchecked; a byte rotten on the
+    server's disk fails a whole read after reading twice."""
+    fs = HipObjFileSystem(client=s3, session=plain_session)
+    fs.pipe_file(f"{BUCKET}/fs/checked", bytes(range(256)) * 40)  # stored with our CRC64NVME
+    assert fs.cat_file(f"{BUCKET}/fs/checked") == bytes(range(256)) * 40
+    assert fs.cat_file(f"{BUCKET}/fs/checked", start=5, end=9) == bytes(range(5, 9))
+    with fs.open(f"{BUCKET}/fs/checked", "rb") as f:  # 10 KiB: fsspec fetches it whole
+        assert f.read() == bytes(range(256)) * 40
+    fs.get_file(f"{BUCKET}/fs/checked", str(tmp_path / "checked"))
+    assert fs.checked == {"verified": 3, "unchecked": 1, "by_verdict": {"CRC64NVME verified": 3, RANGE: 1}}, fs.checked
+    flip_on_disk(rdma_off_server.data_dir, BUCKET, "fs/checked", 5000)
+    with pytest.raises(hipobj.ChecksumMismatchError, match=f"^s3://{BUCKET}/fs/checked: .*read twice.*CRC64NVME mismatch") as e:
+        fs.cat_file(f"{BUCKET}/fs/checked")
+    assert e.value.algorithm == "CRC64NVME" and e.value.expected != e.value.actual
 
 
 def test_fsspec_copies_are_the_decisions(plain_session, s3):

@@ -1,5 +1,7 @@
 """hipobj.safetensors.save (issue 38): a sharded checkpoint with an index, written by RDMA from
-the tensors' own memory, read back by the safetensors package and by hipobj.safetensors.load."""
+the tensors' own memory, read back by the safetensors package and by hipobj.safetensors.load;
+each tensor's CRC64NVME in the file's metadata, against which a partial load checks the tensors
+it reads (issue 55). The helpers run over plain HTTP too (test_no_device_frameworks.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,11 @@ import pytest
 import torch
 from safetensors.numpy import load as st_load_numpy
 from safetensors.torch import load as st_load_torch
+from safetensors.torch import save as st_save_torch
 
 import hipobj
 import hipobj.safetensors
+from hipobj_server import flip_on_disk
 
 MIB = 1 << 20
 
@@ -30,6 +34,87 @@ def tensors() -> dict:
     for i in range(6):
         out[f"layers.{i}.weight"] = torch.randn(640, 640, generator=g)
     return out
+
+
+def twenty() -> dict:
+    """20 tensors of mixed dtypes and sizes (one of 1.5 MiB: two CRC blocks)."""
+    g = torch.Generator().manual_seed(20)
+    dtypes = [torch.float32, torch.bfloat16, torch.int16, torch.float64]
+    out = {}
+    for i in range(20):
+        t = torch.randn(64 + 8 * i, 33, generator=g) * 100
+        out[f"layers.{i}.weight"] = t.to(dtypes[i % 4])
+    out["layers.19.weight"] = torch.randn(384, 1024, generator=g)
+    return out
+
+
+# What a partial load asks for: 3 of the 20 (the large one among them).
+PICK = ["layers.3.weight", "layers.11.weight", "layers.19.weight"]
+
+
+def partial_load_checks_each_tensor(session, client, bucket, key):
+    """save records each tensor's CRC64NVME (of its bytes in memory) in the file's metadata; a
+    partial load of 3 of the 20 reads those 3 only, each checked against it."""
+    ts = twenty()
+    hipobj.safetensors.save(client, bucket, key, ts, metadata={"format": "pt"}, session=session)
+    header, _ = hipobj.safetensors.read_header(client, bucket, key)
+    meta = header["__metadata__"]
+    assert meta["format"] == "pt"
+    crcs = json.loads(meta["hipobj.crc64nvme"])
+    assert set(crcs) == set(ts)
+    for name in PICK:
+        assert crcs[name] == hipobj._core.crc_of_buffer(ts[name].view(torch.uint8).numpy()), name
+    blocks = json.loads(meta["hipobj.crc64nvme.blocks"])
+    assert blocks["block"] == 1 << 20 and set(blocks["tensors"]) == {"layers.19.weight"}
+    assert len(blocks["tensors"]["layers.19.weight"]) == 2
+    stats = {}
+    got = hipobj.safetensors.load(client, bucket, key, device="cpu", session=session, names=PICK, stats=stats)
+    assert list(got) == PICK
+    for name in PICK:
+        assert got[name].dtype == ts[name].dtype and torch.equal(got[name], ts[name]), name
+    assert (stats["tensors"], stats["verified"], stats["unchecked"]) == (3, 3, 0), stats
+    assert stats["verdicts"] == {n: "CRC64NVME verified (the writer's CRC of this tensor)" for n in PICK}, stats
+    numpy = hipobj.safetensors.load(client, bucket, key, session=session, names=PICK[:1])
+    assert np.array_equal(numpy[PICK[0]], ts[PICK[0]].numpy())  # a float32 one: numpy has it
+
+
+def a_rotten_byte_fails_the_partial_load(session, client, bucket, key, data_dir):
+    """A byte changed on the server's disk inside one of the 3 tensors: the partial load fails
+    naming that tensor, the algorithm and both values (read twice); the other 2 load verified."""
+    hipobj.safetensors.save(client, bucket, key, twenty(), session=session)
+    header, data_start = hipobj.safetensors.read_header(client, bucket, key)
+    begin, end = header[PICK[1]]["data_offsets"]
+    flip_on_disk(data_dir, bucket, key, data_start + (begin + end) // 2)
+    with pytest.raises(hipobj.ChecksumMismatchError) as e:
+        hipobj.safetensors.load(client, bucket, key, device="cpu", session=session, names=PICK)
+    assert f"tensor {PICK[1]!r}" in str(e.value) and "(read twice)" in str(e.value), str(e.value)
+    assert e.value.algorithm == "CRC64NVME" and e.value.expected != e.value.actual
+    assert f"CRC64NVME of what landed is {e.value.actual}, the writer's is {e.value.expected}" in str(e.value)
+    stats = {}
+    hipobj.safetensors.load(client, bucket, key, device="cpu", session=session, names=[PICK[0], PICK[2]], stats=stats)
+    assert (stats["verified"], stats["unchecked"]) == (2, 0), stats
+
+
+def another_writers_file_loads_counted_unchecked(session, client, bucket, key):
+    """A file written by the safetensors package (no CRC of ours in it), uploaded by boto3: a
+    partial load reads its 3 tensors unchecked, and counts them so; a whole load checks the
+    whole object against the checksum the store keeps (what boto3 sent), and says so."""
+    ts = twenty()
+    client.put_object(Bucket=bucket, Key=key, Body=st_save_torch(ts))
+    stats = {}
+    got = hipobj.safetensors.load(client, bucket, key, device="cpu", session=session, names=PICK, stats=stats)
+    for name in PICK:
+        assert torch.equal(got[name], ts[name]), name
+    assert (stats["tensors"], stats["verified"], stats["unchecked"]) == (3, 0, 3), stats
+    assert set(stats["verdicts"].values()) == {
+        "unchecked: a part of the file, which records no CRC64NVME of this tensor (another writer's)"
+    }, stats
+    stats, checks = {}, {}
+    whole = hipobj.safetensors.load(client, bucket, key, device="cpu", session=session, checks=checks, stats=stats)
+    assert set(whole) == set(ts)
+    assert checks[key].endswith(" verified"), checks
+    assert (stats["tensors"], stats["verified"], stats["unchecked"]) == (20, 20, 0), stats
+    assert stats["verdicts"][PICK[0]] == f"{checks[key]} (the whole object's stored checksum)", stats
 
 
 def get(client, bucket, key) -> bytes:
@@ -127,6 +212,18 @@ def test_load_checks_the_whole_object(session, client, bucket):
     loaded = whole_object_checked(session, client, bucket, "st/crc.safetensors")
     for name, t in ts.items():
         assert torch.equal(loaded[name], t), name
+
+
+def test_a_partial_load_checks_each_tensor(session, client, bucket):
+    partial_load_checks_each_tensor(session, client, bucket, "st/twenty.safetensors")
+
+
+def test_a_rotten_byte_fails_the_partial_load(session, client, bucket, server):
+    a_rotten_byte_fails_the_partial_load(session, client, bucket, "st/twenty-rot.safetensors", server.data_dir)
+
+
+def test_another_writers_file_loads_counted_unchecked(session, client, bucket):
+    another_writers_file_loads_counted_unchecked(session, client, bucket, "st/theirs.safetensors")
 
 
 def test_an_object_changed_while_loading_is_caught(monkeypatch, session, client, bucket):

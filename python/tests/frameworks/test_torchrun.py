@@ -55,9 +55,14 @@ def test_two_ranks_save_and_reshard_on_load(server, devices, client, bucket):
     assert {o["Key"].rsplit("/", 1)[1] for o in objects} == {"__0_0.distcp", "__1_0.distcp", ".metadata"}
     loads = [r for r in reports if r["phase"] == "load"]
     assert all(r["tensors_checked"] > 100 for r in loads), loads
+    # issue 55: every item hipobj's reader read (column shards of row-sharded chunks: parts of
+    # them) checked against the writer's CRC64NVME, none unchecked
+    ours = [r for r in loads if r["reader"] == "hipobj"]
+    assert all(r["checks"]["unchecked"] == 0 and r["checks"]["verified"] > 100 for r in ours), ours
     # the safetensors layout: one file per rank (each wrote the half DCP's planner gave it), then the index
     objects = client.list_objects_v2(Bucket=bucket, Prefix="torchrun/step-1-safetensors/")["Contents"]
     files = {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json"}
     assert {o["Key"].rsplit("/", 1)[1] for o in objects} == files
     loads = [r for r in reports if r["phase"] == "load-safetensors"]
     assert all(r["tensors_checked"] == 22 for r in loads), loads
+    assert all(r["checks"]["unchecked"] == 0 and r["checks"]["verified"] == 22 for r in loads), loads

@@ -245,16 +245,23 @@ impl Rails {
     }
 
     /// Run `attempt` on rails in [`Rails::order`] until one succeeds, or fails in a way
-    /// another rail would not mend, or none is left. `bytes` is counted on the rail that
-    /// succeeded.
+    /// another rail would not mend, or none is left. With several rails there is one attempt
+    /// more, on the first rail of a fresh order: the rail a transfer failed over to may have
+    /// failed under the load it just took over (RC retries exhausted on an overrun NIC), and a
+    /// transfer whose only up rail failed that way is mended there too. A single rail makes one
+    /// attempt: its caller's retrier decides. `bytes` is counted on the rail that succeeded.
     pub(super) fn run<T>(
         &self,
         bytes: usize,
         mut attempt: impl FnMut(usize, &Rail) -> Result<T>,
     ) -> Result<T> {
         let order = self.order();
-        let mut tried = order.iter().peekable();
-        while let Some(&index) = tried.next() {
+        let attempts = order.len() + usize::from(self.rails.len() > 1);
+        for n in 0..attempts {
+            let index = match order.get(n) {
+                Some(&index) => index,
+                None => self.order().first().copied().unwrap_or(0),
+            };
             let rail = &self.rails[index];
             let e = match attempt(index, rail) {
                 Ok(v) => {
@@ -266,7 +273,7 @@ impl Rails {
             // Read the port at once: a path that failed because its link went down shows it.
             let port_down = !rail.read_port();
             let another_may_succeed = e.worth_another_device() || port_down;
-            if tried.peek().is_none() || !another_may_succeed {
+            if n + 1 == attempts || !another_may_succeed {
                 return Err(e);
             }
             rail.failed_over(&e);

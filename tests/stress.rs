@@ -251,7 +251,7 @@ fn stress_under_faults() {
                 };
                 let (started, r, status) = attempt_once();
                 let Err(e) = &r else { return r };
-                let transient = ErrorClass::of_library(e).retryable()
+                let transient = hipobj::engine::class_of_library(e).retryable()
                     || ErrorClass::of_status(status, None).retryable();
                 note_failure(what, started, e, transient);
                 if !transient {

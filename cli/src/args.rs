@@ -25,7 +25,7 @@ pub enum Command {
     Mb(MbArgs),
 }
 
-/// Who signs the requests (see `credentials.rs` for the order).
+/// Who signs the requests (`hipobj::client::credentials` resolves them, in the AWS SDKs' order).
 #[derive(Args, Debug, Clone, Default)]
 pub struct CredentialArgs {
     /// Access key (else AWS_ACCESS_KEY_ID, else the profile's)
@@ -44,6 +44,19 @@ pub struct CredentialArgs {
     /// AWS_CA_BUNDLE, else the system's roots)
     #[arg(long, value_name = "FILE")]
     pub ca_bundle: Option<std::path::PathBuf>,
+}
+
+impl CredentialArgs {
+    /// What the flags give the library's resolution (`hipobj::client::credentials::resolve`).
+    pub fn sources(&self) -> hipobj::client::credentials::CredentialSources {
+        hipobj::client::credentials::CredentialSources {
+            access_key: self.access_key.clone(),
+            secret_key: self.secret_key.clone(),
+            profile: self.profile.clone(),
+            region: self.region.clone(),
+            ca_bundle: self.ca_bundle.clone(),
+        }
+    }
 }
 
 /// Where the server is and how hipObject reaches it.

@@ -567,7 +567,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
             "{detail} (hipobj bench measures RDMA against plain HTTP)"
         )));
     }
-    let creds = credentials::resolve(&args.endpoint.credentials)?;
+    let creds = credentials::resolve(&args.endpoint.credentials.sources())?;
     let http_s3 = match &args.http_endpoint {
         Some(url) => Some(S3::new(url, creds.clone())?),
         None => None,

@@ -11,7 +11,7 @@ use crate::failure::{Failure, Retryable};
 use crate::plain::HttpStore;
 use crate::s3::{ObjectPath, StoredChecksum, S3};
 use crate::session::Session;
-use crate::store::ObjectStoreCli;
+use crate::store::S3ObjectStore;
 use crate::transport::Paths;
 use crate::units::{mb_per_s, parse_range};
 use hipobj::checksum::{Unchecked, Verdict};
@@ -316,7 +316,7 @@ fn settings(args: &CpArgs, session: Option<&Session>, s3: &S3, upload: bool) -> 
 }
 
 pub fn run(args: &CpArgs) -> Result<(), Failure> {
-    let creds = credentials::resolve(&args.endpoint.credentials)?;
+    let creds = credentials::resolve(&args.endpoint.credentials.sources())?;
     let s3 = S3::new(&args.endpoint.endpoint, creds)?
         .with_protocol(args.endpoint.protocol.rdma_protocol);
     let copies = plan(args, &s3)?;
@@ -381,7 +381,10 @@ fn learn_protocol(s3: &S3, session: &Session, copies: &[Copy]) -> Result<(), Fai
     if negotiation.choice() != Choice::Auto || negotiation.spoken(s3.endpoint()).is_some() {
         return Ok(());
     }
-    match crate::rdma::probe(session, s3, bucket) {
+    let probed = session
+        .buffer(1)
+        .and_then(|byte| crate::rdma::probe(s3, bucket, |req| byte.transfer(0, 1, req)));
+    match probed {
         Ok((p, status)) => tracing::debug!(protocol = ?p, status, "probed the endpoint"),
         Err(f) => tracing::debug!("probing the endpoint: {f}"),
     }
@@ -464,7 +467,7 @@ fn over_rdma(
         progress: &progress,
         cancel,
     };
-    let store = ObjectStoreCli {
+    let store = S3ObjectStore {
         s3,
         runtime: session.runtime(),
         object: copy.object(),
@@ -533,7 +536,7 @@ fn engine_failure(e: EngineError<Retryable>, copy: &Copy) -> (Failure, u64) {
             (f, retries)
         }
         EngineError::Io(e) => (Failure::Io(format!("{}: {e}", copy.name())), 0),
-        EngineError::Library(e) => (crate::session::library_failure(&e, &copy.name()), 0),
+        EngineError::Library(e) => (Failure::of_library(&e, &copy.name()), 0),
         e
         @ (EngineError::Short { .. } | EngineError::Changed { .. } | EngineError::Checksum(_)) => {
             (Failure::Transfer(format!("{}: {e}", copy.name())), 0)

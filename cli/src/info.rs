@@ -147,10 +147,11 @@ fn gpu_text(lib: &std::sync::Arc<verbs::Lib>, hint: Option<&str>, out: &mut Stri
 
 /// `--endpoint`: which RDMA protocol the server speaks, by a real request (`rdma::probe`).
 fn endpoint_text(args: &InfoArgs, url: &str) -> Result<String, Failure> {
-    let creds = crate::credentials::resolve(&args.credentials)?;
+    let creds = crate::credentials::resolve(&args.credentials.sources())?;
     let s3 = crate::s3::S3::new(url, creds)?.with_protocol(args.protocol.rdma_protocol);
     let session = crate::session::Session::open_with(args.nic.as_deref(), None, Some(1))?;
-    let (protocol, status) = crate::rdma::probe(&session, &s3, &args.bucket)?;
+    let byte = session.buffer(1)?;
+    let (protocol, status) = crate::rdma::probe(&s3, &args.bucket, |req| byte.transfer(0, 1, req))?;
     let what = match protocol {
         Some(Protocol::V1) => "v1 (docs/protocol.md sections 1-9: one round trip)",
         Some(Protocol::V2) => "v2 (hipobj-rc-v2: PREPARE and READY)",

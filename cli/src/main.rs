@@ -4,18 +4,16 @@
 mod args;
 mod bench;
 mod cp;
-mod credentials;
-mod failure;
 mod gpu;
 mod info;
 mod interrupt;
-mod plain;
-mod rdma;
-mod s3;
 mod session;
-mod store;
 mod transport;
 mod units;
+
+// The library's S3 client (`hipobj::client`): the command line keeps arguments, progress and
+// files.
+use hipobj::client::{credentials, failure, plain, rdma, s3, store};
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -28,7 +26,10 @@ fn make_bucket(args: &args::MbArgs) -> Result<(), failure::Failure> {
         .map(|b| b.trim_end_matches('/'))
         .filter(|b| !b.is_empty() && !b.contains('/'))
         .ok_or_else(|| failure::Failure::Usage(format!("{}: expected s3://BUCKET", args.bucket)))?;
-    let s3 = s3::S3::new(&args.endpoint, credentials::resolve(&args.credentials)?)?;
+    let s3 = s3::S3::new(
+        &args.endpoint,
+        credentials::resolve(&args.credentials.sources())?,
+    )?;
     s3.ensure_bucket(bucket)?;
     println!("bucket s3://{bucket} ready");
     Ok(())

@@ -1,26 +1,21 @@
 //! hipObject through its Rust API (`hipobj::runtime`): one initialised runtime per command, and
 //! registered buffers (host memory, or GPU memory with `--gpu`).
 
-use crate::failure::Failure;
 use crate::gpu::Gpu;
+use hipobj::client::failure::Failure;
+use hipobj::client::rdma;
 use hipobj::engine::Slice;
-use hipobj::error::{Error, OpError};
+use hipobj::engine::{Buffers, Sink, Slot, Source};
+use hipobj::error::Error;
 use hipobj::hip::DeviceBuffer;
 use hipobj::runtime::{self, InitConfig, MemoryKind, Runtime};
+use std::io;
 use std::sync::Arc;
 
 /// An initialised hipObject; shut down on drop.
 pub struct Session {
     runtime: Arc<Runtime>,
     gpu: Option<Arc<Gpu>>,
-}
-
-/// What a failed library call means for the user.
-pub fn library_failure(e: &Error, what: &str) -> Failure {
-    match e.code {
-        OpError::NicNotFound => Failure::NoNic(format!("{what}: {}", e.detail)),
-        _ => Failure::Transfer(format!("{what}: {e}")),
-    }
 }
 
 impl Session {
@@ -47,7 +42,7 @@ impl Session {
             runtime::init(cfg)
         };
         if let Err(e) = started {
-            let mut f = library_failure(&e, "hipObject init");
+            let mut f = Failure::of_library(&e, "hipObject init");
             if let (Failure::NoNic(m), None) = (&mut f, nic) {
                 m.push_str(" (give --nic DEVICE; `hipobj info` lists them)");
             }
@@ -97,7 +92,7 @@ impl Session {
         };
         self.runtime
             .register(ptr, len, kind)
-            .map_err(|e| library_failure(&e, "register buffer"))?;
+            .map_err(|e| Failure::of_library(&e, "register buffer"))?;
         Ok(Registered {
             runtime: self.runtime.clone(),
             memory,
@@ -143,14 +138,14 @@ impl Registered {
         &self,
         offset: usize,
         size: usize,
-        req: &mut crate::rdma::RdmaRequest<'_>,
+        req: &mut rdma::RdmaRequest<'_>,
     ) -> Result<(), Error> {
         let slice = Slice {
             base: self.ptr,
             offset,
             len: size,
         };
-        crate::rdma::transfer(&self.runtime, slice, req)
+        rdma::transfer(&self.runtime, slice, req)
     }
 
     /// Fill the start of the buffer from `data`.
@@ -200,5 +195,42 @@ impl Drop for Registered {
         if let Err(e) = self.runtime.deregister(self.ptr) {
             tracing::warn!("deregistering a buffer failed: {e}");
         }
+    }
+}
+
+/// A buffer of the command line as a slot of the engine's ring.
+fn failure_to_io(f: Failure) -> io::Error {
+    io::Error::other(f.to_string())
+}
+
+impl Slot for Registered {
+    fn base(&self) -> usize {
+        self.ptr()
+    }
+
+    fn load(&mut self, src: &dyn Source, pos: u64, len: usize) -> io::Result<()> {
+        match self.host_bytes_mut(len) {
+            Some(buf) => src.read_at(buf, pos),
+            None => {
+                let mut host = vec![0u8; len];
+                src.read_at(&mut host, pos)?;
+                self.fill(&host).map_err(failure_to_io)
+            }
+        }
+    }
+
+    fn store(&self, sink: &dyn Sink, pos: u64, len: usize) -> io::Result<()> {
+        match self.host_bytes(len) {
+            Some(b) => sink.write_at(b, pos),
+            None => sink.write_at(&self.read(len).map_err(failure_to_io)?, pos),
+        }
+    }
+}
+
+impl Buffers for Session {
+    fn slot(&self, len: usize) -> hipobj::error::Result<Box<dyn Slot>> {
+        self.buffer(len)
+            .map(|b| Box::new(b) as Box<dyn Slot>)
+            .map_err(|f| Error::invalid(f.to_string()))
     }
 }

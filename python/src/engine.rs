@@ -165,7 +165,7 @@ impl PyStore {
 
     fn failed(&self, call: &PyObject, f: Failed) -> StoreError {
         Python::with_gil(|py| {
-            let library = ErrorClass::of_library(&f.error);
+            let library = hipobj::engine::class_of_library(&f.error);
             let class = class_of(py, &self.store, Some(call), f.raised.as_ref(), library);
             let retry_after = f.error.server.as_ref().and_then(|s| s.retry_after);
             let err = f.into_py(py);

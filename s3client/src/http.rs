@@ -6,7 +6,7 @@
 use std::io::Read;
 use std::time::SystemTime;
 
-use hipobj::s3error::S3ErrorReply;
+use crate::s3error::S3ErrorReply;
 use reqwest::blocking::{Client, RequestBuilder, Response};
 use reqwest::header::HeaderMap;
 

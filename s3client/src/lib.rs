@@ -1,4 +1,4 @@
-//! The project's one internal S3 client, used by the command line (`cli/src/s3.rs`), the
+//! The project's one internal S3 client, used by the library's own client (`hipobj::client`), the
 //! gateway's client to its store (`server/src/backend/s3proxy/client.rs`) and the tests'
 //! clients (`tests/support`):
 //!
@@ -10,14 +10,17 @@
 //! - [`ops`]: the S3 operations the clients share (multipart uploads, ListObjectsV2): their
 //!   requests, XML bodies and answers, ETag quoting, and the retry class of an answer's error.
 //!
-//! The S3 error of an answer is read by `hipobj::s3error` (the library's error type carries it,
-//! and the library must not take this crate's HTTP dependencies) and classified by the SDKs'
-//! retry classes of `hipobj::engine`: this crate depends on the library for both, and
-//! [`ops::error`] is where every client has its answers classified.
+//! - [`s3error`]: the S3 error of an answer, read once (the library's error type carries it);
+//! - [`class`]: the AWS SDKs' standard-mode retry classes of an answer or a failure.
+//!
+//! [`ops::error`] is where every client has its answers classified. The library (`hipobj`)
+//! depends on this crate, not the other way: its own S3 client (`hipobj::client`) is built on it.
 
+pub mod class;
 pub mod http;
 pub mod ops;
 pub mod path;
+pub mod s3error;
 pub mod sign;
 
 pub use reqwest;

@@ -31,7 +31,7 @@ mod verify;
 
 pub use io::{FileSink, FileSource, Sink, Source};
 pub use plan::{Part, Plan, MAX_PARTS, MAX_PART_SIZE, MIN_PART_SIZE};
-pub use retry::{Classify, ErrorClass, Retrier, RetryPolicy};
+pub use retry::{class_of_library, Classify, ErrorClass, Retrier, RetryPolicy};
 pub use ring::{Buffers, HostBuffers, HostSlot, PlainBuffers, Slot};
 pub use run::{download, download_into, upload};
 pub use segments::{upload_from, RegisteredMemory, Segment};

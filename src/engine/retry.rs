@@ -15,84 +15,15 @@ use hipobj_actors::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-/// What a failure means for a retry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ErrorClass {
-    /// 500/502/504, a connection that failed or dropped, an RDMA operation that failed.
-    Transient,
-    /// The server asked to slow down (429, 503, a Throttling code such as SlowDown).
-    Throttling,
-    /// The request timed out.
-    Timeout,
-    /// Anything else (403, 404, a bad request, a local error): retrying will not help.
-    Fatal,
-}
+pub use hipobj_s3client::class::{Classify, ErrorClass};
 
-impl ErrorClass {
-    /// The SDKs' classification of an HTTP answer: its status and its S3 error code (if known).
-    pub fn of_status(status: u16, code: Option<&str>) -> ErrorClass {
-        match (status, code) {
-            (_, Some(c)) if Self::THROTTLING_CODES.contains(&c) => ErrorClass::Throttling,
-            (429 | 503, _) => ErrorClass::Throttling,
-            (_, Some(c)) if Self::TRANSIENT_CODES.contains(&c) => ErrorClass::Transient,
-            (500 | 502 | 504, _) => ErrorClass::Transient,
-            _ => ErrorClass::Fatal,
-        }
-    }
-
-    /// The S3 error codes that mean "slow down" whatever the status.
-    pub const THROTTLING_CODES: [&'static str; 9] = [
-        "Throttling",
-        "ThrottlingException",
-        "ThrottledException",
-        "RequestThrottledException",
-        "TooManyRequestsException",
-        "ProvisionedThroughputExceededException",
-        "TransactionInProgressException",
-        "RequestLimitExceeded",
-        "SlowDown",
-    ];
-
-    /// The S3 error codes that are worth another try whatever the status.
-    pub const TRANSIENT_CODES: [&'static str; 4] = [
-        "RequestTimeout",
-        "RequestTimeoutException",
-        "PriorRequestNotComplete",
-        "InternalError",
-    ];
-
-    /// The class's name as the Python package spells it ("transient", "throttling", "timeout",
-    /// "fatal").
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorClass::Transient => "transient",
-            ErrorClass::Throttling => "throttling",
-            ErrorClass::Timeout => "timeout",
-            ErrorClass::Fatal => "fatal",
-        }
-    }
-
-    /// The class of a library error: a failed RDMA operation (the pairing is dropped and the
-    /// next transfer pairs again) and a busy pool are worth another try.
-    pub fn of_library(e: &Error) -> ErrorClass {
-        match e.code {
-            OpError::RdmaError => ErrorClass::Transient,
-            OpError::Busy => ErrorClass::Throttling,
-            _ => ErrorClass::Fatal,
-        }
-    }
-
-    pub fn retryable(self) -> bool {
-        self != ErrorClass::Fatal
-    }
-}
-
-/// How an error of the caller's store is classified.
-pub trait Classify {
-    fn class(&self) -> ErrorClass;
-    /// The server's `Retry-After`, if it sent one: the retry waits at least that.
-    fn retry_after(&self) -> Option<Duration> {
-        None
+/// The class of a library error: a failed RDMA operation (the pairing is dropped and the next
+/// transfer pairs again) and a busy pool are worth another try.
+pub fn class_of_library(e: &Error) -> ErrorClass {
+    match e.code {
+        OpError::RdmaError => ErrorClass::Transient,
+        OpError::Busy => ErrorClass::Throttling,
+        _ => ErrorClass::Fatal,
     }
 }
 
@@ -317,8 +248,8 @@ mod tests {
         for s in [400, 403, 404, 416, 501] {
             assert_eq!(ErrorClass::of_status(s, None), ErrorClass::Fatal, "{s}");
         }
-        assert!(ErrorClass::of_library(&Error::rdma("x")).retryable());
-        assert!(!ErrorClass::of_library(&Error::invalid("x")).retryable());
+        assert!(class_of_library(&Error::rdma("x")).retryable());
+        assert!(!class_of_library(&Error::invalid("x")).retryable());
     }
 
     #[test]

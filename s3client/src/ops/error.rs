@@ -6,8 +6,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use hipobj::engine::{Classify, ErrorClass};
-use hipobj::s3error::S3ErrorReply;
+use crate::class::{Classify, ErrorClass};
+use crate::s3error::S3ErrorReply;
 
 use crate::http::Answer;
 

@@ -105,7 +105,7 @@ pub fn abort(bucket: &str, key: &str, upload_id: &str) -> OpRequest {
 mod tests {
     use super::super::test_answers::answer;
     use super::*;
-    use hipobj::engine::ErrorClass;
+    use crate::class::ErrorClass;
 
     #[test]
     fn targets_encode_the_key_and_the_upload_id() {

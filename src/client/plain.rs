@@ -4,13 +4,13 @@
 //! thus gets what an RDMA copy gets: parts in flight (`--concurrency`), retries, multipart
 //! uploads past the part size, the end-to-end check as parts land, memory bounded by the ring.
 
-use crate::failure::Retryable;
-use crate::s3::{ObjectPath, S3};
-use hipobj::checksum::{CrcAlgo, ObjectChecksum};
-use hipobj::engine::{CompletedPart, ObjectStore, PartHead, PutTarget, Slice};
+use crate::checksum::{CrcAlgo, ObjectChecksum};
+use crate::client::failure::Retryable;
+use crate::client::s3::{ObjectPath, S3};
+use crate::engine::{CompletedPart, ObjectStore, PartHead, PutTarget, Slice};
 use hipobj_s3client::ops::multipart::part_query;
 
-/// One object of one endpoint over plain HTTP. Only ever run with [`hipobj::engine::PlainBuffers`]: the slices
+/// One object of one endpoint over plain HTTP. Only ever run with [`crate::engine::PlainBuffers`]: the slices
 /// the engine passes are then parts of a [`PlainSlot`]'s memory.
 pub struct HttpStore<'a> {
     pub s3: &'a S3,

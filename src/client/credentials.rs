@@ -1,12 +1,24 @@
-//! Who signs the requests: `--access-key/--secret-key`, else `AWS_ACCESS_KEY_ID` /
-//! `AWS_SECRET_ACCESS_KEY` (+ `AWS_SESSION_TOKEN`), else the profile (`--profile`, `AWS_PROFILE`,
-//! or `default`) of `~/.aws/credentials` (`AWS_SHARED_CREDENTIALS_FILE`). None of them: unsigned
-//! requests (a server that serves anonymously). Region: `--region`, `AWS_REGION`,
-//! `AWS_DEFAULT_REGION`, else `us-east-1`.
+//! Who signs the requests, in the AWS SDKs' order: the keys the caller gives (the command line's
+//! `--access-key/--secret-key`), else `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` (+
+//! `AWS_SESSION_TOKEN`), else the profile (given, `AWS_PROFILE`, or `default`) of
+//! `~/.aws/credentials` (`AWS_SHARED_CREDENTIALS_FILE`). None of them: unsigned requests (a server
+//! that serves anonymously). Region: given, `AWS_REGION`, `AWS_DEFAULT_REGION`, else `us-east-1`.
 
-use crate::args::CredentialArgs;
-use crate::failure::Failure;
+use crate::client::failure::Failure;
 use std::path::PathBuf;
+
+/// What the caller gives before the environment and the profile files are read (the command
+/// line's flags; the batch API's settings). Every field is optional.
+#[derive(Clone, Debug, Default)]
+pub struct CredentialSources {
+    pub access_key: Option<String>,
+    pub secret_key: Option<String>,
+    /// A profile of the shared credentials file (else `AWS_PROFILE`, else `default`).
+    pub profile: Option<String>,
+    pub region: Option<String>,
+    /// The only roots an https endpoint's certificate may chain to (else `AWS_CA_BUNDLE`).
+    pub ca_bundle: Option<PathBuf>,
+}
 
 /// Keys that sign requests.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,7 +72,7 @@ fn keys_from_profile(text: &str, profile: &str) -> Result<Option<Keys>, String> 
     }
 }
 
-fn resolve_keys(args: &CredentialArgs) -> Result<Option<Keys>, Failure> {
+fn resolve_keys(args: &CredentialSources) -> Result<Option<Keys>, Failure> {
     match (&args.access_key, &args.secret_key) {
         (Some(a), Some(s)) => {
             return Ok(Some(Keys {
@@ -113,7 +125,7 @@ fn resolve_keys(args: &CredentialArgs) -> Result<Option<Keys>, Failure> {
     Ok(keys)
 }
 
-pub fn resolve(args: &CredentialArgs) -> Result<Credentials, Failure> {
+pub fn resolve(args: &CredentialSources) -> Result<Credentials, Failure> {
     let region = args
         .region
         .clone()
@@ -154,7 +166,7 @@ mod tests {
 
     #[test]
     fn flags_win_and_must_come_in_pairs() {
-        let args = CredentialArgs {
+        let args = CredentialSources {
             access_key: Some("A".into()),
             secret_key: Some("S".into()),
             profile: None,
@@ -168,7 +180,7 @@ mod tests {
         );
         assert_eq!(c.keys.unwrap().source, "flags");
         assert_eq!(c.region, "eu-west-1");
-        let half = CredentialArgs {
+        let half = CredentialSources {
             secret_key: None,
             ..args
         };

@@ -1,27 +1,21 @@
-//! The command line's side of the transfer engine: its S3 client as the engine's
-//! [`ObjectStore`] for one object, and its registered buffers (host, or GPU with `--gpu`) as the
-//! engine's ring.
+//! The library's S3 client as the transfer engine's [`ObjectStore`] for one object: RDMA
+//! transfers through [`rdma::transfer`], the multipart and HEAD requests through [`S3`].
 
-use crate::failure::{Failure, Retryable};
-use crate::rdma::{self, RdmaRequest};
-use crate::s3::{ObjectPath, S3};
-use crate::session::{Registered, Session};
-use hipobj::checksum::{CrcAlgo, ObjectChecksum, StoredChecksum};
-use hipobj::engine::{
-    Buffers, CompletedPart, ObjectStore, PartHead, PutTarget, Sink, Slice, Slot, Source,
-};
-use hipobj::error::{Error, Result};
-use hipobj::runtime::{Runtime, TransferKind};
-use std::io;
+use crate::checksum::{CrcAlgo, ObjectChecksum, StoredChecksum};
+use crate::client::failure::Retryable;
+use crate::client::rdma::{self, RdmaRequest};
+use crate::client::s3::{ObjectPath, S3};
+use crate::engine::{CompletedPart, ObjectStore, PartHead, PutTarget, Slice};
+use crate::runtime::{Runtime, TransferKind};
 
 /// One object of one endpoint.
-pub struct ObjectStoreCli<'a> {
+pub struct S3ObjectStore<'a> {
     pub s3: &'a S3,
     pub runtime: &'a Runtime,
     pub object: &'a ObjectPath,
 }
 
-impl ObjectStoreCli<'_> {
+impl S3ObjectStore<'_> {
     /// One RDMA transfer of `slice` with `req`; a failure says what the server answered and
     /// whether to retry.
     fn rdma(&self, slice: Slice, req: &mut RdmaRequest<'_>) -> std::result::Result<(), Retryable> {
@@ -33,7 +27,7 @@ impl ObjectStoreCli<'_> {
     }
 }
 
-impl ObjectStore for ObjectStoreCli<'_> {
+impl ObjectStore for S3ObjectStore<'_> {
     type Error = Retryable;
 
     fn get(&self, slice: Slice, first: u64) -> std::result::Result<u64, Retryable> {
@@ -89,41 +83,5 @@ impl ObjectStore for ObjectStoreCli<'_> {
 
     fn head_part(&self, number: u32) -> std::result::Result<Option<PartHead>, Retryable> {
         self.s3.part_head(self.object, number).map(Some)
-    }
-}
-
-fn failure_to_io(f: Failure) -> io::Error {
-    io::Error::other(f.to_string())
-}
-
-impl Slot for Registered {
-    fn base(&self) -> usize {
-        self.ptr()
-    }
-
-    fn load(&mut self, src: &dyn Source, pos: u64, len: usize) -> io::Result<()> {
-        match self.host_bytes_mut(len) {
-            Some(buf) => src.read_at(buf, pos),
-            None => {
-                let mut host = vec![0u8; len];
-                src.read_at(&mut host, pos)?;
-                self.fill(&host).map_err(failure_to_io)
-            }
-        }
-    }
-
-    fn store(&self, sink: &dyn Sink, pos: u64, len: usize) -> io::Result<()> {
-        match self.host_bytes(len) {
-            Some(b) => sink.write_at(b, pos),
-            None => sink.write_at(&self.read(len).map_err(failure_to_io)?, pos),
-        }
-    }
-}
-
-impl Buffers for Session {
-    fn slot(&self, len: usize) -> Result<Box<dyn Slot>> {
-        self.buffer(len)
-            .map(|b| Box::new(b) as Box<dyn Slot>)
-            .map_err(|f| Error::invalid(f.to_string()))
     }
 }

@@ -2,23 +2,22 @@
 //! from the address of the NIC its token names, and the last answer is kept so a failed transfer
 //! can say what the server answered. Both RC protocols go through [`transfer`]: sections 1-9
 //! (`S3Ops`, one round trip) and hipobj-rc-v2 (`S3OpsV2`: PREPARE, READY, FINAL, CANCEL), chosen
-//! per endpoint as docs/protocol.md 10.1 negotiates it (`hipobj::rcv2::negotiate`).
+//! per endpoint as docs/protocol.md 10.1 negotiates it (`crate::rcv2::negotiate`).
 
-use crate::failure::Failure;
-use crate::s3::{Answer, ObjectPath, S3};
-use crate::session::Session;
-use hipobj::checksum::{ObjectChecksum, StoredChecksum, RDMA_CHECKSUM};
-use hipobj::engine::{ErrorClass, Slice};
-use hipobj::error::Error;
-use hipobj::rcv2::client::{FinalReplyV2, PrepareReplyV2, S3OpsV2, V2Outcome, V2Target};
-use hipobj::rcv2::negotiate::{Next, Protocol};
-use hipobj::rcv2::{
+use crate::checksum::{ObjectChecksum, StoredChecksum, RDMA_CHECKSUM};
+use crate::client::failure::Failure;
+use crate::client::s3::{Answer, ObjectPath, S3};
+use crate::engine::{ErrorClass, Slice};
+use crate::error::Error;
+use crate::rcv2::client::{FinalReplyV2, PrepareReplyV2, S3OpsV2, V2Outcome, V2Target};
+use crate::rcv2::negotiate::{Next, Protocol};
+use crate::rcv2::{
     is_unsupported, CancelRequest, PrepareRequest, ReadyRequest, CANCEL_PATH, PREPARE_PATH,
     READY_PATH,
 };
-use hipobj::runtime::{Runtime, S3Ops, TransferKind};
-use hipobj::s3error::S3ErrorReply;
-use hipobj::token::Token;
+use crate::runtime::{Runtime, S3Ops, TransferKind};
+use crate::s3error::S3ErrorReply;
+use crate::token::Token;
 use hipobj_s3client::ops::multipart::part_query;
 use std::net::IpAddr;
 use std::thread::JoinHandle;
@@ -53,17 +52,20 @@ pub fn transfer(runtime: &Runtime, slice: Slice, req: &mut RdmaRequest<'_>) -> R
     Ok(())
 }
 
-/// What an endpoint speaks, found by a real request: a one-byte GET through [`transfer`] of a
-/// key that does not exist in `bucket`. The protocol (None: the server declines RDMA, 501) and
-/// the status of the last answer.
-pub fn probe(session: &Session, s3: &S3, bucket: &str) -> Result<(Option<Protocol>, u16), Failure> {
-    let buf = session.buffer(1)?;
+/// What an endpoint speaks, found by a real request: a one-byte GET through [`transfer`] (which
+/// `transfer_one_byte` calls with its registered byte) of a key that does not exist in `bucket`.
+/// The protocol (None: the server declines RDMA, 501) and the status of the last answer.
+pub fn probe(
+    s3: &S3,
+    bucket: &str,
+    transfer_one_byte: impl FnOnce(&mut RdmaRequest<'_>) -> Result<(), Error>,
+) -> Result<(Option<Protocol>, u16), Failure> {
     let obj = ObjectPath {
         bucket: bucket.to_owned(),
-        key: format!(".hipobj-probe/{:08x}", hipobj::random::u32()),
+        key: format!(".hipobj-probe/{:08x}", crate::random::u32()),
     };
     let mut req = RdmaRequest::new(s3, TransferKind::Get, &obj, Some((0, 0)));
-    let result = buf.transfer(0, 1, &mut req);
+    let result = transfer_one_byte(&mut req);
     let (status, _) = req.answer();
     match (status, s3.negotiation().spoken(s3.endpoint())) {
         (Some(501), _) => Ok((None, 501)),
@@ -203,7 +205,7 @@ impl<'a> RdmaRequest<'a> {
         }
         match self.server_error() {
             Some(reply) => reply.class(),
-            None => ErrorClass::of_library(e),
+            None => crate::engine::class_of_library(e),
         }
     }
 
@@ -273,7 +275,7 @@ impl<'a> RdmaRequest<'a> {
             }
             return Failure::Transfer(format!("{what}: {e} (HTTP {}, reply '{reply}')", r.status));
         }
-        crate::session::library_failure(e, &what)
+        Failure::of_library(e, &what)
     }
 }
 
@@ -378,7 +380,7 @@ impl S3OpsV2 for RdmaRequest<'_> {
             Ok(rb) => {
                 let local = self.local;
                 self.ready = Some(std::thread::spawn(move || {
-                    crate::s3::send(rb, "POST", &url, local)
+                    crate::client::s3::send(rb, "POST", &url, local)
                 }));
                 0
             }
@@ -421,8 +423,8 @@ impl S3OpsV2 for RdmaRequest<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::credentials::Credentials;
-    use hipobj::rcv2::negotiate::Choice;
+    use crate::client::credentials::Credentials;
+    use crate::rcv2::negotiate::Choice;
     use hipobj_s3client::reqwest::header::{HeaderMap, HeaderValue};
 
     fn s3(choice: Choice) -> S3 {

@@ -1,7 +1,7 @@
 //! Every way a command can fail, each with its own exit status and a message that says what to do.
 
-use hipobj::engine::{Classify, ErrorClass};
-use hipobj::s3error::S3ErrorReply;
+use crate::engine::{Classify, ErrorClass};
+use crate::s3error::S3ErrorReply;
 use hipobj_s3client::ops::error::ErrorAnswer;
 use hipobj_s3client::ops::xml::XmlError;
 use std::fmt;
@@ -77,6 +77,15 @@ pub enum Failure {
 }
 
 impl Failure {
+    /// What a failed library call means for the user.
+    pub fn of_library(e: &crate::error::Error, what: &str) -> Failure {
+        match e.code {
+            crate::error::OpError::NicNotFound => Failure::NoNic(format!("{what}: {}", e.detail)),
+            _ => Failure::Transfer(format!("{what}: {e}")),
+        }
+    }
+
+    /// The command line's exit status for this failure (`hipobj --help`).
     pub fn code(&self) -> u8 {
         match self {
             Failure::Transfer(_) => 1,

@@ -4,11 +4,11 @@
 //! sent from a chosen local address (the RDMA NIC's, so the server sees the same address in the
 //! HTTP peer and in the token's GID).
 
-use crate::credentials::Credentials;
-use crate::failure::{Failure, Retryable};
-use hipobj::checksum::{CrcAlgo, ObjectChecksum, Unchecked};
-use hipobj::engine::{CompletedPart, ErrorClass, PartHead, Retrier, RetryPolicy};
-use hipobj::rcv2::negotiate::{Choice, Negotiation};
+use crate::checksum::{CrcAlgo, ObjectChecksum, Unchecked};
+use crate::client::credentials::Credentials;
+use crate::client::failure::{Failure, Retryable};
+use crate::engine::{CompletedPart, ErrorClass, PartHead, Retrier, RetryPolicy};
+use crate::rcv2::negotiate::{Choice, Negotiation};
 pub use hipobj_s3client::http::Answer;
 use hipobj_s3client::http::{error_chain, Body, Outgoing};
 use hipobj_s3client::ops::error::ErrorAnswer;

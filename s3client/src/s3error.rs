@@ -2,10 +2,9 @@
 //! headers and body (`<Error><Code>..</Code><Message>..</Message><RequestId>..</RequestId>`), for
 //! every client of the library: the command line prints it, the Python package raises it in
 //! botocore's `ClientError` shape, the gateway maps a store's refusal by its code, and the retry
-//! classes read its code. (It stays here, not in `hipobj-s3client`: the library's error type
-//! carries it, and the library must not take that crate's HTTP dependencies.)
+//! classes read its code. The library's error type carries it (`hipobj::s3error` re-exports it).
 
-use crate::engine::ErrorClass;
+use crate::class::ErrorClass;
 use std::fmt;
 use std::time::Duration;
 

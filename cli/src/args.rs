@@ -144,7 +144,7 @@ pub struct BenchArgs {
     pub concurrency: Vec<usize>,
     /// Operations: get, put
     #[arg(long, value_delimiter = ',', default_value = "get,put")]
-    pub ops: Vec<crate::bench::Op>,
+    pub ops: Vec<Op>,
     /// Timed operations per thread, column and cell (the columns alternate in up to three
     /// slices; each slice of each column starts with one untimed warm-up operation)
     #[arg(long, default_value_t = 8)]
@@ -198,4 +198,37 @@ pub struct MbArgs {
     pub endpoint: String,
     #[command(flatten)]
     pub credentials: CredentialArgs,
+}
+
+/// An operation `hipobj bench` measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    Get,
+    Put,
+}
+
+impl Op {
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Get => "GET",
+            Op::Put => "PUT",
+        }
+    }
+
+    /// The runtime's transfer of this operation.
+    pub fn kind(self) -> hipobj::runtime::TransferKind {
+        match self {
+            Op::Get => hipobj::runtime::TransferKind::Get,
+            Op::Put => hipobj::runtime::TransferKind::Put,
+        }
+    }
+
+    /// The decision's direction of this operation.
+    pub fn direction(self) -> hipobj::transport::Direction {
+        match self {
+            Op::Get => hipobj::transport::Direction::Get,
+            Op::Put => hipobj::transport::Direction::Put,
+        }
+    }
 }

@@ -9,7 +9,7 @@
 //! column's bytes over the sum of its slices' wall times), ops/s, p50/p99 latency of each, the
 //! RDMA/HTTP ratios, auto over the faster of the two, and the decision's counters.
 
-use crate::args::BenchArgs;
+use crate::args::{BenchArgs, Op};
 use crate::credentials;
 use crate::failure::{Failure, Retryable};
 use crate::rdma::RdmaRequest;
@@ -18,44 +18,12 @@ use crate::session::Session;
 use crate::units::{mb_per_s, size_text};
 use hipobj::engine::{Retrier, RetryPolicy};
 use hipobj::runtime::TransferKind;
-use hipobj::transport::{Destination, Direction, Mode, Path, SizeClass, Transport};
+use hipobj::transport::{Destination, Mode, Path, SizeClass, Transport};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Op {
-    Get,
-    Put,
-}
-
-impl Op {
-    fn name(self) -> &'static str {
-        match self {
-            Op::Get => "GET",
-            Op::Put => "PUT",
-        }
-    }
-
-    /// The runtime's transfer of this operation.
-    fn kind(self) -> TransferKind {
-        match self {
-            Op::Get => TransferKind::Get,
-            Op::Put => TransferKind::Put,
-        }
-    }
-
-    /// The decision's direction of this operation.
-    fn direction(self) -> Direction {
-        match self {
-            Op::Get => Direction::Get,
-            Op::Put => Direction::Put,
-        }
-    }
-}
 
 /// One path's figures in one cell.
 #[derive(Debug, Serialize)]

@@ -5,6 +5,7 @@
 //! `transport`, and the library's own S3 `client`, which the command line and the Python package
 //! share) under a thin `extern "C"` layer (`ffi`) that implements `include/hipobj.h`.
 
+pub mod batch;
 pub mod checksum;
 pub mod client;
 pub mod engine;

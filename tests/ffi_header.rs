@@ -160,3 +160,31 @@ fn the_rails_header_declares_its_export_and_the_name_length() {
     assert_eq!(std::mem::size_of::<hipObjRailStats_t>(), 120);
     assert_eq!(std::mem::offset_of!(hipObjRailStats_t, portUp), 112);
 }
+
+const HEADER_BATCH: &str = include_str!("../include/hipobj_batch.h");
+
+#[test]
+fn the_batch_header_declares_its_exports_values_and_layout() {
+    use hipobj::ffi::batch::*;
+    let exported: BTreeSet<&str> = EXPORTED_FUNCTIONS_BATCH.iter().copied().collect();
+    assert_eq!(declared(HEADER_BATCH), exported);
+    for (name, value) in OPCODES.iter().chain(&STATUSES).chain(&PATHS) {
+        let line = format!("#define {name} {value}");
+        assert!(HEADER_BATCH.contains(&line), "{line}");
+    }
+    let depth = format!(
+        "#define HIPOBJ_BATCH_MAX_DEPTH {}",
+        hipobj::batch::MAX_DEPTH
+    );
+    assert!(HEADER_BATCH.contains(&depth), "{depth}");
+    let code = format!("#define HIPOBJ_BATCH_S3_CODE_LEN {HIPOBJ_BATCH_S3_CODE_LEN}");
+    assert!(HEADER_BATCH.contains(&code), "{code}");
+    // the layout tests/c/api_batch_test.c checks on the C side
+    assert_eq!(std::mem::offset_of!(hipObjBatchConfig_t, depth), 48);
+    assert_eq!(std::mem::offset_of!(hipObjBatchOp_t, objectOffset), 24);
+    assert_eq!(std::mem::offset_of!(hipObjBatchOp_t, cookie), 56);
+    assert_eq!(std::mem::offset_of!(hipObjBatchEvent_t, error), 12);
+    assert_eq!(std::mem::offset_of!(hipObjBatchEvent_t, s3Code), 24);
+    assert_eq!(std::mem::offset_of!(hipObjBatchEvent_t, bytes), 88);
+    assert_eq!(std::mem::size_of::<hipObjBatchEvent_t>(), 112);
+}

@@ -26,11 +26,14 @@
 //! - `checkout-refuses-busy`: a key held by a lease is not leased again ([`crate::keyed`]);
 //! - `checkout-skips-retired`: a checkout that reached an entry retired meanwhile looks the key
 //!   up again;
+//! - `cancel-waits-for-worker`: a cancel of a running batch operation returns only once its
+//!   worker has finished it ([`crate::batch`]);
 //! - `place-freed-before-answer`: a worker frees a job's admission place before it answers
 //!   ([`crate::handoff`]).
 
 /// The guards `HIPOBJ_BREAK_GUARD` may name.
-pub const GUARDS: [&str; 17] = [
+pub const GUARDS: [&str; 18] = [
+    "cancel-waits-for-worker",
     "retire-checks-users",
     "use-checks-pending",
     "pending-before-use-ends",

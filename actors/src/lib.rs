@@ -14,11 +14,13 @@
 //!   (hipobj-server's RDMA workers).
 //! - [`callback`]: the per-thread "inside a callback" depth.
 //! - [`answer`]: one-shot answers to actor requests.
+//! - [`batch`]: one batch queue's operations, events, depth and cancellation.
 //! - [`transfer`]: the composition of one transfer (buffer use, staging, lease, exchange, recovery).
 //! - [`stages`]: per-stage timing of a transfer (feature `stage-timing`, benchmarks only).
 //! - [`fault`]: guard removal for the loom models' break-guards script (loom builds only).
 
 pub mod answer;
+pub mod batch;
 pub mod callback;
 pub mod fault;
 pub mod handoff;

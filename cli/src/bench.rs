@@ -324,6 +324,7 @@ fn rdma_transfer(
             buf.transfer(0, buf.len(), &mut req).map_err(|e| Retryable {
                 class: req.class(&e),
                 retry_after: req.retry_after(),
+                server: req.server_error().map(Box::new),
                 failure: req.failure(&e),
             })
         })

@@ -14,6 +14,9 @@ pub struct Retryable {
     pub class: ErrorClass,
     /// The server's `Retry-After` (a retry waits at least that).
     pub retry_after: Option<Duration>,
+    /// The S3 error the server answered, when it answered one (the batch API's events carry
+    /// its status and code).
+    pub server: Option<Box<S3ErrorReply>>,
 }
 
 impl Retryable {
@@ -23,6 +26,7 @@ impl Retryable {
             failure,
             class,
             retry_after: None,
+            server: None,
         }
     }
 
@@ -33,6 +37,7 @@ impl Retryable {
             failure: Failure::of_reply(&error.reply, what),
             class: error.class,
             retry_after: error.reply.retry_after,
+            server: Some(Box::new(error.reply.clone())),
         }
     }
 }

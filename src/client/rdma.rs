@@ -215,7 +215,7 @@ impl<'a> RdmaRequest<'a> {
     }
 
     /// The S3 error of the last answer, if it was a refusal (status 300 and above).
-    fn server_error(&self) -> Option<S3ErrorReply> {
+    pub fn server_error(&self) -> Option<S3ErrorReply> {
         self.last
             .as_ref()
             .filter(|r| r.status >= 300)

@@ -22,6 +22,7 @@ impl S3ObjectStore<'_> {
         rdma::transfer(self.runtime, slice, req).map_err(|e| Retryable {
             class: req.class(&e),
             retry_after: req.retry_after(),
+            server: req.server_error().map(Box::new),
             failure: req.failure(&e),
         })
     }

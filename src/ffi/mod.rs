@@ -7,13 +7,15 @@
 //!   [`hipObjError_t`], and the error strings;
 //! * [`types`] has `#[repr(C)]` copies of the header's types;
 //! * the other files hold the exports, one file per area (`checksum`: include/hipobj_checksum.h;
-//!   `transport`: include/hipobj_transport.h; `rails`: include/hipobj_rails.h; `v2`: include/hipobj_v2.h). Each checks its
+//!   `transport`: include/hipobj_transport.h; `rails`: include/hipobj_rails.h; `v2`: include/hipobj_v2.h;
+//!   `batch`: include/hipobj_batch.h). Each checks its
 //!   arguments, makes one core call, and maps the result once.
 //!
 //! This is the only module with `#[no_mangle]`. Parameter and field names follow the header.
 #![allow(non_snake_case)]
 
 pub mod args;
+pub mod batch;
 pub mod boundary;
 pub mod buffer;
 pub mod checksum;
@@ -27,6 +29,10 @@ pub mod types;
 pub mod v2;
 pub mod version;
 
+pub use batch::{
+    hipObjBatchCancel, hipObjBatchCancelAll, hipObjBatchCreate, hipObjBatchDestroy,
+    hipObjBatchEventFd, hipObjBatchPoll, hipObjBatchSubmit, EXPORTED_FUNCTIONS_BATCH,
+};
 pub use buffer::{hipObjBufDeregister, hipObjBufRegister, hipObjBufRegisterHost};
 pub use checksum::{hipObjChecksumCheck, hipObjRdmaChecksumCheck, EXPORTED_FUNCTIONS_CHECKSUM};
 pub use error::hipObjGetErrorString;

@@ -221,12 +221,18 @@ pub fn shutdown() -> Result<()> {
     let Some(sup) = running_supervisor() else {
         return Ok(());
     };
+    // The batch queues first: each cancels what is left and waits for its workers, which use
+    // this runtime's connections.
+    crate::batch::table::close_all();
     if let Some(retired) = sup.shutdown().map_err(fault)? {
         tracing::info!("hipObject shut down; resources go when the last call returns");
         drop(retired);
     }
     Ok(())
 }
+
+/// A use of part of a registration ([`Runtime::use_registered`]); the use ends on drop.
+pub struct RegistrationUse(#[allow(dead_code)] UseGuard<Buffer>);
 
 impl Runtime {
     fn build(cfg: InitConfig, lib: Arc<verbs::Lib>, gpu: Option<Gpu>) -> Result<Arc<Runtime>> {
@@ -369,6 +375,14 @@ impl Runtime {
             .ok_or_else(|| Error::invalid(format!("{len} bytes at {offset} exceed the buffer")))?;
         let at = buffer.base() + offset;
         Ok((in_use, at))
+    }
+
+    /// A use of bytes `offset .. offset + len` of the registration based at `ptr`, held while
+    /// a batch operation is queued or running: deregistering the buffer meanwhile answers
+    /// `hipObjBusy`, so the memory the NIC may write stays registered until the operation ends.
+    pub fn use_registered(&self, ptr: usize, offset: usize, len: usize) -> Result<RegistrationUse> {
+        self.registered_bytes(ptr, offset, len)
+            .map(|(in_use, _)| RegistrationUse(in_use))
     }
 
     /// The GPU whose device memory a registration that is not host memory is.

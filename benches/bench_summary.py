@@ -845,3 +845,33 @@ def cpu_summary(log: str, host_memcpy_gb_s: float = 10.0) -> list:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv))
+
+
+# --- benches/batch-threads (issue 50: one thread with a batch queue against 16 threads) --------
+
+def batch_rounds(log: str, mode: str, size: int) -> list:
+    """[(rate, CPU us per op)] of `mode` ("queue" or "threads") at `size`, in round order, from
+    the `round R MODE size S ops N wall_s W ops_per_s O mb_per_s M cpu_us_per_op C` lines; the
+    rate is ops/s up to 64 KiB, MB/s above."""
+    out = []
+    for line in log.splitlines():
+        p = line.split()
+        if len(p) == 15 and p[0] == "round" and p[2] == mode and int(p[4]) == size:
+            rate = float(p[10]) if size <= 64 * 1024 else float(p[12])
+            out.append((rate, float(p[14])))
+    if not out:
+        raise ValueError(f"no {mode} rounds of size {size}: not a benches/batch-threads log")
+    return out
+
+
+def batch_ratio(log: str, size: int, what: str) -> Figure:
+    """The queue's median over the threads' (`what`: "rate" or "cpu"), with the spread of the
+    per-pair ratios (each queue round against the threads round after it)."""
+    i = 0 if what == "rate" else 1
+    q = [r[i] for r in batch_rounds(log, "queue", size)]
+    t = [r[i] for r in batch_rounds(log, "threads", size)]
+    pairs = [a / b for a, b in zip(q, t)]
+    unit = ("ops/s" if size <= 64 * 1024 else "MB/s") if what == "rate" else "CPU us per operation"
+    return Figure(median(q) / median(t), min(pairs), max(pairs), len(q),
+                  f"{len(q)} rounds of each, alternating in one boot (spread: per-pair ratios)",
+                  f"16 threads of the synchronous API ({median(t):.1f} {unit} median)")

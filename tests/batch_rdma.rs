@@ -339,3 +339,118 @@ fn check_event(
         )),
     }
 }
+
+/// Bad input gets a clear error and changes nothing: no operation queued, no byte of the buffer
+/// written, the queue still usable.
+#[test]
+#[ignore = "needs an RDMA device: the lane (tests/vm/e2e.d/20-rust-e2e) runs it"]
+fn bad_input_is_refused_and_changes_nothing() {
+    use hipobj::error::OpError;
+    let (client, device) = required_device_pair();
+    let server = Server::start(Some(&device), &[]);
+    let s3 = s3::S3::new(server.addr);
+    assert!(s3.create_bucket("bad").expect("bucket").status < 300);
+    assert!(s3.put("bad", "obj", &pattern(4096, 3)).expect("PUT").status < 300);
+    runtime::init_without_gpu(InitConfig::with_nics(
+        Some(&client),
+        None,
+        Default::default(),
+    ))
+    .expect("init");
+    let rt = runtime::current().expect("initialised");
+    let mut memory = vec![0x11u8; 8192];
+    let base = memory.as_mut_ptr() as usize;
+    rt.register(base, memory.len(), MemoryKind::Host)
+        .expect("register");
+    let config = |depth| Config {
+        endpoint: format!("http://{}", server.addr),
+        credentials: CredentialSources {
+            access_key: Some(s3::sigv4::TEST_ACCESS_KEY.into()),
+            secret_key: Some(s3::sigv4::TEST_SECRET_KEY.into()),
+            ..Default::default()
+        },
+        depth,
+        verify: true,
+    };
+    for depth in [0, hipobj::batch::MAX_DEPTH + 1] {
+        let e = Queue::new(rt.clone(), config(depth)).expect_err("a bad depth is refused");
+        assert_eq!(e.code, OpError::InvalidValue, "{e}");
+    }
+    let mut bad_endpoint = config(2);
+    bad_endpoint.endpoint = "ftp://x".into();
+    assert!(Queue::new(rt.clone(), bad_endpoint).is_err());
+    let queue = Queue::new(rt.clone(), config(2)).expect("queue");
+    let get = |cookie, buffer, offset, len| Op {
+        kind: OpKind::Get,
+        bucket: "bad".into(),
+        key: "obj".into(),
+        object_offset: 0,
+        len,
+        buffer,
+        buffer_offset: offset,
+        cookie,
+    };
+    let refused = |ops: Vec<Op>, code: OpError| {
+        let e = queue.submit(ops).expect_err("refused");
+        assert_eq!(e.code, code, "{e}");
+        assert_eq!(queue.in_flight(), 0, "a refused submit queued nothing");
+    };
+    refused(vec![], OpError::InvalidValue);
+    refused(
+        (1..=3).map(|c| get(c, base, 0, 4096)).collect(),
+        OpError::InvalidValue,
+    );
+    refused(vec![get(1, base + 1, 0, 4096)], OpError::BufNotRegistered);
+    refused(vec![get(1, base, 4096, 4097)], OpError::InvalidValue);
+    refused(vec![get(1, base, 0, 0)], OpError::InvalidValue);
+    let mut put = get(1, base, 0, 4096);
+    put.kind = OpKind::Put;
+    put.object_offset = 1;
+    refused(vec![put], OpError::InvalidValue);
+    let mut nameless = get(1, base, 0, 4096);
+    nameless.key.clear();
+    refused(vec![nameless], OpError::InvalidValue);
+    // A good operation after a bad one in the same submit: neither is queued.
+    refused(
+        vec![get(1, base, 0, 4096), get(2, base + 1, 0, 1)],
+        OpError::BufNotRegistered,
+    );
+    refused(
+        vec![get(1, base, 0, 4096), get(1, base, 4096, 4096)],
+        OpError::InvalidValue,
+    );
+    assert!(
+        memory.iter().all(|&b| b == 0x11),
+        "no refused operation wrote the buffer"
+    );
+    // Full: submitted and not yet polled counts, so the third is Busy whatever has finished.
+    queue.submit(vec![get(1, base, 0, 4096)]).expect("first");
+    queue
+        .submit(vec![get(2, base, 4096, 4096)])
+        .expect("second");
+    let e = queue.submit(vec![get(3, base, 0, 4096)]).expect_err("Busy");
+    assert_eq!(e.code, OpError::Busy, "{e}");
+    let e = queue
+        .submit(vec![get(1, base, 0, 4096)])
+        .expect_err("the depth is reached");
+    assert_eq!(e.code, OpError::Busy, "{e}");
+    let mut events = Vec::new();
+    while events.len() < 2 {
+        events.extend(queue.poll(1, 2, Some(Duration::from_secs(60))));
+    }
+    assert!(
+        events.iter().all(|e| e.status == Status::Complete),
+        "{events:?}"
+    );
+    assert!(
+        queue.poll(0, 2, Some(Duration::ZERO)).is_empty(),
+        "an event is polled once"
+    );
+    let e = queue.cancel(1).expect_err("a polled cookie is unknown");
+    assert_eq!(e.code, OpError::InvalidValue, "{e}");
+    assert_eq!(memory[..4096], pattern(4096, 3)[..]);
+    assert_eq!(memory[4096..], pattern(4096, 3)[..]);
+    queue.destroy();
+    rt.deregister(base).expect("deregister");
+    runtime::shutdown().expect("shutdown");
+}

@@ -275,6 +275,11 @@ impl Queue {
         self.eventfd
     }
 
+    /// Whether whole-object GETs are checked against the stored checksum.
+    pub fn verifies(&self) -> bool {
+        self.shared.verify
+    }
+
     /// The most operations between submit and poll.
     pub fn depth(&self) -> usize {
         self.shared.state.depth()
@@ -304,6 +309,17 @@ impl Queue {
         for w in self.workers.drain(..) {
             let _ = w.join();
         }
+    }
+}
+
+impl std::fmt::Debug for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue")
+            .field("depth", &self.depth())
+            .field("in_flight", &self.in_flight())
+            .field("workers", &self.workers.len())
+            .field("eventfd", &self.eventfd)
+            .finish()
     }
 }
 

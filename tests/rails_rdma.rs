@@ -631,3 +631,113 @@ fn with_a_rail_down_everything_moves_on_the_other() {
     );
     assert!(one.transfers >= 100, "{first} carried them all: {one:?}");
 }
+
+/// The batch queue (issue 50) under the same fault: one thread submits GETs and PUTs of 1 MiB
+/// through one queue over both rails while the second rail's link is down for 5 s and comes
+/// back; no operation fails, every GET's bytes are the object's, and the queue's transfers met
+/// the port going down.
+#[test]
+#[ignore = "needs the lane with two rails (tests/vm/run --rails 2); fails there without them"]
+fn a_batch_queue_survives_a_rail_going_down_for_5_s() {
+    use hipobj::batch::{Config, Op, OpKind, Queue, Status};
+    use hipobj::client::credentials::CredentialSources;
+    const SIZE: usize = 1 << 20;
+    const SLOTS: usize = 16;
+    let lane = Lane::new();
+    let second = lane.rails[1].0.clone();
+    let rt = lane.rt();
+    let mut memory = vec![0u8; SIZE * SLOTS];
+    let base = memory.as_mut_ptr() as usize;
+    rt.register(base, memory.len(), MemoryKind::Host)
+        .expect("register");
+    let queue = Queue::new(
+        rt.clone(),
+        Config {
+            endpoint: format!("http://{}", lane.server_addr),
+            credentials: CredentialSources {
+                access_key: Some(s3::sigv4::TEST_ACCESS_KEY.into()),
+                secret_key: Some(s3::sigv4::TEST_SECRET_KEY.into()),
+                ..Default::default()
+            },
+            depth: SLOTS,
+            verify: true,
+        },
+    )
+    .expect("queue");
+    let downs_before = lane.stats(&second).port_downs;
+    let fault_done = AtomicBool::new(false);
+    let (mut ops, mut failures, mut verified) = (0u64, Vec::new(), 0u64);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            std::thread::sleep(Duration::from_secs(3)); // the queue is busy first: not an ordering
+            link_down(&lane.rails[1]);
+            std::thread::sleep(Duration::from_secs(5)); // the fault's length
+            link_up(&lane.rails[1]);
+            std::thread::sleep(Duration::from_secs(3)); // and some time after it
+            fault_done.store(true, Ordering::Release);
+        });
+        // Round r: slot i is PUT as object r-i with pattern (r, i), then GET back into the slot.
+        let mut round = 0u64;
+        while !fault_done.load(Ordering::Acquire) {
+            for kind in [OpKind::Put, OpKind::Get] {
+                let batch: Vec<Op> = (0..SLOTS)
+                    .map(|i| {
+                        let at = i * SIZE;
+                        match kind {
+                            OpKind::Put => memory[at..at + SIZE]
+                                .copy_from_slice(&pattern(SIZE, round * 64 + i as u64 + 1)),
+                            OpKind::Get => memory[at..at + SIZE].fill(0),
+                        }
+                        Op {
+                            kind,
+                            bucket: "bkt".into(),
+                            key: format!("batch-{i}"),
+                            object_offset: 0,
+                            len: SIZE,
+                            buffer: base,
+                            buffer_offset: at,
+                            cookie: i as u64 + 1,
+                        }
+                    })
+                    .collect();
+                queue.submit(batch).expect("submit");
+                let mut ended = 0;
+                while ended < SLOTS {
+                    for e in queue.poll(1, SLOTS, Some(Duration::from_secs(120))) {
+                        ended += 1;
+                        ops += 1;
+                        verified += u64::from(e.verified);
+                        if e.status != Status::Complete {
+                            failures.push(format!("{kind:?} {e:?}"));
+                        }
+                    }
+                }
+                if kind == OpKind::Get {
+                    for i in 0..SLOTS {
+                        let want = pattern(SIZE, round * 64 + i as u64 + 1);
+                        if memory[i * SIZE..(i + 1) * SIZE] != want[..] {
+                            failures.push(format!("round {round}: GET batch-{i} differs"));
+                        }
+                    }
+                }
+            }
+            round += 1;
+        }
+    });
+    queue.destroy();
+    rt.deregister(base).expect("deregister");
+    let two = lane.stats(&second);
+    eprintln!(
+        "batch under a rail fault: {ops} operations, {verified} GETs verified, {} failed; {two:?}",
+        failures.len()
+    );
+    assert!(failures.is_empty(), "{failures:#?}");
+    assert!(
+        ops >= 2 * SLOTS as u64 * 3,
+        "the queue kept moving: {ops} operations"
+    );
+    assert!(
+        two.port_downs > downs_before,
+        "the queue's transfers met the port going down: {two:?}"
+    );
+}

@@ -15,7 +15,7 @@ mod s3;
 mod server;
 
 use hipobj::batch::{Config, Op, OpKind, Queue, Status};
-use hipobj::client::credentials::{self, CredentialSources};
+use hipobj::client::credentials;
 use hipobj::client::rdma::{self, RdmaRequest};
 use hipobj::client::s3::{ObjectPath, S3};
 use hipobj::engine::Slice;
@@ -37,15 +37,6 @@ fn cpu_time() -> Duration {
 fn unsafe_zeroed() -> libc::rusage {
     // SAFETY: rusage is plain integers and timevals, for which all-zero bytes are valid.
     unsafe { std::mem::zeroed() }
-}
-
-fn credentials() -> CredentialSources {
-    CredentialSources {
-        access_key: Some(s3::sigv4::TEST_ACCESS_KEY.into()),
-        secret_key: Some(s3::sigv4::TEST_SECRET_KEY.into()),
-        region: Some("us-east-1".into()),
-        ..Default::default()
-    }
 }
 
 struct Round {
@@ -149,7 +140,7 @@ fn main() {
     let endpoint = format!("http://{}", srv.addr);
     let s3 = S3::new(
         &endpoint,
-        credentials::resolve(&credentials()).expect("keys"),
+        credentials::resolve(&s3::sigv4::test_credential_sources()).expect("keys"),
     )
     .expect("s3");
     let plain = s3::S3::new(srv.addr);
@@ -158,7 +149,7 @@ fn main() {
         rt.clone(),
         Config {
             endpoint: endpoint.clone(),
-            credentials: credentials(),
+            credentials: s3::sigv4::test_credential_sources(),
             depth: DEPTH,
             // Like for like: the threads' GETs are not checked (HIPOBJ_BENCH_VERIFY=1 checks the
             // queue's, to measure what the check costs).

@@ -13,9 +13,8 @@ mod s3;
 #[path = "support/server.rs"]
 mod server;
 
-use data::pattern;
+use data::{pattern, Rng};
 use hipobj::batch::{Config, Event, Op, OpKind, Queue, Status};
-use hipobj::client::credentials::CredentialSources;
 use hipobj::runtime::{self, InitConfig, MemoryKind};
 use server::{required_device_pair, Server};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -32,21 +31,6 @@ const CANARY: u8 = 0xa5;
 #[derive(Clone, Debug, PartialEq)]
 enum Content {
     Is(u64, usize),
-}
-
-/// xorshift for the schedule (reproducible from the seed it prints).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 struct InFlight {
@@ -80,12 +64,7 @@ fn one_thread_mixes_gets_and_puts_through_a_queue_and_cancels_some() {
         rt.clone(),
         Config {
             endpoint: format!("http://{}", server.addr),
-            credentials: CredentialSources {
-                access_key: Some(s3::sigv4::TEST_ACCESS_KEY.into()),
-                secret_key: Some(s3::sigv4::TEST_SECRET_KEY.into()),
-                region: Some("us-east-1".into()),
-                ..Default::default()
-            },
+            credentials: s3::sigv4::test_credential_sources(),
             depth: DEPTH,
             verify: true,
         },
@@ -364,11 +343,7 @@ fn bad_input_is_refused_and_changes_nothing() {
         .expect("register");
     let config = |depth| Config {
         endpoint: format!("http://{}", server.addr),
-        credentials: CredentialSources {
-            access_key: Some(s3::sigv4::TEST_ACCESS_KEY.into()),
-            secret_key: Some(s3::sigv4::TEST_SECRET_KEY.into()),
-            ..Default::default()
-        },
+        credentials: s3::sigv4::test_credential_sources(),
         depth,
         verify: true,
     };

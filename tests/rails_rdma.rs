@@ -640,7 +640,6 @@ fn with_a_rail_down_everything_moves_on_the_other() {
 #[ignore = "needs the lane with two rails (tests/vm/run --rails 2); fails there without them"]
 fn a_batch_queue_survives_a_rail_going_down_for_5_s() {
     use hipobj::batch::{Config, Op, OpKind, Queue, Status};
-    use hipobj::client::credentials::CredentialSources;
     const SIZE: usize = 1 << 20;
     const SLOTS: usize = 16;
     let lane = Lane::new();
@@ -654,11 +653,7 @@ fn a_batch_queue_survives_a_rail_going_down_for_5_s() {
         rt.clone(),
         Config {
             endpoint: format!("http://{}", lane.server_addr),
-            credentials: CredentialSources {
-                access_key: Some(s3::sigv4::TEST_ACCESS_KEY.into()),
-                secret_key: Some(s3::sigv4::TEST_SECRET_KEY.into()),
-                ..Default::default()
-            },
+            credentials: s3::sigv4::test_credential_sources(),
             depth: SLOTS,
             verify: true,
         },

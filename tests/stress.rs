@@ -9,11 +9,14 @@
 //! leak. Budget: `HIPOBJ_STRESS_SECS` (default 45). `#[ignore]`d outside the lane; the lane runs it with
 //! `--include-ignored`, and there it FAILS without an RDMA device.
 
+#[path = "support/data.rs"]
+mod data;
 #[path = "support/s3.rs"]
 mod s3;
 #[path = "support/server.rs"]
 mod server;
 
+use data::Rng;
 use hipobj::engine::ErrorClass;
 use hipobj::error::OpError;
 use hipobj::runtime::{self, InitConfig, MemoryKind, TransferKind};
@@ -22,19 +25,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn checksum(b: &[u8]) -> u64 {
     // FNV-1a, enough to tell versions apart.

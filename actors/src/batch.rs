@@ -281,11 +281,6 @@ impl<P, E> BatchState<P, E> {
         self.signal.lower();
     }
 
-    /// Whether [`BatchState::close`] ran.
-    pub fn is_closed(&self) -> bool {
-        self.inner.lock().closed
-    }
-
     /// Operations queued or running.
     pub fn in_flight(&self) -> usize {
         self.inner.lock().ops.len()

@@ -93,10 +93,11 @@ pub struct Event {
 }
 
 impl Event {
-    fn cancelled(cookie: Cookie) -> Event {
+    /// An event of `status` that moved nothing (yet).
+    fn new(cookie: Cookie, status: Status) -> Event {
         Event {
             cookie,
-            status: Status::Cancelled,
+            status,
             error: None,
             http_status: 0,
             s3_code: None,
@@ -105,6 +106,10 @@ impl Event {
             verified: false,
             retries: 0,
         }
+    }
+
+    fn cancelled(cookie: Cookie) -> Event {
+        Event::new(cookie, Status::Cancelled)
     }
 }
 
@@ -304,7 +309,7 @@ impl Queue {
     }
 
     fn close(&mut self) {
-        self.shared.state.close();
+        self.close_now();
         drop(self.work.take());
         for w in self.workers.drain(..) {
             let _ = w.join();

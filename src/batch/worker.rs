@@ -55,25 +55,22 @@ struct Failed {
 
 impl Ended {
     fn into_event(self, cookie: u64, asked: bool) -> Event {
-        let mut event = Event::cancelled(cookie);
+        let mut event = match self.result {
+            Ok(moved) => Event {
+                bytes: moved.bytes,
+                verified: moved.verified,
+                retries: moved.retries,
+                ..Event::new(cookie, Status::Complete)
+            },
+            Err(f) if f.cancelled || asked => Event::new(cookie, Status::Cancelled),
+            Err(f) => Event {
+                error: Some(f.error),
+                http_status: f.http_status,
+                s3_code: f.s3_code,
+                ..Event::new(cookie, Status::Failed)
+            },
+        };
         event.protocol = self.protocol;
-        match self.result {
-            Ok(moved) => {
-                event.status = Status::Complete;
-                event.bytes = moved.bytes;
-                event.verified = moved.verified;
-                event.retries = moved.retries;
-            }
-            Err(f) if f.cancelled || asked => {
-                event.status = Status::Cancelled;
-            }
-            Err(f) => {
-                event.status = Status::Failed;
-                event.error = Some(f.error);
-                event.http_status = f.http_status;
-                event.s3_code = f.s3_code;
-            }
-        }
         event
     }
 }

@@ -13,3 +13,19 @@ pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
         })
         .collect()
 }
+
+/// xorshift64: a test's schedule, reproducible from the seed it prints (not zero).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}

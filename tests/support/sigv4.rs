@@ -94,3 +94,13 @@ impl Signer {
         }
     }
 }
+
+/// The test identity as the library's own client takes it (`hipobj::batch::Config`).
+pub fn test_credential_sources() -> hipobj::client::credentials::CredentialSources {
+    hipobj::client::credentials::CredentialSources {
+        access_key: Some(TEST_ACCESS_KEY.into()),
+        secret_key: Some(TEST_SECRET_KEY.into()),
+        region: Some("us-east-1".into()),
+        ..Default::default()
+    }
+}

@@ -91,11 +91,6 @@ impl BatchQueue {
             None => Mode::from_env(),
         }
         .map_err(errors::invalid)?;
-        if access_key.is_some() != secret_key.is_some() {
-            return Err(errors::invalid(
-                "give both access_key and secret_key, or neither",
-            ));
-        }
         let config = Config {
             endpoint,
             credentials: CredentialSources {

@@ -152,8 +152,13 @@ impl Queue {
                 config.depth
             )));
         }
-        let credentials =
-            credentials::resolve(&config.credentials).map_err(|f| Error::invalid(f.to_string()))?;
+        let given = &config.credentials;
+        if given.access_key.is_some() != given.secret_key.is_some() {
+            return Err(Error::invalid(
+                "one of the access key and the secret key is given: give both or neither",
+            ));
+        }
+        let credentials = credentials::resolve(given).map_err(|f| Error::invalid(f.to_string()))?;
         let s3 =
             S3::new(&config.endpoint, credentials).map_err(|f| Error::invalid(f.to_string()))?;
         let signal = EventFd::new()?;

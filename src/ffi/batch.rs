@@ -171,11 +171,6 @@ unsafe fn config(config: *const hipObjBatchConfig_t) -> Result<Config> {
             batch::MAX_DEPTH
         )));
     }
-    if access_key.is_some() != secret_key.is_some() {
-        return Err(Error::invalid(
-            "config gives one of accessKey and secretKey: give both or neither",
-        ));
-    }
     // SAFETY: as above.
     let (region, profile, ca_bundle) = unsafe {
         (

@@ -597,6 +597,17 @@ mod tests {
     use super::*;
     use std::io::{Read, Write};
 
+    #[test]
+    fn a_content_range_is_the_whole_object_only_from_0_to_its_last_byte() {
+        assert!(is_whole_object_range("bytes 0-4/5", 4));
+        assert!(is_whole_object_range(" bytes 0-0/1 ", 0));
+        assert!(!is_whole_object_range("bytes 0-4/6", 4));
+        assert!(!is_whole_object_range("bytes 1-4/5", 4));
+        assert!(!is_whole_object_range("bytes 0-4/*", 4));
+        assert!(!is_whole_object_range("bytes 0-3/5", 4));
+        assert!(!is_whole_object_range("0-4/5", 4));
+    }
+
     /// A server that answers each connection's first request with the next of `answers`.
     fn scripted(answers: Vec<&'static str>) -> (String, std::thread::JoinHandle<usize>) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");

@@ -14,7 +14,7 @@ import hipobj
 from conftest import pattern
 
 BLOCK = 256 << 10
-BLOCKS = 64
+BLOCKS = 32
 
 
 def blocks(seed: int) -> np.ndarray:

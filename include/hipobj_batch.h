@@ -13,7 +13,8 @@
  * for on the queue's eventfd. The shape is cuFile's batch API (SetUp,
  * Submit, GetStatus, Cancel, Destroy). docs/batch.md has the design.
  *
- *   hipObjBatchConfig_t cfg = {.endpoint = "http://10.0.0.2:9000", .depth = 256, .verify = 1};
+ *   hipObjBatchConfig_t cfg = {.endpoint = "http://10.0.0.2:9000", .depth = 256, .verify = 1,
+ *                              .transport = HIPOBJ_TRANSPORT_RDMA};
  *   hipObjBatch_t *q;
  *   hipObjBatchCreate(&cfg, &q);                       (after hipObjInit())
  *   hipObjBatchOp_t op = {HIPOBJ_BATCH_GET, "bucket", "key", 0, len, buf, 0, my_cookie};
@@ -45,9 +46,13 @@
  *     buffer, closes the eventfd and drops the events not polled.
  *     hipObjShutdown() destroys every queue still open. A queue used after
  *     either answers hipObjInvalidValue: handles are never reused.
- *   - The transport is RDMA (v1 or hipobj-rc-v2, as the endpoint speaks it);
- *     the RDMA-or-HTTP decision per transfer (hipobj_transport.h) is not yet
- *     applied to queued operations.
+ *   - Each operation goes over RDMA (v1 or hipobj-rc-v2, as the endpoint
+ *     speaks it) or plain HTTP, as the queue's transport mode decides per
+ *     operation (hipobj_transport.h: AUTO measures both paths per size
+ *     class and takes the faster; RDMA and HTTP force one). The event names
+ *     the path taken. Over HTTP the bytes are copied between the body and
+ *     the registration (through a host bounce for device memory); the
+ *     checks are the same.
  *
  * Errors are those of include/hipobj.h; argument checks come in parameter
  * order.
@@ -59,6 +64,7 @@
 #include <stdint.h>
 
 #include "hipobj.h"
+#include "hipobj_transport.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -79,10 +85,12 @@ typedef struct hipObjBatch hipObjBatch_t;
 #define HIPOBJ_BATCH_FAILED 1
 #define HIPOBJ_BATCH_CANCELLED 2
 
-/* The RDMA protocol the endpoint speaks, as far as known. */
+/* The path an operation took: RDMA (with the protocol the endpoint speaks,
+ * as far as known) or plain HTTP. */
 #define HIPOBJ_BATCH_PATH_UNKNOWN 0
 #define HIPOBJ_BATCH_PATH_RDMA_V1 1
 #define HIPOBJ_BATCH_PATH_RDMA_V2 2
+#define HIPOBJ_BATCH_PATH_HTTP 3    /* plain HTTP (the queue's transport chose it) */
 
 /* Room for an S3 error code in an event, its NUL included. */
 #define HIPOBJ_BATCH_S3_CODE_LEN 64
@@ -103,6 +111,8 @@ typedef struct {
     unsigned depth;        /* 1 .. HIPOBJ_BATCH_MAX_DEPTH */
     int verify;            /* nonzero: a GET of a whole object checks the landed
                               bytes against the stored checksum its reply names */
+    hipObjTransportMode_t transport; /* HIPOBJ_TRANSPORT_AUTO (0), _RDMA, _HTTP
+                              or _FROM_ENV (HIPOBJ_TRANSPORT): per operation */
 } hipObjBatchConfig_t;
 
 /* One operation. */
@@ -165,6 +175,17 @@ HIPOBJ_API hipObjError_t hipObjBatchCancelAll(hipObjBatch_t *batch);
  * makes it unreadable when it takes the last one. Owned by the queue (do not
  * close it); closed by hipObjBatchDestroy(). */
 HIPOBJ_API hipObjError_t hipObjBatchEventFd(hipObjBatch_t *batch, int *fd);
+
+/* HEAD through the queue's endpoint and keys, on the calling thread (one
+ * request, retried by the standard mode): an object (key given) or a bucket
+ * (key NULL). *size gets the object's length (0 for a bucket) on success
+ * only; *httpStatus, when not NULL, the server's final status (0 when no
+ * reply came), whatever the result. Errors: hipObjInvalidValue for a batch
+ * that is not an open queue, bucket NULL or "", size NULL; hipObjS3Error
+ * when the server refused (404: no such object or bucket; 403: the keys) or
+ * could not be reached. */
+HIPOBJ_API hipObjError_t hipObjBatchHead(hipObjBatch_t *batch, const char *bucket, const char *key,
+                                         uint64_t *size, int *httpStatus);
 
 /* Cancel what is left, wait for the workers, free the queue. */
 HIPOBJ_API hipObjError_t hipObjBatchDestroy(hipObjBatch_t *batch);

@@ -473,7 +473,9 @@ nixl_status_t Engine::releaseReqH(nixlBackendReqH *handle) const {
     request->releasing = true;
     waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), request), waiting_.end());
     // Cancel what is in the queue: each cancel returns once no worker touches the buffer for it.
-    for (size_t i = 0; i < request->nextToSubmit; i++) {
+    // Last submitted first: those still queued end at once, before the workers, which go on while
+    // a running operation's cancel waits for its transfer, can claim them.
+    for (size_t i = request->nextToSubmit; i-- > 0;) {
         if (request->states[i] != Request::State::Submitted) continue;
         const hipObjError_t err = hipObjBatchCancel(batch_.get(), request->ops[i].cookie);
         if (err.opError != hipObjSuccess) report("cancel " + where(request->keys[i]) + ": " + describe(err));

@@ -37,7 +37,7 @@ def test_plugin_found_and_loaded(agent):
          "transport 'fast': one of auto, rdma, http, env"),
         ({"endpoint_override": "http://127.0.0.1:9", "bucket": "b", "depth": "0"}, "depth '0': 1 to 4096"),
         ({"endpoint_override": "http://127.0.0.1:9", "bucket": "b", "use_virtual_addressing": "true"},
-         "hipObject addresses buckets by path only"),
+         "use_virtual_addressing 'true': hipObject addresses buckets by path only"),
         ({"endpoint_override": "http://127.0.0.1:9", "bucket": "b", "endpoint": "x"}, "unknown parameter 'endpoint'"),
     ],
 )

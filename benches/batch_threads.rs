@@ -154,6 +154,7 @@ fn main() {
             // Like for like: the threads' GETs are not checked (HIPOBJ_BENCH_VERIFY=1 checks the
             // queue's, to measure what the check costs).
             verify: std::env::var("HIPOBJ_BENCH_VERIFY").is_ok_and(|v| v == "1"),
+            transport: hipobj::transport::Mode::Rdma,
         },
     )
     .expect("queue");

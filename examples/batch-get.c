@@ -7,8 +7,9 @@
  * application's is involved: the queue sends the requests. The program registers one buffer of
  * COUNT slices, PUTs COUNT objects (batch-0 .. batch-COUNT-1, each its own pattern) through the
  * queue, clears the buffer, GETs them back through the queue, waiting on the queue's eventfd with
- * poll(2), and compares every byte. It prints one line per phase and exits 1 when any operation
- * failed or any byte differs. */
+ * poll(2), and compares every byte. Each operation goes over RDMA or plain HTTP as HIPOBJ_TRANSPORT
+ * says (auto, the default, decides by measurement; rdma; http). It prints one line and exits 1
+ * when any operation failed or any byte differs. */
 #include <hipobj.h>
 #include <hipobj_batch.h>
 
@@ -33,7 +34,7 @@ static void pattern(unsigned char *out, size_t len, size_t index) {
 /* Submit COUNT operations of `opcode`, at most DEPTH in flight, and wait for every event: the
  * number that did not complete. */
 static size_t run_phase(hipObjBatch_t *q, int opcode, const char *bucket, unsigned char *buffer,
-                        size_t count, size_t size, char keys[][32], uint64_t *verified) {
+                        size_t count, size_t size, char keys[][32], uint64_t *verified, size_t *over_http) {
     size_t next = 0, ended = 0, failed = 0, in_flight = 0;
     int fd = -1;
     hipObjBatchEventFd(q, &fd);
@@ -66,6 +67,7 @@ static size_t run_phase(hipObjBatch_t *q, int opcode, const char *bucket, unsign
                 failed++;
             }
             *verified += (uint64_t)ev[i].verified;
+            *over_http += ev[i].path == HIPOBJ_BATCH_PATH_HTTP;
         }
         ended += n;
         in_flight -= n;
@@ -103,6 +105,7 @@ int main(int argc, char **argv) {
     cfg.endpoint = argv[2];
     cfg.depth = DEPTH;
     cfg.verify = 1;
+    cfg.transport = HIPOBJ_TRANSPORT_FROM_ENV;
     hipObjBatch_t *q = NULL;
     if (e.opError == hipObjSuccess) e = hipObjBatchCreate(&cfg, &q);
     if (e.opError != hipObjSuccess) {
@@ -110,9 +113,10 @@ int main(int argc, char **argv) {
         return 1;
     }
     uint64_t verified = 0;
-    size_t put_failed = run_phase(q, HIPOBJ_BATCH_PUT, argv[3], buffer, count, size, keys, &verified);
+    size_t over_http = 0;
+    size_t put_failed = run_phase(q, HIPOBJ_BATCH_PUT, argv[3], buffer, count, size, keys, &verified, &over_http);
     memset(buffer, 0, count * size);
-    size_t get_failed = run_phase(q, HIPOBJ_BATCH_GET, argv[3], buffer, count, size, keys, &verified);
+    size_t get_failed = run_phase(q, HIPOBJ_BATCH_GET, argv[3], buffer, count, size, keys, &verified, &over_http);
     size_t differ = 0;
     for (size_t i = 0; i < count; i++) {
         pattern(want, size, i);
@@ -121,8 +125,8 @@ int main(int argc, char **argv) {
     hipObjBatchDestroy(q);
     hipObjBufDeregister(buffer);
     hipObjShutdown();
-    printf("batch-get: %zu PUT (%zu failed), %zu GET (%zu failed, %llu verified), %zu differ\n", count, put_failed,
-           count, get_failed, (unsigned long long)verified, differ);
+    printf("batch-get: %zu PUT (%zu failed), %zu GET (%zu failed, %llu verified), %zu differ, %zu over HTTP\n", count,
+           put_failed, count, get_failed, (unsigned long long)verified, differ, over_http);
     free(buffer);
     free(want);
     free(keys);

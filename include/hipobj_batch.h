@@ -142,9 +142,11 @@ typedef struct {
 
 /* A queue and its workers (one per RDMA connection, HIPOBJ_MAX_TRANSFERS, at
  * most depth). Needs hipObjInit(). Errors: hipObjNotInitialized;
- * hipObjInvalidValue when config or batch is NULL, endpoint is NULL or not
- * http(s)://host:port, depth is 0 or past HIPOBJ_BATCH_MAX_DEPTH, only one of
- * accessKey and secretKey is given, or caBundle cannot be read. *batch is
+ * hipObjInvalidValue, in this order, when config is NULL, endpoint is NULL,
+ * depth is 0 or past HIPOBJ_BATCH_MAX_DEPTH, transport is not a
+ * HIPOBJ_TRANSPORT_* mode (or FROM_ENV and HIPOBJ_TRANSPORT is not auto, rdma
+ * or http), batch is NULL, only one of accessKey and secretKey is given,
+ * endpoint is not http(s)://host:port, or caBundle cannot be read. *batch is
  * written on success only. */
 HIPOBJ_API hipObjError_t hipObjBatchCreate(const hipObjBatchConfig_t *config, hipObjBatch_t **batch);
 

@@ -16,6 +16,7 @@ mod server;
 use data::{pattern, Rng};
 use hipobj::batch::{Config, Event, Op, OpKind, Queue, Status};
 use hipobj::runtime::{self, InitConfig, MemoryKind};
+use hipobj::transport::{Mode, Path};
 use server::{required_device_pair, Server};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -67,6 +68,7 @@ fn one_thread_mixes_gets_and_puts_through_a_queue_and_cancels_some() {
             credentials: s3::sigv4::test_credential_sources(),
             depth: DEPTH,
             verify: true,
+            transport: Mode::Rdma,
         },
     )
     .expect("queue");
@@ -346,6 +348,7 @@ fn bad_input_is_refused_and_changes_nothing() {
         credentials: s3::sigv4::test_credential_sources(),
         depth,
         verify: true,
+        transport: Mode::Rdma,
     };
     for depth in [0, hipobj::batch::MAX_DEPTH + 1] {
         let e = Queue::new(rt.clone(), config(depth)).expect_err("a bad depth is refused");
@@ -414,7 +417,9 @@ fn bad_input_is_refused_and_changes_nothing() {
         events.extend(queue.poll(1, 2, Some(Duration::from_secs(60))));
     }
     assert!(
-        events.iter().all(|e| e.status == Status::Complete),
+        events
+            .iter()
+            .all(|e| e.status == Status::Complete && e.path == Some(Path::Rdma) && e.verified),
         "{events:?}"
     );
     assert!(
@@ -426,6 +431,60 @@ fn bad_input_is_refused_and_changes_nothing() {
     assert_eq!(memory[..4096], pattern(4096, 3)[..]);
     assert_eq!(memory[4096..], pattern(4096, 3)[..]);
     queue.destroy();
+
+    // HEAD: an object's size, a bucket, and the refusals, each with the server's status.
+    let queue = Queue::new(rt.clone(), config(2)).expect("queue");
+    assert_eq!(head(&queue, "bad", Some("obj")), (200, Ok(4096)));
+    assert_eq!(head(&queue, "bad", None), (200, Ok(0)));
+    assert_eq!(
+        head(&queue, "bad", Some("missing")),
+        (404, Err(OpError::S3Error))
+    );
+    assert_eq!(
+        head(&queue, "no-such-bucket", None),
+        (404, Err(OpError::S3Error))
+    );
+    assert_eq!(head(&queue, "", None), (0, Err(OpError::InvalidValue)));
+    assert_eq!(
+        head(&queue, "bad", Some("")),
+        (0, Err(OpError::InvalidValue))
+    );
+    queue.destroy();
+    let mut wrong = config(2);
+    wrong.credentials.secret_key = Some("not-the-secret".into());
+    let queue = Queue::new(rt.clone(), wrong).expect("queue");
+    let (status, refused) = queue.head("bad", None);
+    let e = refused.expect_err("wrong keys");
+    assert_eq!((status, e.code), (403, OpError::S3Error), "{e}");
+    assert!(e.to_string().contains("access and secret key"), "{e}");
+    queue.destroy();
+
+    // Over plain HTTP: the same GET lands, checked against the stored checksum (the range is
+    // the whole object), and the event names the path.
+    let mut http = config(2);
+    http.transport = Mode::Http;
+    let queue = Queue::new(rt.clone(), http).expect("queue");
+    memory.fill(0);
+    queue.submit(vec![get(9, base, 0, 4096)]).expect("submit");
+    let events = queue.poll(1, 1, Some(Duration::from_secs(60)));
+    assert!(
+        matches!(events.as_slice(), [e] if e.status == Status::Complete
+            && e.path == Some(Path::Http) && e.protocol.is_none() && e.verified && e.bytes == 4096),
+        "{events:?}"
+    );
+    assert_eq!(memory[..4096], pattern(4096, 3)[..]);
+    assert_eq!(queue.counters().path(Path::Http).transfers, 1);
+    queue.destroy();
     rt.deregister(base).expect("deregister");
     runtime::shutdown().expect("shutdown");
+}
+
+/// A queue's HEAD, its error reduced to the code.
+fn head(
+    queue: &Queue,
+    bucket: &str,
+    key: Option<&str>,
+) -> (u16, Result<u64, hipobj::error::OpError>) {
+    let (status, answer) = queue.head(bucket, key);
+    (status, answer.map_err(|e| e.code))
 }

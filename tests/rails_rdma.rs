@@ -656,6 +656,7 @@ fn a_batch_queue_survives_a_rail_going_down_for_5_s() {
             credentials: s3::sigv4::test_credential_sources(),
             depth: SLOTS,
             verify: true,
+            transport: hipobj::transport::Mode::Rdma,
         },
     )
     .expect("queue");

@@ -8,7 +8,7 @@
 use crate::args::CpArgs;
 use crate::credentials;
 use crate::failure::{Failure, Retryable};
-use crate::plain::HttpStore;
+use crate::plain::{HttpStore, PlainRing};
 use crate::s3::{ObjectPath, StoredChecksum, S3};
 use crate::session::Session;
 use crate::store::S3ObjectStore;
@@ -495,6 +495,7 @@ fn over_http(
     let store = HttpStore {
         s3,
         object: copy.object(),
+        memory: &PlainRing,
     };
     through_engine(s3, copy, &store, &PlainBuffers, &job).map_err(|e| engine_failure(e, copy))
 }

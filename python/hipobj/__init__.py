@@ -33,6 +33,7 @@ from ._core import (
     S3Error,
     SizeTooLargeError,
 )
+from ._batch import Batch, BatchEvent
 from ._errors import NoDeviceError, RdmaNotSupportedError
 from ._session import Session, TransferResult, current_session
 from ._s3 import bind_http_source, token_client_nic
@@ -42,6 +43,8 @@ __version__ = _core.version()
 
 __all__ = [
     "AlreadyInitializedError",
+    "Batch",
+    "BatchEvent",
     "BufAlreadyRegisteredError",
     "BufNotRegisteredError",
     "BusyError",

@@ -21,6 +21,7 @@ from ._core import (
     Registration,
     S3Error,
 )
+from ._batch import Batch, open_batch
 from ._errors import RdmaNotSupportedError
 from ._memory import describe, host_view
 from ._s3 import BYTES_HEADER, S3Call, endpoint_of, get_params, prepare_client, read_body_into
@@ -122,6 +123,7 @@ class Session:
         self._bind_http = bind_http
         self._open = False
         self._registrations: "weakref.WeakSet[Registration]" = weakref.WeakSet()
+        self._batches: "weakref.WeakSet[Batch]" = weakref.WeakSet()
         self.nic: Optional[str] = None
         self.nic_address: Optional[str] = None
         self.gpu: Optional[int] = None
@@ -194,6 +196,8 @@ class Session:
                 if _current is self:
                     _current = None
             return
+        for batch in list(self._batches):
+            batch.close()
         for reg in list(self._registrations):
             try:
                 reg.deregister()
@@ -235,6 +239,26 @@ class Session:
             reg = _core.register_pointer(mem.address, mem.size, mem.owner, mem.writable, mem.device)
         self._registrations.add(reg)
         return reg
+
+    def batch(
+        self,
+        client: Any,
+        depth: int = 64,
+        verify: bool = True,
+        transport: Optional[str] = None,
+        **settings: Any,
+    ) -> "Batch":
+        """A batch queue: many GETs and PUTs in flight from one thread, the requests sent by
+        the library itself (docs/batch.md). ``client``: a boto3 S3 client (its endpoint, keys and
+        region) or an endpoint URL (then ``access_key``, ``secret_key``, ``region``, ``profile``,
+        ``ca_bundle``, else as the AWS SDKs resolve them). ``transport``: "auto", "rdma" or "http"
+        per operation (None: HIPOBJ_TRANSPORT, else "auto"). Closed with the Session."""
+        self._check_open()
+        if not self._rdma:
+            raise NotInitializedError("a Batch needs the Session's RDMA runtime (its buffers are registrations)")
+        batch = open_batch(client, depth, verify, transport, **settings)
+        self._batches.add(batch)
+        return batch
 
     def _check_open(self) -> None:
         if not self._open:

@@ -2,6 +2,7 @@
 //! `hipobj::runtime` (the same core as the C library). Everything Python-facing that is not about
 //! memory or the transfer itself (boto3, safetensors, sessions) lives in `python/hipobj/*.py`.
 
+mod batch;
 mod buffer;
 mod checksum;
 mod engine;
@@ -148,6 +149,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<registration::Registration>()?;
     m.add_class::<transfer::Negotiation>()?;
     m.add_class::<transport::Transport>()?;
+    m.add_class::<batch::BatchQueue>()?;
     m.add_class::<transport::Ticket>()?;
     m.add_function(wrap_pyfunction!(transport::transport_mode, m)?)?;
     m.add_function(wrap_pyfunction!(transport::rdma_missing, m)?)?;

@@ -17,6 +17,7 @@ use crate::client::s3::S3;
 use crate::error::{Error, OpError, Result};
 use crate::rcv2::negotiate::Protocol;
 use crate::runtime::{RegistrationUse, Runtime};
+use crate::transport::{Counters, Mode, Path, Transport};
 use crossbeam_channel::{unbounded, Sender};
 use eventfd::EventFd;
 use hipobj_actors::batch::{BatchState, CancelError, Cookie, SubmitError};
@@ -38,6 +39,8 @@ pub struct Config {
     pub depth: usize,
     /// Check a whole-object GET's landed bytes against the stored checksum its reply names.
     pub verify: bool,
+    /// RDMA or plain HTTP per operation: `Auto` decides by measurement.
+    pub transport: Mode,
 }
 
 /// GET (object -> buffer) or PUT (buffer -> object).
@@ -83,7 +86,9 @@ pub struct Event {
     pub s3_code: Option<String>,
     /// Bytes moved.
     pub bytes: u64,
-    /// The RDMA protocol the endpoint speaks (v1 or hipobj-rc-v2), once known.
+    /// The path the operation took (`None`: it never started).
+    pub path: Option<Path>,
+    /// Over RDMA: the protocol the endpoint speaks (v1 or hipobj-rc-v2), once known.
     pub protocol: Option<Protocol>,
     /// Whether the landed bytes were checked against the stored checksum (a whole-object GET
     /// whose reply named it); a PUT's bytes are checked by the server (its checksum header).
@@ -102,6 +107,7 @@ impl Event {
             http_status: 0,
             s3_code: None,
             bytes: 0,
+            path: None,
             protocol: None,
             verified: false,
             retries: 0,
@@ -124,6 +130,7 @@ struct Shared {
     runtime: Arc<Runtime>,
     s3: S3,
     verify: bool,
+    transport: Transport,
     state: BatchState<Queued, Event>,
 }
 
@@ -145,8 +152,13 @@ impl Queue {
                 config.depth
             )));
         }
-        let credentials =
-            credentials::resolve(&config.credentials).map_err(|f| Error::invalid(f.to_string()))?;
+        let given = &config.credentials;
+        if given.access_key.is_some() != given.secret_key.is_some() {
+            return Err(Error::invalid(
+                "one of the access key and the secret key is given: give both or neither",
+            ));
+        }
+        let credentials = credentials::resolve(given).map_err(|f| Error::invalid(f.to_string()))?;
         let s3 =
             S3::new(&config.endpoint, credentials).map_err(|f| Error::invalid(f.to_string()))?;
         let signal = EventFd::new()?;
@@ -155,6 +167,7 @@ impl Queue {
             runtime: Arc::clone(&runtime),
             s3,
             verify: config.verify,
+            transport: Transport::new(config.transport),
             state: BatchState::new(config.depth, Box::new(signal)),
         });
         let (tx, rx) = unbounded::<u64>();
@@ -278,6 +291,28 @@ impl Queue {
     /// The eventfd, readable while events wait to be polled; closed by destroy.
     pub fn event_fd(&self) -> i32 {
         self.eventfd
+    }
+
+    /// HEAD of an object (`key`), or of a bucket (`None`), through the queue's endpoint and
+    /// keys, on the calling thread (retried by the standard mode): the last status a reply
+    /// carried (0: none came), and the object's length (0 for a bucket) or why not
+    /// (`hipObjS3Error` naming the cause).
+    pub fn head(&self, bucket: &str, key: Option<&str>) -> (u16, Result<u64>) {
+        if bucket.is_empty() || key == Some("") {
+            return (
+                0,
+                Err(Error::invalid(
+                    "a HEAD needs a bucket (and a key, if any, not empty)",
+                )),
+            );
+        }
+        let (status, size) = self.shared.s3.head(bucket, key);
+        (status, size.map_err(|f| Error::s3(f.to_string())))
+    }
+
+    /// What went over RDMA and over HTTP so far, and why (the queue's transport decision).
+    pub fn counters(&self) -> Counters {
+        self.shared.transport.counters()
     }
 
     /// Whether whole-object GETs are checked against the stored checksum.

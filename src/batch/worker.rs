@@ -1,12 +1,16 @@
 //! A queue's worker: takes the number of a submitted operation, claims it, runs it with the
-//! library's own S3 client as the transfer engine runs a part (RDMA v1 or hipobj-rc-v2 as the
-//! endpoint speaks it, the AWS standard retry mode, failover across rails, a PUT's checksum sent
-//! for the server to check, a whole-object GET's landed bytes checked against the stored checksum
-//! its reply names), and finishes it with its event. The worker leases one RDMA connection per
-//! transfer and owns it while the transfer runs (`Runtime::transfer`).
+//! library's own S3 client as the transfer engine runs a part, and finishes it with its event.
+//! The queue's transport decides each operation's path ([`crate::transport`]): RDMA (v1 or
+//! hipobj-rc-v2 as the endpoint speaks it; the worker leases one RDMA connection per transfer and
+//! owns it while the transfer runs) or plain HTTP (the bodies copied to and from the
+//! registration). Either way: the AWS standard retry mode, a PUT's checksum sent for the server
+//! to check, a whole-object GET's landed bytes checked against the stored checksum its reply
+//! names; RDMA also fails over across rails. Under `auto`, an endpoint that declines RDMA (501)
+//! gets the operation again over HTTP, and every later one.
 
 use super::{Event, OpKind, Queued, Shared, Status};
-use crate::client::failure::Retryable;
+use crate::client::failure::{Failure, Retryable};
+use crate::client::plain::HttpStore;
 use crate::client::s3::ObjectPath;
 use crate::client::store::S3ObjectStore;
 use crate::engine::{
@@ -14,6 +18,8 @@ use crate::engine::{
     Slice, DEFAULT_PART_SIZE,
 };
 use crate::error::Error;
+use crate::registry::BufferKind;
+use crate::transport::{Destination, Direction, Mode, Path};
 use crossbeam_channel::Receiver;
 use hipobj_actors::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -37,6 +43,7 @@ pub(super) fn run(shared: &Shared, work: &Receiver<u64>) {
 /// What running an operation came to.
 struct Ended {
     result: Result<Moved, Failed>,
+    path: Path,
     protocol: Option<crate::rcv2::negotiate::Protocol>,
 }
 
@@ -51,6 +58,8 @@ struct Failed {
     http_status: u16,
     s3_code: Option<String>,
     cancelled: bool,
+    /// The endpoint declined RDMA (501).
+    declined: bool,
 }
 
 impl Ended {
@@ -70,7 +79,8 @@ impl Ended {
                 ..Event::new(cookie, Status::Failed)
             },
         };
-        event.protocol = self.protocol;
+        event.path = Some(self.path);
+        event.protocol = self.protocol.filter(|_| self.path == Path::Rdma);
         event
     }
 }
@@ -81,32 +91,102 @@ fn run_one(shared: &Shared, queued: &Queued, cancel: &Arc<AtomicBool>) -> Ended 
         bucket: op.bucket.clone(),
         key: op.key.clone(),
     };
-    let store = S3ObjectStore {
-        s3: &shared.s3,
-        runtime: &shared.runtime,
-        object: &object,
-    };
     let slice = Slice {
         base: op.buffer,
         offset: op.buffer_offset,
         len: op.len,
     };
-    let result = match op.kind {
-        OpKind::Get => get(shared, &store, slice, op.object_offset, cancel),
-        OpKind::Put => put(shared, &store, slice, cancel),
-    };
+    let transport = &shared.transport;
+    let endpoint = shared.s3.endpoint();
+    let (direction, destination) = (direction(op.kind), destination(shared, op.buffer));
+    let mut ticket = transport.pick(endpoint, op.len as u64, direction, destination);
+    let mut result = run_on(shared, &object, op, slice, ticket.path(), cancel);
+    if let Err(f) = &result {
+        if f.declined && ticket.path() == Path::Rdma && transport.mode() != Mode::Rdma {
+            if transport.declined(endpoint) {
+                tracing::info!(
+                    endpoint,
+                    "the endpoint declined RDMA: queued operations go over plain HTTP"
+                );
+            }
+            ticket = transport.pick(endpoint, op.len as u64, direction, destination);
+            result = run_on(shared, &object, op, slice, ticket.path(), cancel);
+        }
+    }
+    if let Ok(moved) = &result {
+        transport.record(&ticket, moved.bytes);
+    }
     Ended {
         result,
-        protocol: shared.s3.negotiation().spoken(shared.s3.endpoint()),
+        path: ticket.path(),
+        protocol: shared.s3.negotiation().spoken(endpoint),
+    }
+}
+
+/// `op` over `path`.
+fn run_on(
+    shared: &Shared,
+    object: &ObjectPath,
+    op: &super::Op,
+    slice: Slice,
+    path: Path,
+    cancel: &AtomicBool,
+) -> Result<Moved, Failed> {
+    match path {
+        Path::Rdma => {
+            let store = S3ObjectStore {
+                s3: &shared.s3,
+                runtime: &shared.runtime,
+                object,
+            };
+            run_with(shared, &store, op, slice, cancel)
+        }
+        Path::Http => {
+            let store = HttpStore {
+                s3: &shared.s3,
+                object,
+                memory: shared.runtime.as_ref(),
+            };
+            run_with(shared, &store, op, slice, cancel)
+        }
+    }
+}
+
+fn run_with<S: ObjectStore<Error = Retryable>>(
+    shared: &Shared,
+    store: &S,
+    op: &super::Op,
+    slice: Slice,
+    cancel: &AtomicBool,
+) -> Result<Moved, Failed> {
+    match op.kind {
+        OpKind::Get => get(shared, store, slice, op.object_offset, cancel),
+        OpKind::Put => put(shared, store, slice, cancel),
+    }
+}
+
+fn direction(kind: OpKind) -> Direction {
+    match kind {
+        OpKind::Get => Direction::Get,
+        OpKind::Put => Direction::Put,
+    }
+}
+
+/// Where an operation's bytes are, for the transport's decision.
+fn destination(shared: &Shared, buffer: usize) -> Destination {
+    match shared.runtime.buffer_kind(buffer) {
+        Some(BufferKind::DeviceDirect) => Destination::Gpu,
+        Some(BufferKind::DeviceStaged) => Destination::GpuBounce,
+        Some(BufferKind::Host) | None => Destination::Host,
     }
 }
 
 /// The GET of `slice.len` object bytes from `first`: parts of at most the engine's part size,
-/// one RDMA transfer each (retried by the standard mode), stopping between parts when cancelled;
-/// a single transfer whose reply named the stored checksum (the whole object moved) is checked.
-fn get(
+/// one transfer each (retried by the standard mode), stopping between parts when cancelled; a
+/// single transfer whose reply named the stored checksum (the whole object moved) is checked.
+fn get<S: ObjectStore<Error = Retryable>>(
     shared: &Shared,
-    store: &S3ObjectStore<'_>,
+    store: &S,
     slice: Slice,
     first: u64,
     cancel: &AtomicBool,
@@ -180,9 +260,9 @@ fn check_landed(
 /// The PUT of `slice` as the whole object: the engine's upload from registered memory (one PUT
 /// up to the multipart threshold, else a multipart upload, aborted when it fails or is
 /// cancelled), its CRC64NVME sent for the server to check.
-fn put(
+fn put<S: ObjectStore<Error = Retryable>>(
     shared: &Shared,
-    store: &S3ObjectStore<'_>,
+    store: &S,
     slice: Slice,
     cancel: &AtomicBool,
 ) -> Result<Moved, Failed> {
@@ -218,15 +298,14 @@ fn failure(error: Error) -> Failed {
         http_status: 0,
         s3_code: None,
         cancelled: false,
+        declined: false,
     }
 }
 
 fn cancelled() -> Failed {
     Failed {
-        error: Error::invalid("cancelled"),
-        http_status: 0,
-        s3_code: None,
         cancelled: true,
+        ..failure(Error::invalid("cancelled"))
     }
 }
 
@@ -236,14 +315,15 @@ fn store_failure(r: Retryable) -> Failed {
         Some(reply) => (reply.status, reply.code.clone()),
         None => (0, None),
     };
+    let declined = matches!(r.failure, Failure::RdmaDeclined(_));
     let mut error = Error::s3(r.failure.to_string());
     if let Some(reply) = r.server {
         error = error.with_server(*reply);
     }
     Failed {
-        error,
         http_status,
         s3_code,
-        cancelled: false,
+        declined,
+        ..failure(error)
     }
 }

@@ -272,6 +272,40 @@ impl S3 {
         Ok((size, checksum))
     }
 
+    /// HEAD of an object (`key`) or a bucket (`None`), retried while the answer is retryable (no
+    /// answer, a 5xx, a 429): the last status a reply carried (0: none came), and the object's
+    /// length on success (0 for a bucket). A refusal names its cause by status (a HEAD's answer
+    /// has no body).
+    pub fn head(&self, bucket: &str, key: Option<&str>) -> (u16, Result<u64, Failure>) {
+        let url = self.url(bucket, key);
+        let what = || match key {
+            Some(key) => format!("HEAD s3://{bucket}/{key}"),
+            None => format!("HEAD bucket {bucket}"),
+        };
+        let status = std::cell::Cell::new(0u16);
+        let never = std::sync::atomic::AtomicBool::new(false);
+        let answer = Retrier::with_policy(&self.retry, &never).run(&what, || {
+            let r = self
+                .request("HEAD", &url, &[], Vec::new(), None)
+                .map_err(|failure| Retryable::new(failure, ErrorClass::Transient))?;
+            status.set(r.status);
+            if (200..300).contains(&r.status) {
+                return Ok(r);
+            }
+            let class = ErrorClass::of_status(r.status, None);
+            Err(Retryable::new(
+                head_refused(&what(), r.status, key.is_none()),
+                class,
+            ))
+        });
+        let size = answer.map_err(|r| r.failure).map(|r| {
+            r.header("content-length")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        });
+        (status.get(), size)
+    }
+
     /// HEAD of part `number` of a multipart object with its checksums asked for (`partNumber`,
     /// `x-amz-checksum-mode: ENABLED`; one request, classified for the engine's retry): the
     /// part's length and its own stored checksum.
@@ -446,14 +480,23 @@ impl S3 {
         Ok(listed.into_iter().map(|o| (o.key, o.size)).collect())
     }
 
-    /// Plain-HTTP PUT of `body`.
-    /// Bytes `first ..= last` of an object over plain HTTP (one ranged GET, its failure
-    /// classified for a retry).
-    pub fn get_range(&self, obj: &ObjectPath, first: u64, last: u64) -> Result<Vec<u8>, Retryable> {
+    /// Bytes `first ..= last` of an object over plain HTTP (one ranged GET with the checksums
+    /// asked for, its failure classified for a retry), and the stored checksum of exactly these
+    /// bytes when the reply names one: only when the range is the whole object (its
+    /// `Content-Range` says so) does a server send the object's checksum.
+    pub fn get_range(
+        &self,
+        obj: &ObjectPath,
+        first: u64,
+        last: u64,
+    ) -> Result<(Vec<u8>, Option<crate::checksum::StoredChecksum>), Retryable> {
         let url = self.url(&obj.bucket, Some(&obj.key));
         let what = || format!("GET {obj} bytes {first}-{last}");
-        let range = [("range", format!("bytes={first}-{last}"))];
-        let r = self.call("GET", &url, &range, Vec::new(), &what)?;
+        let headers = [
+            ("range", format!("bytes={first}-{last}")),
+            ("x-amz-checksum-mode", "ENABLED".to_owned()),
+        ];
+        let r = self.call("GET", &url, &headers, Vec::new(), &what)?;
         if !(200..300).contains(&r.status) {
             let failure = Failure::Http(format!("{}: HTTP {}", what(), r.status));
             return Err(Retryable::new(
@@ -461,7 +504,20 @@ impl S3 {
                 ErrorClass::of_status(r.status, None),
             ));
         }
-        Ok(r.body)
+        let whole = first == 0
+            && r.header("content-range")
+                .is_some_and(|v| is_whole_object_range(v, last));
+        let named = match whole {
+            false => None,
+            true => {
+                crate::checksum::StoredChecksum::from_s3_headers(|n| r.header(n).map(str::to_owned))
+                    .map_err(|e| {
+                        let failure = Failure::Http(format!("{}: {e}", what()));
+                        Retryable::new(failure, ErrorClass::Fatal)
+                    })?
+            }
+        };
+        Ok((r.body, named))
     }
 
     /// A PUT of `body` over plain HTTP (an UploadPart with `query`, see
@@ -489,12 +545,37 @@ impl S3 {
         Ok(r.header("etag").map(str::to_owned))
     }
 
+    /// Plain-HTTP PUT of `body`.
     pub fn put_plain(&self, obj: &ObjectPath, body: Vec<u8>) -> Result<(), Failure> {
         let url = self.url(&obj.bucket, Some(&obj.key));
         let headers = [("content-type", "application/octet-stream".to_owned())];
         let r = self.request("PUT", &url, &headers, body, None)?;
         check_success(&r, &format!("PUT {obj}"))
     }
+}
+
+/// A HEAD refused with `status`, in words that name the likely cause.
+fn head_refused(what: &str, status: u16, bucket: bool) -> Failure {
+    match status {
+        404 if bucket => Failure::NotFound(format!("{what}: HTTP 404 (no such bucket)")),
+        404 => Failure::NotFound(format!("{what}: HTTP 404 (no such bucket or key)")),
+        403 => Failure::AuthRefused(format!(
+            "{what}: HTTP 403 (access denied: check the access and secret key)"
+        )),
+        _ => Failure::Http(format!("{what}: HTTP {status}")),
+    }
+}
+
+/// Whether a reply's `Content-Range` (`bytes 0-<last>/<size>`) covers the whole object: its
+/// size is `last + 1`.
+fn is_whole_object_range(content_range: &str, last: u64) -> bool {
+    content_range
+        .trim()
+        .strip_prefix("bytes ")
+        .and_then(|r| r.split_once('/'))
+        .is_some_and(|(range, size)| {
+            range.trim() == format!("0-{last}") && size.trim().parse::<u64>() == Ok(last + 1)
+        })
 }
 
 /// Send a request made by [`S3::build`]: its answer, whatever the status.

@@ -5,23 +5,26 @@
 
 use super::args;
 use super::boundary;
+use super::transport::hipObjTransportMode_t;
 use super::types::hipObjError_t;
 use crate::batch::{self, table, Config, Event, Op, OpKind, Queue, Status};
 use crate::client::credentials::CredentialSources;
 use crate::error::{Error, Result};
 use crate::rcv2::negotiate::Protocol;
+use crate::transport::Path;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// The exports of `include/hipobj_batch.h`, in header order.
-pub const EXPORTED_FUNCTIONS_BATCH: [&str; 7] = [
+pub const EXPORTED_FUNCTIONS_BATCH: [&str; 8] = [
     "hipObjBatchCreate",
     "hipObjBatchSubmit",
     "hipObjBatchPoll",
     "hipObjBatchCancel",
     "hipObjBatchCancelAll",
     "hipObjBatchEventFd",
+    "hipObjBatchHead",
     "hipObjBatchDestroy",
 ];
 
@@ -46,6 +49,7 @@ pub struct hipObjBatchConfig_t {
     pub caBundle: *const c_char,
     pub depth: c_uint,
     pub verify: c_int,
+    pub transport: hipObjTransportMode_t,
 }
 
 /// `hipObjBatchOp_t`.
@@ -84,10 +88,11 @@ pub const STATUSES: [(&str, c_int); 3] = [
     ("HIPOBJ_BATCH_FAILED", 1),
     ("HIPOBJ_BATCH_CANCELLED", 2),
 ];
-pub const PATHS: [(&str, c_int); 3] = [
+pub const PATHS: [(&str, c_int); 4] = [
     ("HIPOBJ_BATCH_PATH_UNKNOWN", 0),
     ("HIPOBJ_BATCH_PATH_RDMA_V1", 1),
     ("HIPOBJ_BATCH_PATH_RDMA_V2", 2),
+    ("HIPOBJ_BATCH_PATH_HTTP", 3),
 ];
 
 impl From<Event> for hipObjBatchEvent_t {
@@ -110,10 +115,11 @@ impl From<Event> for hipObjBatchEvent_t {
             httpStatus: c_int::from(e.http_status),
             s3Code: code,
             bytes: e.bytes,
-            path: match e.protocol {
-                None => 0,
-                Some(Protocol::V1) => 1,
-                Some(Protocol::V2) => 2,
+            path: match (e.path, e.protocol) {
+                (Some(Path::Http), _) => 3,
+                (_, Some(Protocol::V1)) => 1,
+                (_, Some(Protocol::V2)) => 2,
+                (_, None) => 0,
             },
             verified: c_int::from(e.verified),
             retries: e.retries,
@@ -165,11 +171,6 @@ unsafe fn config(config: *const hipObjBatchConfig_t) -> Result<Config> {
             batch::MAX_DEPTH
         )));
     }
-    if access_key.is_some() != secret_key.is_some() {
-        return Err(Error::invalid(
-            "config gives one of accessKey and secretKey: give both or neither",
-        ));
-    }
     // SAFETY: as above.
     let (region, profile, ca_bundle) = unsafe {
         (
@@ -189,6 +190,7 @@ unsafe fn config(config: *const hipObjBatchConfig_t) -> Result<Config> {
         },
         depth,
         verify: c.verify != 0,
+        transport: super::transport::mode_of(c.transport)?,
     })
 }
 
@@ -356,6 +358,47 @@ pub unsafe extern "C" fn hipObjBatchEventFd(
         let out = args::non_null(fd, "fd is NULL")?;
         // SAFETY: non-NULL and writable per the contract.
         unsafe { out.as_ptr().write(q.event_fd()) };
+        Ok(())
+    })
+}
+
+/// `hipObjBatchHead`: batch; bucket NULL; key not UTF-8; size NULL; then the HEAD. `*httpStatus`
+/// is written whenever the HEAD was sent, `*size` on success only.
+///
+/// # Safety
+/// `bucket` and `key` are NULL or NUL-terminated; `size` and `httpStatus` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn hipObjBatchHead(
+    batch: *mut hipObjBatch_t,
+    bucket: *const c_char,
+    key: *const c_char,
+    size: *mut u64,
+    httpStatus: *mut c_int,
+) -> hipObjError_t {
+    boundary::call("hipObjBatchHead", || {
+        let q = queue(batch)?;
+        // SAFETY: NULL or NUL-terminated per the contract.
+        let bucket =
+            unsafe { optional(bucket) }.ok_or_else(|| Error::invalid("bucket is NULL or empty"))?;
+        let key = match key.is_null() {
+            true => None,
+            // SAFETY: non-NULL and NUL-terminated per the contract.
+            false => Some(
+                unsafe { CStr::from_ptr(key) }
+                    .to_str()
+                    .map_err(|_| Error::invalid("key is not UTF-8"))?
+                    .to_owned(),
+            ),
+        };
+        let out = args::non_null(size, "size is NULL")?;
+        let (status, answer) = q.head(&bucket, key.as_deref());
+        if let Some(p) = std::ptr::NonNull::new(httpStatus) {
+            // SAFETY: non-NULL and writable per the contract.
+            unsafe { p.as_ptr().write(c_int::from(status)) };
+        }
+        let len = answer?;
+        // SAFETY: non-NULL and writable per the contract; written on success only.
+        unsafe { out.as_ptr().write(len) };
         Ok(())
     })
 }

@@ -77,6 +77,15 @@ fn value<T: Copy>(table: &[(&str, T)], v: c_int, what: &'static str) -> Result<T
         .ok_or_else(|| Error::invalid(what))
 }
 
+/// The mode a `hipObjTransportMode_t` names (`HIPOBJ_TRANSPORT_FROM_ENV`: the one
+/// `HIPOBJ_TRANSPORT` names); `hipObjInvalidValue` for any other number or a bad variable.
+pub(super) fn mode_of(mode: hipObjTransportMode_t) -> Result<Mode> {
+    match value(&MODES, mode, "mode is not a HIPOBJ_TRANSPORT_* mode")? {
+        Some(mode) => Ok(mode),
+        None => Mode::from_env().map_err(Error::invalid),
+    }
+}
+
 /// The number of `t` in `table` (the header's value).
 fn number<T: PartialEq>(table: &[(&str, T)], t: T) -> c_int {
     let i = table.iter().position(|(_, x)| *x == t).unwrap_or(0);
@@ -127,10 +136,7 @@ pub unsafe extern "C" fn hipObjTransportCreate(
     transport: *mut *mut hipObjTransport_t,
 ) -> hipObjError_t {
     boundary::call("hipObjTransportCreate", || {
-        let mode = match value(&MODES, mode, "mode is not a HIPOBJ_TRANSPORT_* mode")? {
-            Some(mode) => mode,
-            None => Mode::from_env().map_err(Error::invalid)?,
-        };
+        let mode = mode_of(mode)?;
         let out = args::non_null(transport, "transport is NULL")?;
         let made = Box::into_raw(Box::new(hipObjTransport_t {
             inner: Transport::new(mode),

@@ -132,6 +132,32 @@ pub unsafe fn read_device_memory(
     }
 }
 
+/// Copy host bytes `src` into device memory at `ptr` on `device`, and return when they are there:
+/// the one host-to-device write into memory the library did not allocate (a registration's, for
+/// a batch operation's bytes that came over plain HTTP).
+///
+/// # Safety
+/// `ptr .. ptr + src.len()` must be device memory of `device` that stays allocated for the call
+/// and that nothing else writes meanwhile.
+pub unsafe fn write_device_memory(
+    gpu: &dyn GpuRuntime,
+    device: i32,
+    ptr: usize,
+    src: &[u8],
+) -> Result<(), HipError> {
+    // SAFETY: the caller's contract covers the device side; `src` is a live host slice of that
+    // length, only read, which cannot overlap device memory.
+    unsafe {
+        gpu.copy_blocking(
+            device,
+            ptr,
+            src.as_ptr() as usize,
+            src.len(),
+            CopyDirection::HostToDevice,
+        )
+    }
+}
+
 /// A device range exported as a dmabuf: `ibv_reg_dmabuf_mr(pd, offset, len, iova = ptr, fd, ..)`.
 #[derive(Debug)]
 pub struct DmabufExport {

@@ -448,6 +448,27 @@ impl Runtime {
             .map_err(|e| e.to_error(OpError::RdmaError))
     }
 
+    /// Copy `src` into the registration based at `ptr`, from `offset`: host memory by memcpy,
+    /// device memory (direct or staged) by the GPU runtime's host-to-device copy
+    /// (`hip::write_device_memory`). A batch operation's bytes that came over plain HTTP.
+    pub fn write_registered(&self, ptr: usize, offset: usize, src: &[u8]) -> Result<()> {
+        let len = src.len();
+        let (in_use, at) = self.registered_bytes(ptr, offset, len)?;
+        if in_use.entry().payload().kind() == BufferKind::Host {
+            // SAFETY: as in `crc_of_registered`: `at .. at + len` is registered host memory that
+            // the application keeps allocated while registered, and the use we hold keeps it
+            // registered for this call; by the batch API's rule the operation owns those bytes
+            // until its event, so nothing else writes them meanwhile.
+            return unsafe { copy_to_host_memory(src, at) };
+        }
+        let gpu = self.gpu_of_device_memory()?;
+        // SAFETY: as in `read_registered`: registered device memory of the GPU this runtime
+        // stages through, allocated while registered, registered while we use it, and the
+        // operation's own until its event.
+        unsafe { crate::hip::write_device_memory(gpu.runtime.as_ref(), gpu.device, at, src) }
+            .map_err(|e| e.to_error(OpError::RdmaError))
+    }
+
     /// The GPU runtime in use and the device it stages through (`None` without a GPU), for
     /// `hipobj info`.
     pub fn gpu(&self) -> Option<(crate::hip::GpuPlatform, i32)> {
@@ -482,6 +503,26 @@ unsafe fn copy_from_host_memory(at: usize, dst: &mut [u8]) -> Result<()> {
     // (the caller's contract), read as plain bytes, valid whatever they hold; `dst` is an
     // exclusive borrow valid for `len` writes; the two do not overlap (checked above).
     unsafe { std::ptr::copy_nonoverlapping(at as *const u8, dst.as_mut_ptr(), len) };
+    Ok(())
+}
+
+/// Copy `src` to `len` bytes of host memory at `at` that are not `src`'s.
+///
+/// # Safety
+/// `at .. at + src.len()` must be allocated host memory that no other thread reads or writes
+/// meanwhile.
+unsafe fn copy_to_host_memory(src: &[u8], at: usize) -> Result<()> {
+    let len = src.len();
+    let src_at = src.as_ptr() as usize;
+    if at < src_at.saturating_add(len) && src_at < at.saturating_add(len) {
+        return Err(Error::invalid(
+            "the source overlaps the registered bytes it would fill",
+        ));
+    }
+    // SAFETY: the destination is `len` bytes of allocated host memory that nothing else touches
+    // meanwhile (the caller's contract); `src` is a live slice of `len` bytes; the two do not
+    // overlap (checked above).
+    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), at as *mut u8, len) };
     Ok(())
 }
 

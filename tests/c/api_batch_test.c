@@ -2,7 +2,7 @@
  * as both, -Wall -Wextra -Werror -pedantic): the structs' layout and values, and the refusals
  * that need no RDMA device: before hipObjInit(), hipObjBatchCreate() answers hipObjNotInitialized
  * and writes nothing; a handle that is not an open queue (NULL, made up, or destroyed) is
- * hipObjInvalidValue for every call, with nothing written. Queues moving bytes are tested in the
+ * hipObjInvalidValue for every call (hipObjBatchHead too), with nothing written. Queues moving bytes are tested in the
  * lane (tests/batch_rdma.rs, examples/batch-get.c). Prints "N passed, M failed"; the exit status
  * is non-zero when anything failed. */
 
@@ -18,7 +18,10 @@
 static void layout(void) {
     CHECK(HIPOBJ_BATCH_GET == 0 && HIPOBJ_BATCH_PUT == 1);
     CHECK(HIPOBJ_BATCH_COMPLETE == 0 && HIPOBJ_BATCH_FAILED == 1 && HIPOBJ_BATCH_CANCELLED == 2);
-    CHECK(HIPOBJ_BATCH_PATH_UNKNOWN == 0 && HIPOBJ_BATCH_PATH_RDMA_V1 == 1 && HIPOBJ_BATCH_PATH_RDMA_V2 == 2);
+    CHECK(HIPOBJ_BATCH_PATH_UNKNOWN == 0 && HIPOBJ_BATCH_PATH_RDMA_V1 == 1 && HIPOBJ_BATCH_PATH_RDMA_V2 == 2 &&
+          HIPOBJ_BATCH_PATH_HTTP == 3);
+    CHECK(offsetof(hipObjBatchConfig_t, transport) == 6 * sizeof(void *) + 8);
+    CHECK(sizeof(hipObjBatchConfig_t) == 6 * sizeof(void *) + 12 + (sizeof(void *) == 8 ? 4 : 0));
     CHECK(HIPOBJ_BATCH_MAX_DEPTH == 4096);
     CHECK(offsetof(hipObjBatchConfig_t, depth) == 6 * sizeof(void *));
     CHECK(offsetof(hipObjBatchOp_t, objectOffset) == 3 * sizeof(void *));
@@ -53,14 +56,16 @@ static void not_a_queue(hipObjBatch_t *q) {
     memset(ev, 0x5a, sizeof ev);
     memcpy(before, ev, sizeof ev);
     size_t n = 77;
-    int fd = -7;
+    int fd = -7, status = -9;
+    uint64_t size = 77;
     CHECK(is_err(hipObjBatchSubmit(q, &op, 1), hipObjInvalidValue));
     CHECK(is_err(hipObjBatchPoll(q, 0, 2, ev, &n, 0), hipObjInvalidValue));
     CHECK(is_err(hipObjBatchCancel(q, NULL), hipObjInvalidValue));
     CHECK(is_err(hipObjBatchCancelAll(q), hipObjInvalidValue));
     CHECK(is_err(hipObjBatchEventFd(q, &fd), hipObjInvalidValue));
+    CHECK(is_err(hipObjBatchHead(q, "b", "k", &size, &status), hipObjInvalidValue));
     CHECK(is_err(hipObjBatchDestroy(q), hipObjInvalidValue));
-    CHECK(n == 77 && fd == -7);
+    CHECK(n == 77 && fd == -7 && size == 77 && status == -9);
     CHECK(memcmp(ev, before, sizeof ev) == 0);
 }
 

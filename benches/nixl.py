@@ -7,8 +7,9 @@ round), 256 KiB and 4 MiB blocks in batches of 64.
 
 Each transfer set is one nixl_peer.py process (a process sees either HIPOBJ or the wheel's
 plugins: nixl/tests/nixl_env.py) that writes, or reads and compares, COUNT blocks; its time is
-the NIXL requests' (posting to DONE), not the process start, the registration or the data
-pattern.
+that of the NIXL calls of each batch (registering its objects' OBJ segments, initialize_xfer,
+transfer, check_xfer_state until DONE, release_xfer_handle), not the process start, the backend's
+creation, the DRAM pool's registration or the data pattern.
 
   python benches/nixl.py ROUNDS COUNT_256K COUNT_4M > report.json
 

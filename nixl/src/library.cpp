@@ -60,7 +60,9 @@ Library::~Library() {
     for (const auto &entry : registrations_) {
         const hipObjError_t err = hipObjBufDeregister(reinterpret_cast<void *>(entry.first));
         if (err.opError != hipObjSuccess && err.opError != hipObjNotInitialized) {
-            report("deregistering 0x" + std::to_string(entry.first) + " at the end: " + describe(err));
+            char at[32];
+            std::snprintf(at, sizeof at, "%#zx", static_cast<size_t>(entry.first));
+            report(std::string("deregistering the region at ") + at + " at the end: " + describe(err));
         }
     }
     if (owner_) hipObjShutdown();

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """One NIXL process that writes or reads KV blocks as objects through one backend, HIPOBJ (this
 repository's plugin, NIXL_PLUGIN_DIR set here) or OBJ (NIXL's own, from the wheel), and prints one
-JSON line: blocks, bytes, seconds spent in NIXL transfers (posting to DONE; the data pattern is
-made and checked outside that time), blocks whose bytes differ, and the HIPOBJ counters.
+JSON line: blocks, bytes, seconds spent in the NIXL calls of the batches (the objects' OBJ
+registrations, initialize_xfer, transfer, polling to DONE, release; the data pattern is made and
+checked outside that time), blocks whose bytes differ, and the HIPOBJ counters.
 
 The tests use it for NIXL's OBJ plugin (a process sees HIPOBJ or the wheel's plugins, never both:
 nixl_env.py) and benches/nixl for both plugins alike.

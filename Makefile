@@ -3,7 +3,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build deps test unit ctest lint loom fuzz-short frameworks e2e-ceph s3-conformance s3-conformance-full s3-conformance-gateway s3-conformance-ceph e2e demo bench-server python clean install uninstall examples
+.PHONY: all build deps test unit ctest lint loom fuzz-short frameworks nixl e2e-nixl e2e-ceph s3-conformance s3-conformance-full s3-conformance-gateway s3-conformance-ceph e2e demo bench-server python clean install uninstall examples
 
 # Where `make install` puts the library, header, pkg-config/CMake files and the two binaries.
 PREFIX ?= /usr/local
@@ -93,6 +93,18 @@ frameworks: python
 	PYTHONDONTWRITEBYTECODE=1 HIPOBJ_SERVER_BIN=$(CURDIR)/target/release/hipobj-server target/python-venv/bin/python -m pytest -q -p no:cacheprovider python/tests/frameworks/test_no_device_frameworks.py
 	flock /tmp/hipobj-lane.lock tests/vm/run --timeout 2400 --mem 6G \
 	  --cpu qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt,+pclmulqdq -- tests/vm/frameworks
+
+# Issue 51: NIXL's backend plugin over the batch API (nixl/): the wheel nixl-cu12 1.4.0 into the
+# project's venv once, libplugin_HIPOBJ.so into target/nixl/plugins, its symbols checked against the
+# wheel's libnixl.so, and the wheel's NIXL loading it through NIXL_PLUGIN_DIR (host, no RDMA).
+nixl: build
+	nixl/build
+
+# Its lane stage: NIXL's Python agent with HIPOBJ and, as the peer, NIXL's own OBJ plugin against
+# hipobj-server over real verbs (nixl/tests/test_lane.py), in a boot of its own.
+e2e-nixl: nixl
+	scripts/build-e2e
+	flock /tmp/hipobj-lane.lock tests/vm/run --timeout 900 --mem 6G -- tests/vm/nixl
 
 # Every stage in order, timed (scripts/test prints each stage's time and the total).
 test:

@@ -572,6 +572,28 @@ def demo_under_load(summary: str, what: str) -> Figure:
                   outcome={"runs": len(runs)})
 
 
+# --- benches/nixl (issue 51) ------------------------------------------------------------------
+
+def nixl_ratio(report: dict, what: str) -> Figure:
+    """HIPOBJ's speed over NIXL's OBJ plugin's for `what` (e.g. "read-256k": the same blocks each
+    time, so blocks/s and MB/s have the same ratio): median time of OBJ's transfer sets / median
+    time of HIPOBJ's; spread over the alternating rounds; both rates in the baseline text."""
+    mine, theirs = _frameworks_times(report, what, "HIPOBJ"), _frameworks_times(report, what, "OBJ")
+    rounds = sorted(set(mine) & set(theirs))
+    per_round = [theirs[r] / mine[r] for r in rounds]
+    one = next(t for t in report["transfers"] if t["what"] == what)
+    rates = lambda xs: f"{one['blocks'] / median(xs):.0f} blocks/s, {one['bytes'] / median(xs) / 1e6:.1f} MB/s"  # noqa: E731
+    return Figure(median(theirs.values()) / median(mine.values()), min(per_round), max(per_round),
+                  len(mine) + len(theirs),
+                  f"{len(mine)} sets of {one['blocks']} blocks each, alternating rounds; spread over the rounds",
+                  f"OBJ plugin's median {rates(theirs.values())} (HIPOBJ {rates(mine.values())})")
+
+
+def nixl_summary(report: dict) -> list:
+    whats = sorted({t["what"] for t in report["transfers"]}, key=lambda w: (int(w.split("-")[1][:-1]), w))
+    return [nixl_ratio(report, w).line(f"{w} HIPOBJ over OBJ") for w in whats]
+
+
 def load_json(path: Path | str) -> dict:
     return json.loads(text(path))
 
@@ -584,6 +606,7 @@ SUMMARIES = {
     "cp-against": lambda path: cp_against_summary(load_json(path)),
     "checksum-cost": lambda path: checksum_cost_summary(text(path)),
     "frameworks": lambda path: frameworks_summary(load_json(path)),
+    "nixl": lambda path: nixl_summary(load_json(path)),
     "protocols": protocols_summary,
     "cpu-per-gib": lambda path: cpu_summary(text(path)),
 }

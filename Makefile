@@ -78,7 +78,7 @@ python: build
 	PYTHONDONTWRITEBYTECODE=1 HIPOBJ_SERVER_BIN=$(CURDIR)/target/release/hipobj-server target/python-venv/bin/python -m pytest -q -p no:cacheprovider python/tests/test_no_device.py
 
 # The gateway's lane test needs s3s-fs (cached in target/s3s-fs); `make demo` does not.
-e2e: build python
+e2e: build python nixl
 	CARGO=$(CARGO) scripts/install-s3s-fs
 	scripts/build-e2e
 	tests/vm/e2e

@@ -50,11 +50,11 @@ def main() -> int:
                 order = ["HIPOBJ", "OBJ"] if rnd % 2 == 0 else ["OBJ", "HIPOBJ"]
                 for method in order:
                     common = ["--backend", method, "--endpoint", server.endpoint, "--bucket", bucket,
-                              "--access", access, "--secret", secret, "--nic", client_dev,
+                              "--access", access, "--nic", client_dev,
                               "--transport", transport, "--size", str(size), "--batch", str(BATCH)]
                     prefix = f"{method}-{size}-"  # each round overwrites: the store stays bounded
                     for op in ("write", "read"):
-                        got = peer(common + [op, prefix, "0", str(count)], timeout=1800)
+                        got = peer(common + [op, prefix, "0", str(count)], secret, timeout=1800)
                         if got["differ"]:
                             raise SystemExit(f"{method} {op} {size}: {got['differ']} blocks differ")
                         log.append({"what": f"{op}-{size // KIB}k", "method": method, "round": rnd,

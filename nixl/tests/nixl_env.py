@@ -173,12 +173,13 @@ def make_agent(name: str, backend: str, params: Dict[str, str]):
     return agent
 
 
-def peer(args: List[str], timeout: float = 600.0) -> dict:
+def peer(args: List[str], secret: str, timeout: float = 600.0) -> dict:
     """Runs nixl_peer.py in a process of its own (it sets NIXL_PLUGIN_DIR for HIPOBJ and drops it
-    for NIXL's OBJ plugin); returns its JSON answer."""
+    for NIXL's OBJ plugin), the secret key on its standard input (never on a command line: issue
+    52's check samples them); returns its JSON answer."""
     env = {k: v for k, v in os.environ.items() if k != "NIXL_PLUGIN_DIR"}
     out = subprocess.run([sys.executable, str(Path(__file__).with_name("nixl_peer.py"))] + args,
-                         env=env, capture_output=True, text=True, timeout=timeout)
+                         env=env, input=secret + "\n", capture_output=True, text=True, timeout=timeout)
     if out.returncode != 0:
         raise AssertionError(f"nixl_peer {' '.join(args)} failed ({out.returncode}):\n{out.stderr[-4000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -8,7 +8,7 @@ checked outside that time), blocks whose bytes differ, and the HIPOBJ counters.
 The tests use it for NIXL's OBJ plugin (a process sees HIPOBJ or the wheel's plugins, never both:
 nixl_env.py) and benches/nixl for both plugins alike.
 
-  nixl_peer.py --backend OBJ|HIPOBJ --endpoint URL --bucket B --access A --secret S [--nic DEV]
+  nixl_peer.py --backend OBJ|HIPOBJ --endpoint URL --bucket B --access A [--nic DEV]
                [--size BYTES] [--batch N] write|read PREFIX FIRST COUNT
 """
 
@@ -31,7 +31,6 @@ def main() -> int:
     p.add_argument("--endpoint", required=True)
     p.add_argument("--bucket", required=True)
     p.add_argument("--access", required=True)
-    p.add_argument("--secret", required=True)
     p.add_argument("--nic", default="")
     p.add_argument("--transport", default="rdma")
     p.add_argument("--size", type=int, default=256 * 1024)
@@ -41,6 +40,10 @@ def main() -> int:
     p.add_argument("first", type=int)
     p.add_argument("count", type=int)
     a = p.parse_args()
+    # The secret key comes on standard input, one line: a command line is visible to every user.
+    a.secret = sys.stdin.readline().strip()
+    if not a.secret:
+        p.error("no secret key on standard input")
 
     if a.backend == "HIPOBJ":
         os.environ["NIXL_PLUGIN_DIR"] = str(nixl_env.PLUGIN_DIR)

@@ -70,9 +70,9 @@ def test_obj_plugin_peer_and_cross_reads(server, identity, params, bucket, s3):
     uploads (aws-chunked, trailing checksum) are served back without aws-chunked; HIPOBJ reads what
     OBJ wrote and OBJ reads what HIPOBJ wrote, bytes equal."""
     common = ["--backend", "OBJ", "--endpoint", server.endpoint, "--bucket", bucket,
-              "--access", identity[0], "--secret", identity[1], "--size", str(SIZE), "--batch", str(BATCH)]
-    wrote = peer(common + ["write", "obj-", "0", str(BLOCKS)])
-    read = peer(common + ["read", "obj-", "0", str(BLOCKS)])
+              "--access", identity[0], "--size", str(SIZE), "--batch", str(BATCH)]
+    wrote = peer(common + ["write", "obj-", "0", str(BLOCKS)], identity[1])
+    read = peer(common + ["read", "obj-", "0", str(BLOCKS)], identity[1])
     print(f"\nOBJ plugin: wrote {wrote['blocks']} in {wrote['seconds']:.1f} s, read {read['blocks']} "
           f"in {read['seconds']:.1f} s, {read['differ']} differ")
     assert read["differ"] == 0 and read["blocks"] == BLOCKS
@@ -101,7 +101,7 @@ def test_obj_plugin_peer_and_cross_reads(server, identity, params, bucket, s3):
     assert differ == []
     assert moved["gets"] == CROSS and moved["puts"] == CROSS and moved["failed"] == 0
     assert moved["verified"] == CROSS, "OBJ's uploads keep a checksum the GETs check"
-    back = peer(common + ["read", "hip-", "0", str(CROSS)])
+    back = peer(common + ["read", "hip-", "0", str(CROSS)], identity[1])
     assert back["differ"] == 0 and back["blocks"] == CROSS
 
 

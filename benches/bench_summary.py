@@ -574,11 +574,12 @@ def demo_under_load(summary: str, what: str) -> Figure:
 
 # --- benches/nixl (issue 51) ------------------------------------------------------------------
 
-def nixl_ratio(report: dict, what: str) -> Figure:
-    """HIPOBJ's speed over NIXL's OBJ plugin's for `what` (e.g. "read-256k": the same blocks each
-    time, so blocks/s and MB/s have the same ratio): median time of OBJ's transfer sets / median
-    time of HIPOBJ's; spread over the alternating rounds; both rates in the baseline text."""
-    mine, theirs = _frameworks_times(report, what, "HIPOBJ"), _frameworks_times(report, what, "OBJ")
+def nixl_ratio(report: dict, what: str, column: str = "HIPOBJ") -> Figure:
+    """A HIPOBJ column's speed over NIXL's OBJ plugin's for `what` (e.g. "read-256k": the same
+    blocks each time, so blocks/s and MB/s have the same ratio): median time of OBJ's transfer
+    sets / median time of the column's; spread over the alternating rounds; both rates in the
+    baseline text."""
+    mine, theirs = _frameworks_times(report, what, column), _frameworks_times(report, what, "OBJ")
     rounds = sorted(set(mine) & set(theirs))
     per_round = [theirs[r] / mine[r] for r in rounds]
     one = next(t for t in report["transfers"] if t["what"] == what)
@@ -586,12 +587,13 @@ def nixl_ratio(report: dict, what: str) -> Figure:
     return Figure(median(theirs.values()) / median(mine.values()), min(per_round), max(per_round),
                   len(mine) + len(theirs),
                   f"{len(mine)} sets of {one['blocks']} blocks each, alternating rounds; spread over the rounds",
-                  f"OBJ plugin's median {rates(theirs.values())} (HIPOBJ {rates(mine.values())})")
+                  f"OBJ plugin's median {rates(theirs.values())} ({column} {rates(mine.values())})")
 
 
 def nixl_summary(report: dict) -> list:
     whats = sorted({t["what"] for t in report["transfers"]}, key=lambda w: (int(w.split("-")[1][:-1]), w))
-    return [nixl_ratio(report, w).line(f"{w} HIPOBJ over OBJ") for w in whats]
+    columns = report.get("context", {}).get("columns", ["OBJ", "HIPOBJ"])
+    return [nixl_ratio(report, w, c).line(f"{w} {c} over OBJ") for w in whats for c in columns if c != "OBJ"]
 
 
 def load_json(path: Path | str) -> dict:

@@ -2,8 +2,9 @@
 """Issue 51's benchmark, in the guest of one lane boot (benches/nixl runs it): KV blocks written
 and read back as objects through NIXL's Python agent, by this repository's HIPOBJ plugin (RDMA,
 every GET checked) and by NIXL's own OBJ plugin from the wheel (aws-sdk-cpp over HTTP), on the
-same hipobj-server, the plugins alternating round by round (the first of a round swaps each
-round), 256 KiB and 4 MiB blocks in batches of 64.
+same hipobj-server, the columns (OBJ, then HIPOBJ under each transport of
+HIPOBJ_NIXL_TRANSPORTS, default "auto rdma") alternating round by round (each round starts with
+the next column), 256 KiB and 4 MiB blocks in batches of 64.
 
 Each transfer set is one nixl_peer.py process (a process sees either HIPOBJ or the wheel's
 plugins: nixl/tests/nixl_env.py) that writes, or reads and compares, COUNT blocks; its time is
@@ -35,9 +36,16 @@ KIB = 1024
 BATCH = 64
 
 
+def methods() -> list:
+    """(label, backend, transport) of each column: NIXL's OBJ plugin, then HIPOBJ under each
+    transport of HIPOBJ_NIXL_TRANSPORTS (default "auto rdma")."""
+    transports = os.environ.get("HIPOBJ_NIXL_TRANSPORTS", "auto rdma").split()
+    return [("OBJ", "OBJ", "env")] + [(f"HIPOBJ-{t}", "HIPOBJ", t) for t in transports]
+
+
 def main() -> int:
     rounds, count_small, count_large = (int(a) for a in sys.argv[1:4])
-    transport = os.environ.get("HIPOBJ_NIXL_TRANSPORT", "rdma")
+    columns = methods()
     client_dev, server_dev = device_pair()
     server = Server(server_dev, device_address(server_dev))
     access, secret = IDENTITIES[0]
@@ -47,9 +55,10 @@ def main() -> int:
     try:
         for size, count in ((256 * KIB, count_small), (4096 * KIB, count_large)):
             for rnd in range(rounds):
-                order = ["HIPOBJ", "OBJ"] if rnd % 2 == 0 else ["OBJ", "HIPOBJ"]
-                for method in order:
-                    common = ["--backend", method, "--endpoint", server.endpoint, "--bucket", bucket,
+                # each round starts with the next column: every column goes first once a cycle
+                order = columns[rnd % len(columns):] + columns[:rnd % len(columns)]
+                for method, backend, transport in order:
+                    common = ["--backend", backend, "--endpoint", server.endpoint, "--bucket", bucket,
                               "--access", access, "--nic", client_dev,
                               "--transport", transport, "--size", str(size), "--batch", str(BATCH)]
                     prefix = f"{method}-{size}-"  # each round overwrites: the store stays bounded
@@ -65,7 +74,7 @@ def main() -> int:
     finally:
         server.stop()
     context = {"rounds": rounds, "batch": BATCH, "counts": {"256k": count_small, "4096k": count_large},
-               "devices": [client_dev, server_dev], "hipobj_transport": transport,
+               "devices": [client_dev, server_dev], "columns": [c[0] for c in columns],
                "nixl": "nixl-cu12 1.4.0"}
     print(json.dumps({"transfers": log, "context": context}, indent=1))
     return 0

@@ -31,7 +31,8 @@ def test_a_batch_of_puts_and_gets_lands_every_byte_checked(session, client, buck
         gets = b.run([("get", bucket, k, d, i * BLOCK, BLOCK, 0, None) for i, k in enumerate(keys)])
         assert [e.status for e in gets] == ["complete"] * BLOCKS
         assert {e.path for e in puts + gets} == {path}
-        assert all(e.verified for e in gets), [e for e in gets if not e.verified]
+        # checked end to end over RDMA; over HTTP the queue reads ranges, for which S3 names no checksum
+        assert [e.verified for e in gets] == [transport == "rdma"] * BLOCKS
         assert b.counters()[transport] == 2 * BLOCKS
     assert np.array_equal(src, dst)
 

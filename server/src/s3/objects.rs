@@ -135,8 +135,8 @@ pub(super) fn copy_into(
 }
 
 /// Checksums a GET/HEAD reports: the part's for `partNumber` of a multipart object (reported
-/// with the object's checksum type), the object's for the whole object ([`is_whole`]), none for
-/// a range of part of it.
+/// with the object's checksum type), the object's for the whole object, none for a range (as
+/// S3: even one that covers the whole object, which SDKs would otherwise validate).
 fn part_or_object_checksums(
     info: &ObjectInfo,
     part_number: Option<i32>,
@@ -157,16 +157,6 @@ fn part_or_object_checksums(
         };
     }
     headers::reported_checksums(info, whole, wanted)
-}
-
-/// Whether a GET/HEAD selects the whole object: no range, or a range (or part) from its first
-/// byte to its last. Such a reply's body is the object, so it reports the object's checksums (a
-/// client that reads whole objects in ranges of their size, as the library's HTTP path does, can
-/// check them).
-fn is_whole(selected: &Option<std::ops::Range<u64>>, info: &ObjectInfo) -> bool {
-    selected
-        .as_ref()
-        .is_none_or(|r| r.start == 0 && r.end == info.size)
 }
 
 /// A `partNumber` the object does not have: 400 InvalidPart.
@@ -276,7 +266,7 @@ impl HipobjS3 {
             ..Default::default()
         };
         let reported =
-            part_or_object_checksums(&info, input.part_number, is_whole(&selected, &info), wanted);
+            part_or_object_checksums(&info, input.part_number, selected.is_none(), wanted);
         output.checksum_type = headers::checksum_type(&reported);
         put_checksums!(output, reported);
         Ok(S3Response::new(output))
@@ -330,7 +320,7 @@ impl HipobjS3 {
             ..Default::default()
         };
         let reported =
-            part_or_object_checksums(&info, input.part_number, is_whole(&selected, &info), wanted);
+            part_or_object_checksums(&info, input.part_number, selected.is_none(), wanted);
         output.checksum_type = headers::checksum_type(&reported);
         put_checksums!(output, reported);
         // HeadObjectOutput has no tag count field; S3 sends the header on HEAD too.

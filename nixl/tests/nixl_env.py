@@ -43,22 +43,6 @@ def block(seed: int, size: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8)
 
 
-def hipobj_params(endpoint: str, bucket: str, access: str, secret: str, nic: str, **extra: str) -> Dict[str, str]:
-    """HIPOBJ's backend parameters: NIXL's OBJ plugin's names, plus nics and transport."""
-    params = {
-        "endpoint_override": endpoint,
-        "scheme": endpoint.split("://")[0],
-        "bucket": bucket,
-        "access_key": access,
-        "secret_key": secret,
-        "region": "us-east-1",
-        "nics": nic,
-        "transport": "rdma",
-    }
-    params.update(extra)
-    return params
-
-
 def obj_params(endpoint: str, bucket: str, access: str, secret: str) -> Dict[str, str]:
     """NIXL's OBJ plugin against the same server: plain HTTP, path-style, SigV4."""
     return {
@@ -70,6 +54,11 @@ def obj_params(endpoint: str, bucket: str, access: str, secret: str) -> Dict[str
         "region": "us-east-1",
         "use_virtual_addressing": "false",
     }
+
+
+def hipobj_params(endpoint: str, bucket: str, access: str, secret: str, nic: str, **extra: str) -> Dict[str, str]:
+    """HIPOBJ's backend parameters: the OBJ plugin's map, as it is, plus nics and transport."""
+    return {**obj_params(endpoint, bucket, access, secret), "nics": nic, "transport": "rdma", **extra}
 
 
 class Stats(ctypes.Structure):

@@ -3,7 +3,6 @@
 //! What the Python side decides with it lives in one place, `Session._pick`.
 
 use crate::errors;
-use hipobj::registry::BufferKind;
 use hipobj::transport::{self, Destination, Direction, Mode, Path, Reason};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -42,10 +41,11 @@ fn destination(value: &str) -> PyResult<Destination> {
 /// What the decision calls the registered memory at `base`: "gpu" (device memory the NIC
 /// reaches), "gpu-bounce" (device memory staged through host memory), else "host".
 pub fn destination_of(base: usize) -> &'static str {
-    match hipobj::runtime::current().and_then(|rt| rt.buffer_kind(base)) {
-        Some(BufferKind::DeviceDirect) => "gpu",
-        Some(BufferKind::DeviceStaged) => "gpu-bounce",
-        _ => "host",
+    let kind = hipobj::runtime::current().and_then(|rt| rt.buffer_kind(base));
+    match Destination::of_buffer(kind) {
+        Destination::Gpu => "gpu",
+        Destination::GpuBounce => "gpu-bounce",
+        Destination::Host => "host",
     }
 }
 

@@ -18,7 +18,6 @@ use crate::engine::{
     Slice, DEFAULT_PART_SIZE,
 };
 use crate::error::Error;
-use crate::registry::BufferKind;
 use crate::transport::{Destination, Direction, Mode, Path};
 use crossbeam_channel::Receiver;
 use hipobj_actors::sync::atomic::{AtomicBool, Ordering};
@@ -98,7 +97,10 @@ fn run_one(shared: &Shared, queued: &Queued, cancel: &Arc<AtomicBool>) -> Ended 
     };
     let transport = &shared.transport;
     let endpoint = shared.s3.endpoint();
-    let (direction, destination) = (direction(op.kind), destination(shared, op.buffer));
+    let (direction, destination) = (
+        direction(op.kind),
+        Destination::of_buffer(shared.runtime.buffer_kind(op.buffer)),
+    );
     let mut ticket = transport.pick(endpoint, op.len as u64, direction, destination);
     let mut result = run_on(shared, &object, op, slice, ticket.path(), cancel);
     if let Err(f) = &result {
@@ -169,15 +171,6 @@ fn direction(kind: OpKind) -> Direction {
     match kind {
         OpKind::Get => Direction::Get,
         OpKind::Put => Direction::Put,
-    }
-}
-
-/// Where an operation's bytes are, for the transport's decision.
-fn destination(shared: &Shared, buffer: usize) -> Destination {
-    match shared.runtime.buffer_kind(buffer) {
-        Some(BufferKind::DeviceDirect) => Destination::Gpu,
-        Some(BufferKind::DeviceStaged) => Destination::GpuBounce,
-        Some(BufferKind::Host) | None => Destination::Host,
     }
 }
 

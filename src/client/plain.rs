@@ -6,7 +6,7 @@
 //! ring ([`PlainRing`], the command line), or registered memory ([`Runtime`], host or device:
 //! a batch operation that the queue's transport sent over HTTP).
 
-use crate::checksum::{CrcAlgo, ObjectChecksum, StoredChecksum};
+use crate::checksum::{CrcAlgo, ObjectChecksum};
 use crate::client::failure::{Failure, Retryable};
 use crate::client::s3::{ObjectPath, S3};
 use crate::engine::{CompletedPart, ErrorClass, ObjectStore, PartHead, PutTarget, Slice};
@@ -80,20 +80,12 @@ impl ObjectStore for HttpStore<'_> {
     type Error = Retryable;
 
     fn get(&self, slice: Slice, first: u64) -> std::result::Result<u64, Retryable> {
-        self.get_named(slice, first).map(|(bytes, _)| bytes)
-    }
-
-    fn get_named(
-        &self,
-        slice: Slice,
-        first: u64,
-    ) -> std::result::Result<(u64, Option<StoredChecksum>), Retryable> {
         let last = first + slice.len as u64 - 1;
-        let (body, named) = self.s3.get_range(self.object, first, last)?;
+        let body = self.s3.get_range(self.object, first, last)?;
         self.memory
             .fill(slice, &body)
             .map_err(|e| self.memory_failure(&e))?;
-        Ok((body.len().min(slice.len) as u64, named))
+        Ok(body.len().min(slice.len) as u64)
     }
 
     fn put(

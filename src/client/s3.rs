@@ -480,23 +480,13 @@ impl S3 {
         Ok(listed.into_iter().map(|o| (o.key, o.size)).collect())
     }
 
-    /// Bytes `first ..= last` of an object over plain HTTP (one ranged GET with the checksums
-    /// asked for, its failure classified for a retry), and the stored checksum of exactly these
-    /// bytes when the reply names one: only when the range is the whole object (its
-    /// `Content-Range` says so) does a server send the object's checksum.
-    pub fn get_range(
-        &self,
-        obj: &ObjectPath,
-        first: u64,
-        last: u64,
-    ) -> Result<(Vec<u8>, Option<crate::checksum::StoredChecksum>), Retryable> {
+    /// Bytes `first ..= last` of an object over plain HTTP (one ranged GET, its failure
+    /// classified for a retry). S3 names no checksum for a range: the bytes are not checked here.
+    pub fn get_range(&self, obj: &ObjectPath, first: u64, last: u64) -> Result<Vec<u8>, Retryable> {
         let url = self.url(&obj.bucket, Some(&obj.key));
         let what = || format!("GET {obj} bytes {first}-{last}");
-        let headers = [
-            ("range", format!("bytes={first}-{last}")),
-            ("x-amz-checksum-mode", "ENABLED".to_owned()),
-        ];
-        let r = self.call("GET", &url, &headers, Vec::new(), &what)?;
+        let range = [("range", format!("bytes={first}-{last}"))];
+        let r = self.call("GET", &url, &range, Vec::new(), &what)?;
         if !(200..300).contains(&r.status) {
             let failure = Failure::Http(format!("{}: HTTP {}", what(), r.status));
             return Err(Retryable::new(
@@ -504,20 +494,7 @@ impl S3 {
                 ErrorClass::of_status(r.status, None),
             ));
         }
-        let whole = first == 0
-            && r.header("content-range")
-                .is_some_and(|v| is_whole_object_range(v, last));
-        let named = match whole {
-            false => None,
-            true => {
-                crate::checksum::StoredChecksum::from_s3_headers(|n| r.header(n).map(str::to_owned))
-                    .map_err(|e| {
-                        let failure = Failure::Http(format!("{}: {e}", what()));
-                        Retryable::new(failure, ErrorClass::Fatal)
-                    })?
-            }
-        };
-        Ok((r.body, named))
+        Ok(r.body)
     }
 
     /// A PUT of `body` over plain HTTP (an UploadPart with `query`, see
@@ -566,18 +543,6 @@ fn head_refused(what: &str, status: u16, bucket: bool) -> Failure {
     }
 }
 
-/// Whether a reply's `Content-Range` (`bytes 0-<last>/<size>`) covers the whole object: its
-/// size is `last + 1`.
-fn is_whole_object_range(content_range: &str, last: u64) -> bool {
-    content_range
-        .trim()
-        .strip_prefix("bytes ")
-        .and_then(|r| r.split_once('/'))
-        .is_some_and(|(range, size)| {
-            range.trim() == format!("0-{last}") && size.trim().parse::<u64>() == Ok(last + 1)
-        })
-}
-
 /// Send a request made by [`S3::build`]: its answer, whatever the status.
 pub fn send(
     req: RequestBuilder,
@@ -596,17 +561,6 @@ pub fn send(
 mod tests {
     use super::*;
     use std::io::{Read, Write};
-
-    #[test]
-    fn a_content_range_is_the_whole_object_only_from_0_to_its_last_byte() {
-        assert!(is_whole_object_range("bytes 0-4/5", 4));
-        assert!(is_whole_object_range(" bytes 0-0/1 ", 0));
-        assert!(!is_whole_object_range("bytes 0-4/6", 4));
-        assert!(!is_whole_object_range("bytes 1-4/5", 4));
-        assert!(!is_whole_object_range("bytes 0-4/*", 4));
-        assert!(!is_whole_object_range("bytes 0-3/5", 4));
-        assert!(!is_whole_object_range("0-4/5", 4));
-    }
 
     /// A server that answers each connection's first request with the next of `answers`.
     fn scripted(answers: Vec<&'static str>) -> (String, std::thread::JoinHandle<usize>) {

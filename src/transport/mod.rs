@@ -194,6 +194,18 @@ pub enum Destination {
     GpuBounce,
 }
 
+impl Destination {
+    /// Where the bytes of a registration of `kind` are (`None`, no registration: host memory).
+    pub fn of_buffer(kind: Option<crate::registry::BufferKind>) -> Destination {
+        use crate::registry::BufferKind;
+        match kind {
+            Some(BufferKind::DeviceDirect) => Destination::Gpu,
+            Some(BufferKind::DeviceStaged) => Destination::GpuBounce,
+            Some(BufferKind::Host) | None => Destination::Host,
+        }
+    }
+}
+
 /// A size class: powers of 4 from 4 KiB. Class 0 holds transfers under 4 KiB; class k >= 1 holds
 /// `[4 KiB * 4^(k-1), 4 KiB * 4^k)`, so 4 KiB, 64 KiB, 1 MiB and 16 MiB each open a class.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
